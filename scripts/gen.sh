@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Regenerates generated/openapi.json (bundled contract) and generated/api.d.ts (types) from
+# openapi/. Run from the repository root. Never edit generated/ by hand.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+mkdir -p generated
+
+npx --no-install redocly lint openapi/openapi.yaml
+npx --no-install redocly bundle openapi/openapi.yaml -o generated/openapi.json
+# Defaults must not make request fields required in the types (`--default-non-nullable false`).
+npx --no-install openapi-typescript generated/openapi.json -o generated/api.d.ts --default-non-nullable false
+
+# The bundle must be one self-contained document, and every /v1/agent operation must carry
+# the three extensions the server reads at start-up (src/http/operations.ts).
+node -e '
+const doc = JSON.parse(require("fs").readFileSync("generated/openapi.json", "utf8"));
+const problems = [];
+const walk = (v, at) => {
+  if (Array.isArray(v)) return v.forEach((x, i) => walk(x, at + "/" + i));
+  if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) {
+    if (k === "$ref" && typeof x === "string" && !x.startsWith("#/")) problems.push(at + ": external $ref " + x);
+    walk(x, at + "/" + k);
+  }
+};
+walk(doc, "#");
+const methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+let count = 0;
+for (const [path, item] of Object.entries(doc.paths)) {
+  if (!path.startsWith("/v1/agent/")) continue;
+  for (const m of methods) {
+    const op = item[m];
+    if (!op) continue;
+    count++;
+    for (const x of ["x-rate-limit-class", "x-required-scope", "x-idempotency"])
+      if (op[x] === undefined) problems.push(m.toUpperCase() + " " + path + ": missing " + x);
+  }
+}
+if (problems.length) { console.error(problems.join("\n")); process.exit(1); }
+console.log("generated/openapi.json: " + count + " /v1/agent operations, all with x-rate-limit-class, x-required-scope, x-idempotency; no external refs");
+'

@@ -1,0 +1,33 @@
+// Who is calling: one agent and its wallet, by header key or OAuth bearer token.
+
+export type AuthMethod = 'api_key' | 'oauth';
+
+export interface Principal {
+  agentId: string;
+  walletId: string;
+  ownerId: string;
+  agentName: string;
+  method: AuthMethod;
+  /** Granted scopes; header keys hold every scope. */
+  scopes: ReadonlySet<string>;
+  clientId: string | null;
+  grantId: string | null;
+}
+
+export const ALL_SCOPES = [
+  'agent:read',
+  'agent:simulate',
+  'agent:payments:write',
+  'agent:conversions:write',
+  'agent:withdrawals:write',
+  'agent:earn:write',
+  'agent:borrow:write',
+  'agent:trusted_destinations:write',
+  'agent:webhooks:manage',
+] as const;
+
+export type Scope = (typeof ALL_SCOPES)[number];
+
+export function hasScope(principal: Principal, scope: string): boolean {
+  return principal.scopes.has(scope);
+}

@@ -1,0 +1,61 @@
+// agentctl commands: `<group> <name>` with positional arguments and --flags; each returns one JSON object.
+import type { Knex } from 'knex';
+import type { Config } from '../config.js';
+import type { Services } from '../services/registry.js';
+import type { Clock } from '../lib/clock.js';
+
+export interface CliContext {
+  db: Knex;
+  services: Services;
+  config: Readonly<Config>;
+  clock: Clock;
+}
+
+export interface CliArgs {
+  positional: string[];
+  flags: Record<string, string | boolean>;
+}
+
+export interface CliCommand {
+  /** e.g. "agent create" */
+  name: string;
+  usage: string;
+  run(ctx: CliContext, args: CliArgs): Promise<Record<string, unknown>>;
+}
+
+export class CliUsageError extends Error {}
+
+export function requireFlag(args: CliArgs, name: string): string {
+  const value = args.flags[name];
+  if (typeof value !== 'string' || value === '') throw new CliUsageError(`--${name} is required`);
+  return value;
+}
+
+export function optionalFlag(args: CliArgs, name: string): string | undefined {
+  const value = args.flags[name];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+export function requirePositional(args: CliArgs, index: number, what: string): string {
+  const value = args.positional[index];
+  if (!value) throw new CliUsageError(`${what} is required`);
+  return value;
+}
+
+export function parseDateFlag(args: CliArgs, name: string): Date | undefined {
+  const raw = optionalFlag(args, name);
+  if (raw === undefined) return undefined;
+  const date = new Date(raw);
+  if (Number.isNaN(date.getTime())) throw new CliUsageError(`--${name} must be an ISO 8601 timestamp`);
+  return date;
+}
+
+export function parseIntFlag(args: CliArgs, name: string, required: true): number;
+export function parseIntFlag(args: CliArgs, name: string, required?: false): number | undefined;
+export function parseIntFlag(args: CliArgs, name: string, required = false): number | undefined {
+  const raw = required ? requireFlag(args, name) : optionalFlag(args, name);
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new CliUsageError(`--${name} must be a non-negative integer`);
+  return value;
+}

@@ -1,0 +1,132 @@
+// The only reader of process.env: validated once at boot, typed, frozen. Lists every problem.
+
+export interface Config {
+  nodeEnv: 'production' | 'development' | 'test';
+  port: number;
+  host: string;
+  baseUrl: string;
+  databaseUrl: string | null;
+  dataDir: string;
+  redisUrl: string | null;
+  redisPrefix: string;
+  logLevel: string;
+  masterKey: string;
+  autoMigrate: boolean;
+  runWorker: boolean;
+  settlementDelayMs: number;
+  webhookLeaseMs: number;
+  webhookAttemptTimeoutMs: number;
+  unsafeAllowLoopbackTargets: boolean;
+  smtpUrl: string | null;
+  trustProxy: boolean;
+  validateResponses: boolean;
+  shutdownGraceMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+const DEV_MASTER_KEY = 'dev-only-master-key-change-me-0000000000';
+
+type Env = Record<string, string | undefined>;
+
+/** Reads configuration from an environment map; empty strings count as unset (contract §15). */
+export function loadConfig(env: Env = process.env, warn: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): Readonly<Config> {
+  const problems: string[] = [];
+  const get = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  };
+  const int = (name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number => {
+    const raw = get(name);
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min || value > max) {
+      problems.push(`${name} must be an integer in [${min}, ${max}], got "${raw}"`);
+      return fallback;
+    }
+    return value;
+  };
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = get(name);
+    if (raw === undefined) return fallback;
+    if (/^(1|true|yes|on)$/i.test(raw)) return true;
+    if (/^(0|false|no|off)$/i.test(raw)) return false;
+    problems.push(`${name} must be a boolean (true/false/1/0), got "${raw}"`);
+    return fallback;
+  };
+  const url = (name: string, protocols: string[]): string | null => {
+    const raw = get(name);
+    if (raw === undefined) return null;
+    try {
+      const parsed = new URL(raw);
+      if (!protocols.includes(parsed.protocol)) problems.push(`${name} must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
+      return raw;
+    } catch {
+      problems.push(`${name} is not a valid URL`);
+      return null;
+    }
+  };
+
+  const nodeEnvRaw = get('NODE_ENV') ?? 'development';
+  if (!['production', 'development', 'test'].includes(nodeEnvRaw)) problems.push(`NODE_ENV must be production, development or test, got "${nodeEnvRaw}"`);
+  const nodeEnv = (['production', 'development', 'test'].includes(nodeEnvRaw) ? nodeEnvRaw : 'development') as Config['nodeEnv'];
+  const production = nodeEnv === 'production';
+
+  const port = int('PORT', 3000, 0, 65535);
+  const host = get('HOST') ?? '127.0.0.1';
+  const baseUrlRaw = url('BASE_URL', ['http:', 'https:']);
+  const baseUrl = (baseUrlRaw ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  if (baseUrlRaw && new URL(baseUrlRaw).pathname !== '/') problems.push('BASE_URL must be an origin with no path (it is the OAuth issuer)');
+  if (production && !baseUrlRaw) problems.push('BASE_URL is required in production');
+
+  const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:']);
+  const redisUrl = url('REDIS_URL', ['redis:', 'rediss:']);
+  if (production && !databaseUrl) problems.push('DATABASE_URL is required in production (the embedded PGlite default is for development)');
+  if (production && !redisUrl) problems.push('REDIS_URL is required in production (the in-process limiter is for development)');
+
+  let masterKey = get('MASTER_KEY');
+  if (!masterKey) {
+    if (production) problems.push('MASTER_KEY is required in production (it encrypts wallet keys and webhook secrets)');
+    else warn('warning: MASTER_KEY is not set; using the insecure development default');
+    masterKey = DEV_MASTER_KEY;
+  } else if (masterKey.length < 32) {
+    problems.push('MASTER_KEY must be at least 32 characters');
+  }
+
+  const unsafeAllowLoopbackTargets = bool('UNSAFE_ALLOW_LOOPBACK_TARGETS', false);
+  if (unsafeAllowLoopbackTargets && production) problems.push('UNSAFE_ALLOW_LOOPBACK_TARGETS is refused when NODE_ENV=production');
+  else if (unsafeAllowLoopbackTargets) warn('warning: UNSAFE_ALLOW_LOOPBACK_TARGETS is on: webhook and x402 targets may be loopback IP literals');
+
+  const logLevel = get('LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info');
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) problems.push(`LOG_LEVEL must be a pino level, got "${logLevel}"`);
+
+  const config: Config = {
+    nodeEnv,
+    port,
+    host,
+    baseUrl,
+    databaseUrl,
+    dataDir: get('DATA_DIR') ?? './.data',
+    redisUrl,
+    redisPrefix: get('REDIS_PREFIX') ?? 'agentapi:',
+    logLevel,
+    masterKey,
+    autoMigrate: bool('AUTO_MIGRATE', true),
+    runWorker: bool('RUN_WORKER', true),
+    settlementDelayMs: int('SETTLEMENT_DELAY_MS', 0, 0, 3_600_000),
+    webhookLeaseMs: int('WEBHOOK_LEASE_MS', 60_000, 100, 3_600_000),
+    webhookAttemptTimeoutMs: int('WEBHOOK_ATTEMPT_TIMEOUT_MS', 10_000, 50, 60_000),
+    unsafeAllowLoopbackTargets,
+    smtpUrl: url('SMTP_URL', ['smtp:', 'smtps:']),
+    trustProxy: bool('TRUST_PROXY', false),
+    validateResponses: bool('VALIDATE_RESPONSES', !production),
+    shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+  };
+  if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}

@@ -1,0 +1,47 @@
+// Knex for Postgres (DATABASE_URL) or PGlite (embedded default); the only place a pool is built.
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import { migrationSource } from './migrations/index.js';
+
+export type { Knex };
+/** A pool or a transaction: repositories and services take either. */
+export type Db = Knex | Knex.Transaction;
+
+// NUMERIC stays a string (money is converted to bigint in code); int8 counts fit in number.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export interface DbOptions {
+  databaseUrl: string | null;
+  dataDir: string;
+  poolMax?: number;
+}
+
+export async function createKnex(options: DbOptions): Promise<Knex> {
+  if (options.databaseUrl) {
+    return knexFactory({
+      client: 'pg',
+      connection: options.databaseUrl,
+      pool: { min: 0, max: options.poolMax ?? 20 },
+      migrations: { migrationSource },
+    });
+  }
+  const { default: ClientPgLite } = await import('knex-pglite');
+  const { mkdirSync } = await import('node:fs');
+  mkdirSync(options.dataDir, { recursive: true });
+  return knexFactory({
+    client: ClientPgLite as unknown as typeof knexFactory.Client,
+    dialect: 'postgres',
+    connection: { filename: `${options.dataDir}/pglite` } as unknown as Knex.StaticConnectionConfig,
+    migrations: { migrationSource },
+  });
+}
+
+export async function migrateLatest(db: Knex): Promise<void> {
+  await db.migrate.latest({ migrationSource });
+}
+
+/** Runs `fn` in the transaction it is given, or opens one on the pool. */
+export async function withTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+  if ((db as Knex.Transaction).isTransaction) return fn(db as Knex.Transaction);
+  return (db as Knex).transaction(fn);
+}

@@ -1,0 +1,110 @@
+// Owners, agents, wallets and per-agent rate-limit overrides.
+import type { Db } from '../knex.js';
+
+export interface OwnerRow {
+  id: string;
+  email: string;
+  name: string | null;
+  deleted_at: Date | null;
+  created_at: Date;
+}
+
+export interface AgentRow {
+  id: string;
+  owner_id: string;
+  name: string;
+  enabled: boolean;
+  starts_at: Date | null;
+  ends_at: Date | null;
+  api_key_hash: string;
+  api_key_prefix: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface WalletRow {
+  id: string;
+  agent_id: string;
+  address: string | null;
+  sealed_private_key: string | null;
+  created_at: Date;
+}
+
+export interface AuthRow {
+  agent: AgentRow;
+  wallet_id: string;
+  owner_deleted_at: Date | null;
+  owner_exists: boolean;
+  rate_overrides: RateLimitOverrideRow[];
+}
+
+export interface RateLimitOverrideRow {
+  agent_id: string;
+  class: string;
+  limit: number;
+  burst: number;
+  window_seconds: number;
+}
+
+export async function insertOwner(db: Db, row: Pick<OwnerRow, 'id' | 'email' | 'name'>): Promise<void> {
+  await db('owners').insert(row);
+}
+
+export async function findOwner(db: Db, id: string): Promise<OwnerRow | undefined> {
+  return db('owners').where({ id }).first();
+}
+
+export async function softDeleteOwner(db: Db, id: string, at: Date): Promise<number> {
+  return db('owners').where({ id }).whereNull('deleted_at').update({ deleted_at: at });
+}
+
+export async function insertAgent(db: Db, row: Omit<AgentRow, 'created_at' | 'updated_at'> & { created_at: Date; updated_at: Date }): Promise<void> {
+  await db('agents').insert(row);
+}
+
+export async function insertWallet(db: Db, row: Omit<WalletRow, 'created_at'> & { created_at: Date }): Promise<void> {
+  await db('wallets').insert(row);
+}
+
+export async function findAgent(db: Db, id: string): Promise<AgentRow | undefined> {
+  return db('agents').where({ id }).first();
+}
+
+export async function findWalletByAgent(db: Db, agentId: string): Promise<WalletRow | undefined> {
+  return db('wallets').where({ agent_id: agentId }).first();
+}
+
+export async function listAgentsByOwner(db: Db, ownerId: string): Promise<AgentRow[]> {
+  return db('agents').where({ owner_id: ownerId }).orderBy('created_at', 'asc');
+}
+
+/** One round trip for authentication: the agent, its wallet and its owner's state. */
+export async function findAuthRow(db: Db, agentId: string): Promise<AuthRow | undefined> {
+  const row = await db('agents as a')
+    .leftJoin('wallets as w', 'w.agent_id', 'a.id')
+    .leftJoin('owners as o', 'o.id', 'a.owner_id')
+    .where('a.id', agentId)
+    .first(
+      'a.*',
+      'w.id as wallet_id',
+      'o.id as owner_found',
+      'o.deleted_at as owner_deleted_at',
+      db.raw("(SELECT coalesce(json_agg(r), '[]'::json) FROM rate_limit_overrides r WHERE r.agent_id = a.id) AS rate_overrides"),
+    );
+  if (!row) return undefined;
+  const { wallet_id, owner_found, owner_deleted_at, rate_overrides, ...agent } = row;
+  const overrides = typeof rate_overrides === 'string' ? JSON.parse(rate_overrides) : rate_overrides;
+  return { agent: agent as AgentRow, wallet_id, owner_exists: owner_found != null, owner_deleted_at, rate_overrides: overrides ?? [] };
+}
+
+export async function updateAgent(db: Db, id: string, patch: Partial<Pick<AgentRow, 'enabled' | 'starts_at' | 'ends_at' | 'api_key_hash' | 'api_key_prefix'>> & { updated_at: Date }): Promise<number> {
+  return db('agents').where({ id }).update(patch);
+}
+
+export async function upsertRateLimitOverride(db: Db, row: RateLimitOverrideRow): Promise<void> {
+  await db('rate_limit_overrides').insert(row).onConflict(['agent_id', 'class']).merge();
+}
+
+export async function listRateLimitOverrides(db: Db, agentId: string): Promise<RateLimitOverrideRow[]> {
+  return db('rate_limit_overrides').where({ agent_id: agentId });
+}

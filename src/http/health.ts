@@ -1,0 +1,19 @@
+// /healthz (process up) and /readyz (Postgres and Redis reachable); outside the API envelope.
+import type { Request, Response } from 'express';
+import type { Knex } from 'knex';
+
+export function createHealthHandlers(deps: { db: Knex; pingRedis: (() => Promise<unknown>) | null }) {
+  return {
+    healthz(_req: Request, res: Response) {
+      res.status(200).json({ status: 'ok' });
+    },
+    async readyz(_req: Request, res: Response) {
+      const timeout = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000))]);
+      const checks: Record<string, 'ok' | 'down'> = {};
+      checks.database = await timeout(deps.db.raw('SELECT 1')).then(() => 'ok' as const, () => 'down' as const);
+      if (deps.pingRedis) checks.redis = await timeout(deps.pingRedis()).then(() => 'ok' as const, () => 'down' as const);
+      const ready = Object.values(checks).every((v) => v === 'ok');
+      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable', checks });
+    },
+  };
+}

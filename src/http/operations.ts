@@ -1,0 +1,157 @@
+// The operation table read once from the bundled document: extensions, and a precompiled path matcher.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { RateClass } from '../ratelimit/classes.js';
+
+export type IdempotencyMode = 'required' | 'optional' | 'none';
+
+export interface OperationMeta {
+  operationId: string;
+  method: string;
+  path: string;
+  tag: string;
+  rateClass: RateClass;
+  scope: string | null;
+  /** Alternative scopes that also satisfy the route (webhook GETs also take agent:webhooks:manage). */
+  altScopes: string[];
+  idempotency: IdempotencyMode;
+  isPublic: boolean;
+}
+
+export type MatchResult =
+  | { kind: 'operation'; op: OperationMeta; params: Record<string, string> }
+  | { kind: 'not_found' }
+  | { kind: 'method_not_allowed'; allowed: string[] };
+
+export const DOCUMENT_PATH = fileURLToPath(new URL('../../generated/openapi.json', import.meta.url));
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type OpenApiDocument = Record<string, any>;
+
+export function loadDocument(path = DOCUMENT_PATH): OpenApiDocument {
+  return JSON.parse(readFileSync(path, 'utf8')) as OpenApiDocument;
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'options', 'head', 'trace'];
+
+export function readOperations(doc: OpenApiDocument): OperationMeta[] {
+  const ops: OperationMeta[] = [];
+  for (const [path, item] of Object.entries(doc.paths ?? {})) {
+    for (const method of METHODS) {
+      const op = (item as OpenApiDocument)[method];
+      if (!op) continue;
+      const security = op.security ?? doc.security ?? [];
+      const scope = op['x-required-scope'];
+      ops.push({
+        operationId: op.operationId,
+        method,
+        path,
+        tag: op.tags?.[0] ?? 'default',
+        rateClass: op['x-rate-limit-class'] ?? 'read',
+        scope: scope && scope !== 'none' ? scope : null,
+        altScopes: op['x-alternative-scopes'] ?? (path.startsWith('/v1/agent/webhooks') && method === 'get' && !path.endsWith('/deliveries') ? ['agent:webhooks:manage'] : []),
+        idempotency: op['x-idempotency'] ?? 'none',
+        isPublic: Array.isArray(security) && security.length === 0,
+      });
+    }
+  }
+  return ops;
+}
+
+interface CompiledRoute {
+  regex: RegExp;
+  paramNames: string[];
+  literalLength: number;
+  byMethod: Map<string, OperationMeta>;
+}
+
+/**
+ * Precompiled anchored matchers, built once: routing cost stays flat in the number of operations
+ * (openapi-backend's own matcher builds a RegExp per operation per request; see stack notes).
+ */
+export function createMatcher(ops: OperationMeta[]): (method: string, path: string) => MatchResult {
+  const exact = new Map<string, Map<string, OperationMeta>>();
+  const templated = new Map<string, CompiledRoute>();
+  for (const op of ops) {
+    if (!op.path.includes('{')) {
+      const byMethod = exact.get(op.path) ?? new Map();
+      byMethod.set(op.method, op);
+      exact.set(op.path, byMethod);
+      continue;
+    }
+    let route = templated.get(op.path);
+    if (!route) {
+      const paramNames: string[] = [];
+      const pattern = op.path
+        .split(/(\{[^}]+\})/)
+        .map((part) => {
+          const m = /^\{([^}]+)\}$/.exec(part);
+          if (m) {
+            paramNames.push(m[1]!);
+            return '([^/]+)';
+          }
+          return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+        })
+        .join('');
+      route = { regex: new RegExp(`^${pattern}$`), paramNames, literalLength: op.path.replace(/\{[^}]+\}/g, '').length, byMethod: new Map() };
+      templated.set(op.path, route);
+    }
+    route.byMethod.set(op.method, op);
+  }
+  const routes = [...templated.values()].sort((a, b) => b.literalLength - a.literalLength);
+
+  return (methodRaw, rawPath) => {
+    const method = methodRaw.toLowerCase();
+    const path = rawPath.length > 1 ? rawPath.replace(/\/+$/, '') : rawPath;
+    const staticRoute = exact.get(path);
+    if (staticRoute) {
+      const op = staticRoute.get(method) ?? (method === 'head' ? staticRoute.get('get') : undefined);
+      if (op) return { kind: 'operation', op, params: {} };
+    }
+    const allowed = new Set(staticRoute ? [...staticRoute.keys()] : []);
+    for (const route of routes) {
+      const m = route.regex.exec(path);
+      if (!m) continue;
+      const op = route.byMethod.get(method);
+      if (op) {
+        const params: Record<string, string> = {};
+        route.paramNames.forEach((name, i) => {
+          params[name] = decodeURIComponent(m[i + 1]!);
+        });
+        return { kind: 'operation', op, params };
+      }
+      for (const key of route.byMethod.keys()) allowed.add(key);
+    }
+    return allowed.size > 0 ? { kind: 'method_not_allowed', allowed: [...allowed].map((m) => m.toUpperCase()) } : { kind: 'not_found' };
+  };
+}
+
+/**
+ * A copy of the document with every internal `$ref` expanded into its own object. openapi-backend's
+ * `decycle` turns any object met twice (a shared `enum` or `examples` array) into a `$ref`, which
+ * Ajv then rejects; a tree with no shared objects avoids that. Sibling keys of a `$ref` win.
+ */
+export function inlineRefs(doc: OpenApiDocument): OpenApiDocument {
+  const resolve = (pointer: string): unknown => {
+    if (!pointer.startsWith('#/')) throw new Error(`external $ref not bundled: ${pointer}`);
+    return pointer
+      .slice(2)
+      .split('/')
+      .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+      .reduce<unknown>((node, key) => (node as Record<string, unknown>)?.[key], doc);
+  };
+  const expand = (node: unknown, stack: string[]): unknown => {
+    if (Array.isArray(node)) return node.map((item) => expand(item, stack));
+    if (node === null || typeof node !== 'object') return node;
+    const { $ref, ...rest } = node as Record<string, unknown>;
+    let base: Record<string, unknown> = {};
+    if (typeof $ref === 'string') {
+      if (stack.includes($ref)) throw new Error(`cyclic $ref ${$ref}`);
+      base = expand(resolve($ref), [...stack, $ref]) as Record<string, unknown>;
+    }
+    const out: Record<string, unknown> = { ...base };
+    for (const [key, value] of Object.entries(rest)) out[key] = expand(value, stack);
+    return out;
+  };
+  return { ...doc, paths: expand(doc.paths, []) as OpenApiDocument };
+}

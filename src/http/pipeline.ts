@@ -1,0 +1,267 @@
+// The /v1/agent request pipeline: authenticate -> rate limit -> parse -> route + validate
+// (openapi-backend) -> idempotency -> handler -> validate response -> write (contract §2 order).
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Knex } from 'knex';
+import type { Config } from '../config.js';
+import { assertAgentActive, createApiKeyAuthenticator } from '../auth/api-key.js';
+import type { Principal } from '../auth/principal.js';
+import { findAuthRow } from '../db/repositories/agent.repository.js';
+import { fingerprint, validateKey, type Idempotency } from '../idempotency/idempotency.js';
+import type { Clock } from '../lib/clock.js';
+import { ApiError, errorBody, isApiError } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
+import { AUTH_FAILURE_RULE, PUBLIC_RULE, type RateClass } from '../ratelimit/classes.js';
+import type { RateDecision } from '../ratelimit/limiter.js';
+import { LimiterUnavailableError, type RateLimitService } from '../ratelimit/rate-limit.service.js';
+import type { Services } from '../services/registry.js';
+import type { OperationMeta } from './operations.js';
+import type { Router } from './router.js';
+import type { HandlerResult, RequestContext } from './types.js';
+
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+export interface BearerVerifier {
+  verify(token: string, resource: 'agent' | 'mcp'): Promise<Principal>;
+}
+
+export interface PipelineDeps {
+  config: Readonly<Config>;
+  db: Knex;
+  clock: Clock;
+  log: Logger;
+  router: Router;
+  services: Services;
+  rateLimits: RateLimitService;
+  bearer: BearerVerifier | null;
+}
+
+interface Locals {
+  requestId: string;
+  startedAt: bigint;
+  rate?: RateDecision;
+  op?: OperationMeta;
+  agentId?: string;
+}
+
+const locals = (res: Response): Locals => res.locals as Locals;
+
+export function rateLimitHeaders(d: RateDecision): Record<string, string> {
+  return {
+    'X-RateLimit-Limit': String(d.limit),
+    'X-RateLimit-Remaining': String(d.remaining),
+    'X-RateLimit-Reset': d.resetAt.toISOString(),
+    'X-RateLimit-Window-Seconds': String(d.windowSeconds),
+  };
+}
+
+export function rateLimitedError(d: RateDecision): ApiError {
+  return new ApiError(
+    'rate_limited',
+    `Rate limit exceeded: ${d.limit} requests per ${d.windowSeconds} s (burst ${d.burst}). Retry after ${d.retryAfterSeconds} s.`,
+    { limit_count: d.limit, attempted_count: d.attemptedCount },
+    { headers: { 'Retry-After': String(d.retryAfterSeconds) } },
+  );
+}
+
+export function wwwAuthenticate(baseUrl: string, resource: 'agent' | 'mcp', error: string, scope?: string): string {
+  const metadata = `${baseUrl}/.well-known/oauth-protected-resource/${resource === 'agent' ? 'v1/agent' : 'mcp'}`;
+  const parts = [`resource_metadata="${metadata}"`, `error="${error}"`];
+  if (scope) parts.push(`scope="${scope}"`);
+  return `Bearer ${parts.join(', ')}`;
+}
+
+/** Client address for per-address limits; X-Forwarded-For only when TRUST_PROXY is set (Express `trust proxy`). */
+const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+
+export function createPipeline(deps: PipelineDeps) {
+  const { config, router, rateLimits, log } = deps;
+  const authenticateKey = createApiKeyAuthenticator({ db: deps.db, clock: deps.clock });
+
+  function send(req: Request, res: Response, result: HandlerResult): void {
+    const l = locals(res);
+    const headers: Record<string, string> = { ...(l.rate ? rateLimitHeaders(l.rate) : {}), ...(result.headers ?? {}), 'X-Request-Id': l.requestId };
+    let { status, body } = result;
+    if (config.validateResponses && l.op) {
+      const problems = router.validateResponse(l.op.operationId, status, body, headers);
+      if (problems.length > 0) {
+        log.error({ operationId: l.op.operationId, status, problems, requestId: l.requestId }, 'response does not match the document');
+        status = 500;
+        body = errorBody('internal_error', `Response failed validation against the document (request ${l.requestId}).`, { response_validation: problems });
+      }
+    }
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    const latencyMs = Number(process.hrtime.bigint() - l.startedAt) / 1e6;
+    log.info({ requestId: l.requestId, agentId: l.agentId, route: l.op?.operationId ?? req.path, method: req.method, status, latencyMs: Math.round(latencyMs * 100) / 100 }, 'request');
+    res.status(status).json(body);
+  }
+
+  function sendError(req: Request, res: Response, err: unknown): void {
+    if (isApiError(err)) {
+      send(req, res, { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers });
+      return;
+    }
+    log.error({ err, requestId: locals(res).requestId }, 'unhandled error');
+    send(req, res, { status: 500, body: errorBody('internal_error', `An internal error occurred (request ${locals(res).requestId}).`) });
+  }
+
+  /** Charges the per-address failure bucket; a refused charge turns the failure into 429. */
+  async function failAuthentication(req: Request, res: Response, err: ApiError): Promise<never> {
+    const decision = await rateLimits.chargeAddress('authfail', clientAddress(req), AUTH_FAILURE_RULE);
+    locals(res).rate = decision;
+    if (!decision.allowed) throw rateLimitedError(decision);
+    throw err;
+  }
+
+  async function authenticate(req: Request, res: Response, resource: 'agent' | 'mcp'): Promise<{ principal: Principal; overrides: Parameters<RateLimitService['rulesFor']>[0] }> {
+    const authorization = req.headers.authorization;
+    if (authorization !== undefined) {
+      const m = /^Bearer\s+([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(authorization);
+      const invalid = (message: string) =>
+        new ApiError('invalid_token', message, undefined, { headers: { 'WWW-Authenticate': wwwAuthenticate(config.baseUrl, resource, 'invalid_token') } });
+      if (!m || !deps.bearer) return failAuthentication(req, res, invalid('The bearer token is missing, malformed or not accepted here.'));
+      try {
+        const principal = await deps.bearer.verify(m[1]!, resource);
+        const row = await findAuthRow(deps.db, principal.agentId);
+        if (!row) throw invalid('The token refers to an unknown agent.');
+        assertAgentActive(row, deps.clock.now());
+        return { principal, overrides: row.rate_overrides };
+      } catch (err) {
+        if (isApiError(err) && err.status === 401) {
+          const withHeader = err.code === 'invalid_token' && !err.headers['WWW-Authenticate'] ? invalid(err.message) : err;
+          return failAuthentication(req, res, withHeader);
+        }
+        throw err;
+      }
+    }
+    try {
+      const { principal, row } = await authenticateKey(header(req, 'x-agent-id'), header(req, 'x-api-key'));
+      return { principal, overrides: row.rate_overrides };
+    } catch (err) {
+      if (isApiError(err) && err.status === 401) return failAuthentication(req, res, err);
+      throw err;
+    }
+  }
+
+  function checkScope(principal: Principal, op: OperationMeta, resource: 'agent' | 'mcp'): void {
+    if (principal.method !== 'oauth' || !op.scope) return;
+    if (principal.scopes.has(op.scope) || op.altScopes.some((s) => principal.scopes.has(s))) return;
+    throw new ApiError('insufficient_scope', `This route requires the scope ${op.scope}.`, { required_scope: op.scope }, {
+      headers: { 'WWW-Authenticate': wwwAuthenticate(config.baseUrl, resource, 'insufficient_scope', op.scope) },
+    });
+  }
+
+  const jsonParser = express.json({ limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'], strict: false });
+  const parseBody = (req: Request, res: Response) =>
+    new Promise<void>((resolve, reject) => {
+      jsonParser(req, res, (err?: unknown) => {
+        if (!err) return resolve();
+        const e = err as { type?: string; status?: number };
+        if (e.type === 'entity.too.large' || e.status === 413) return reject(new ApiError('payload_too_large', `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`));
+        if (e.type === 'entity.parse.failed') return reject(new ApiError('validation_failed', 'The request body is not valid JSON.', { errors: [{ location: 'body', path: '/', message: 'malformed JSON' }] }));
+        if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') return reject(new ApiError('validation_failed', 'Unsupported request body encoding.', { errors: [{ location: 'body', path: '/', message: 'unsupported encoding' }] }));
+        reject(err);
+      });
+    });
+
+  const agentApi = async (req: Request, res: Response): Promise<void> => {
+    const path = req.originalUrl.split('?')[0]!;
+    try {
+      const match = router.match(req.method, path);
+      const op = match.kind === 'operation' ? match.op : undefined;
+      locals(res).op = op;
+
+      if (op?.isPublic) {
+        const decision = await rateLimits.chargeAddress('public', clientAddress(req), PUBLIC_RULE);
+        locals(res).rate = decision;
+        if (!decision.allowed) throw rateLimitedError(decision);
+        const ctx = baseContext(res, null);
+        send(req, res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: undefined }, ctx as RequestContext));
+        return;
+      }
+
+      const { principal, overrides } = await authenticate(req, res, 'agent');
+      locals(res).agentId = principal.agentId;
+      const cls: RateClass = op?.rateClass ?? 'read';
+      const rule = rateLimits.rulesFor(overrides)[cls];
+      let decision: RateDecision;
+      try {
+        decision = await rateLimits.charge(principal.agentId, cls, rule);
+      } catch (err) {
+        if (err instanceof LimiterUnavailableError) {
+          throw new ApiError('service_unavailable', 'Rate limiting is unavailable; writes are refused until it recovers.', undefined, { headers: { 'Retry-After': '5' } });
+        }
+        throw err;
+      }
+      locals(res).rate = decision;
+      if (!decision.allowed) throw rateLimitedError(decision);
+      if (match.kind === 'not_found') throw new ApiError('not_found', 'No route matches this request.');
+      if (match.kind === 'method_not_allowed') {
+        throw new ApiError('method_not_allowed', `Allowed methods: ${match.allowed.join(', ')}.`, undefined, { headers: { Allow: match.allowed.join(', ') } });
+      }
+      checkScope(principal, op!, 'agent');
+      await parseBody(req, res);
+      const idempotencyKey = validateKey(header(req, 'idempotency-key'));
+      const ctx: RequestContext = { ...baseContext(res, principal), idempotencyKey };
+      const result = await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: req.body }, ctx);
+      send(req, res, result);
+    } catch (err) {
+      sendError(req, res, err);
+    }
+  };
+
+  function baseContext(res: Response, principal: Principal | null): Omit<RequestContext, 'principal' | 'idempotencyKey'> & { principal: Principal; idempotencyKey: string | null } {
+    return {
+      requestId: locals(res).requestId,
+      principal: principal as Principal,
+      db: deps.db,
+      idempotencyKey: null,
+      services: deps.services,
+      clock: deps.clock,
+      config,
+      log,
+    };
+  }
+
+  return { agentApi, send, sendError, authenticate, checkScope };
+}
+
+export type AroundHandler = (
+  op: OperationMeta,
+  params: Record<string, unknown>,
+  body: unknown,
+  ctx: RequestContext,
+  next: (ctx: RequestContext) => Promise<HandlerResult>,
+) => Promise<HandlerResult>;
+
+/** Runs an operation's handler inside the idempotency protocol when the route takes a key. */
+export function createIdempotencyAround(idempotency: Idempotency): AroundHandler {
+  return async (op, params, body, ctx, next) => {
+    if (op.idempotency === 'none') return next(ctx);
+    if (!ctx.idempotencyKey) {
+      if (op.idempotency === 'required') {
+        throw new ApiError('validation_failed', 'The Idempotency-Key header is required on this route.', { errors: [{ location: 'header', path: 'Idempotency-Key', message: 'is required' }] });
+      }
+      return next(ctx);
+    }
+    const outcome = await idempotency.run(
+      { agentId: ctx.principal.agentId, key: ctx.idempotencyKey, operationId: op.operationId, fingerprint: fingerprint({ method: op.method, operationId: op.operationId, params, body }) },
+      (trx) => next({ ...ctx, db: trx }),
+    );
+    return outcome.result;
+  };
+}
+
+export function header(req: Request, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** X-Request-Id on every response: the caller's when it is sane, else a new UUID. */
+export function requestIdMiddleware(req: Request, res: Response, next: NextFunction): void {
+  const incoming = header(req, 'x-request-id');
+  const requestId = incoming && /^[\x21-\x7e]{1,128}$/.test(incoming) ? incoming : crypto.randomUUID();
+  (res.locals as Locals).requestId = requestId;
+  (res.locals as Locals).startedAt = process.hrtime.bigint();
+  res.setHeader('X-Request-Id', requestId);
+  next();
+}

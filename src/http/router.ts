@@ -1,0 +1,149 @@
+// openapi-backend in strict mode over the 3.1 document: Ajv 2020 + formats, memoised routing,
+// every operation registered (a missing handler answers 501 from here), response validation.
+import { OpenAPIBackend, type Context, type Request as OabRequest } from 'openapi-backend';
+import Ajv2020Module from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
+import type { Handler, HandlerResult, RequestContext } from './types.js';
+import { createMatcher, inlineRefs, readOperations, type MatchResult, type OpenApiDocument, type OperationMeta } from './operations.js';
+
+// CommonJS interop: both modules export their value as `default` under NodeNext.
+type AjvCtor = new (opts: object) => { addFormat: unknown };
+const Ajv2020 = ((Ajv2020Module as unknown as { default?: AjvCtor }).default ?? Ajv2020Module) as unknown as AjvCtor;
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: unknown) => unknown;
+
+/** openapi-backend checks documents against the 3.0 schema; Redocly lints our 3.1 document instead. */
+class OpenAPI31Backend extends OpenAPIBackend {
+  override validateDefinition(): never {
+    return undefined as never;
+  }
+}
+
+
+export interface Router {
+  ops: OperationMeta[];
+  byId: Map<string, OperationMeta>;
+  match(method: string, path: string): MatchResult;
+  handle(req: OabRequest, ctx: RequestContext): Promise<HandlerResult>;
+  /** Problems of a response against the document (empty when it conforms). */
+  validateResponse(operationId: string, status: number, body: unknown, headers: Record<string, string>): string[];
+  implemented: Set<string>;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AjvError = { instancePath?: string; message?: string; params?: Record<string, any>; keyword?: string };
+
+const LOCATIONS: Record<string, ValidationProblem['location']> = { requestBody: 'body', query: 'query', params: 'path', path: 'path', headers: 'header' };
+
+/** Turns Ajv errors from openapi-backend's request validation into `details.errors` (JSON pointer for the body). */
+function toProblems(errors: AjvError[]): ValidationProblem[] {
+  return errors.map((e) => {
+    const segments = (e.instancePath ?? '').split('/').filter(Boolean);
+    const location = LOCATIONS[segments[0] ?? ''] ?? 'body';
+    const rest = segments.slice(1);
+    if (e.keyword === 'required' && e.params?.missingProperty) rest.push(String(e.params.missingProperty));
+    if (e.keyword === 'additionalProperties' && e.params?.additionalProperty) rest.push(String(e.params.additionalProperty));
+    const path = location === 'body' ? `/${rest.join('/')}` : rest.join('.');
+    const message = e.keyword === 'additionalProperties' ? 'is not a known field' : (e.message ?? 'is invalid');
+    return { location, path, message };
+  });
+}
+
+export type Around = (
+  op: OperationMeta,
+  params: Record<string, unknown>,
+  body: unknown,
+  ctx: RequestContext,
+  next: (ctx: RequestContext) => Promise<HandlerResult>,
+) => Promise<HandlerResult>;
+
+export async function createRouter(deps: { document: OpenApiDocument; handlers: Record<string, Handler>; around?: Around }): Promise<Router> {
+  const ops = readOperations(deps.document);
+  const byId = new Map(ops.map((op) => [op.operationId, op]));
+  const match = createMatcher(ops);
+  const implemented = new Set<string>();
+
+  const api = new OpenAPI31Backend({
+    definition: inlineRefs(deps.document) as never,
+    strict: true,
+    validate: true,
+    coerceTypes: true,
+    ajvOpts: { strict: false, allErrors: true },
+    customizeAjv: (_original, ajvOpts) => {
+      const ajv = new Ajv2020({ ...(ajvOpts as object), strict: false, allErrors: true, validateFormats: true });
+      addFormats(ajv);
+      return ajv as never;
+    },
+  });
+  await api.init();
+
+  // Memoise the flattened operation list and route through our precompiled matcher.
+  const router = api.router as unknown as {
+    getOperations(): unknown[];
+    matchOperation(req: OabRequest, strict?: boolean): unknown;
+    normalizeRequest(req: OabRequest): OabRequest;
+  };
+  const flattened = router.getOperations.call(router);
+  const flatById = new Map((flattened as { operationId: string }[]).map((o) => [o.operationId, o]));
+  router.getOperations = () => flattened;
+  router.matchOperation = (req: OabRequest, strict?: boolean) => {
+    const result = match(req.method, (req.path ?? '/').split('?')[0]!);
+    if (result.kind === 'operation') return flatById.get(result.op.operationId);
+    if (!strict) return undefined;
+    throw new Error(result.kind === 'method_not_allowed' ? '405-methodNotAllowed' : '404-notFound');
+  };
+
+  const wrap = (op: OperationMeta, handler: Handler) => (c: Context, ctx: RequestContext) =>
+    deps.around
+      ? deps.around(op, (c.request.params ?? {}) as Record<string, unknown>, c.request.requestBody, ctx, (inner) => handler(c, inner))
+      : handler(c, ctx);
+  const handlers: Record<string, (c: Context, ctx: RequestContext) => Promise<HandlerResult>> = {};
+  for (const op of ops) {
+    const handler = deps.handlers[op.operationId];
+    if (handler) implemented.add(op.operationId);
+    // The one place a route without a handler answers 501; it still passes through idempotency checks.
+    handlers[op.operationId] = wrap(
+      op,
+      handler ??
+        (async () => {
+          throw new ApiError('not_implemented', `${op.method.toUpperCase()} ${op.path} is not implemented yet.`);
+        }),
+    );
+  }
+  api.register({
+    ...handlers,
+    validationFail: async (c: Context) => {
+      const errors = toProblems((c.validation.errors ?? []) as AjvError[]);
+      throw validationFailed(`Request validation failed: ${errors.map((e) => `${e.location} ${e.path} ${e.message}`).join('; ')}`, errors);
+    },
+    notFound: async () => {
+      throw new ApiError('not_found', 'No route matches this request.');
+    },
+    methodNotAllowed: async () => {
+      throw new ApiError('method_not_allowed', 'This method is not allowed on this route.');
+    },
+    unauthorizedHandler: async () => {
+      throw new ApiError('authentication_failed', 'Authentication required.');
+    },
+  });
+  // Authentication ran before routing (Express middleware); these only confirm it happened.
+  for (const scheme of Object.keys(deps.document.components?.securitySchemes ?? {})) {
+    api.registerSecurityHandler(scheme, (_c: Context, ctx: RequestContext) => Boolean(ctx?.principal));
+  }
+
+  return {
+    ops,
+    byId,
+    match,
+    implemented,
+    handle: (req, ctx) => api.handleRequest(req, ctx) as Promise<HandlerResult>,
+    validateResponse(operationId, status, body, headers) {
+      const problems: string[] = [];
+      const res = api.validateResponse(body, operationId, status);
+      for (const e of (res.errors ?? []) as AjvError[]) problems.push(`body${e.instancePath ?? ''} ${e.message ?? ''} ${e.params ? JSON.stringify(e.params) : ''}`.trim());
+      const hdr = api.validateResponseHeaders(headers, operationId, { statusCode: status });
+      for (const e of (hdr.errors ?? []) as AjvError[]) problems.push(`headers${e.instancePath ?? ''} ${e.message ?? ''}`.trim());
+      return problems;
+    },
+  };
+}

@@ -1,0 +1,121 @@
+// Idempotency-Key semantics (contract §5): one transaction holds the claim, the effects and the stored response.
+import type { Knex } from 'knex';
+import { withTransaction } from '../db/knex.js';
+import * as repo from '../db/repositories/idempotency.repository.js';
+import type { Clock } from '../lib/clock.js';
+import { canonicalJson, sha256Hex } from '../lib/crypto.js';
+import { ApiError, errorBody, isApiError } from '../lib/errors.js';
+import type { HandlerResult } from '../http/types.js';
+
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+export const MAX_KEY_LENGTH = 200;
+
+export interface FingerprintInput {
+  method: string;
+  operationId: string;
+  params: Record<string, unknown>;
+  body: unknown;
+}
+
+export function fingerprint(input: FingerprintInput): string {
+  return sha256Hex(canonicalJson({ method: input.method.toUpperCase(), operation: input.operationId, params: input.params, body: input.body ?? null }));
+}
+
+export function validateKey(key: string | undefined): string | null {
+  if (key === undefined) return null;
+  if (key.trim() === '' || key.length > MAX_KEY_LENGTH) {
+    throw new ApiError('validation_failed', `Idempotency-Key must be a non-blank string of at most ${MAX_KEY_LENGTH} characters`, {
+      errors: [{ location: 'header', path: 'Idempotency-Key', message: 'must be non-blank and at most 200 characters' }],
+    });
+  }
+  return key;
+}
+
+export interface IdempotentRun {
+  agentId: string;
+  key: string;
+  fingerprint: string;
+  operationId: string;
+}
+
+export interface IdempotencyOutcome {
+  result: HandlerResult;
+  replayed: boolean;
+}
+
+/** Statuses that are never stored: the caller may retry with the same key. */
+const isStorable = (status: number): boolean => status < 500 && status !== 429 && status !== 401;
+
+export function createIdempotency(deps: { db: Knex; clock: Clock }) {
+  const replay = (row: repo.IdempotencyRow): IdempotencyOutcome => ({
+    result: { status: row.status_code, body: row.response_body, headers: { ...row.response_headers, 'X-Idempotency-Replayed': 'true' } },
+    replayed: true,
+  });
+
+  const check = (row: repo.IdempotencyRow, run: IdempotentRun): IdempotencyOutcome => {
+    if (row.fingerprint !== run.fingerprint) {
+      throw new ApiError('idempotency_key_reuse_mismatch', 'This Idempotency-Key was already used with a different request (route, path parameters or body).');
+    }
+    return replay(row);
+  };
+
+  return {
+    /**
+     * Runs `execute` at most once per (agent, key). A concurrent duplicate gets 409
+     * idempotency_request_in_progress at once; a later one gets the stored response.
+     */
+    async run(run: IdempotentRun, execute: (trx: Knex.Transaction) => Promise<HandlerResult>): Promise<IdempotencyOutcome> {
+      const now = deps.clock.now();
+      const existing = await repo.findLiveRecord(deps.db, run.agentId, run.key, now);
+      if (existing) return check(existing, run);
+
+      try {
+        return await withTransaction(deps.db, async (trx) => {
+          if (!(await repo.tryLockKey(trx, run.agentId, run.key))) {
+            throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
+          }
+          const stored = await repo.findLiveRecord(trx, run.agentId, run.key, deps.clock.now());
+          if (stored) return check(stored, run);
+          let result: HandlerResult;
+          try {
+            await trx.raw('SAVEPOINT idem_effects');
+            result = await execute(trx);
+          } catch (err) {
+            if (!isApiError(err) || !isStorable(err.status)) throw err;
+            // A refusal: keep its effects only when the service asked for it (policy rejections).
+            if (!err.commit) await trx.raw('ROLLBACK TO SAVEPOINT idem_effects');
+            result = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
+          }
+          if (isStorable(result.status)) {
+            const at = deps.clock.now();
+            await repo.upsertRecord(trx, {
+              agent_id: run.agentId,
+              key: run.key,
+              fingerprint: run.fingerprint,
+              operation_id: run.operationId,
+              status_code: result.status,
+              response_body: result.body,
+              response_headers: result.headers ?? {},
+              created_at: at,
+              expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS),
+            });
+          }
+          return { result, replayed: false };
+        });
+      } catch (err) {
+        // Unique-violation backstop: someone committed the same key between our look and our insert.
+        if ((err as { code?: string }).code === '23505') {
+          const row = await repo.findLiveRecord(deps.db, run.agentId, run.key, deps.clock.now());
+          if (row) return check(row, run);
+        }
+        throw err;
+      }
+    },
+
+    async deleteExpired(): Promise<number> {
+      return repo.deleteExpired(deps.db, deps.clock.now());
+    },
+  };
+}
+
+export type Idempotency = ReturnType<typeof createIdempotency>;

@@ -1,0 +1,89 @@
+// The closed set of API error codes, their HTTP statuses (contract §2) and the ApiError type.
+
+export const ERROR_STATUS = {
+  validation_failed: 400,
+  authentication_failed: 401,
+  agent_disabled: 401,
+  agent_not_yet_active: 401,
+  agent_expired: 401,
+  invalid_token: 401,
+  insufficient_scope: 403,
+  owner_only_action: 403,
+  permission_not_granted: 403,
+  asset_not_allowed: 403,
+  recipient_not_allowed: 403,
+  protocol_not_allowed: 403,
+  limit_exceeded: 403,
+  ltv_too_high: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  idempotency_key_reuse_mismatch: 409,
+  idempotency_request_in_progress: 409,
+  quote_expired: 409,
+  quote_already_consumed: 409,
+  ltv_target_unreachable: 409,
+  time_delay_not_reached: 409,
+  invalid_state_transition: 409,
+  payload_too_large: 413,
+  insufficient_funds: 422,
+  slippage_exceeded: 422,
+  price_stale: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  not_implemented: 501,
+  upstream_error: 502,
+  service_unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
+
+export interface ApiErrorOptions {
+  /** Commit the transaction's effects although the request fails (policy rejections record an operation). */
+  commit?: boolean;
+  headers?: Record<string, string>;
+}
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details?: Record<string, unknown>;
+  readonly commit: boolean;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options: ApiErrorOptions = {}) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+    // validation_failed always lists its problems (details.errors), as the document requires.
+    this.details = code === 'validation_failed' && !Array.isArray(details?.errors) ? { ...details, errors: [{ location: 'body', message }] } : details;
+    this.commit = options.commit ?? false;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export interface ErrorBody {
+  ok: false;
+  error: { code: ErrorCode; message: string; details?: Record<string, unknown> };
+}
+
+export function errorBody(code: ErrorCode, message: string, details?: Record<string, unknown>): ErrorBody {
+  return { ok: false, error: details === undefined ? { code, message } : { code, message, details } };
+}
+
+export function isApiError(err: unknown): err is ApiError {
+  return err instanceof ApiError;
+}
+
+export interface ValidationProblem {
+  location: 'body' | 'query' | 'path' | 'header';
+  /** JSON pointer (body) or parameter name (query, path, header). */
+  path?: string;
+  message: string;
+}
+
+/** A 400 validation_failed listing each problem. */
+export function validationFailed(message: string, errors: ValidationProblem[]): ApiError {
+  return new ApiError('validation_failed', message, { errors });
+}

@@ -1,0 +1,156 @@
+// Per-key rate limiting: a token bucket of capacity `burst` refilled at limit/window per second,
+// AND at most `limit` accepted in any rolling window (contract §6). Redis (atomic Lua) or memory.
+import { createHash } from 'node:crypto';
+import type { RateRule } from './classes.js';
+
+export interface RateDecision {
+  allowed: boolean;
+  limit: number;
+  burst: number;
+  windowSeconds: number;
+  remaining: number;
+  /** When the bucket is full again (ISO 8601 in headers). */
+  resetAt: Date;
+  /** Whole seconds to wait before a retry can succeed (≥ 1 when refused). */
+  retryAfterSeconds: number;
+  /** Requests in the current rolling window, this one included. */
+  attemptedCount: number;
+}
+
+export interface RateLimiter {
+  /** Charges one request (cost 1) or only reads the state (cost 0). */
+  consume(key: string, rule: RateRule, cost?: 0 | 1): Promise<RateDecision>;
+  close(): Promise<void>;
+}
+
+interface RawDecision {
+  allowed: number;
+  tokensMilli: number;
+  count: number;
+  retryMs: number;
+  resetMs: number;
+  nowMs: number;
+}
+
+function toDecision(raw: RawDecision, rule: RateRule): RateDecision {
+  const tokens = Math.floor(raw.tokensMilli / 1000);
+  return {
+    allowed: raw.allowed === 1,
+    limit: rule.limit,
+    burst: rule.burst,
+    windowSeconds: rule.windowSeconds,
+    remaining: Math.max(0, Math.min(tokens, rule.limit - raw.count)),
+    resetAt: new Date(raw.nowMs + raw.resetMs),
+    retryAfterSeconds: raw.allowed === 1 ? 0 : Math.max(1, Math.ceil(raw.retryMs / 1000)),
+    attemptedCount: raw.count + (raw.allowed === 1 ? 0 : 1),
+  };
+}
+
+/**
+ * The decision, shared by both implementations. Tokens are kept in thousandths so the
+ * arithmetic stays in integers in Lua and in JavaScript alike.
+ */
+const LUA = `
+local bucket, log = KEYS[1], KEYS[2]
+local limit, burst, window_ms, cost, member = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cap = burst * 1000
+local state = redis.call('HMGET', bucket, 'tokens', 'ts')
+local tokens = tonumber(state[1]) or cap
+local ts = tonumber(state[2]) or now
+if now > ts then tokens = math.min(cap, tokens + math.floor((now - ts) * limit * 1000 / window_ms)) end
+redis.call('ZREMRANGEBYSCORE', log, '-inf', now - window_ms)
+local count = redis.call('ZCARD', log)
+local allowed = 0
+if cost > 0 and tokens >= 1000 and count < limit then
+  allowed = 1
+  tokens = tokens - 1000
+  redis.call('ZADD', log, now, member)
+  count = count + 1
+end
+local retry = 0
+if allowed == 0 then
+  if tokens < 1000 then retry = math.ceil((1000 - tokens) * window_ms / (limit * 1000)) end
+  if count >= limit then
+    local oldest = redis.call('ZRANGE', log, 0, count - limit, 'WITHSCORES')
+    local w = tonumber(oldest[#oldest]) + window_ms - now
+    if w > retry then retry = w end
+  end
+end
+local reset = math.ceil((cap - tokens) * window_ms / (limit * 1000))
+if cost > 0 then
+  redis.call('HSET', bucket, 'tokens', tokens, 'ts', now)
+  redis.call('PEXPIRE', bucket, window_ms * 2)
+  redis.call('PEXPIRE', log, window_ms * 2)
+end
+return {allowed, tokens, count, retry, reset, now}
+`;
+
+const LUA_SHA = createHash('sha1').update(LUA).digest('hex');
+
+export interface RedisLike {
+  sendCommand(args: string[]): Promise<unknown>;
+  close?(): Promise<unknown>;
+}
+
+export function createRedisLimiter(client: RedisLike, prefix: string): RateLimiter {
+  let counter = 0;
+  const run = async (keys: string[], args: string[]): Promise<number[]> => {
+    try {
+      return (await client.sendCommand(['EVALSHA', LUA_SHA, String(keys.length), ...keys, ...args])) as number[];
+    } catch (err) {
+      if (!String((err as Error).message).includes('NOSCRIPT')) throw err;
+      return (await client.sendCommand(['EVAL', LUA, String(keys.length), ...keys, ...args])) as number[];
+    }
+  };
+  return {
+    async consume(key, rule, cost = 1) {
+      // One hash tag per key keeps both keys in one Cluster slot.
+      const tag = `${prefix}{${key}}`;
+      const member = `${process.pid}:${Date.now()}:${counter++}:${Math.random().toString(36).slice(2)}`;
+      const [allowed, tokensMilli, count, retryMs, resetMs, nowMs] = await run(
+        [`${tag}:b`, `${tag}:w`],
+        [String(rule.limit), String(rule.burst), String(rule.windowSeconds * 1000), String(cost), member],
+      );
+      return toDecision({ allowed: allowed!, tokensMilli: tokensMilli!, count: count!, retryMs: retryMs!, resetMs: resetMs!, nowMs: nowMs! }, rule);
+    },
+    async close() {},
+  };
+}
+
+/** The same algorithm in process memory: the embedded default and the read fallback when Redis is down. */
+export function createMemoryLimiter(now: () => number = () => Date.now()): RateLimiter {
+  const buckets = new Map<string, { tokens: number; ts: number; log: number[] }>();
+  return {
+    async consume(key, rule, cost = 1) {
+      const t = now();
+      const windowMs = rule.windowSeconds * 1000;
+      const cap = rule.burst * 1000;
+      const state = buckets.get(key) ?? { tokens: cap, ts: t, log: [] };
+      let tokens = state.tokens;
+      if (t > state.ts) tokens = Math.min(cap, tokens + Math.floor(((t - state.ts) * rule.limit * 1000) / windowMs));
+      const log = state.log.filter((at) => at > t - windowMs);
+      let allowed = 0;
+      if (cost > 0 && tokens >= 1000 && log.length < rule.limit) {
+        allowed = 1;
+        tokens -= 1000;
+        log.push(t);
+      }
+      let retry = 0;
+      if (allowed === 0) {
+        if (tokens < 1000) retry = Math.ceil(((1000 - tokens) * windowMs) / (rule.limit * 1000));
+        if (log.length >= rule.limit) retry = Math.max(retry, log[log.length - rule.limit]! + windowMs - t);
+      }
+      const reset = Math.ceil(((cap - tokens) * windowMs) / (rule.limit * 1000));
+      if (cost > 0) {
+        buckets.set(key, { tokens, ts: t, log });
+        if (buckets.size > 100_000) buckets.delete(buckets.keys().next().value as string);
+      }
+      return toDecision({ allowed, tokensMilli: tokens, count: log.length, retryMs: retry, resetMs: reset, nowMs: t }, rule);
+    },
+    async close() {
+      buckets.clear();
+    },
+  };
+}

@@ -1,0 +1,71 @@
+// The authenticated context (GET /self) and the capabilities document generated from the contract.
+import type { Principal } from '../auth/principal.js';
+import { ALL_SCOPES } from '../auth/principal.js';
+import type { Db } from '../db/knex.js';
+import { findAgent, findWalletByAgent } from '../db/repositories/agent.repository.js';
+import { sha256Hex } from '../lib/crypto.js';
+import { ApiError } from '../lib/errors.js';
+import type { OpenApiDocument, OperationMeta } from '../http/operations.js';
+import { DEFAULT_RULES } from '../ratelimit/classes.js';
+
+export const EMITTED_EVENT_TYPES = [
+  'payment.executed', 'payment.execution_failed', 'one_off_payment.created', 'conversion.executed', 'conversion.execution_failed',
+  'earn.deposit.executed', 'earn.withdraw.executed', 'earn.move.executed', 'rewards.claimed', 'debt.borrowed', 'debt.repaid',
+  'debt.deleveraged', 'collateral.added', 'collateral.removed', 'withdrawal.settled', 'withdrawal.execution_failed',
+  'agent.webhook_disabled', 'operation.policy_rejected', 'webhook.test',
+] as const;
+export const TRUSTED_DESTINATION_EVENT_TYPES = ['trusted_destination.confirmed', 'trusted_destination.cancelled', 'trusted_destination.removed'] as const;
+export const RESERVED_EVENT_TYPES = [
+  'payment.submitted', 'payment.received', 'one_off_payment.claimed', 'one_off_payment.expired', 'withdrawal.submitted', 'deposit.received',
+  'recurring_payment.updated', 'recipient.changed', 'agent.limit_approaching', 'agent.limit_reached', 'agent.disabled', 'agent.expired',
+  'agent.expiring_soon',
+] as const;
+export const SUBSCRIBABLE_EVENT_TYPES = [...EMITTED_EVENT_TYPES, ...TRUSTED_DESTINATION_EVENT_TYPES] as const;
+export const OPERATION_TYPES = [
+  'payment', 'one_off_payment.create', 'withdrawal.bank', 'withdrawal.crypto', 'conversion', 'earn.deposit', 'earn.withdraw', 'earn.move',
+  'earn.rewards_claim', 'debt.borrow', 'debt.repay', 'debt.deleverage', 'collateral.add', 'collateral.remove',
+  'trusted_destination.confirm', 'trusted_destination.cancel', 'trusted_destination.remove', 'x402.sign', 'x402.purchase',
+] as const;
+
+export interface SelfService {
+  describe(db: Db, principal: Principal): Promise<Record<string, unknown>>;
+  capabilities(): Record<string, unknown>;
+  /** The bundled contract served at /v1/agent/openapi.json, with its strong ETag. */
+  publicDocument(): { document: OpenApiDocument; etag: string };
+}
+
+export function createSelfService(deps: { document: OpenApiDocument; ops: OperationMeta[] }): SelfService {
+  const endpoints = deps.ops
+    .filter((op) => op.path.startsWith('/v1/agent'))
+    .map((op) => ({ method: op.method.toUpperCase(), path: op.path, operation_id: op.operationId, rate_class: op.rateClass, idempotency: op.idempotency, scope: op.scope }));
+  const capabilities = Object.freeze({
+    api_version: 'v1',
+    endpoints,
+    rate_classes: Object.fromEntries(Object.entries(DEFAULT_RULES).map(([cls, r]) => [cls, { limit: r.limit, burst: r.burst, window_seconds: r.windowSeconds }])),
+    scopes: [...ALL_SCOPES],
+    event_types: { emitted: [...EMITTED_EVENT_TYPES, ...TRUSTED_DESTINATION_EVENT_TYPES], subscribable: [...SUBSCRIBABLE_EVENT_TYPES], reserved: [...RESERVED_EVENT_TYPES] },
+    operation_types: [...OPERATION_TYPES],
+  });
+  const publicDocument = { document: deps.document, etag: `"${sha256Hex(JSON.stringify(deps.document)).slice(0, 32)}"` };
+  return {
+    async describe(db, principal) {
+      const [agent, wallet] = await Promise.all([findAgent(db, principal.agentId), findWalletByAgent(db, principal.agentId)]);
+      if (!agent) throw new ApiError('not_found', 'Agent not found.');
+      return {
+        agent: {
+          id: agent.id,
+          name: agent.name,
+          owner_id: agent.owner_id,
+          enabled: agent.enabled,
+          starts_at: agent.starts_at ? new Date(agent.starts_at).toISOString() : null,
+          ends_at: agent.ends_at ? new Date(agent.ends_at).toISOString() : null,
+          created_at: new Date(agent.created_at).toISOString(),
+        },
+        wallet: { id: principal.walletId, address: wallet?.address ?? null },
+        auth: { method: principal.method, scopes: [...principal.scopes], client_id: principal.clientId },
+      };
+    },
+    capabilities: () => capabilities,
+    publicDocument: () => publicDocument,
+  };
+}

@@ -1,0 +1,136 @@
+// In-process test server on an ephemeral port: real Postgres (per-run database), real Redis (per-run prefix).
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import { createApp, type BuiltApp } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import type { Clock } from '../../src/lib/clock.js';
+import type { Handler } from '../../src/http/types.js';
+import type { Services } from '../../src/services/registry.js';
+import { createWorker, type Worker } from '../../src/worker.js';
+import { testEnv } from '../setup.js';
+
+export interface TestAgent {
+  agentId: string;
+  walletId: string;
+  ownerId: string;
+  apiKey: string;
+  headers: Record<string, string>;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+  text: string;
+}
+
+export interface RequestOptions {
+  agent?: TestAgent;
+  body?: unknown;
+  /** Raw body bytes sent as-is (for malformed JSON and size tests). */
+  rawBody?: string | Buffer;
+  headers?: Record<string, string>;
+  idempotencyKey?: string;
+}
+
+export interface TestServer {
+  baseUrl: string;
+  db: Knex;
+  services: Services;
+  clock: Clock;
+  config: Readonly<Config>;
+  built: BuiltApp;
+  server: Server;
+  createAgent(opts?: { name?: string; startsAt?: Date | null; endsAt?: Date | null; ownerId?: string }): Promise<TestAgent>;
+  request(method: string, path: string, opts?: RequestOptions): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+export function testConfigEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    NODE_ENV: 'test',
+    DATABASE_URL: testEnv.databaseUrl,
+    REDIS_URL: testEnv.redisUrl,
+    REDIS_PREFIX: `${testEnv.redisPrefix}${randomBytes(3).toString('hex')}:`,
+    AUTO_MIGRATE: 'false',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL || 'silent',
+    MASTER_KEY: 'test-master-key-0123456789abcdef0123456789',
+    VALIDATE_RESPONSES: 'true',
+    ...extra,
+  };
+}
+
+export async function startTestServer(opts: { clock?: Clock; env?: Record<string, string>; worker?: boolean; handlers?: Record<string, Handler> } = {}): Promise<TestServer> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const config = loadConfig(testConfigEnv({ PORT: String(port), BASE_URL: baseUrl, ...(opts.env ?? {}) }), () => {});
+  const built = await createApp(config, { clock: opts.clock, handlers: opts.handlers });
+  server.on('request', built.app);
+  let worker: Worker | null = null;
+  if (opts.worker) {
+    worker = createWorker({ loops: built.loops, log: built.log });
+    worker.start();
+  }
+  let ownerId: string | null = null;
+
+  const createAgent: TestServer['createAgent'] = async (agentOpts = {}) => {
+    if (!agentOpts.ownerId && !ownerId) ownerId = (await built.services.agents.createOwner(built.db, { email: `owner-${randomBytes(6).toString('hex')}@example.com` })).owner_id;
+    const owner = agentOpts.ownerId ?? ownerId!;
+    const created = await built.services.agents.createAgent(built.db, {
+      ownerId: owner,
+      name: agentOpts.name ?? 'test agent',
+      startsAt: agentOpts.startsAt ?? null,
+      endsAt: agentOpts.endsAt ?? null,
+    });
+    return {
+      agentId: created.agent_id,
+      walletId: created.wallet_id,
+      ownerId: owner,
+      apiKey: created.api_key,
+      headers: { 'x-agent-id': created.agent_id, 'x-api-key': created.api_key },
+    };
+  };
+
+  const request: TestServer['request'] = async (method, path, reqOpts = {}) => {
+    const headers: Record<string, string> = { ...(reqOpts.agent?.headers ?? {}), ...(reqOpts.headers ?? {}) };
+    if (reqOpts.idempotencyKey !== undefined) headers['Idempotency-Key'] = reqOpts.idempotencyKey;
+    let body: string | Buffer | undefined;
+    if (reqOpts.rawBody !== undefined) body = reqOpts.rawBody;
+    else if (reqOpts.body !== undefined) body = JSON.stringify(reqOpts.body);
+    if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // not JSON: callers read `text`
+    }
+    return { status: res.status, headers: res.headers, body: parsed, text };
+  };
+
+  return {
+    baseUrl,
+    db: built.db,
+    services: built.services,
+    clock: built.clock,
+    config,
+    built,
+    server,
+    createAgent,
+    request,
+    async close() {
+      await worker?.stop();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await built.close();
+    },
+  };
+}
+
+export const newKey = (): string => `key-${randomBytes(8).toString('hex')}`;
