@@ -1,0 +1,192 @@
+// Assets, protocols, prices, materialised balances, the append-only journal, holds and the simulated chain's failing addresses.
+import type { Db } from '../knex.js';
+
+export interface AssetRow {
+  symbol: string;
+  name: string;
+  chain: string;
+  chain_id: number;
+  contract_address: string | null;
+  decimals: number;
+  category: string;
+  eip712_name: string | null;
+  eip712_version: string | null;
+}
+
+export interface ProtocolRow {
+  id: string;
+  name: string;
+  kinds: string[];
+  asset_symbols: string[];
+  chain: string;
+}
+
+export interface PriceRow {
+  asset_symbol: string;
+  usd_e8: string;
+  observed_at: Date | null;
+  source: string;
+}
+
+export interface BalanceRow {
+  wallet_id: string;
+  asset_symbol: string;
+  available: string;
+  held: string;
+  updated_at: Date;
+}
+
+export interface JournalEntryInput {
+  account: string;
+  wallet_id: string | null;
+  asset_symbol: string;
+  amount: bigint;
+  entry_type: string;
+}
+
+export interface HoldRow {
+  id: string;
+  operation_id: string | null;
+  wallet_id: string;
+  asset_symbol: string;
+  amount: string;
+  status: 'held' | 'captured' | 'released';
+  created_at: Date;
+  resolved_at: Date | null;
+}
+
+export async function listAssets(db: Db, page?: { after?: string; limit: number }): Promise<AssetRow[]> {
+  const q = db('assets').orderBy('symbol', 'asc');
+  if (page?.after) q.where('symbol', '>', page.after);
+  if (page) q.limit(page.limit);
+  return q;
+}
+
+export async function findAsset(db: Db, symbol: string): Promise<AssetRow | undefined> {
+  return db('assets').where({ symbol }).first();
+}
+
+export async function listProtocols(db: Db, page: { after?: string; limit: number }): Promise<ProtocolRow[]> {
+  const q = db('protocols').orderBy('id', 'asc').limit(page.limit);
+  if (page.after) q.where('id', '>', page.after);
+  return q;
+}
+
+export async function findProtocol(db: Db, id: string): Promise<ProtocolRow | undefined> {
+  return db('protocols').where({ id }).first();
+}
+
+export async function findPrice(db: Db, symbol: string): Promise<PriceRow | undefined> {
+  return db('prices').where({ asset_symbol: symbol }).first();
+}
+
+export async function listPrices(db: Db): Promise<PriceRow[]> {
+  return db('prices').orderBy('asset_symbol');
+}
+
+export async function upsertPrice(db: Db, row: { asset_symbol: string; usd_e8: bigint; observed_at: Date | null; source: string }): Promise<void> {
+  await db('prices')
+    .insert({ ...row, usd_e8: row.usd_e8.toString() })
+    .onConflict('asset_symbol')
+    .merge();
+}
+
+export async function listBalances(db: Db, walletId: string, opts: { after?: string; limit?: number; category?: string } = {}): Promise<(BalanceRow & { decimals: number; category: string })[]> {
+  const q = db('balances as b')
+    .join('assets as a', 'a.symbol', 'b.asset_symbol')
+    .where('b.wallet_id', walletId)
+    .orderBy('b.asset_symbol', 'asc')
+    .select('b.*', 'a.decimals', 'a.category');
+  if (opts.category) q.where('a.category', opts.category);
+  if (opts.after) q.where('b.asset_symbol', '>', opts.after);
+  if (opts.limit) q.limit(opts.limit);
+  return q;
+}
+
+export async function findBalance(db: Db, walletId: string, asset: string): Promise<BalanceRow | undefined> {
+  return db('balances').where({ wallet_id: walletId, asset_symbol: asset }).first();
+}
+
+/** Adds signed deltas to one balance row (creating it at zero); the CHECK constraints refuse a negative result. */
+export async function applyBalanceDelta(db: Db, walletId: string, asset: string, available: bigint, held: bigint, at: Date): Promise<void> {
+  await db.raw(
+    `INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT (wallet_id, asset_symbol) DO UPDATE
+       SET available = balances.available + EXCLUDED.available, held = balances.held + EXCLUDED.held, updated_at = EXCLUDED.updated_at`,
+    [walletId, asset, available.toString(), held.toString(), at],
+  );
+}
+
+/** Applies deltas where at least one is negative, only if neither column goes below zero; false when refused. */
+export async function applyGuardedDelta(db: Db, walletId: string, asset: string, available: bigint, held: bigint, at: Date): Promise<boolean> {
+  const result = await db.raw(
+    `UPDATE balances SET available = available + ?::numeric, held = held + ?::numeric, updated_at = ?
+     WHERE wallet_id = ? AND asset_symbol = ? AND available + ?::numeric >= 0 AND held + ?::numeric >= 0`,
+    [available.toString(), held.toString(), at, walletId, asset, available.toString(), held.toString()],
+  );
+  return (result.rowCount ?? 0) === 1;
+}
+
+/** Moves `amount` from available to held only if enough is available; false when it is not (no row is changed). */
+export async function reserveAvailable(db: Db, walletId: string, asset: string, amount: bigint, at: Date): Promise<boolean> {
+  const result = await db.raw(
+    `UPDATE balances SET available = available - ?::numeric, held = held + ?::numeric, updated_at = ?
+     WHERE wallet_id = ? AND asset_symbol = ? AND available >= ?::numeric`,
+    [amount.toString(), amount.toString(), at, walletId, asset, amount.toString()],
+  );
+  return (result.rowCount ?? 0) === 1;
+}
+
+export async function insertJournal(db: Db, journalId: string, operationId: string | null, entries: JournalEntryInput[], at: Date): Promise<void> {
+  await db('journal_entries').insert(
+    entries.map((e) => ({ journal_id: journalId, operation_id: operationId, account: e.account, wallet_id: e.wallet_id, asset_symbol: e.asset_symbol, amount: e.amount.toString(), entry_type: e.entry_type, created_at: at })),
+  );
+}
+
+/** Per asset, the sum of every journal entry (zero when the books balance). */
+export async function sumJournalByAsset(db: Db): Promise<{ asset_symbol: string; total: string }[]> {
+  return db('journal_entries').select('asset_symbol').sum({ total: 'amount' }).groupBy('asset_symbol');
+}
+
+/** Per (wallet, asset), journal sums of the available and held accounts, to reconcile with balances. */
+export async function sumWalletJournal(db: Db, walletId: string): Promise<{ account: string; asset_symbol: string; total: string }[]> {
+  return db('journal_entries').where({ wallet_id: walletId }).select('account', 'asset_symbol').sum({ total: 'amount' }).groupBy('account', 'asset_symbol');
+}
+
+export async function insertHold(db: Db, row: { id: string; operation_id: string | null; wallet_id: string; asset_symbol: string; amount: bigint; created_at: Date }): Promise<void> {
+  await db('holds').insert({ ...row, amount: row.amount.toString(), status: 'held' });
+}
+
+/** Guarded transition of a hold out of `held`; returns the row when this caller won it. */
+export async function resolveHold(db: Db, holdId: string, to: 'captured' | 'released', at: Date): Promise<HoldRow | undefined> {
+  const [row] = await db('holds').where({ id: holdId, status: 'held' }).update({ status: to, resolved_at: at }).returning('*');
+  return row;
+}
+
+export async function findHold(db: Db, holdId: string): Promise<HoldRow | undefined> {
+  return db('holds').where({ id: holdId }).first();
+}
+
+export async function findHeldByOperation(db: Db, operationId: string): Promise<HoldRow[]> {
+  return db('holds').where({ operation_id: operationId, status: 'held' }).orderBy('created_at');
+}
+
+export async function findWalletByAddress(db: Db, address: string): Promise<{ id: string; agent_id: string } | undefined> {
+  return db('wallets').whereRaw('lower(address) = lower(?)', [address]).first('id', 'agent_id');
+}
+
+export async function addFailingAddress(db: Db, address: string, at: Date): Promise<void> {
+  await db('chain_failing_addresses').insert({ address: address.toLowerCase(), created_at: at }).onConflict('address').ignore();
+}
+
+export async function removeFailingAddress(db: Db, address: string): Promise<number> {
+  return db('chain_failing_addresses').where({ address: address.toLowerCase() }).delete();
+}
+
+export async function isFailingAddress(db: Db, address: string): Promise<boolean> {
+  return (await db('chain_failing_addresses').where({ address: address.toLowerCase() }).first()) !== undefined;
+}
+
+export async function setWalletKey(db: Db, walletId: string, address: string, sealedPrivateKey: string): Promise<number> {
+  return db('wallets').where({ id: walletId }).update({ address, sealed_private_key: sealedPrivateKey });
+}

@@ -1,0 +1,163 @@
+// Operations (guarded status transitions, settlement claims), activity rows and agent policies with their usage.
+import type { Db } from '../knex.js';
+
+export type OperationStatus = 'accepted' | 'submitted' | 'executed' | 'execution_failed' | 'policy_rejected' | 'cancelled';
+
+export interface OperationRow {
+  id: string;
+  agent_id: string;
+  wallet_id: string;
+  type: string;
+  status: OperationStatus;
+  resource_type: string;
+  resource_id: string;
+  asset_symbol: string | null;
+  amount: string | null;
+  amount_usd_e8: string | null;
+  fee_usd_e8: string;
+  counts_toward_limits: boolean;
+  human_message: string;
+  idempotency_key_hash: string | null;
+  error_code: string | null;
+  error_message: string | null;
+  to_address: string | null;
+  tx_hash: string | null;
+  details: Record<string, unknown>;
+  settle_after: Date | null;
+  created_at: Date;
+  submitted_at: Date | null;
+  executed_at: Date | null;
+  failed_at: Date | null;
+  updated_at: Date;
+}
+
+export type NewOperationRow = Omit<OperationRow, 'amount' | 'amount_usd_e8' | 'fee_usd_e8' | 'details'> & {
+  amount: bigint | null;
+  amount_usd_e8: bigint | null;
+  fee_usd_e8: bigint;
+  details: Record<string, unknown>;
+};
+
+export interface ActivityRow {
+  id: string;
+  agent_id: string;
+  wallet_id: string;
+  type: string;
+  status: string;
+  operation_id: string | null;
+  direction: 'in' | 'out' | 'none';
+  asset_symbol: string | null;
+  amount: string | null;
+  amount_usd_e8: string | null;
+  counterparty: string | null;
+  description: string;
+  created_at: Date;
+}
+
+export interface Keyset {
+  createdAt: Date;
+  id: string;
+}
+
+export interface OperationFilter {
+  agentId: string;
+  types?: string[];
+  status?: string;
+  since?: Date;
+  before?: Keyset;
+  limit: number;
+}
+
+export async function insertOperation(db: Db, row: NewOperationRow): Promise<OperationRow> {
+  const [inserted] = await db('operations')
+    .insert({
+      ...row,
+      amount: row.amount?.toString() ?? null,
+      amount_usd_e8: row.amount_usd_e8?.toString() ?? null,
+      fee_usd_e8: row.fee_usd_e8.toString(),
+      details: JSON.stringify(row.details),
+    })
+    .returning('*');
+  return inserted as OperationRow;
+}
+
+export async function findOperation(db: Db, agentId: string, id: string): Promise<OperationRow | undefined> {
+  return db('operations').where({ agent_id: agentId, id }).first();
+}
+
+export async function findOperationById(db: Db, id: string): Promise<OperationRow | undefined> {
+  return db('operations').where({ id }).first();
+}
+
+export async function listOperations(db: Db, f: OperationFilter): Promise<OperationRow[]> {
+  const q = db('operations').where({ agent_id: f.agentId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(f.limit);
+  if (f.types) q.whereIn('type', f.types);
+  if (f.status) q.where('status', f.status);
+  if (f.since) q.where('created_at', '>=', f.since);
+  if (f.before) q.whereRaw('(created_at, id) < (?, ?)', [f.before.createdAt, f.before.id]);
+  return q;
+}
+
+/** Guarded transition: changes the row only if it is still in `from`; returns it when this caller won. */
+export async function transitionOperation(db: Db, id: string, from: OperationStatus, patch: Partial<Omit<OperationRow, 'details'>> & { status: OperationStatus; updated_at: Date; details?: Record<string, unknown> }): Promise<OperationRow | undefined> {
+  const { details, ...rest } = patch;
+  const update: Record<string, unknown> = { ...rest };
+  if (details) update.details = db.raw('details || ?::jsonb', [JSON.stringify(details)]);
+  const [row] = await db('operations').where({ id, status: from }).update(update).returning('*');
+  return row as OperationRow | undefined;
+}
+
+/**
+ * Claims up to `limit` operations in `status` whose settlement time has come, skipping rows another worker holds.
+ * The caller must be inside a transaction: the row locks last until it commits.
+ */
+export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted', types: string[], now: Date, limit: number): Promise<OperationRow[]> {
+  if (types.length === 0) return [];
+  return db('operations')
+    .where({ status })
+    .whereIn('type', types)
+    .where((q) => q.whereNull('settle_after').orWhere('settle_after', '<=', now))
+    .orderBy('settle_after', 'asc')
+    .limit(limit)
+    .forUpdate()
+    .skipLocked();
+}
+
+/** Usage toward policy caps: accepted, submitted and executed money-moving operations since `since` (all time when null). */
+export async function sumUsage(db: Db, agentId: string, since: Date | null): Promise<{ usd_e8: bigint; count: number }> {
+  const q = db('operations').where({ agent_id: agentId, counts_toward_limits: true }).whereIn('status', ['accepted', 'submitted', 'executed']);
+  if (since) q.where('created_at', '>=', since);
+  const row = await q.first(db.raw('coalesce(sum(amount_usd_e8), 0)::text as usd'), db.raw('count(*)::int as n'));
+  return { usd_e8: BigInt((row as { usd: string }).usd), count: Number((row as { n: number }).n) };
+}
+
+export async function insertActivity(db: Db, row: Omit<ActivityRow, 'amount' | 'amount_usd_e8'> & { amount: bigint | null; amount_usd_e8: bigint | null }): Promise<void> {
+  await db('activity').insert({ ...row, amount: row.amount?.toString() ?? null, amount_usd_e8: row.amount_usd_e8?.toString() ?? null });
+}
+
+export async function listActivity(db: Db, f: { agentId: string; type?: string; since?: Date; before?: Keyset; limit: number }): Promise<ActivityRow[]> {
+  const q = db('activity').where({ agent_id: f.agentId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(f.limit);
+  if (f.type) q.where('type', f.type);
+  if (f.since) q.where('created_at', '>=', f.since);
+  if (f.before) q.whereRaw('(created_at, id) < (?, ?)', [f.before.createdAt, f.before.id]);
+  return q;
+}
+
+export interface PolicyRow {
+  agent_id: string;
+  policy: Record<string, unknown>;
+  updated_at: Date;
+}
+
+export async function upsertPolicy(db: Db, agentId: string, policy: Record<string, unknown>, at: Date): Promise<void> {
+  await db('agent_policies').insert({ agent_id: agentId, policy: JSON.stringify(policy), updated_at: at }).onConflict('agent_id').merge();
+}
+
+export async function findPolicy(db: Db, agentId: string): Promise<PolicyRow | undefined> {
+  return db('agent_policies').where({ agent_id: agentId }).first();
+}
+
+/** Locks the agent's policy row for the rest of the transaction: writes of one agent evaluate usage one at a time. */
+export async function lockPolicy(db: Db, agentId: string): Promise<PolicyRow | undefined> {
+  return db('agent_policies').where({ agent_id: agentId }).forUpdate().first();
+}

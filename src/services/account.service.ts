@@ -1,0 +1,189 @@
+// Reads of the wallet: account summary, assets, protocols, balances, activity, deposit methods and address; funding.
+import { createHash } from 'node:crypto';
+import type { Db } from '../db/knex.js';
+import { withTransaction } from '../db/knex.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
+import * as ledgerRepo from '../db/repositories/ledger.repository.js';
+import * as opRepo from '../db/repositories/operation.repository.js';
+import * as recipients from '../db/repositories/recipient.repository.js';
+import type { Clock } from '../lib/clock.js';
+import { ApiError } from '../lib/errors.js';
+import { formatAmount, mulDiv } from '../lib/money.js';
+import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
+import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
+import type { OperationService, OwnerRef } from './operation.service.js';
+
+const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
+
+export interface AccountService {
+  getAccount(db: Db, who: OwnerRef): Promise<Record<string, unknown>>;
+  listAssets(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
+  listProtocols(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
+  listBalances(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; cashOnly?: boolean }): Promise<ListPage<Record<string, unknown>>>;
+  listActivity(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; type?: string; since?: string }): Promise<ListPage<Record<string, unknown>>>;
+  listDepositMethods(db: Db, who: OwnerRef & { ownerId: string }, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
+  getDepositAddress(db: Db, who: OwnerRef, query: { asset?: string; chain?: string }): Promise<Record<string, unknown>>;
+  /** agentctl wallet fund: a deposit with its journal entries and activity. */
+  fund(db: Db, agentId: string, input: { asset: string; amount: string }): Promise<Record<string, unknown>>;
+}
+
+/** A stable UUID derived from a name (the wallet's crypto deposit method has no row of its own). */
+export function derivedUuid(name: string): string {
+  const h = createHash('sha256').update(name).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h.slice(16, 18), 16) & 0x3f) | 0x80).toString(16)}${h.slice(18, 20)}-${h.slice(20, 32)}`;
+}
+
+export function createAccountService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService }): AccountService {
+  const { clock, ledger, operations } = deps;
+
+  async function priceOrNull(db: Db, symbol: string): Promise<bigint | null> {
+    const row = await ledgerRepo.findPrice(db, symbol);
+    return row ? BigInt(row.usd_e8) : null;
+  }
+
+  async function requireWallet(db: Db, agentId: string) {
+    const wallet = await findWalletByAgent(db, agentId);
+    if (!wallet) throw new ApiError('not_found', 'wallet not found');
+    return wallet;
+  }
+
+  const service: AccountService = {
+    async getAccount(db, who) {
+      const wallet = await requireWallet(db, who.agentId);
+      let cash = 0n;
+      let crypto = 0n;
+      for (const b of await ledgerRepo.listBalances(db, who.walletId)) {
+        const price = await priceOrNull(db, b.asset_symbol);
+        if (price === null) continue;
+        const value = mulDiv(BigInt(b.available) + BigInt(b.held), price, 10n ** BigInt(b.decimals));
+        if (b.category === 'cash') cash += value;
+        else crypto += value;
+      }
+      const total = cash + crypto;
+      return { wallet_id: wallet.id, address: wallet.address, chain: 'base', total_value_usd: usd(total), cash_value_usd: usd(cash), crypto_value_usd: usd(crypto), earn_value_usd: '0', collateral_value_usd: '0', debt_usd: '0', net_worth_usd: usd(total), as_of: clock.now().toISOString() };
+    },
+
+    async listAssets(db, query) {
+      const limit = pageLimit(query.limit);
+      const rows = await ledgerRepo.listAssets(db, { after: decodeKey(query.cursor), limit: limit + 1 });
+      const page = toPage(rows, limit, (a) => a, (a) => encodeKey(a.symbol));
+      const items = [];
+      for (const a of page.items) {
+        const price = await priceOrNull(db, a.symbol);
+        items.push({ symbol: a.symbol, name: a.name, decimals: a.decimals, chain: a.chain, contract_address: a.contract_address, category: a.category, price_usd: price === null ? null : usd(price) });
+      }
+      return { ...page, items };
+    },
+
+    async listProtocols(db, query) {
+      const limit = pageLimit(query.limit);
+      const rows = await ledgerRepo.listProtocols(db, { after: decodeKey(query.cursor), limit: limit + 1 });
+      return toPage(rows, limit, (p) => ({ id: p.id, name: p.name, kinds: p.kinds, chain: p.chain, asset_symbols: p.asset_symbols }), (p) => encodeKey(p.id));
+    },
+
+    async listBalances(db, who, query) {
+      const limit = pageLimit(query.limit);
+      const after = decodeKey(query.cursor);
+      // Every asset appears (zero when never held), so an agent sees what it could hold.
+      const held = new Map((await ledgerRepo.listBalances(db, who.walletId)).map((b) => [b.asset_symbol, b]));
+      const assets = [...(await ledger.assets(db)).values()].filter((a) => (!query.cashOnly || a.category === 'cash') && (after === undefined || a.symbol > after)).sort((a, b) => (a.symbol < b.symbol ? -1 : 1));
+      const rows = assets.slice(0, limit + 1);
+      const page = toPage(rows, limit, (a) => a, (a) => encodeKey(a.symbol));
+      const items = [];
+      for (const a of page.items) {
+        const b = held.get(a.symbol);
+        const available = BigInt(b?.available ?? 0);
+        const heldUnits = BigInt(b?.held ?? 0);
+        const price = await priceOrNull(db, a.symbol);
+        items.push({
+          asset_symbol: a.symbol,
+          category: a.category,
+          available: formatAmount(available, a.decimals),
+          held: formatAmount(heldUnits, a.decimals),
+          total: formatAmount(available + heldUnits, a.decimals),
+          value_usd: price === null ? null : usd(mulDiv(available + heldUnits, price, 10n ** BigInt(a.decimals))),
+        });
+      }
+      return { ...page, items };
+    },
+
+    async listActivity(db, who, query) {
+      const limit = pageLimit(query.limit);
+      let since: Date | undefined;
+      if (query.since) {
+        since = new Date(query.since);
+        if (Number.isNaN(since.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
+      }
+      const assets = await ledger.assets(db);
+      const rows = await opRepo.listActivity(db, { agentId: who.agentId, type: query.type, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
+      return toPage(
+        rows,
+        limit,
+        (r) => {
+          const decimals = r.asset_symbol ? assets.get(r.asset_symbol)?.decimals : undefined;
+          return {
+            id: r.id,
+            type: r.type,
+            operation_id: r.operation_id,
+            asset_symbol: r.asset_symbol,
+            amount: r.amount !== null && decimals !== undefined ? formatAmount(BigInt(r.amount), decimals) : null,
+            amount_usd: r.amount_usd_e8 !== null ? usd(BigInt(r.amount_usd_e8)) : null,
+            direction: r.direction,
+            description: r.description,
+            created_at: r.created_at.toISOString(),
+          };
+        },
+        encodeKeyset,
+      );
+    },
+
+    async listDepositMethods(db, who, query) {
+      const limit = pageLimit(query.limit);
+      const wallet = await requireWallet(db, who.agentId);
+      const assets = [...(await ledger.assets(db)).values()];
+      const cryptoMethod = {
+        id: derivedUuid(`deposit:crypto:base:${wallet.id}`),
+        kind: 'crypto_transfer',
+        label: 'Base transfer to the wallet address',
+        asset_symbols: assets.map((a) => a.symbol).sort(),
+        chain: 'base',
+        instructions: wallet.address ? `Send any supported asset on Base to ${wallet.address}` : null,
+        status: wallet.address ? 'active' : 'disabled',
+        created_at: wallet.created_at,
+      };
+      const banks = await recipients.listWithdrawalMethods(db, who.ownerId, { limit: 1000 });
+      const cash = assets.filter((a) => a.category === 'cash').map((a) => a.symbol).sort();
+      const all = [
+        cryptoMethod,
+        ...banks.map((m) => ({ id: m.id, kind: 'bank_transfer', label: m.label, asset_symbols: cash, chain: null, instructions: `Bank transfer from account …${m.account_last4} (${m.currency}), reference ${wallet.id}`, status: m.status, created_at: m.created_at })),
+      ];
+      const after = decodeKeyset(query.cursor);
+      const ordered = all.sort((a, b) => b.created_at.getTime() - a.created_at.getTime() || (a.id < b.id ? 1 : -1));
+      const start = after ? ordered.findIndex((m) => m.created_at.getTime() < after.createdAt.getTime() || (m.created_at.getTime() === after.createdAt.getTime() && m.id < after.id)) : 0;
+      const rows = start < 0 ? [] : ordered.slice(start, start + limit + 1);
+      return toPage(rows, limit, ({ created_at: _, ...m }) => m, (m) => encodeKeyset(m));
+    },
+
+    async getDepositAddress(db, who, query) {
+      if (query.chain !== undefined && query.chain !== 'base') throw new ApiError('validation_failed', 'chain must be base', { field: 'chain' });
+      if (query.asset) await ledger.requireAsset(db, query.asset);
+      const wallet = await requireWallet(db, who.agentId);
+      if (!wallet.address) throw new ApiError('not_found', 'the wallet has no address yet');
+      return { address: wallet.address, chain: 'base', asset_symbol: query.asset ?? null };
+    },
+
+    async fund(db, agentId, input) {
+      return withTransaction(db, async (trx) => {
+        const wallet = await requireWallet(trx, agentId);
+        const asset = await ledger.requireAsset(trx, input.asset);
+        const amount = ledger.parseAssetAmount(asset, input.amount);
+        await ledger.deposit(trx, { walletId: wallet.id, asset: asset.symbol, amount });
+        const usdE8 = await ledger.usdValue(trx, asset, amount).catch(() => null);
+        await operations.recordActivity(trx, { principal: { agentId, walletId: wallet.id }, type: 'deposit', status: 'executed', operationId: null, direction: 'in', asset: asset.symbol, amount, amountUsdE8: usdE8, counterparty: null, description: `Deposit of ${formatAmount(amount, asset.decimals)} ${asset.symbol}` });
+        const balance = await ledger.balance(trx, wallet.id, asset.symbol);
+        return { agent_id: agentId, wallet_id: wallet.id, asset: asset.symbol, amount: formatAmount(amount, asset.decimals), available: formatAmount(balance.available, asset.decimals) };
+      });
+    },
+  };
+  return service;
+}

@@ -1,0 +1,70 @@
+// The ledger area's services, wired once: ledger, policy, operations (with the settlers of this area),
+// payments, withdrawals, trusted destinations, account reads; plus the wallet-key hook and the demo setup.
+import type { Config } from '../config.js';
+import type { Db } from '../db/knex.js';
+import { setWalletKey } from '../db/repositories/ledger.repository.js';
+import type { Clock } from '../lib/clock.js';
+import { createSealer } from '../lib/crypto.js';
+import type { Logger } from '../lib/logger.js';
+import { generateWalletKey } from '../lib/wallet-keys.js';
+import { createAccountService, type AccountService } from './account.service.js';
+import type { AgentCreatedHook } from './agent.service.js';
+import { createDestinationService, type DestinationService } from './destination.service.js';
+import { createLedgerService, type LedgerService } from './ledger.service.js';
+import { createOperationService, type OperationService } from './operation.service.js';
+import { createPaymentService, type PaymentService } from './payment.service.js';
+import { createPolicyService, type PolicyService } from './policy.service.js';
+import { createWithdrawalService, type WithdrawalService } from './withdrawal.service.js';
+
+export interface LedgerArea {
+  ledger: LedgerService;
+  policy: PolicyService;
+  operations: OperationService;
+  payments: PaymentService;
+  withdrawals: WithdrawalService;
+  destinations: DestinationService;
+  account: AccountService;
+  /** Gives a new wallet its secp256k1 key (sealed) and address; registered as an `onAgentCreated` hook. */
+  assignWalletKey: AgentCreatedHook;
+  /** Embedded demo: a permissive policy and funds, so the README's examples work. */
+  setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }): Promise<void>;
+}
+
+export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKey' | 'settlementDelayMs'>>; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number }): LedgerArea {
+  const { clock } = deps;
+  const sealer = createSealer(deps.config.masterKey);
+  const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
+  const policy = createPolicyService({ clock });
+  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log });
+  const payments = createPaymentService({ clock, ledger, operations, policy });
+  const withdrawals = createWithdrawalService({ clock, ledger, operations });
+  const destinations = createDestinationService({ clock, operations });
+  const account = createAccountService({ clock, ledger, operations });
+
+  operations.registerSettler('payment', payments.settlePayment);
+  operations.registerSettler('one_off_payment.create', payments.settleOneOffCreate);
+  operations.registerSettler('withdrawal.bank', withdrawals.settle);
+  operations.registerSettler('withdrawal.crypto', withdrawals.settle);
+
+  const assignWalletKey: AgentCreatedHook = async (db, created) => {
+    const key = generateWalletKey(sealer);
+    await setWalletKey(db, created.walletId, key.address, key.sealedPrivateKey);
+  };
+  deps.onAgentCreated?.push(assignWalletKey);
+
+  return {
+    ledger,
+    policy,
+    operations,
+    payments,
+    withdrawals,
+    destinations,
+    account,
+    assignWalletKey,
+    async setupDemoAgent(db, agent) {
+      await policy.allowAll(db, agent.agentId);
+      await account.fund(db, agent.agentId, { asset: 'USDC', amount: '1000' });
+      await account.fund(db, agent.agentId, { asset: 'ETH', amount: '1' });
+    },
+  };
+}

@@ -1,0 +1,26 @@
+// The settlement worker loop: accepted operations are submitted, then settled (executed or execution_failed)
+// SETTLEMENT_DELAY_MS later; pending one-off payments past their expiry release their holds.
+import type { Knex } from 'knex';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import { createPollingLoop, type WorkerLoop } from '../worker.js';
+import type { LedgerArea } from './ledger-area.js';
+
+export interface SettlementDeps {
+  db: Knex;
+  ledger: Pick<LedgerArea, 'operations' | 'payments'>;
+  log: Logger;
+  clock?: Clock;
+  idleMs?: number;
+}
+
+/** One pass of everything the loop does; returns how many rows moved (0 = idle). */
+export async function runSettlementTick(deps: Pick<SettlementDeps, 'db' | 'ledger'>): Promise<number> {
+  const settled = await deps.ledger.operations.settleDue(deps.db);
+  const expired = await deps.ledger.payments.expireOneOffs(deps.db);
+  return settled + expired;
+}
+
+export function createSettlementLoop(deps: SettlementDeps): WorkerLoop {
+  return createPollingLoop('settlement', () => runSettlementTick(deps), { idleMs: deps.idleMs ?? 100, log: deps.log });
+}

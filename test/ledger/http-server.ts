@@ -1,0 +1,76 @@
+// The shared test server with the ledger area attached (until app.ts wires it) and ledger-ready agents.
+import type { Knex } from 'knex';
+import { createClient } from 'redis';
+import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
+import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
+import { runSettlementTick } from '../../src/services/settlement.js';
+import { startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
+import { testEnv } from '../setup.js';
+
+export interface LedgerServer extends TestServer {
+  ledger: LedgerArea;
+  clock: FakeClock;
+  agent(opts?: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> }): Promise<TestAgent>;
+  settle(): Promise<void>;
+}
+
+export async function startLedgerServer(env: Record<string, string> = {}): Promise<LedgerServer> {
+  const clock = createFakeClock('2026-03-02T10:00:00.000Z');
+  const server = await startTestServer({ clock, env });
+  const services = server.services as unknown as { ledger?: LedgerArea };
+  const wiredByApp = services.ledger !== undefined;
+  if (!wiredByApp) services.ledger = createLedgerArea({ config: server.config, clock });
+  const ledger = services.ledger!;
+  return Object.assign(server, {
+    ledger,
+    clock,
+    async agent(opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}) {
+      const agent = await server.createAgent();
+      const wallet = await server.db('wallets').where({ id: agent.walletId }).first();
+      if (!wallet.address) await ledger.assignWalletKey(server.db, { agentId: agent.agentId, walletId: agent.walletId, ownerId: agent.ownerId });
+      const policy = opts.policy === undefined ? 'all' : opts.policy;
+      if (policy === 'all') await ledger.policy.allowAll(server.db, agent.agentId);
+      else if (policy) await ledger.policy.set(server.db, agent.agentId, policy);
+      for (const [asset, amount] of Object.entries(opts.fund ?? {})) await ledger.account.fund(server.db, agent.agentId, { asset, amount });
+      return agent;
+    },
+    async settle() {
+      for (let i = 0; i < 50; i++) if ((await runSettlementTick({ db: server.db, ledger })) === 0) return;
+    },
+  });
+}
+
+/** md5 of every public table's rows (the outbox included): equal before and after means nothing changed. */
+export async function checksumTables(db: Knex): Promise<Record<string, string>> {
+  const tables = (await db.raw(`SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)).rows as { tablename: string }[];
+  const out: Record<string, string> = {};
+  for (const { tablename } of tables) {
+    const row = (await db.raw(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS sum, count(*)::int AS n FROM "${tablename}" t`)).rows[0];
+    out[tablename] = `${row.n}:${row.sum}`;
+  }
+  return out;
+}
+
+/** Every Redis key under the server's prefix with its content, except those matching `exclude`. */
+export async function snapshotRedis(prefix: string, exclude: RegExp): Promise<Record<string, string>> {
+  const client = createClient({ url: testEnv.redisUrl });
+  await client.connect();
+  try {
+    const out: Record<string, string> = {};
+    for await (const batch of client.scanIterator({ MATCH: `${prefix}*`, COUNT: 500 })) {
+      for (const key of ([] as string[]).concat(batch as unknown as string[])) {
+        if (exclude.test(key)) continue;
+        const type = await client.type(key);
+        let value: unknown;
+        if (type === 'zset') value = await client.zRangeWithScores(key, 0, -1);
+        else if (type === 'hash') value = await client.hGetAll(key);
+        else if (type === 'string') value = await client.get(key);
+        else value = type;
+        out[key] = JSON.stringify(value);
+      }
+    }
+    return out;
+  } finally {
+    await client.quit();
+  }
+}
