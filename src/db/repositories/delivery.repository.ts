@@ -1,0 +1,195 @@
+// Webhook delivery records: fan-out from the outbox, fenced claims with leases, attempt results, listing.
+import { withTransaction, type Db } from '../knex.js';
+
+export const DELIVERY_CHANNEL = 'webhook_deliveries';
+export const DELIVERY_STATUSES = ['pending', 'in_flight', 'retrying', 'delivered', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  agent_id: string;
+  event_type: string;
+  event_created_at: Date;
+  status: DeliveryStatus;
+  attempt: number;
+  http_status: number | null;
+  error_class: string | null;
+  latency_ms: number | null;
+  response_body: string | null;
+  next_attempt_at: Date | null;
+  first_attempt_at: Date | null;
+  last_attempt_at: Date | null;
+  terminal_at: Date | null;
+  deadline_at: Date | null;
+  claim_token: string | null;
+  lease_until: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/**
+ * Fan-out, in the caller's (event's) transaction: one row per subscribed enabled endpoint of the
+ * agent; `webhook.test` goes only to the tested endpoint, whatever its event types. The unique
+ * (event_id, endpoint_id) makes a repeat a no-op. NOTIFY is delivered at commit, waking workers.
+ */
+export async function insertDeliveriesForEvent(
+  db: Db,
+  event: { id: string; agentId: string; type: string; resource: { type: string; id: string }; createdAt: Date },
+): Promise<number> {
+  const isTest = event.type === 'webhook.test';
+  const result = await db.raw(
+    `WITH ins AS (
+       INSERT INTO webhook_deliveries (id, event_id, endpoint_id, agent_id, event_type, event_created_at, status, attempt, next_attempt_at, created_at, updated_at)
+       SELECT gen_random_uuid(), :eventId, e.id, e.agent_id, :type, :createdAt, 'pending', 0, :createdAt, :createdAt, :createdAt
+       FROM webhook_endpoints e
+       WHERE e.agent_id = :agentId
+         AND ${isTest ? 'e.id::text = :resourceId' : 'e.enabled AND :type = ANY(e.event_types)'}
+       ON CONFLICT (event_id, endpoint_id) DO NOTHING
+       RETURNING 1
+     )
+     SELECT count(*)::int AS n, CASE WHEN count(*) > 0 THEN pg_notify('${DELIVERY_CHANNEL}', '') END AS notified FROM ins`,
+    { eventId: event.id, type: event.type, createdAt: event.createdAt, agentId: event.agentId, resourceId: event.resource.id },
+  );
+  return Number(result.rows[0]?.n ?? 0);
+}
+
+export interface ClaimOptions {
+  now: Date;
+  leaseUntil: Date;
+  token: string;
+  batch: number;
+  perEndpointCap: number;
+  deadlineMs: number;
+}
+
+/**
+ * Claims due deliveries (pending/retrying whose time has come; in_flight rows whose lease
+ * expired are first put back) with FOR UPDATE SKIP LOCKED, at most `perEndpointCap` in flight per endpoint
+ * (counting live leases), so one slow receiver cannot take every slot. A transaction-scoped
+ * advisory lock serialises claimers, which keeps the per-endpoint count exact across workers;
+ * the claim itself is one statement, so the lock is held for milliseconds. The claim token
+ * fences completions: a worker whose lease was taken over cannot record its result.
+ */
+export async function claimDueDeliveries(db: Db, options: ClaimOptions): Promise<DeliveryRow[]> {
+  return withTransaction(db, async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock(7411003)');
+    // Expired leases (a worker died or stalled) go back to the queue, still due; their stale
+    // holder can no longer complete them because the claim token is cleared.
+    await trx('webhook_deliveries')
+      .where({ status: 'in_flight' })
+      .andWhere('lease_until', '<=', options.now)
+      .update({ status: 'retrying', claim_token: null, lease_until: null, updated_at: options.now });
+    const result = await trx.raw(
+      `WITH RECURSIVE walk AS (
+         -- Loose index scan (index webhook_deliveries_endpoint_due): one probe per endpoint with due
+         -- work, so a huge backlog on one endpoint costs one step, not a scan of all its rows.
+         (SELECT d.endpoint_id FROM webhook_deliveries d
+          WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= :now
+          ORDER BY d.endpoint_id LIMIT 1)
+         UNION ALL
+         SELECT (SELECT d.endpoint_id FROM webhook_deliveries d
+                 WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= :now AND d.endpoint_id > walk.endpoint_id
+                 ORDER BY d.endpoint_id LIMIT 1)
+         FROM walk WHERE walk.endpoint_id IS NOT NULL
+       ), inflight AS (
+         SELECT endpoint_id, count(*)::int AS n FROM webhook_deliveries
+         WHERE status = 'in_flight' AND lease_until > :now GROUP BY endpoint_id
+       ), eps AS (
+         SELECT endpoint_id FROM walk WHERE endpoint_id IS NOT NULL LIMIT :scan
+       ), slots AS (
+         SELECT eps.endpoint_id, GREATEST(:cap - COALESCE(i.n, 0), 0) AS free
+         FROM eps LEFT JOIN inflight i ON i.endpoint_id = eps.endpoint_id
+       ), cand AS (
+         SELECT c.id, c.next_attempt_at FROM slots
+         CROSS JOIN LATERAL (
+           SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+           WHERE d.endpoint_id = slots.endpoint_id AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= :now
+           ORDER BY d.next_attempt_at, d.id LIMIT slots.free
+           FOR UPDATE OF d SKIP LOCKED
+         ) c
+         WHERE slots.free > 0
+       ), picked AS (
+         SELECT id FROM cand ORDER BY next_attempt_at, id LIMIT :batch
+       )
+       UPDATE webhook_deliveries w
+       SET status = 'in_flight', claim_token = :token, lease_until = :leaseUntil, attempt = w.attempt + 1,
+           first_attempt_at = COALESCE(w.first_attempt_at, :now), last_attempt_at = :now,
+           deadline_at = COALESCE(w.deadline_at, :deadline), updated_at = :now
+       FROM picked WHERE w.id = picked.id
+       RETURNING w.*`,
+      {
+        now: options.now,
+        leaseUntil: options.leaseUntil,
+        token: options.token,
+        batch: options.batch,
+        cap: options.perEndpointCap,
+        scan: 1000,
+        deadline: new Date(options.now.getTime() + options.deadlineMs),
+      },
+    );
+    return result.rows as DeliveryRow[];
+  });
+}
+
+/** The stored payload (exact bytes to send) for a delivery. */
+export async function findEventPayload(db: Db, eventId: string): Promise<string | undefined> {
+  const row = await db('events').where({ id: eventId }).first('payload');
+  return row?.payload as string | undefined;
+}
+
+export type AttemptResultPatch = Partial<
+  Pick<DeliveryRow, 'status' | 'http_status' | 'error_class' | 'latency_ms' | 'response_body' | 'next_attempt_at' | 'terminal_at'>
+> & { updated_at: Date };
+
+/** Fenced completion: applies only while this claim still holds the delivery. */
+export async function completeClaimedDelivery(db: Db, id: string, token: string, patch: AttemptResultPatch): Promise<DeliveryRow | undefined> {
+  const [row] = await db('webhook_deliveries')
+    .where({ id, claim_token: token, status: 'in_flight' })
+    .update({ ...patch, claim_token: null, lease_until: null })
+    .returning('*');
+  return row as DeliveryRow | undefined;
+}
+
+/** Gives a claimed delivery back untouched (shutdown before the attempt started). */
+export async function releaseClaimedDelivery(db: Db, id: string, token: string, at: Date): Promise<boolean> {
+  const count = await db('webhook_deliveries')
+    .where({ id, claim_token: token, status: 'in_flight' })
+    .update({
+      status: db.raw("CASE WHEN attempt > 1 THEN 'retrying' ELSE 'pending' END"),
+      attempt: db.raw('attempt - 1'),
+      claim_token: null,
+      lease_until: null,
+      updated_at: at,
+    });
+  return count === 1;
+}
+
+/** On auto-disable: every not-yet-attempted or waiting delivery of the endpoint fails. */
+export async function failWaitingDeliveries(db: Db, endpointId: string, errorClass: string, at: Date): Promise<number> {
+  return db('webhook_deliveries')
+    .where({ endpoint_id: endpointId })
+    .whereIn('status', ['pending', 'retrying'])
+    .update({ status: 'failed', error_class: errorClass, next_attempt_at: null, terminal_at: at, updated_at: at });
+}
+
+export async function findDelivery(db: Db, id: string): Promise<DeliveryRow | undefined> {
+  return db('webhook_deliveries').where({ id }).first();
+}
+
+/** Newest first, keyset on (created_at, id), exclusive of `after`. */
+export async function listDeliveries(
+  db: Db,
+  endpointId: string,
+  options: { status?: string; eventId?: string; after?: { created_at: Date; id: string }; limit: number },
+): Promise<DeliveryRow[]> {
+  const query = db('webhook_deliveries').where({ endpoint_id: endpointId });
+  if (options.status) query.andWhere({ status: options.status });
+  if (options.eventId) query.andWhere({ event_id: options.eventId });
+  if (options.after) {
+    const { created_at, id } = options.after;
+    query.andWhere((q) => q.where('created_at', '<', created_at).orWhere((q2) => q2.where('created_at', '=', created_at).andWhere('id', '<', id)));
+  }
+  return query.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(options.limit);
+}
