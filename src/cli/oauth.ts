@@ -1,0 +1,39 @@
+// agentctl: out-of-band OAuth clients, signing-key rotation, and the owner's connected apps (grants).
+import { OAuthInputError } from '../oauth/oauth.service.js';
+import { CliUsageError, requireFlag, requirePositional, type CliCommand } from './types.js';
+
+const usageErrors = async <T>(fn: () => Promise<T>): Promise<T> => {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof OAuthInputError) throw new CliUsageError(err.message);
+    throw err;
+  }
+};
+
+export const oauthCommands: CliCommand[] = [
+  {
+    name: 'oauth client add',
+    usage: 'oauth client add --name N --redirect-uri U[,U2...]',
+    run: (ctx, args) =>
+      usageErrors(async () => {
+        const redirectUris = requireFlag(args, 'redirect-uri').split(',').map((u) => u.trim()).filter((u) => u !== '');
+        return { ...(await ctx.services.oauth.addClient(ctx.db, { name: requireFlag(args, 'name'), redirectUris })) };
+      }),
+  },
+  {
+    name: 'oauth rotate-keys',
+    usage: 'oauth rotate-keys',
+    run: async (ctx) => ({ ...(await ctx.services.oauth.rotateKeys(ctx.db)) }),
+  },
+  {
+    name: 'grants list',
+    usage: 'grants list --owner OWNER_ID',
+    run: async (ctx, args) => ({ grants: await ctx.services.oauth.listGrants(ctx.db, requireFlag(args, 'owner')) }),
+  },
+  {
+    name: 'grants revoke',
+    usage: 'grants revoke GRANT_ID',
+    run: (ctx, args) => usageErrors(async () => ({ ...(await ctx.services.oauth.revokeGrant(ctx.db, requirePositional(args, 0, 'GRANT_ID'))) })),
+  },
+];

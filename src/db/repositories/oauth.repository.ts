@@ -1,0 +1,211 @@
+// OAuth storage: oidc-provider models, signing keys, grant bindings, connect-page codes and throttles.
+import type { Db } from '../knex.js';
+
+/** Models whose rows carry a grant id and die with the grant. */
+export const GRANT_BOUND_MODELS = ['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PreAuthorizedCode'];
+
+export interface ModelRow {
+  model: string;
+  id: string;
+  payload: Record<string, unknown>;
+  grant_id: string | null;
+  uid: string | null;
+  user_code: string | null;
+  expires_at: Date | null;
+  consumed_at: Date | null;
+}
+
+export async function upsertModel(db: Db, row: Omit<ModelRow, 'consumed_at'>): Promise<void> {
+  // consumed_at is left alone on conflict: a re-save never resurrects a consumed artefact.
+  await db('oauth_models')
+    .insert({ ...row, payload: JSON.stringify(row.payload) })
+    .onConflict(['model', 'id'])
+    .merge(['payload', 'grant_id', 'uid', 'user_code', 'expires_at']);
+}
+
+export async function findModel(db: Db, model: string, id: string): Promise<ModelRow | undefined> {
+  return db('oauth_models').where({ model, id }).first();
+}
+
+export async function findModelByUid(db: Db, model: string, uid: string): Promise<ModelRow | undefined> {
+  return db('oauth_models').where({ model, uid }).first();
+}
+
+export async function findModelByUserCode(db: Db, model: string, userCode: string): Promise<ModelRow | undefined> {
+  return db('oauth_models').where({ model, user_code: userCode }).first();
+}
+
+/** Marks a row consumed only if it was not already; returns false when another request got there first. */
+export async function consumeModel(db: Db, model: string, id: string, at: Date): Promise<boolean> {
+  const updated = await db('oauth_models').where({ model, id }).whereNull('consumed_at').update({ consumed_at: at });
+  return updated === 1;
+}
+
+export async function destroyModel(db: Db, model: string, id: string): Promise<void> {
+  await db('oauth_models').where({ model, id }).delete();
+}
+
+export async function destroyModelsByGrant(db: Db, model: string, grantId: string): Promise<void> {
+  await db('oauth_models').where({ model, grant_id: grantId }).delete();
+}
+
+/** Every artefact of a grant and the Grant itself. */
+export async function destroyGrantArtefacts(db: Db, grantId: string): Promise<number> {
+  return db('oauth_models')
+    .where((q) => q.whereIn('model', GRANT_BOUND_MODELS).andWhere('grant_id', grantId))
+    .orWhere((q) => q.where('model', 'Grant').andWhere('id', grantId))
+    .delete();
+}
+
+export async function deleteExpiredModels(db: Db, before: Date, limit: number): Promise<number> {
+  const result = await db.raw(
+    `DELETE FROM oauth_models WHERE ctid IN (SELECT ctid FROM oauth_models WHERE expires_at < ? LIMIT ?)`,
+    [before, limit],
+  );
+  return result.rowCount ?? 0;
+}
+
+// Signing keys
+
+export interface SigningKeyRow {
+  kid: string;
+  seq?: number;
+  alg: string;
+  sealed_private_jwk: string;
+  public_jwk: Record<string, unknown>;
+  created_at: Date;
+  retired_at: Date | null;
+}
+
+export async function insertSigningKey(db: Db, row: Omit<SigningKeyRow, 'retired_at'>): Promise<void> {
+  await db('oauth_signing_keys').insert({ ...row, public_jwk: JSON.stringify(row.public_jwk) });
+}
+
+/** Live keys, newest first (the first one signs). */
+export async function listSigningKeys(db: Db): Promise<SigningKeyRow[]> {
+  return db('oauth_signing_keys').whereNull('retired_at').orderBy('seq', 'desc');
+}
+
+export async function retireSigningKeys(db: Db, kids: string[], at: Date): Promise<void> {
+  if (kids.length === 0) return;
+  await db('oauth_signing_keys').whereIn('kid', kids).whereNull('retired_at').update({ retired_at: at });
+}
+
+/** Serialises key bootstrap and rotation across processes (transaction-scoped). */
+export async function lockSigningKeys(db: Db): Promise<void> {
+  await db.raw(`SELECT pg_advisory_xact_lock(hashtext('oauth_signing_keys'))`);
+}
+
+// Grant bindings
+
+export interface GrantBindingRow {
+  id: string;
+  client_id: string;
+  owner_id: string;
+  agent_id: string;
+  resource: string;
+  scope: string;
+  created_at: Date;
+  revoked_at: Date | null;
+  revoked_reason: string | null;
+}
+
+export async function insertGrantBinding(db: Db, row: Omit<GrantBindingRow, 'revoked_at' | 'revoked_reason'>): Promise<void> {
+  await db('oauth_grants').insert(row);
+}
+
+export async function findGrantBinding(db: Db, id: string): Promise<GrantBindingRow | undefined> {
+  return db('oauth_grants').where({ id }).first();
+}
+
+/** The binding of a grant that is still alive: not revoked and its Grant model row still present and unexpired. */
+export async function findLiveGrantBinding(db: Db, id: string, now: Date): Promise<GrantBindingRow | undefined> {
+  return db('oauth_grants as g')
+    .join('oauth_models as m', (j) => j.on('m.id', '=', 'g.id').andOnVal('m.model', '=', 'Grant'))
+    .where('g.id', id)
+    .whereNull('g.revoked_at')
+    .where((q) => q.whereNull('m.expires_at').orWhere('m.expires_at', '>', now))
+    .first('g.*');
+}
+
+export async function revokeGrantBinding(db: Db, id: string, at: Date, reason: string): Promise<boolean> {
+  return (await db('oauth_grants').where({ id }).whereNull('revoked_at').update({ revoked_at: at, revoked_reason: reason })) === 1;
+}
+
+export interface GrantListRow extends GrantBindingRow {
+  client_name: string | null;
+  agent_name: string;
+}
+
+export async function listGrantsByOwner(db: Db, ownerId: string): Promise<GrantListRow[]> {
+  return db('oauth_grants as g')
+    .join('agents as a', 'a.id', 'g.agent_id')
+    .leftJoin('oauth_models as c', (j) => j.on('c.id', '=', 'g.client_id').andOnVal('c.model', '=', 'Client'))
+    .where('g.owner_id', ownerId)
+    .orderBy('g.created_at', 'desc')
+    .select('g.*', 'a.name as agent_name', db.raw(`c.payload->>'client_name' as client_name`));
+}
+
+// Connect-page one-time codes
+
+export interface LoginCodeRow {
+  id: string;
+  seq?: number;
+  interaction_uid: string;
+  email_hash: string;
+  owner_id: string | null;
+  code_hash: string;
+  attempts: number;
+  expires_at: Date;
+  verified_at: Date | null;
+  created_at: Date;
+}
+
+export async function insertLoginCode(db: Db, row: Omit<LoginCodeRow, 'attempts' | 'verified_at'>): Promise<void> {
+  await db('oauth_login_codes').insert(row);
+}
+
+export async function findLatestLoginCode(db: Db, interactionUid: string): Promise<LoginCodeRow | undefined> {
+  return db('oauth_login_codes').where({ interaction_uid: interactionUid }).orderBy('seq', 'desc').first();
+}
+
+/**
+ * Spends one attempt on a code, atomically: only while it is unverified, unexpired and under the cap.
+ * Returns undefined when no attempt may be made (locked out, expired, already used).
+ */
+export async function spendLoginCodeAttempt(db: Db, id: string, maxAttempts: number, now: Date): Promise<LoginCodeRow | undefined> {
+  const rows = await db('oauth_login_codes')
+    .where({ id })
+    .whereNull('verified_at')
+    .where('attempts', '<', maxAttempts)
+    .where('expires_at', '>', now)
+    .increment('attempts', 1)
+    .returning('*');
+  return rows[0];
+}
+
+export async function markLoginCodeVerified(db: Db, id: string, at: Date): Promise<boolean> {
+  return (await db('oauth_login_codes').where({ id }).whereNull('verified_at').update({ verified_at: at })) === 1;
+}
+
+export async function findLiveOwnerIdByEmail(db: Db, email: string): Promise<string | undefined> {
+  const row = await db('owners').whereRaw('lower(email) = lower(?)', [email]).whereNull('deleted_at').first('id');
+  return row?.id;
+}
+
+// Throttles
+
+/** Counts one hit in the fixed window and returns the count including it (atomic upsert). */
+export async function hitThrottle(db: Db, key: string, windowStart: Date): Promise<number> {
+  const result = await db.raw(
+    `INSERT INTO oauth_throttles (key, window_start, count) VALUES (?, ?, 1)
+     ON CONFLICT (key, window_start) DO UPDATE SET count = oauth_throttles.count + 1
+     RETURNING count`,
+    [key, windowStart],
+  );
+  return Number(result.rows[0].count);
+}
+
+export async function deleteOldThrottles(db: Db, before: Date): Promise<number> {
+  return db('oauth_throttles').where('window_start', '<', before).delete();
+}
