@@ -1,0 +1,139 @@
+// Earn vaults and positions: rows with NUMERIC money as strings; locks for read-modify-write.
+import type { Db } from '../knex.js';
+
+export interface VaultRow {
+  id: string;
+  name: string;
+  protocol_id: string;
+  asset_symbol: string;
+  address: string;
+  apy_bps: number;
+  decimals_offset: number;
+  total_assets: string;
+  total_shares: string;
+  capacity: string | null;
+  reward_asset_symbol: string | null;
+  reward_rate_ray: string;
+  acc_reward_per_share_ray: string;
+  active: boolean;
+  last_accrued_at: Date | null;
+  created_at: Date;
+}
+
+export interface PositionRow {
+  id: string;
+  agent_id: string;
+  wallet_id: string;
+  vault_id: string;
+  shares: string;
+  principal: string;
+  reward_checkpoint_ray: string;
+  rewards_accrued: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface NewVault {
+  id: string;
+  name: string;
+  protocol_id: string;
+  asset_symbol: string;
+  address: string;
+  apy_bps: number;
+  decimals_offset: number;
+  capacity: bigint | null;
+  reward_asset_symbol: string | null;
+  reward_rate_ray: bigint;
+  created_at: Date;
+}
+
+export async function insertVault(db: Db, v: NewVault): Promise<VaultRow> {
+  const [row] = await db('earn_vaults')
+    .insert({ ...v, capacity: v.capacity?.toString() ?? null, reward_rate_ray: v.reward_rate_ray.toString(), last_accrued_at: null })
+    .returning('*');
+  return row as VaultRow;
+}
+
+export async function listVaults(db: Db, opts: { activeOnly?: boolean; asset?: string } = {}): Promise<VaultRow[]> {
+  const q = db('earn_vaults').orderBy([{ column: 'apy_bps', order: 'desc' }, { column: 'id', order: 'asc' }]);
+  if (opts.activeOnly) q.where({ active: true });
+  if (opts.asset) q.where({ asset_symbol: opts.asset });
+  return q;
+}
+
+export async function findVault(db: Db, id: string): Promise<VaultRow | undefined> {
+  return db('earn_vaults').where({ id }).first();
+}
+
+export async function findVaultByAddress(db: Db, address: string): Promise<VaultRow | undefined> {
+  return db('earn_vaults').whereRaw('lower(address) = lower(?)', [address]).first();
+}
+
+/** Locks the vaults (in id order, so two movers never deadlock) for the rest of the transaction. */
+export async function lockVaults(db: Db, ids: string[]): Promise<VaultRow[]> {
+  const sorted = [...new Set(ids)].sort();
+  const rows: VaultRow[] = [];
+  for (const id of sorted) {
+    const row = await db('earn_vaults').where({ id }).forUpdate().first();
+    if (row) rows.push(row as VaultRow);
+  }
+  return rows;
+}
+
+export async function updateVaultState(db: Db, id: string, s: { total_assets: bigint; total_shares: bigint; acc_reward_per_share_ray: bigint; last_accrued_at: Date }): Promise<void> {
+  await db('earn_vaults').where({ id }).update({
+    total_assets: s.total_assets.toString(),
+    total_shares: s.total_shares.toString(),
+    acc_reward_per_share_ray: s.acc_reward_per_share_ray.toString(),
+    last_accrued_at: s.last_accrued_at,
+  });
+}
+
+export async function updateVaultConfig(db: Db, id: string, patch: { apy_bps?: number; capacity?: bigint | null; active?: boolean }): Promise<number> {
+  const update: Record<string, unknown> = {};
+  if (patch.apy_bps !== undefined) update.apy_bps = patch.apy_bps;
+  if (patch.capacity !== undefined) update.capacity = patch.capacity?.toString() ?? null;
+  if (patch.active !== undefined) update.active = patch.active;
+  return db('earn_vaults').where({ id }).update(update);
+}
+
+export async function listPositions(db: Db, walletId: string, page: { before?: { createdAt: Date; id: string }; limit: number }): Promise<PositionRow[]> {
+  const q = db('earn_positions').where({ wallet_id: walletId }).where('shares', '>', 0).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(page.limit);
+  if (page.before) q.whereRaw('(created_at, id) < (?, ?)', [page.before.createdAt, page.before.id]);
+  return q;
+}
+
+export async function listAllPositions(db: Db, walletId: string): Promise<PositionRow[]> {
+  return db('earn_positions').where({ wallet_id: walletId }).orderBy('created_at', 'asc');
+}
+
+export async function findPosition(db: Db, walletId: string, id: string): Promise<PositionRow | undefined> {
+  return db('earn_positions').where({ wallet_id: walletId, id }).first();
+}
+
+export async function findPositionByVault(db: Db, walletId: string, vaultId: string): Promise<PositionRow | undefined> {
+  return db('earn_positions').where({ wallet_id: walletId, vault_id: vaultId }).first();
+}
+
+/** Returns the wallet's position in the vault, creating an empty one (race-safe through the unique key). */
+export async function ensurePosition(db: Db, p: { id: string; agent_id: string; wallet_id: string; vault_id: string; reward_checkpoint_ray: bigint; at: Date }): Promise<PositionRow> {
+  await db('earn_positions')
+    .insert({ id: p.id, agent_id: p.agent_id, wallet_id: p.wallet_id, vault_id: p.vault_id, reward_checkpoint_ray: p.reward_checkpoint_ray.toString(), created_at: p.at, updated_at: p.at })
+    .onConflict(['wallet_id', 'vault_id'])
+    .ignore();
+  return (await db('earn_positions').where({ wallet_id: p.wallet_id, vault_id: p.vault_id }).forUpdate().first()) as PositionRow;
+}
+
+export async function lockPosition(db: Db, walletId: string, id: string): Promise<PositionRow | undefined> {
+  return db('earn_positions').where({ wallet_id: walletId, id }).forUpdate().first();
+}
+
+export async function updatePosition(db: Db, id: string, s: { shares: bigint; principal: bigint; reward_checkpoint_ray: bigint; rewards_accrued: bigint; updated_at: Date }): Promise<void> {
+  await db('earn_positions').where({ id }).update({
+    shares: s.shares.toString(),
+    principal: s.principal.toString(),
+    reward_checkpoint_ray: s.reward_checkpoint_ray.toString(),
+    rewards_accrued: s.rewards_accrued.toString(),
+    updated_at: s.updated_at,
+  });
+}

@@ -1,0 +1,579 @@
+// Borrow: Aave v3-style markets on the ledger. Collateral valued at the price feed (rounded down),
+// debt as scaled amounts on a compounding borrow index (rounded up); every borrow and collateral
+// removal keeps D / C within min(market LTV, max_ltv_after, policy max_ltv_bps) exactly.
+import type { Db } from '../db/knex.js';
+import { withTransaction } from '../db/knex.js';
+import { findPrice, type AssetRow } from '../db/repositories/ledger.repository.js';
+import * as repo from '../db/repositories/market.repository.js';
+import type { MarketRow } from '../db/repositories/market.repository.js';
+import { lockPolicy } from '../db/repositories/operation.repository.js';
+import * as aave from '../lib/defi/aave.js';
+import { convertAtPrice, inputForOutput } from '../lib/defi/pricing.js';
+import type { Clock } from '../lib/clock.js';
+import { ApiError } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
+import { decodeKey, encodeKey, pageLimit, toPage, type ListPage } from './cursor.js';
+import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
+import type { OperationService, OwnerRef, WriteResponse } from './operation.service.js';
+import type { PolicyService } from './policy.service.js';
+
+/** Swap fee (bps) when repaying from another asset or selling collateral. */
+export const BORROW_CONVERSION_FEE_BPS = 30n;
+
+export interface PublicCollateral {
+  asset_symbol: string;
+  amount: string;
+  amount_usd: string;
+  price_usd: string;
+  max_ltv: number;
+  liquidation_threshold: number;
+}
+
+export interface PublicDebt {
+  asset_symbol: string;
+  amount: string;
+  amount_usd: string;
+  borrow_apr: number;
+}
+
+export interface BorrowSummary {
+  collateral_value_usd: string;
+  debt_usd: string;
+  ltv: number;
+  max_ltv: number;
+  liquidation_threshold: number;
+  health_factor: number | null;
+  available_to_borrow_usd: string;
+  liquidation_price_usd: string | null;
+  debts: PublicDebt[];
+  collateral: PublicCollateral[];
+}
+
+type AmountBody = { amount?: string; amount_usd?: string };
+export interface BorrowBody extends AmountBody { asset: string; max_ltv_after?: number }
+export interface RepayBody extends AmountBody { asset: string; repay_all?: boolean; source_asset?: string; allow_conversion?: boolean }
+export interface DeleverageBody { target_ltv: number; max_repay_amount_usd?: string; source_asset?: string; use_available_cash_first?: boolean; allow_conversion?: boolean; allow_partial?: boolean }
+export interface AddCollateralBody extends AmountBody { asset: string; source_asset?: string; allow_conversion?: boolean }
+export interface RemoveCollateralBody extends AmountBody { asset: string; remove_all?: boolean; max_ltv_after?: number }
+
+export interface AddMarketInput {
+  asset: string;
+  protocol?: string;
+  ltvBps: number;
+  liquidationThresholdBps: number;
+  borrowAprBps: number;
+  collateralEnabled?: boolean;
+  borrowEnabled?: boolean;
+}
+
+export interface BorrowService {
+  summary(db: Db, who: OwnerRef): Promise<BorrowSummary>;
+  listCollateral(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicCollateral>>;
+  borrow(db: Db, who: OwnerRef, body: BorrowBody, idempotencyKey: string | null): Promise<WriteResponse>;
+  repay(db: Db, who: OwnerRef, body: RepayBody, idempotencyKey: string | null): Promise<WriteResponse>;
+  deleverage(db: Db, who: OwnerRef, body: DeleverageBody, idempotencyKey: string | null): Promise<WriteResponse>;
+  addCollateral(db: Db, who: OwnerRef, body: AddCollateralBody, idempotencyKey: string | null): Promise<WriteResponse>;
+  removeCollateral(db: Db, who: OwnerRef, body: RemoveCollateralBody, idempotencyKey: string | null): Promise<WriteResponse>;
+  addMarket(db: Db, input: AddMarketInput): Promise<Record<string, unknown>>;
+}
+
+interface Snapshot {
+  markets: Map<string, MarketRow & { index: bigint }>;
+  assets: Map<string, AssetRow>;
+  prices: Map<string, bigint>;
+  collateral: Map<string, bigint>;
+  /** Scaled debt and the debt owed now. */
+  debts: Map<string, { scaled: bigint; owed: bigint }>;
+}
+
+const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
+const ratio = (bps: bigint | number) => Number(bps) / 10_000;
+const wadToNumber = (wad: bigint) => Number(wad / 10n ** 10n) / 1e8;
+
+export function createBorrowService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService }): BorrowService {
+  const { clock, ledger, operations } = deps;
+
+  function accruedIndex(m: MarketRow): bigint {
+    const now = clock.now();
+    const last = m.last_accrued_at ?? now;
+    const seconds = BigInt(Math.max(0, Math.floor((now.getTime() - last.getTime()) / 1000)));
+    return aave.accrueIndex(BigInt(m.borrow_index_ray), BigInt(m.borrow_apr_bps), seconds);
+  }
+
+  /** The wallet's collateral and debt valued now. Writes pass `strict` (a stale price refuses); reads use the last price. */
+  async function snapshot(db: Db, who: OwnerRef, strict: boolean): Promise<Snapshot> {
+    const markets = new Map((await repo.listMarkets(db)).map((m) => [m.asset_symbol, { ...m, index: accruedIndex(m) }]));
+    const assets = await ledger.assets(db);
+    const prices = new Map<string, bigint>();
+    const priceOf = async (symbol: string) => {
+      if (!prices.has(symbol)) {
+        if (strict) prices.set(symbol, (await ledger.price(db, symbol)).usdE8);
+        else {
+          const row = await findPrice(db, symbol);
+          if (!row) throw new ApiError('price_stale', `no price for ${symbol}`, { asset: symbol });
+          prices.set(symbol, BigInt(row.usd_e8));
+        }
+      }
+    };
+    const collateral = new Map<string, bigint>();
+    for (const c of await repo.listCollateral(db, who.walletId)) {
+      collateral.set(c.asset_symbol, BigInt(c.amount));
+      await priceOf(c.asset_symbol);
+    }
+    const debts = new Map<string, { scaled: bigint; owed: bigint }>();
+    for (const d of await repo.listDebts(db, who.walletId)) {
+      const m = markets.get(d.asset_symbol)!;
+      const scaled = BigInt(d.scaled_amount);
+      debts.set(d.asset_symbol, { scaled, owed: aave.debtOf(scaled, m.index) });
+      await priceOf(d.asset_symbol);
+    }
+    return { markets, assets, prices, collateral, debts };
+  }
+
+  async function withPrice(db: Db, s: Snapshot, symbol: string): Promise<bigint> {
+    if (!s.prices.has(symbol)) s.prices.set(symbol, (await ledger.price(db, symbol)).usdE8);
+    return s.prices.get(symbol)!;
+  }
+
+  function collateralInputs(s: Snapshot, collateral = s.collateral): (aave.CollateralInput & { symbol: string })[] {
+    const out: (aave.CollateralInput & { symbol: string })[] = [];
+    for (const [symbol, amount] of collateral) {
+      if (amount <= 0n) continue;
+      const m = s.markets.get(symbol);
+      const usable = m && m.collateral_enabled;
+      out.push({ symbol, amount, decimals: s.assets.get(symbol)!.decimals, priceE8: s.prices.get(symbol)!, ltvBps: usable ? BigInt(m.ltv_bps) : 0n, liquidationThresholdBps: usable ? BigInt(m.liquidation_threshold_bps) : 0n });
+    }
+    return out;
+  }
+
+  function debtInputs(s: Snapshot, owed = new Map([...s.debts].map(([k, v]) => [k, v.owed]))): aave.DebtInput[] {
+    const out: aave.DebtInput[] = [];
+    for (const [symbol, amount] of owed) if (amount > 0n) out.push({ amount, decimals: s.assets.get(symbol)!.decimals, priceE8: s.prices.get(symbol)! });
+    return out;
+  }
+
+  /** LTV in bps rounded up (what the policy's max_ltv_bps compares against). */
+  const ltvBpsOf = (data: aave.AccountData): number => (data.totalDebtUsd === 0n ? 0 : data.totalCollateralUsd === 0n ? 10_000 : Number(mulDiv(data.totalDebtUsd, aave.BPS, data.totalCollateralUsd, 'up')));
+
+  function ltvTooHigh(check: aave.PositionCheck, what: string): ApiError {
+    return new ApiError('ltv_too_high', `${what} would take the LTV to ${(ltvBpsOf(check.data) / 100).toFixed(2)} %, above the limit of ${(Number(check.limitBps) / 100).toFixed(2)} %`, {
+      ltv_after: ratio(ltvBpsOf(check.data)),
+      limit: ratio(check.limitBps),
+      max_ltv: ratio(check.data.avgLtvBps),
+    });
+  }
+
+  function ratioBps(value: number | undefined, field: string): bigint | null {
+    if (value === undefined || value === null) return null;
+    try {
+      return aave.ratioToBps(value);
+    } catch {
+      throw new ApiError('validation_failed', `${field} must be a ratio in [0, 1)`, { field });
+    }
+  }
+
+  async function resolveAmount(db: Db, asset: AssetRow, body: AmountBody, allFlag?: { name: string; value: boolean | undefined }): Promise<bigint | 'all'> {
+    const hasAmount = body.amount !== undefined && body.amount !== null;
+    const hasUsd = body.amount_usd !== undefined && body.amount_usd !== null;
+    if (allFlag?.value === true) {
+      if (hasAmount || hasUsd) throw new ApiError('validation_failed', `with ${allFlag.name} neither amount nor amount_usd may be given`, { fields: ['amount', 'amount_usd', allFlag.name] });
+      return 'all';
+    }
+    if (hasAmount === hasUsd) throw new ApiError('validation_failed', `give exactly one of amount and amount_usd${allFlag ? ` (or ${allFlag.name}: true)` : ''}`, { fields: ['amount', 'amount_usd'] });
+    if (hasAmount) return ledger.parseAssetAmount(asset, body.amount!, 'amount');
+    const units = await ledger.unitsForUsd(db, asset, parseUsd(body.amount_usd!, 'amount_usd'));
+    if (units <= 0n) throw new ApiError('validation_failed', 'amount_usd is worth less than one base unit of the asset', { field: 'amount_usd' });
+    return units;
+  }
+
+  function parseUsd(value: string, field: string): bigint {
+    try {
+      return parseAmount(value, USD_DECIMALS);
+    } catch {
+      throw new ApiError('validation_failed', `${field} must be a decimal string with at most ${USD_DECIMALS} decimals`, { field });
+    }
+  }
+
+  async function market(db: Db, symbol: string, role: 'collateral' | 'borrow', lock: boolean): Promise<MarketRow & { index: bigint }> {
+    const m = lock ? await repo.lockMarket(db, symbol) : await repo.findMarketByAsset(db, symbol);
+    if (!m || (role === 'collateral' ? !m.collateral_enabled : !m.borrow_enabled)) {
+      throw new ApiError('validation_failed', `${symbol} cannot be ${role === 'collateral' ? 'used as collateral' : 'borrowed'}`, { field: 'asset' });
+    }
+    const index = accruedIndex(m);
+    if (lock) await repo.updateMarketIndex(db, symbol, index, clock.now());
+    return { ...m, index };
+  }
+
+  /** Locks the agent's policy row, then the wallet: the lock order every DeFi write shares. */
+  async function lockAccount(trx: Db, who: OwnerRef): Promise<void> {
+    await lockPolicy(trx, who.agentId);
+    await repo.lockWallet(trx, who.walletId);
+  }
+
+  const walletAccount = (who: OwnerRef) => ({ kind: 'available' as const, walletId: who.walletId });
+  const poolAccount = (m: MarketRow) => ({ kind: 'external' as const, name: `borrow:${m.protocol_id}:${m.asset_symbol}` });
+  const collateralAccount = (m: MarketRow) => ({ kind: 'external' as const, name: `collateral:${m.protocol_id}` });
+  const conversionAccount = { kind: 'external' as const, name: 'conversion' };
+
+  /** Source-asset units that buy `amount` of `asset` at the feed (for repay / add with allow_conversion). */
+  async function sourceCost(db: Db, source: AssetRow, target: AssetRow, amount: bigint): Promise<bigint> {
+    const ps = (await ledger.price(db, source.symbol)).usdE8;
+    const pt = (await ledger.price(db, target.symbol)).usdE8;
+    return inputForOutput(amount, { ...source, priceE8: ps }, { ...target, priceE8: pt }, BORROW_CONVERSION_FEE_BPS);
+  }
+
+  const service: BorrowService = {
+    async summary(db, who) {
+      const s = await snapshot(db, who, false);
+      const cols = collateralInputs(s);
+      const data = aave.calculateAccountData(cols, debtInputs(s));
+      const collateral: PublicCollateral[] = cols.map((c) => ({
+        asset_symbol: c.symbol,
+        amount: formatAmount(c.amount, c.decimals),
+        amount_usd: usd(aave.valueUsd(c.amount, c.priceE8, c.decimals, 'down')),
+        price_usd: usd(c.priceE8),
+        max_ltv: ratio(c.ltvBps),
+        liquidation_threshold: ratio(c.liquidationThresholdBps),
+      }));
+      const debts: PublicDebt[] = [...s.debts].map(([symbol, d]) => ({
+        asset_symbol: symbol,
+        amount: formatAmount(d.owed, s.assets.get(symbol)!.decimals),
+        amount_usd: usd(aave.valueUsd(d.owed, s.prices.get(symbol)!, s.assets.get(symbol)!.decimals, 'up')),
+        borrow_apr: ratio(s.markets.get(symbol)!.borrow_apr_bps),
+      }));
+      const liquidationPrice = cols.length === 1 ? aave.liquidationPrice(cols, 0, data.totalDebtUsd) : null;
+      return {
+        collateral_value_usd: usd(data.totalCollateralUsd),
+        debt_usd: usd(data.totalDebtUsd),
+        ltv: data.totalDebtUsd === 0n ? 0 : data.totalCollateralUsd === 0n ? 1 : wadToNumber(data.currentLtvWad),
+        max_ltv: ratio(data.avgLtvBps),
+        liquidation_threshold: ratio(data.avgLiquidationThresholdBps),
+        health_factor: data.totalDebtUsd === 0n ? null : wadToNumber(data.healthFactorWad),
+        available_to_borrow_usd: usd(data.availableBorrowsUsd),
+        liquidation_price_usd: liquidationPrice === null ? null : usd(liquidationPrice),
+        debts,
+        collateral,
+      };
+    },
+
+    async listCollateral(db, who, query) {
+      const limit = pageLimit(query.limit);
+      const after = decodeKey(query.cursor);
+      const summary = await service.summary(db, who);
+      const rows = summary.collateral.filter((c) => after === undefined || c.asset_symbol > after).slice(0, limit + 1);
+      return toPage(rows, limit, (r) => r, (r) => encodeKey(r.asset_symbol));
+    },
+
+    async borrow(db, who, body, idempotencyKey) {
+      return withTransaction(db, async (trx) => {
+        await lockAccount(trx, who);
+        const asset = await ledger.requireAsset(trx, body.asset);
+        const m = await market(trx, asset.symbol, 'borrow', true);
+        const amount = (await resolveAmount(trx, asset, body)) as bigint;
+        const maxAfter = ratioBps(body.max_ltv_after, 'max_ltv_after');
+        const s = await snapshot(trx, who, true);
+        await withPrice(trx, s, asset.symbol);
+        const owed = new Map([...s.debts].map(([k, v]) => [k, v.owed]));
+        owed.set(asset.symbol, (owed.get(asset.symbol) ?? 0n) + amount);
+        const check = aave.checkPosition(collateralInputs(s), debtInputs(s, owed), maxAfter);
+        if (!check.ok) throw ltvTooHigh(check, `borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
+        const { operation } = await operations.create(trx, {
+          principal: who,
+          type: 'debt.borrow',
+          resource: { type: 'debt', id: m.id },
+          asset: asset.symbol,
+          amount,
+          policy: { protocol: m.protocol_id, ltvBps: ltvBpsOf(check.data) },
+          settlement: 'immediate',
+          details: { ltv_after: ratio(ltvBpsOf(check.data)), borrow_index_ray: m.index.toString() },
+          eventData: { ltv_after: ratio(ltvBpsOf(check.data)) },
+          humanMessage: `Borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol} on ${m.protocol_id}`,
+          idempotencyKey,
+        });
+        await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: aave.scaledForBorrow(amount, m.index), at: clock.now() });
+        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.borrow', postings: [{ account: poolAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
+        return operations.writeResponse(operation);
+      });
+    },
+
+    async repay(db, who, body, idempotencyKey) {
+      return withTransaction(db, async (trx) => {
+        await lockAccount(trx, who);
+        const asset = await ledger.requireAsset(trx, body.asset);
+        const m = await market(trx, asset.symbol, 'borrow', true);
+        const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : asset;
+        if (source.symbol !== asset.symbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `repaying ${asset.symbol} with ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
+        const requested = await resolveAmount(trx, asset, body, { name: 'repay_all', value: body.repay_all });
+        const s = await snapshot(trx, who, true);
+        const debt = s.debts.get(asset.symbol);
+        if (!debt || debt.owed === 0n) throw new ApiError('invalid_state_transition', `there is no ${asset.symbol} debt to repay`, { asset: asset.symbol });
+        // Aave caps a repayment at the debt; repaying it all clears the scaled balance exactly.
+        const all = requested === 'all' || requested >= debt.owed;
+        const amount = all ? debt.owed : (requested as bigint);
+        const scaledDelta = all ? debt.scaled : aave.scaledForRepay(amount, m.index);
+        const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
+        const { operation } = await operations.create(trx, {
+          principal: who,
+          type: 'debt.repay',
+          resource: { type: 'debt', id: m.id },
+          asset: asset.symbol,
+          amount,
+          policy: { protocol: m.protocol_id },
+          settlement: 'immediate',
+          details: { source_asset: source.symbol, source_amount: cost.toString(), repaid_all: all },
+          eventData: { repaid_all: all },
+          humanMessage: `Repaying ${formatAmount(amount, asset.decimals)} ${asset.symbol}${source.symbol !== asset.symbol ? ` with ${formatAmount(cost, source.decimals)} ${source.symbol}` : ''}`,
+          idempotencyKey,
+        });
+        await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -scaledDelta, at: clock.now() });
+        const postings =
+          source.symbol === asset.symbol
+            ? [{ account: walletAccount(who), asset: asset.symbol, amount: -amount }, { account: poolAccount(m), asset: asset.symbol, amount }]
+            : [
+                { account: walletAccount(who), asset: source.symbol, amount: -cost },
+                { account: conversionAccount, asset: source.symbol, amount: cost },
+                { account: conversionAccount, asset: asset.symbol, amount: -amount },
+                { account: poolAccount(m), asset: asset.symbol, amount },
+              ];
+        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.repay', postings });
+        return operations.writeResponse(operation);
+      });
+    },
+
+    async addCollateral(db, who, body, idempotencyKey) {
+      return withTransaction(db, async (trx) => {
+        await lockAccount(trx, who);
+        const asset = await ledger.requireAsset(trx, body.asset);
+        const m = await market(trx, asset.symbol, 'collateral', false);
+        const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : asset;
+        if (source.symbol !== asset.symbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
+        const amount = (await resolveAmount(trx, asset, body)) as bigint;
+        const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
+        const { operation } = await operations.create(trx, {
+          principal: who,
+          type: 'collateral.add',
+          resource: { type: 'collateral', id: m.id },
+          asset: asset.symbol,
+          amount,
+          policy: { protocol: m.protocol_id },
+          settlement: 'immediate',
+          details: { source_asset: source.symbol, source_amount: cost.toString() },
+          humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral`,
+          idempotencyKey,
+        });
+        await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
+        const postings =
+          source.symbol === asset.symbol
+            ? [{ account: walletAccount(who), asset: asset.symbol, amount: -amount }, { account: collateralAccount(m), asset: asset.symbol, amount }]
+            : [
+                { account: walletAccount(who), asset: source.symbol, amount: -cost },
+                { account: conversionAccount, asset: source.symbol, amount: cost },
+                { account: conversionAccount, asset: asset.symbol, amount: -amount },
+                { account: collateralAccount(m), asset: asset.symbol, amount },
+              ];
+        await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings });
+        return operations.writeResponse(operation);
+      });
+    },
+
+    async removeCollateral(db, who, body, idempotencyKey) {
+      return withTransaction(db, async (trx) => {
+        await lockAccount(trx, who);
+        const asset = await ledger.requireAsset(trx, body.asset);
+        const m = await market(trx, asset.symbol, 'collateral', false);
+        const requested = await resolveAmount(trx, asset, body, { name: 'remove_all', value: body.remove_all });
+        const maxAfter = ratioBps(body.max_ltv_after, 'max_ltv_after');
+        const s = await snapshot(trx, who, true);
+        const held = s.collateral.get(asset.symbol) ?? 0n;
+        const amount = requested === 'all' ? held : requested;
+        if (amount <= 0n || amount > held) throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is ${formatAmount(held, asset.decimals)}`, { asset: asset.symbol, collateral: formatAmount(held, asset.decimals) });
+        const after = new Map(s.collateral);
+        after.set(asset.symbol, held - amount);
+        const check = aave.checkPosition(collateralInputs(s, after), debtInputs(s), maxAfter);
+        if (!check.ok) throw ltvTooHigh(check, `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
+        const { operation } = await operations.create(trx, {
+          principal: who,
+          type: 'collateral.remove',
+          resource: { type: 'collateral', id: m.id },
+          asset: asset.symbol,
+          amount,
+          policy: { protocol: m.protocol_id, ltvBps: ltvBpsOf(check.data) },
+          settlement: 'immediate',
+          details: { ltv_after: ratio(ltvBpsOf(check.data)) },
+          eventData: { ltv_after: ratio(ltvBpsOf(check.data)) },
+          humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral`,
+          idempotencyKey,
+        });
+        if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -amount, at: clock.now() }))) {
+          throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is smaller than ${formatAmount(amount, asset.decimals)}`, { asset: asset.symbol });
+        }
+        await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.remove', postings: [{ account: collateralAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
+        return operations.writeResponse(operation);
+      });
+    },
+
+    async deleverage(db, who, body, idempotencyKey) {
+      return withTransaction(db, async (trx) => {
+        await lockAccount(trx, who);
+        const target = ratioBps(body.target_ltv, 'target_ltv')!;
+        const maxRepayUsd = body.max_repay_amount_usd === undefined ? null : parseUsd(body.max_repay_amount_usd, 'max_repay_amount_usd');
+        const s = await snapshot(trx, who, true);
+        const start = aave.calculateAccountData(collateralInputs(s), debtInputs(s));
+        if (start.totalDebtUsd === 0n) throw new ApiError('invalid_state_transition', 'there is no debt to deleverage');
+        if (aave.isLtvWithin(start.totalCollateralUsd, start.totalDebtUsd, target)) throw new ApiError('invalid_state_transition', 'the LTV is already at or below the target', { ltv: ratio(ltvBpsOf(start)), target_ltv: ratio(target) });
+
+        // The largest debt (by USD) is repaid; cash comes from source_asset (default: the debt asset).
+        const [debtSymbol] = [...s.debts].sort((a, b) => (aave.valueUsd(b[1].owed, s.prices.get(b[0])!, s.assets.get(b[0])!.decimals, 'up') > aave.valueUsd(a[1].owed, s.prices.get(a[0])!, s.assets.get(a[0])!.decimals, 'up') ? 1 : -1))[0]!;
+        const debtAsset = s.assets.get(debtSymbol)!;
+        const m = await market(trx, debtSymbol, 'borrow', true);
+        const debtPrice = s.prices.get(debtSymbol)!;
+        const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : debtAsset;
+        if (source.symbol !== debtSymbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `repaying ${debtSymbol} with ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
+        const sourcePrice = await withPrice(trx, s, source.symbol);
+
+        let owed = s.debts.get(debtSymbol)!.owed;
+        const collateral = new Map(s.collateral);
+        let repaid = 0n;
+        let cashSpent = 0n;
+        const sold: { symbol: string; units: bigint; out: bigint }[] = [];
+        const room = () => (maxRepayUsd === null ? null : maxRepayUsd - aave.valueUsd(repaid, debtPrice, debtAsset.decimals, 'up'));
+        const stateNow = () => aave.calculateAccountData(collateralInputs(s, collateral), debtInputs(s, new Map([...s.debts].map(([k, v]) => [k, k === debtSymbol ? owed : v.owed]))));
+        const reached = () => {
+          const d = stateNow();
+          return aave.isLtvWithin(d.totalCollateralUsd, d.totalDebtUsd, target);
+        };
+        /** Debt units worth at most `usdE8` (rounded down), never more than owed. */
+        const capUnits = (units: bigint): bigint => {
+          let u = units > owed ? owed : units;
+          const r = room();
+          if (r !== null) {
+            const maxUnits = r <= 0n ? 0n : aave.amountForUsd(r, debtPrice, debtAsset.decimals, 'down');
+            if (u > maxUnits) u = maxUnits;
+          }
+          return u;
+        };
+
+        const useCash = async () => {
+          if (reached()) return;
+          const d = stateNow();
+          const neededUsd = aave.repayForTarget(d.totalCollateralUsd, d.totalDebtUsd, target);
+          let units = capUnits(aave.amountForUsd(neededUsd, debtPrice, debtAsset.decimals, 'up'));
+          const { available } = await ledger.balance(trx, who.walletId, source.symbol);
+          const pricedSource = { ...source, priceE8: sourcePrice };
+          const pricedDebt = { ...debtAsset, priceE8: debtPrice };
+          const affordable = source.symbol === debtSymbol ? available : convertAtPrice(available, pricedSource, pricedDebt, BORROW_CONVERSION_FEE_BPS).netOut;
+          if (units > affordable) units = affordable;
+          const maxUnits = capUnits(affordable);
+          // The debt is valued rounded up: step up by whole units until the rounded outcome reaches the target.
+          for (let step = 0; units > 0n && units < maxUnits && step < 10_000; step += 1) {
+            const t = aave.calculateAccountData(collateralInputs(s, collateral), debtInputs(s, new Map([...s.debts].map(([k, v]) => [k, k === debtSymbol ? owed - units : v.owed]))));
+            if (aave.isLtvWithin(t.totalCollateralUsd, t.totalDebtUsd, target)) break;
+            units += 1n;
+          }
+          if (units <= 0n) return;
+          cashSpent += source.symbol === debtSymbol ? units : inputForOutput(units, pricedSource, pricedDebt, BORROW_CONVERSION_FEE_BPS);
+          owed -= units;
+          repaid += units;
+        };
+
+        const sellCollateral = async () => {
+          if (body.allow_conversion !== true) return;
+          const candidates = [...collateral].filter(([, a]) => a > 0n).sort((a, b) => (aave.valueUsd(b[1], s.prices.get(b[0])!, s.assets.get(b[0])!.decimals, 'down') > aave.valueUsd(a[1], s.prices.get(a[0])!, s.assets.get(a[0])!.decimals, 'down') ? 1 : -1));
+          for (const [symbol, held] of candidates) {
+            if (reached()) return;
+            const d = stateNow();
+            const collAsset = s.assets.get(symbol)!;
+            const collPrice = s.prices.get(symbol)!;
+            const sellUsd = aave.collateralToSellForTarget(d.totalCollateralUsd, d.totalDebtUsd, target, BORROW_CONVERSION_FEE_BPS);
+            const pricedColl = { ...collAsset, priceE8: collPrice };
+            const pricedDebt = { ...debtAsset, priceE8: debtPrice };
+            const maxOut = capUnits(convertAtPrice(held, pricedColl, pricedDebt, BORROW_CONVERSION_FEE_BPS).netOut);
+            // Solve in whole debt units (the coarser grid): start from the closed form, then step up until
+            // the rounded outcome (collateral value down, debt up) reaches the target or the cap binds.
+            let out = sellUsd === null ? maxOut : aave.amountForUsd(sellUsd - aave.mulDivUp(sellUsd, BORROW_CONVERSION_FEE_BPS), debtPrice, debtAsset.decimals, 'up');
+            if (out > maxOut) out = maxOut;
+            let units = 0n;
+            for (let step = 0; out > 0n; step += 1) {
+              units = inputForOutput(out, pricedColl, pricedDebt, BORROW_CONVERSION_FEE_BPS);
+              if (units > held) units = held;
+              const trial = new Map(collateral);
+              trial.set(symbol, held - units);
+              const t = aave.calculateAccountData(collateralInputs(s, trial), debtInputs(s, new Map([...s.debts].map(([k, v]) => [k, k === debtSymbol ? owed - out : v.owed]))));
+              if (aave.isLtvWithin(t.totalCollateralUsd, t.totalDebtUsd, target) || out >= maxOut || step >= 10_000) break;
+              out += 1n + out / 1_000_000n;
+              if (out > maxOut) out = maxOut;
+            }
+            if (units <= 0n || out <= 0n) continue;
+            collateral.set(symbol, held - units);
+            sold.push({ symbol, units, out });
+            owed -= out;
+            repaid += out;
+          }
+        };
+
+        const cashFirst = body.use_available_cash_first !== false;
+        for (const step of cashFirst ? [useCash, sellCollateral] : [sellCollateral, useCash]) await step();
+
+        const end = stateNow();
+        const ok = aave.isLtvWithin(end.totalCollateralUsd, end.totalDebtUsd, target);
+        if (repaid === 0n || (!ok && body.allow_partial !== true)) {
+          throw new ApiError('ltv_target_unreachable', `the LTV cannot reach ${(Number(target) / 100).toFixed(2)} % with the funds and limits given`, {
+            target_ltv: ratio(target),
+            ltv: ratio(ltvBpsOf(start)),
+            reachable_ltv: ratio(ltvBpsOf(end)),
+          });
+        }
+        const { operation } = await operations.create(trx, {
+          principal: who,
+          type: 'debt.deleverage',
+          resource: { type: 'debt', id: m.id },
+          asset: debtSymbol,
+          amount: repaid,
+          policy: { protocol: m.protocol_id, ltvBps: ltvBpsOf(end) },
+          settlement: 'immediate',
+          details: { target_ltv: ratio(target), ltv_before: ratio(ltvBpsOf(start)), ltv_after: ratio(ltvBpsOf(end)), cash_spent: cashSpent.toString(), source_asset: source.symbol, collateral_sold: sold.map((x) => ({ asset_symbol: x.symbol, amount: x.units.toString() })) },
+          eventData: { target_ltv: ratio(target), ltv_after: ratio(ltvBpsOf(end)) },
+          humanMessage: `Deleveraging to ${(ltvBpsOf(end) / 100).toFixed(2)} % LTV by repaying ${formatAmount(repaid, debtAsset.decimals)} ${debtSymbol}`,
+          idempotencyKey,
+        });
+        const debt = s.debts.get(debtSymbol)!;
+        const scaledDelta = owed === 0n ? debt.scaled : aave.scaledForRepay(repaid, m.index);
+        await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: debtSymbol, delta: -scaledDelta, at: clock.now() });
+        const postings: Parameters<LedgerService['post']>[1]['postings'] = [];
+        if (cashSpent > 0n) {
+          const cashRepaid = repaid - sold.reduce((a, x) => a + x.out, 0n);
+          if (source.symbol === debtSymbol) postings.push({ account: walletAccount(who), asset: debtSymbol, amount: -cashSpent }, { account: poolAccount(m), asset: debtSymbol, amount: cashSpent });
+          else postings.push({ account: walletAccount(who), asset: source.symbol, amount: -cashSpent }, { account: conversionAccount, asset: source.symbol, amount: cashSpent }, { account: conversionAccount, asset: debtSymbol, amount: -cashRepaid }, { account: poolAccount(m), asset: debtSymbol, amount: cashRepaid });
+        }
+        for (const x of sold) {
+          const collMarket = s.markets.get(x.symbol)!;
+          if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: x.symbol, delta: -x.units, at: clock.now() }))) throw new Error('collateral changed under the wallet lock');
+          postings.push({ account: collateralAccount(collMarket), asset: x.symbol, amount: -x.units }, { account: conversionAccount, asset: x.symbol, amount: x.units }, { account: conversionAccount, asset: debtSymbol, amount: -x.out }, { account: poolAccount(m), asset: debtSymbol, amount: x.out });
+        }
+        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.deleverage', postings });
+        return operations.writeResponse(operation);
+      });
+    },
+
+    async addMarket(db, input) {
+      const asset = await ledger.requireAsset(db, input.asset);
+      if (!(input.ltvBps >= 0 && input.ltvBps < input.liquidationThresholdBps && input.liquidationThresholdBps <= 10_000)) {
+        throw new ApiError('validation_failed', 'need 0 <= ltv_bps < liquidation_threshold_bps <= 10000');
+      }
+      const m = await repo.insertMarket(db, {
+        id: newId(),
+        protocol_id: input.protocol ?? 'aave-v3',
+        asset_symbol: asset.symbol,
+        collateral_enabled: input.collateralEnabled ?? true,
+        borrow_enabled: input.borrowEnabled ?? true,
+        ltv_bps: input.ltvBps,
+        liquidation_threshold_bps: input.liquidationThresholdBps,
+        borrow_apr_bps: input.borrowAprBps,
+        created_at: clock.now(),
+      });
+      return { market_id: m.id, asset: m.asset_symbol, protocol: m.protocol_id, ltv_bps: m.ltv_bps, liquidation_threshold_bps: m.liquidation_threshold_bps, borrow_apr_bps: m.borrow_apr_bps, collateral_enabled: m.collateral_enabled, borrow_enabled: m.borrow_enabled };
+    },
+  };
+  return service;
+}

@@ -1,0 +1,280 @@
+// Conversions: stored single-use quotes at the price feed (60 s), then execution that re-prices,
+// refuses below min_amount_out, consumes the quote through a primary key and holds the input;
+// the settlement loop swaps the held input for the output (or fails and releases it).
+import type { Db, Knex } from '../db/knex.js';
+import { withTransaction } from '../db/knex.js';
+import { findHeldByOperation, type AssetRow } from '../db/repositories/ledger.repository.js';
+import { lockPolicy, type OperationRow } from '../db/repositories/operation.repository.js';
+import * as repo from '../db/repositories/quote.repository.js';
+import { findVault, lockVaults } from '../db/repositories/vault.repository.js';
+import type { QuoteRow } from '../db/repositories/quote.repository.js';
+import { minAmountOut, slippagePercentToBps } from '../lib/defi/amm.js';
+import { convertAtPrice, humanRate, toUsd, type PricedAsset } from '../lib/defi/pricing.js';
+import type { Clock } from '../lib/clock.js';
+import { sha256Hex } from '../lib/crypto.js';
+import { ApiError } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import { formatAmount, parseAmount } from '../lib/money.js';
+import type { ListPage } from './cursor.js';
+import type { EarnService } from './earn.service.js';
+import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
+import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from './operation.service.js';
+import type { PolicyService } from './policy.service.js';
+
+export const QUOTE_TTL_MS = 60_000;
+export const DEFAULT_SLIPPAGE_PERCENT = 1;
+/** The simulated DEX every route goes through, with Uniswap v3's fee tiers: 5 bps between cash assets, 30 otherwise. */
+export const CONVERSION_PROTOCOL = 'uniswap-v3';
+
+export interface QuoteBody {
+  from_asset: string;
+  to_asset: string;
+  from_vault_address?: string;
+  to_vault_address?: string;
+  slippage_percent?: number;
+  amount?: string;
+  amount_usd?: string;
+}
+
+export interface PublicQuote {
+  quote_id: string;
+  from_asset: string;
+  to_asset: string;
+  from_amount: string;
+  expected_out: string;
+  min_amount_out: string;
+  slippage_percent: number;
+  human_rate: string;
+  route: { legs: { protocol: string; pool_address: string; fee_bps: number; from_asset: string; to_asset: string; from_amount: string; expected_out: string }[] };
+  from_vault_address: string | null;
+  to_vault_address: string | null;
+  expires_at: string;
+  expires_in_seconds: number;
+  fee_usd: string;
+  price_source: string;
+  created_at: string;
+}
+
+export interface ConversionService {
+  quote(db: Db, who: OwnerRef, body: QuoteBody): Promise<PublicQuote>;
+  execute(db: Db, who: OwnerRef, body: { quote_id: string }, idempotencyKey: string | null): Promise<WriteResponse>;
+  list(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOperation>>;
+  get(db: Db, who: OwnerRef, id: string, include?: string[]): Promise<PublicOperation>;
+  /** The settler of `conversion` operations (registered with the operation service at construction). */
+  settle(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
+}
+
+/** Fee tier of the pair (bps). */
+export const feeBpsFor = (from: AssetRow, to: AssetRow): bigint => (from.category === 'cash' && to.category === 'cash' ? 5n : 30n);
+
+/** A deterministic simulated pool address per unordered pair (fault injection targets it: `agentctl chain fail-address`). */
+export const poolAddressFor = (a: string, b: string): string => `0x${sha256Hex(`${CONVERSION_PROTOCOL}:pool:${[a, b].sort().join('/')}`).slice(0, 40)}`;
+
+export function createConversionService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; earn: EarnService }): ConversionService {
+  const { clock, ledger, operations, policy, earn } = deps;
+
+  async function priced(db: Db, asset: AssetRow): Promise<PricedAsset & { source: string }> {
+    const p = await ledger.price(db, asset.symbol);
+    return { symbol: asset.symbol, decimals: asset.decimals, priceE8: p.usdE8, source: p.source };
+  }
+
+  async function resolveAmount(db: Db, asset: AssetRow, body: { amount?: string; amount_usd?: string }): Promise<bigint> {
+    const hasAmount = body.amount !== undefined && body.amount !== null;
+    const hasUsd = body.amount_usd !== undefined && body.amount_usd !== null;
+    if (hasAmount === hasUsd) throw new ApiError('validation_failed', 'give exactly one of amount and amount_usd', { fields: ['amount', 'amount_usd'] });
+    if (hasAmount) return ledger.parseAssetAmount(asset, body.amount!, 'amount');
+    let usdE8: bigint;
+    try {
+      usdE8 = parseAmount(body.amount_usd!, USD_DECIMALS);
+    } catch {
+      throw new ApiError('validation_failed', `amount_usd must be a decimal string with at most ${USD_DECIMALS} decimals`, { field: 'amount_usd' });
+    }
+    const units = await ledger.unitsForUsd(db, asset, usdE8);
+    if (units <= 0n) throw new ApiError('validation_failed', 'amount_usd is worth less than one base unit of the asset', { field: 'amount_usd' });
+    return units;
+  }
+
+  async function publicQuote(db: Db, q: QuoteRow): Promise<PublicQuote> {
+    const from = await ledger.requireAsset(db, q.from_asset);
+    const to = await ledger.requireAsset(db, q.to_asset);
+    const fromAmount = BigInt(q.from_amount);
+    const expected = BigInt(q.expected_out);
+    const vaultAddress = async (id: string | null) => (id ? ((await findVault(db, id))?.address ?? null) : null);
+    return {
+      quote_id: q.id,
+      from_asset: q.from_asset,
+      to_asset: q.to_asset,
+      from_amount: formatAmount(fromAmount, from.decimals),
+      expected_out: formatAmount(expected, to.decimals),
+      min_amount_out: formatAmount(BigInt(q.min_amount_out), to.decimals),
+      slippage_percent: q.slippage_bps / 100,
+      human_rate: humanRate(fromAmount, expected, from, to),
+      route: { legs: [{ protocol: q.protocol_id, pool_address: q.pool_address, fee_bps: q.fee_bps, from_asset: q.from_asset, to_asset: q.to_asset, from_amount: formatAmount(fromAmount, from.decimals), expected_out: formatAmount(expected, to.decimals) }] },
+      from_vault_address: await vaultAddress(q.from_vault_id),
+      to_vault_address: await vaultAddress(q.to_vault_id),
+      expires_at: q.expires_at.toISOString(),
+      expires_in_seconds: Math.max(0, Math.ceil((q.expires_at.getTime() - clock.now().getTime()) / 1000)),
+      fee_usd: formatAmount(BigInt(q.fee_usd_e8), USD_DECIMALS),
+      price_source: q.price_source,
+      created_at: q.created_at.toISOString(),
+    };
+  }
+
+  /** The policy's verdict without recording an operation (a quote is a dry run). */
+  async function checkPolicy(trx: Db, agentId: string, req: Parameters<PolicyService['evaluate']>[2]): Promise<void> {
+    const decision = await policy.evaluate(trx, agentId, req);
+    if (!decision.allowed) throw new ApiError(decision.code, decision.message, decision.details);
+  }
+
+  async function vaultFor(db: Db, address: string | undefined, asset: AssetRow, field: string) {
+    if (address === undefined || address === null) return null;
+    const v = await earn.findVaultByAddress(db, address);
+    if (!v) throw new ApiError('not_found', `no vault at ${address}`, { field });
+    if (v.asset_symbol !== asset.symbol) throw new ApiError('validation_failed', `the vault at ${address} holds ${v.asset_symbol}, not ${asset.symbol}`, { field });
+    return v;
+  }
+
+  const service: ConversionService = {
+    async quote(db, who, body) {
+      return withTransaction(db, async (trx) => {
+        const from = await ledger.requireAsset(trx, body.from_asset, 'from_asset');
+        const to = await ledger.requireAsset(trx, body.to_asset, 'to_asset');
+        if (from.symbol === to.symbol) throw new ApiError('validation_failed', 'from_asset and to_asset must differ', { fields: ['from_asset', 'to_asset'] });
+        const slippageBps = slippagePercentToBps(body.slippage_percent ?? DEFAULT_SLIPPAGE_PERCENT);
+        if (slippageBps === null || slippageBps === 0n || slippageBps > 5000n) throw new ApiError('validation_failed', 'slippage_percent must be in (0, 50] with at most two decimals', { field: 'slippage_percent' });
+        const fromVault = await vaultFor(trx, body.from_vault_address, from, 'from_vault_address');
+        const toVault = await vaultFor(trx, body.to_vault_address, to, 'to_vault_address');
+        const amount = await resolveAmount(trx, from, body);
+        const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
+        const fee = feeBpsFor(from, to);
+        const q = convertAtPrice(amount, pf, pt, fee);
+        if (q.netOut <= 0n) throw new ApiError('validation_failed', 'the amount is too small to convert', { field: 'amount' });
+        const usdE8 = toUsd(amount, pf);
+        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: from.symbol, usdE8, protocol: CONVERSION_PROTOCOL, slippageBps: Number(slippageBps) });
+        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: to.symbol, protocol: CONVERSION_PROTOCOL });
+        if (fromVault) await checkPolicy(trx, who.agentId, { type: 'earn.withdraw', asset: from.symbol, protocol: fromVault.protocol_id });
+        if (toVault) await checkPolicy(trx, who.agentId, { type: 'earn.deposit', asset: to.symbol, protocol: toVault.protocol_id });
+        if (!fromVault) {
+          const { available } = await ledger.balance(trx, who.walletId, from.symbol);
+          if (available < amount) throw new ApiError('insufficient_funds', `insufficient ${from.symbol} balance`, { asset: from.symbol, available: formatAmount(available, from.decimals), required: formatAmount(amount, from.decimals) });
+        }
+        const now = clock.now();
+        const row = await repo.insertQuote(trx, {
+          id: newId(),
+          agent_id: who.agentId,
+          wallet_id: who.walletId,
+          from_asset: from.symbol,
+          to_asset: to.symbol,
+          from_amount: amount,
+          expected_out: q.netOut,
+          min_amount_out: minAmountOut(q.netOut, slippageBps),
+          slippage_bps: Number(slippageBps),
+          fee_bps: Number(fee),
+          fee_amount: q.fee,
+          fee_usd_e8: toUsd(q.fee, pt, 'up'),
+          from_price_e8: pf.priceE8,
+          to_price_e8: pt.priceE8,
+          price_source: `price-feed:${pf.source === pt.source ? pf.source : `${pf.source}+${pt.source}`}`,
+          protocol_id: CONVERSION_PROTOCOL,
+          pool_address: poolAddressFor(from.symbol, to.symbol),
+          from_vault_id: fromVault?.id ?? null,
+          to_vault_id: toVault?.id ?? null,
+          expires_at: new Date(now.getTime() + QUOTE_TTL_MS),
+          created_at: now,
+        });
+        return publicQuote(trx, row);
+      });
+    },
+
+    async execute(db, who, body, idempotencyKey) {
+      return withTransaction(db, async (trx) => {
+        const quote = await repo.findQuote(trx, who.agentId, body.quote_id);
+        if (!quote) throw new ApiError('not_found', 'quote not found', { quote_id: body.quote_id });
+        if (clock.now().getTime() >= quote.expires_at.getTime()) throw new ApiError('quote_expired', 'the quote has expired; request a new one', { quote_id: quote.id, expired_at: quote.expires_at.toISOString() });
+        // Agent-wide lock order (policy row, then vaults, then balances) shared by every DeFi write.
+        await lockPolicy(trx, who.agentId);
+        const operationId = newId();
+        // The primary key on the consumption decides a race: the losers wait for the winner's commit, then conflict.
+        if (!(await repo.consumeQuote(trx, quote.id, operationId, clock.now()))) {
+          throw new ApiError('quote_already_consumed', 'the quote was already used', { quote_id: quote.id });
+        }
+        const from = await ledger.requireAsset(trx, quote.from_asset);
+        const to = await ledger.requireAsset(trx, quote.to_asset);
+        const fromAmount = BigInt(quote.from_amount);
+        const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
+        const repriced = convertAtPrice(fromAmount, pf, pt, BigInt(quote.fee_bps));
+        const minOut = BigInt(quote.min_amount_out);
+        if (repriced.netOut < minOut) {
+          throw new ApiError('slippage_exceeded', `the price moved: ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol} is below the minimum ${formatAmount(minOut, to.decimals)}`, {
+            quote_id: quote.id,
+            min_amount_out: formatAmount(minOut, to.decimals),
+            amount_out: formatAmount(repriced.netOut, to.decimals),
+          });
+        }
+        if (quote.from_vault_id) await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
+        try {
+          const { operation } = await operations.create(trx, {
+            id: operationId,
+            principal: who,
+            type: 'conversion',
+            resource: { type: 'conversion', id: operationId },
+            asset: from.symbol,
+            amount: fromAmount,
+            amountUsdE8: toUsd(fromAmount, pf),
+            policy: { protocol: CONVERSION_PROTOCOL, slippageBps: quote.slippage_bps },
+            toAddress: quote.pool_address,
+            details: {
+              quote_id: quote.id,
+              to_asset: to.symbol,
+              amount_out: repriced.netOut.toString(),
+              expected_out: quote.expected_out,
+              min_amount_out: quote.min_amount_out,
+              fee_amount: repriced.fee.toString(),
+              to_vault_id: quote.to_vault_id,
+            },
+            eventData: { quote_id: quote.id },
+            humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
+            idempotencyKey,
+          });
+          return operations.writeResponse(operation);
+        } catch (err) {
+          // A policy refusal commits its record; the quote stays usable (it was not what failed).
+          if (err instanceof ApiError && err.commit) await repo.releaseQuote(trx, quote.id, operationId);
+          throw err;
+        }
+      });
+    },
+
+    list: (db, who, query) => operations.list(db, who.agentId, { ...query, types: ['conversion'] }),
+
+    get: (db, who, id, include) => operations.get(db, who.agentId, id, { types: ['conversion'], include }),
+
+    async settle(trx, op) {
+      const vaultId = (op.details as { to_vault_id?: string | null }).to_vault_id;
+      // Vault before balances: the lock order of every earn write (no deadlock with a concurrent deposit).
+      if (vaultId) await lockVaults(trx, [vaultId]);
+      if (op.to_address && (await ledger.isFailingAddress(trx, op.to_address))) {
+        return { ok: false, code: 'settlement_failed', message: 'the swap reverted on chain' };
+      }
+      const details = op.details as { to_asset: string; amount_out: string; to_vault_id?: string | null };
+      const out = BigInt(details.amount_out);
+      for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, { kind: 'external', name: 'conversion' }, 'conversion');
+      await ledger.post(trx, {
+        operationId: op.id,
+        entryType: 'conversion',
+        postings: [
+          { account: { kind: 'external', name: 'conversion' }, asset: details.to_asset, amount: -out },
+          { account: { kind: 'available', walletId: op.wallet_id }, asset: details.to_asset, amount: out },
+        ],
+      });
+      if (details.to_vault_id) {
+        const { positionId, shares } = await earn.depositFromWallet(trx, { agentId: op.agent_id, walletId: op.wallet_id }, details.to_vault_id, out, op.id);
+        return { ok: true, details: { settled_amount_out: out.toString(), position_id: positionId, shares: shares.toString() } };
+      }
+      return { ok: true, details: { settled_amount_out: out.toString() } };
+    },
+  };
+
+  operations.registerSettler('conversion', service.settle);
+  return service;
+}

@@ -1,0 +1,22 @@
+// The DeFi area's services, wired once on top of the ledger area: earn vaults, conversions (whose
+// settler joins the operation service's settlement loop) and borrow markets.
+import type { Clock } from '../lib/clock.js';
+import { createBorrowService, type BorrowService } from './borrow.service.js';
+import { createConversionService, type ConversionService } from './conversion.service.js';
+import { createEarnService, type EarnService } from './earn.service.js';
+import type { LedgerArea } from './ledger-area.js';
+
+export interface DefiArea {
+  earn: EarnService;
+  conversions: ConversionService;
+  borrow: BorrowService;
+}
+
+export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations'> }): DefiArea {
+  const { clock } = deps;
+  const { ledger, policy, operations } = deps.ledger;
+  const earn = createEarnService({ clock, ledger, operations, policy });
+  const conversions = createConversionService({ clock, ledger, operations, policy, earn });
+  const borrow = createBorrowService({ clock, ledger, operations, policy });
+  return { earn, conversions, borrow };
+}
