@@ -1,0 +1,377 @@
+// x402 (spec 4.1, contract §13): sign an EIP-3009 USDC authorization, quote a URL's x402 price, and purchase a
+// resource by answering its 402 challenge. Signing and paying create `x402.sign` / `x402.purchase` operations through
+// the ledger area (policy, hold, settlement) in the caller's transaction.
+import type { Config } from '../config.js';
+import type { Db, Knex } from '../db/knex.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
+import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
+import type { Clock } from '../lib/clock.js';
+import { createSealer } from '../lib/crypto.js';
+import { ApiError } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import { formatAmount, parseAmount } from '../lib/money.js';
+import { isEvmAddress, openWalletAccount } from '../lib/wallet-keys.js';
+import { parsePublicHttpsUrl, UrlRejectedError, type Resolver } from '../webhooks/url-safety.js';
+import {
+  BASE_NETWORKS,
+  chooseRequirement,
+  parseChallenge,
+  readRequirement,
+  readSettlement,
+  unsupportedReason,
+  USDC_BASE_ADDRESS,
+  USDC_DECIMALS,
+  type RawRequirement,
+  type Requirement,
+  type X402Version,
+} from '../x402/challenge.js';
+import { encodePaymentHeader, randomNonce, signTransferAuthorization } from '../x402/signing.js';
+import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../x402/upstream.js';
+import type { LedgerArea } from './ledger-area.js';
+import { withWriteTransaction, type OwnerRef, type SettleOutcome } from './operation.service.js';
+
+export const DEFAULT_MAX_TIMEOUT_SECONDS = 60;
+export const MAX_TIMEOUT_SECONDS = 3600;
+/** Where captured x402 payments go in the journal (the seller is outside the simulated wallets). */
+const X402_ACCOUNT = { kind: 'external', name: 'x402' } as const;
+
+export interface X402SignBody {
+  payment_requirements?: Record<string, unknown>;
+  pay_to?: string;
+  amount?: string;
+  target_url?: string;
+  max_timeout_seconds?: number;
+}
+
+export interface X402QuoteBody {
+  url: string;
+  method?: 'GET' | 'POST';
+  body?: unknown;
+  timeout_ms?: number;
+}
+
+export interface X402PurchaseBody {
+  url: string;
+  method?: 'GET' | 'POST';
+  body?: unknown;
+  max_amount: string;
+}
+
+export interface X402SignResult {
+  ok: true;
+  operation_id: string;
+  payment_header: string;
+  payment_header_name: 'X-PAYMENT' | 'PAYMENT-SIGNATURE';
+  x402_version: X402Version;
+  nonce: string;
+  valid_before: string;
+  pay_to: string;
+  amount: string;
+  asset_symbol: 'USDC';
+  network: string;
+}
+
+export interface X402Price {
+  amount: string;
+  asset: string;
+  asset_symbol: string | null;
+  network: string;
+  pay_to: string;
+  scheme: string;
+  x402_version: X402Version;
+  max_timeout_seconds: number | null;
+  resource: string | null;
+  description: string | null;
+}
+
+export interface X402QuoteResult {
+  ok: true;
+  supported: boolean;
+  x402_required: boolean;
+  upstream_status: number;
+  price: X402Price | null;
+}
+
+export interface X402PurchaseResult {
+  ok: true;
+  operation_id: string | null;
+  paid: boolean;
+  settled: boolean;
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+  body_truncated: boolean;
+}
+
+export interface X402Service {
+  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null): Promise<X402SignResult>;
+  quote(body: X402QuoteBody): Promise<X402QuoteResult>;
+  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null): Promise<X402PurchaseResult>;
+}
+
+export interface X402ServiceDeps {
+  config: Readonly<Pick<Config, 'masterKey' | 'unsafeAllowLoopbackTargets'>>;
+  clock: Clock;
+  ledger: Pick<LedgerArea, 'operations' | 'ledger'>;
+  log?: Logger;
+  /** Tests: a resolver table instead of DNS, and the seller's CA. */
+  resolver?: Resolver;
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** Replaces the HTTPS fetcher entirely (tests of the service without a seller). */
+  fetcher?: UpstreamFetcher;
+}
+
+const invalid = (message: string, field: string, details: Record<string, unknown> = {}) =>
+  new ApiError('validation_failed', message, { field, ...details, errors: [{ location: 'body', path: `/${field}`, message }] });
+
+const short = (address: string) => `${address.slice(0, 6)}…${address.slice(-4)}`;
+const usdc = (units: bigint) => formatAmount(units, USDC_DECIMALS);
+
+function parseUsdc(value: unknown, field: string): bigint {
+  if (typeof value !== 'string') throw invalid(`${field} must be a decimal string`, field);
+  let units: bigint;
+  try {
+    units = parseAmount(value, USDC_DECIMALS);
+  } catch {
+    throw invalid(`${field} must be a positive decimal string with at most ${USDC_DECIMALS} decimals`, field);
+  }
+  if (units <= 0n) throw invalid(`${field} must be greater than zero`, field);
+  return units;
+}
+
+function timeoutSeconds(value: unknown, fallback: number | null): number {
+  if (value === undefined || value === null) return Math.min(fallback ?? DEFAULT_MAX_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_TIMEOUT_SECONDS) throw invalid(`max_timeout_seconds must be an integer in [1, ${MAX_TIMEOUT_SECONDS}]`, 'max_timeout_seconds');
+  return value;
+}
+
+/** The URL of a v2 challenge's `resource` object (or a v1 requirement's `resource` string). */
+function resourceUrl(req: Requirement, challengeResource: unknown): string | null {
+  if (req.resource) return req.resource;
+  if (challengeResource && typeof challengeResource === 'object' && typeof (challengeResource as { url?: unknown }).url === 'string') return (challengeResource as { url: string }).url;
+  return null;
+}
+
+function priceOf(req: Requirement, challengeResource: unknown): X402Price {
+  const isUsdc = (req.network === BASE_NETWORKS[1] || req.network === BASE_NETWORKS[2]) && req.asset.toLowerCase() === USDC_BASE_ADDRESS.toLowerCase();
+  const description = req.description ?? (challengeResource && typeof (challengeResource as { description?: unknown }).description === 'string' ? (challengeResource as { description: string }).description : null);
+  return {
+    // Unknown assets have unknown decimals: their amount stays in base units.
+    amount: isUsdc ? usdc(req.amount) : req.amount.toString(),
+    asset: req.asset,
+    asset_symbol: isUsdc ? 'USDC' : null,
+    network: req.network,
+    pay_to: req.payTo,
+    scheme: req.scheme,
+    x402_version: req.version,
+    max_timeout_seconds: req.maxTimeoutSeconds,
+    resource: resourceUrl(req, challengeResource),
+    description,
+  };
+}
+
+interface AuthorizeInput {
+  type: 'x402.sign' | 'x402.purchase';
+  version: X402Version;
+  payTo: string;
+  amount: bigint;
+  timeoutSeconds: number;
+  requirement: RawRequirement | null;
+  resource: unknown;
+  targetUrl: string | null;
+  settlement: 'worker' | 'manual';
+  humanMessage: string;
+  idempotencyKey: string | null;
+}
+
+export function createX402Service(deps: X402ServiceDeps): X402Service {
+  const { clock } = deps;
+  const { operations } = deps.ledger;
+  const sealer = createSealer(deps.config.masterKey);
+  const allowLoopback = deps.config.unsafeAllowLoopbackTargets;
+  const fetchUpstream = deps.fetcher ?? createUpstreamFetcher({ allowLoopback, resolver: deps.resolver, ca: deps.ca });
+
+  async function captureHolds(trx: Db, operationId: string): Promise<void> {
+    const { ledger } = deps.ledger;
+    for (const hold of await findHeldByOperation(trx, operationId)) await ledger.capture(trx, hold.id, X402_ACCOUNT, 'x402_payment');
+  }
+
+  /** A signed authorization stays usable by the seller until valid_before: the settlement worker captures its hold. */
+  async function settleSign(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome> {
+    const { ledger } = deps.ledger;
+    if (op.to_address && (await ledger.isFailingAddress(trx, op.to_address))) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
+    await captureHolds(trx, op.id);
+    return { ok: true, details: { ...(op.details as Record<string, unknown>), settled_by: 'worker' } };
+  }
+  operations.registerSettler('x402.sign', settleSign);
+
+  /** Policy, hold and the operation row first (a refusal signs nothing), then the signature. */
+  async function authorize(trx: Knex.Transaction, who: OwnerRef, input: AuthorizeInput) {
+    const wallet = await findWalletByAgent(trx, who.agentId);
+    if (!wallet?.sealed_private_key) throw new Error(`wallet of agent ${who.agentId} has no key`);
+    const nonce = randomNonce();
+    const nowSeconds = BigInt(Math.floor(clock.now().getTime() / 1000));
+    const validBefore = nowSeconds + BigInt(input.timeoutSeconds);
+    const validBeforeIso = new Date(Number(validBefore) * 1000).toISOString();
+    const network = BASE_NETWORKS[input.version];
+    const operationId = newId();
+    const { operation } = await operations.create(trx, {
+      id: operationId,
+      principal: who,
+      type: input.type,
+      asset: 'USDC',
+      amount: input.amount,
+      toAddress: input.payTo,
+      policy: { recipient: { ids: [], address: input.payTo } },
+      details: { x402_version: input.version, network, pay_to: input.payTo, nonce, valid_before: validBeforeIso, target_url: input.targetUrl },
+      humanMessage: input.humanMessage,
+      idempotencyKey: input.idempotencyKey,
+      settlement: input.settlement,
+    });
+    const account = openWalletAccount(sealer, wallet.sealed_private_key);
+    const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore });
+    const header = encodePaymentHeader({ version: input.version, authorization, signature, requirement: input.requirement, resource: input.resource });
+    return { operation, nonce, validBeforeIso, network, header };
+  }
+
+  /** A seller's 5xx is an upstream failure (502), not a response to hand back. */
+  function refuse5xx(res: UpstreamResponse): UpstreamResponse {
+    if (res.status >= 500) throw new ApiError('upstream_error', `the target answered ${res.status}`, { reason: 'http_5xx', upstream_status: res.status });
+    return res;
+  }
+
+  function upstreamResult(res: UpstreamResponse, extra: { operation_id: string | null; paid: boolean; settled: boolean }): X402PurchaseResult {
+    return { ok: true, ...extra, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
+  }
+
+  const service: X402Service = {
+    async sign(db, who, body, idempotencyKey) {
+      const hasRequirements = body.payment_requirements !== undefined && body.payment_requirements !== null;
+      const hasPayTo = body.pay_to !== undefined || body.amount !== undefined;
+      if (hasRequirements === hasPayTo) throw invalid('give either payment_requirements or pay_to with amount, not both', 'payment_requirements');
+      let targetUrl: string | null = null;
+      if (body.target_url !== undefined && body.target_url !== null) {
+        try {
+          targetUrl = parsePublicHttpsUrl(body.target_url, { allowLoopback }).url.toString();
+        } catch (err) {
+          if (err instanceof UrlRejectedError) throw invalid(`target_url is not a public HTTPS URL: ${err.reason}`, 'target_url');
+          throw err;
+        }
+      }
+
+      let version: X402Version = 1;
+      let payTo: string;
+      let amount: bigint;
+      let requirement: RawRequirement | null = null;
+      let fallbackTimeout: number | null = null;
+      if (hasRequirements) {
+        const raw = body.payment_requirements!;
+        if (typeof raw !== 'object' || Array.isArray(raw)) throw invalid('payment_requirements must be an object', 'payment_requirements');
+        const read = readRequirement(raw);
+        if ('problems' in read) throw invalid(`payment_requirements is not an x402 requirement: ${read.problems.join('; ')}`, 'payment_requirements', { problems: read.problems });
+        const reason = unsupportedReason(read);
+        if (reason) throw invalid(`cannot sign this requirement: ${reason}`, 'payment_requirements', { reason });
+        ({ version, payTo, amount } = read);
+        requirement = version === 2 ? raw : null;
+        fallbackTimeout = read.maxTimeoutSeconds;
+      } else {
+        if (!isEvmAddress(body.pay_to)) throw invalid('pay_to must be a 0x EVM address', 'pay_to');
+        payTo = body.pay_to;
+        amount = parseUsdc(body.amount, 'amount');
+      }
+      const seconds = timeoutSeconds(body.max_timeout_seconds, fallbackTimeout);
+
+      return withWriteTransaction(db, async (trx) => {
+        const signed = await authorize(trx, who, {
+          type: 'x402.sign',
+          version,
+          payTo,
+          amount,
+          timeoutSeconds: seconds,
+          requirement,
+          resource: version === 2 && targetUrl ? { url: targetUrl } : undefined,
+          targetUrl,
+          settlement: 'worker',
+          humanMessage: `Signed an x402 payment of ${usdc(amount)} USDC to ${short(payTo)}${targetUrl ? ` for ${targetUrl}` : ''}`,
+          idempotencyKey,
+        });
+        return {
+          ok: true as const,
+          operation_id: signed.operation.id,
+          payment_header: signed.header.value,
+          payment_header_name: signed.header.name,
+          x402_version: version,
+          nonce: signed.nonce,
+          valid_before: signed.validBeforeIso,
+          pay_to: payTo,
+          amount: usdc(amount),
+          asset_symbol: 'USDC' as const,
+          network: signed.network,
+        };
+      });
+    },
+
+    async quote(body) {
+      const res = refuse5xx(await fetchUpstream({ url: body.url, method: body.method ?? 'GET', body: body.body, timeoutMs: body.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS }));
+      const none = { ok: true as const, supported: false, x402_required: false, upstream_status: res.status, price: null };
+      if (res.status !== 402) return none;
+      const challenge = parseChallenge({ paymentRequiredHeader: res.headers['payment-required'], body: decodeBody(res) });
+      if (!challenge) return none;
+      const choice = chooseRequirement(challenge);
+      const shown = choice.supported ?? choice.readable[0] ?? null;
+      return { ok: true, supported: choice.supported !== null, x402_required: true, upstream_status: res.status, price: shown ? priceOf(shown, challenge.resource) : null };
+    },
+
+    async purchase(db, who, body, idempotencyKey) {
+      const maxAmount = parseUsdc(body.max_amount, 'max_amount');
+      const method = body.method ?? 'GET';
+      const request = { url: body.url, method, body: body.body, timeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS } as const;
+      const first = refuse5xx(await fetchUpstream(request));
+      if (first.status !== 402) return upstreamResult(first, { operation_id: null, paid: false, settled: false });
+      const challenge = parseChallenge({ paymentRequiredHeader: first.headers['payment-required'], body: decodeBody(first) });
+      // A 402 without an x402 challenge is the seller's own answer: hand it back unpaid.
+      if (!challenge) return upstreamResult(first, { operation_id: null, paid: false, settled: false });
+      const choice = chooseRequirement(challenge);
+      const req = choice.supported;
+      if (!req) {
+        const reasons = choice.readable.map((r) => unsupportedReason(r));
+        throw invalid('the target asks for no payment this service can make (only exact USDC on Base)', 'url', { reasons });
+      }
+      if (req.amount > maxAmount) {
+        throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: usdc(req.amount), max_amount: usdc(maxAmount) });
+      }
+
+      return withWriteTransaction(db, async (trx) => {
+        const signed = await authorize(trx, who, {
+          type: 'x402.purchase',
+          version: req.version,
+          payTo: req.payTo,
+          amount: req.amount,
+          timeoutSeconds: Math.min(req.maxTimeoutSeconds ?? DEFAULT_MAX_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS),
+          requirement: req.raw,
+          resource: challenge.resource ?? undefined,
+          targetUrl: body.url,
+          settlement: 'manual',
+          humanMessage: `x402 purchase of ${body.url} for ${usdc(req.amount)} USDC paid to ${short(req.payTo)}`,
+          idempotencyKey,
+        });
+        // The paid retry. A network failure, or a 5xx without a settlement receipt, throws upstream_error, which rolls
+        // the operation and its hold back (the signed authorization then lapses unused at valid_before).
+        const paidRes = await fetchUpstream({ ...request, headers: { [signed.header.name]: signed.header.value } });
+        const { settled, transaction } = readSettlement(paidRes.headers);
+        if (!settled) refuse5xx(paidRes);
+        const paid = settled || (paidRes.status >= 200 && paidRes.status < 300);
+        if (paid) {
+          await captureHolds(trx, signed.operation.id);
+          await operations.finish(trx, signed.operation.id, 'accepted', { ok: true, details: { ...(signed.operation.details as Record<string, unknown>), upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction } });
+        } else {
+          await operations.finish(trx, signed.operation.id, 'accepted', { ok: false, code: 'payment_refused', message: `the seller answered ${paidRes.status} to the payment` });
+        }
+        return upstreamResult(paidRes, { operation_id: signed.operation.id, paid, settled });
+      });
+    },
+  };
+  return service;
+}

@@ -1,0 +1,139 @@
+// Outbound requests to x402 sellers: the webhook URL-safety rules (public HTTPS, every resolved address public, pinned
+// connection), one deadline over DNS, connect, TLS, headers and body, no redirects, and a capped body.
+import { request } from 'node:https';
+import { ApiError } from '../lib/errors.js';
+import { assertPublicHttpsUrl, createPinnedAgent, DnsResolutionError, UrlRejectedError, type Resolver } from '../webhooks/url-safety.js';
+
+/** Most response bytes read from a seller; the rest is dropped and `truncated` set. */
+export const MAX_UPSTREAM_BODY_BYTES = 64 * 1024;
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000;
+export const USER_AGENT = 'Agent-API-x402/1.0';
+
+export interface UpstreamRequest {
+  url: string;
+  method: 'GET' | 'POST';
+  /** Any JSON, sent with POST. */
+  body?: unknown;
+  headers?: Record<string, string>;
+  timeoutMs: number;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  /** Lower-case names; repeated headers joined with ", ". */
+  headers: Record<string, string>;
+  body: Buffer;
+  truncated: boolean;
+}
+
+export interface UpstreamOptions {
+  allowLoopback: boolean;
+  resolver?: Resolver;
+  /** Extra trusted CAs (tests); production trusts NODE_EXTRA_CA_CERTS through Node's defaults. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  maxBodyBytes?: number;
+}
+
+export type UpstreamFetcher = (req: UpstreamRequest) => Promise<UpstreamResponse>;
+
+const upstreamError = (message: string, details: Record<string, unknown> = {}) => new ApiError('upstream_error', message, details);
+
+export function createUpstreamFetcher(options: UpstreamOptions): UpstreamFetcher {
+  const maxBytes = options.maxBodyBytes ?? MAX_UPSTREAM_BODY_BYTES;
+  return async (req) => {
+    const signal = AbortSignal.timeout(req.timeoutMs);
+    let target;
+    try {
+      target = await assertPublicHttpsUrl(req.url, { allowLoopback: options.allowLoopback, resolver: options.resolver, signal });
+    } catch (err) {
+      if (err instanceof UrlRejectedError) throw new ApiError('validation_failed', `url is not a public HTTPS URL: ${err.reason}`, { field: 'url', errors: [{ location: 'body', path: '/url', message: err.reason }] });
+      if (err instanceof DnsResolutionError) throw upstreamError(`could not resolve ${err.hostname}`, { reason: 'dns_error' });
+      throw err;
+    }
+    const payload = req.method === 'POST' && req.body !== undefined ? Buffer.from(JSON.stringify(req.body), 'utf8') : null;
+    const agent = createPinnedAgent({ addresses: target.addresses, ca: options.ca, keepAlive: false });
+    const allowed = new Set(target.addresses.map((a) => a.address));
+    try {
+      return await new Promise<UpstreamResponse>((resolve, reject) => {
+        const headers: Record<string, string> = {
+          Accept: 'application/json, */*;q=0.5',
+          'Accept-Encoding': 'identity',
+          'User-Agent': USER_AGENT,
+          ...(req.headers ?? {}),
+        };
+        if (payload) {
+          headers['Content-Type'] = 'application/json';
+          headers['Content-Length'] = String(payload.length);
+        }
+        const outgoing = request({ host: target.hostname, port: target.port, path: `${target.url.pathname}${target.url.search}`, method: req.method, agent, signal, headers });
+        // The socket must be connected to an address we validated (the pinned lookup already ensures it).
+        outgoing.on('socket', (socket) => {
+          const check = () => {
+            const remote = socket.remoteAddress;
+            if (remote && !allowed.has(remote)) outgoing.destroy(Object.assign(new Error(`connected to unvalidated address ${remote}`), { code: 'EPINNED' }));
+          };
+          if (socket.remoteAddress) check();
+          else socket.once('connect', check);
+        });
+        outgoing.on('response', (res) => {
+          const status = res.statusCode ?? 0;
+          const out: Record<string, string> = {};
+          for (const [name, value] of Object.entries(res.headers)) {
+            if (value === undefined) continue;
+            out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+          }
+          const chunks: Buffer[] = [];
+          let size = 0;
+          let done = false;
+          const finish = (truncated: boolean) => {
+            if (done) return;
+            done = true;
+            resolve({ status, headers: out, body: Buffer.concat(chunks), truncated });
+          };
+          res.on('data', (chunk: Buffer) => {
+            if (done) return;
+            const room = maxBytes - size;
+            chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+            size += Math.min(chunk.length, room);
+            if (chunk.length > room) {
+              // Stop reading at the cap: never buffer more than it.
+              finish(true);
+              res.destroy();
+            }
+          });
+          res.on('end', () => finish(false));
+          res.on('error', (err) => {
+            if (!done) reject(err);
+          });
+          res.on('close', () => {
+            if (!done) reject(signal.aborted ? signal.reason : new Error('connection closed while reading the body'));
+          });
+        });
+        outgoing.on('error', reject);
+        outgoing.end(payload ?? undefined);
+      });
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      const timedOut = signal.aborted;
+      const code = String((err as { code?: unknown })?.code ?? '');
+      throw upstreamError(timedOut ? `the target did not answer within ${req.timeoutMs} ms` : `the request to the target failed${code ? ` (${code})` : ''}`, { reason: timedOut ? 'timeout' : 'network_error' });
+    } finally {
+      agent.destroy();
+    }
+  };
+}
+
+/** The body as JSON when it parses, else as text (binary bytes become U+FFFD). */
+export function decodeBody(res: UpstreamResponse): unknown {
+  const text = res.body.toString('utf8');
+  if (res.truncated) return text;
+  const type = res.headers['content-type'] ?? '';
+  if (type.includes('json') || /^\s*[[{]/.test(text)) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
