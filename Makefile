@@ -38,7 +38,7 @@ bench-read:
 	npm run --silent bench:read
 
 bench-payments:
-	npm exec -- tsx scripts/bench/payments.ts
+	npm run --silent bench:payments
 
 bench-webhooks:
-	npm exec -- tsx scripts/bench/webhooks.ts
+	npm run --silent bench:webhooks

@@ -1003,7 +1003,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:earn:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["claimEarnRewards"];
         delete?: never;
@@ -1083,7 +1083,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createRepayment"];
         delete?: never;
@@ -1107,7 +1107,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `ltv_target_unreachable` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `ltv_target_unreachable` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createDeleverage"];
         delete?: never;
@@ -1131,7 +1131,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["addCollateral"];
         delete?: never;
@@ -1155,7 +1155,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `limit_exceeded` (403), `ltv_too_high` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `ltv_too_high` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["removeCollateral"];
         delete?: never;
@@ -1179,7 +1179,7 @@ export interface paths {
          *
          *     Rate class `simulate`; scope `agent:simulate`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createConversionQuote"];
         delete?: never;
@@ -1279,7 +1279,7 @@ export interface paths {
         put?: never;
         /**
          * Sign an x402 payment
-         * @description Signs an EIP-3009 `TransferWithAuthorization` for USDC on Base (chain 8453) with the agent wallet key, for exactly the required amount. Give either `payment_requirements` or `pay_to` + `amount` (not both). Funds are held until `valid_before`.
+         * @description Signs an EIP-3009 `TransferWithAuthorization` for USDC on Base (chain 8453) with the agent wallet key, for exactly the required amount (`validAfter` 0, `validBefore` now + `max_timeout_seconds`, a random 32-byte nonce). Give either `payment_requirements` (an x402 v1 or v2 `accepts[]` entry; v2 gives a `PAYMENT-SIGNATURE` header echoing it as `accepted`) or `pay_to` + `amount` (a v1 `X-PAYMENT` header), not both. A requirement that is not scheme `exact` with USDC on Base (`base` / `eip155:8453`) is `validation_failed`. Creates an `x402.sign` operation: policy is checked (operation type, USD caps, allowed assets, recipient = `pay_to`), the amount is held from the wallet's USDC balance and the settlement worker captures it.
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -1303,7 +1303,7 @@ export interface paths {
         put?: never;
         /**
          * Quote an x402 resource
-         * @description Fetches `url` (public HTTPS only) and returns its x402 price (v1 body or v2 `PAYMENT-REQUIRED` header) without paying. `upstream_error` when the target fails or times out.
+         * @description Fetches `url` (public HTTPS only, the webhook URL rules; a refused URL is `validation_failed`) and returns its x402 price (v1 body or v2 `PAYMENT-REQUIRED` header) without paying. No redirects are followed (a 3xx is reported as `upstream_status`); the response body is read up to 64 KB. `upstream_error` when the target cannot be reached, times out (`timeout_ms`, default 10 s) or answers 5xx.
          *
          *     Rate class `simulate`; scope `agent:simulate`; Idempotency-Key optional.
          *
@@ -1327,7 +1327,7 @@ export interface paths {
         put?: never;
         /**
          * Purchase an x402 resource
-         * @description Fetches `url`, pays its x402 challenge when the price is at most `max_amount` (else `limit_exceeded`) and policy allows, and returns the upstream status, headers and body.
+         * @description Fetches `url` (public HTTPS only; no redirects; 10 s per upstream request), pays its x402 challenge when the price is at most `max_amount` and policy allows, retries with the payment header, and returns the upstream status, headers and body (up to 64 KB). A price above `max_amount` is refused with 403 `limit_exceeded` and `details: { limit: "max_amount", price, max_amount }`, before anything is signed or recorded. A 402 whose challenge asks for no payable requirement (scheme `exact`, USDC on Base) is `validation_failed`; a non-402 answer is returned unpaid with `operation_id: null`. A payment creates an `x402.purchase` operation (policy, hold); it is `executed` (hold captured) when the seller accepts the payment (2xx or a settlement receipt) and `execution_failed` (hold released) when it refuses it. `upstream_error` when the target cannot be reached, times out or answers 5xx without a settlement receipt (the payment is then rolled back).
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -2423,6 +2423,8 @@ export interface components {
         EarnPosition: {
             id: components["schemas"]["Uuid"];
             vault_id: components["schemas"]["Uuid"];
+            /** @description The vault's address (usable as `from_vault_address` of a conversion quote). */
+            vault_address: components["schemas"]["EvmAddress"];
             protocol: components["schemas"]["ProtocolId"];
             asset_symbol: components["schemas"]["AssetSymbol"];
             /** @description Vault shares held (ERC-4626). */
@@ -2457,6 +2459,8 @@ export interface components {
         };
         EarnOpportunity: {
             vault_id: components["schemas"]["Uuid"];
+            /** @description The vault's address (usable as `to_vault_address` of a conversion quote). */
+            vault_address: components["schemas"]["EvmAddress"];
             name: string;
             protocol: components["schemas"]["ProtocolId"];
             asset_symbol: components["schemas"]["AssetSymbol"];
@@ -2666,12 +2670,16 @@ export interface components {
         } & (unknown | unknown);
         ConversionRouteLeg: {
             protocol: components["schemas"]["ProtocolId"];
+            /** @description The (simulated) pool the leg swaps through. */
+            pool_address: components["schemas"]["EvmAddress"];
+            /** @description Pool fee in basis points, charged in the output asset and included in `expected_out`. */
+            fee_bps: number;
             from_asset: components["schemas"]["AssetSymbol"];
             to_asset: components["schemas"]["AssetSymbol"];
             from_amount: components["schemas"]["Decimal"];
             expected_out: components["schemas"]["Decimal"];
         };
-        /** @description Stored, single-use quote; expires 60 s after creation. */
+        /** @description Stored, single-use quote; expires 60 s after creation. Prices come from the price feed (USD with 8 decimals); the output is rounded down and the fee up. `min_amount_out` = floor(expected_out x (1 - slippage)). */
         ConversionQuote: {
             quote_id: components["schemas"]["Uuid"];
             from_asset: components["schemas"]["AssetSymbol"];
@@ -2686,6 +2694,10 @@ export interface components {
             route: {
                 legs: components["schemas"]["ConversionRouteLeg"][];
             };
+            /** @description The earn vault the input is redeemed from at execution, or null for the wallet balance. */
+            from_vault_address: components["schemas"]["NullableEvmAddress"];
+            /** @description The earn vault the output is deposited into at settlement, or null for the wallet balance. */
+            to_vault_address: components["schemas"]["NullableEvmAddress"];
             expires_at: components["schemas"]["Timestamp"];
             expires_in_seconds: number;
             fee_usd: components["schemas"]["UsdDecimal"];
@@ -2757,10 +2769,7 @@ export interface components {
              * @description Resource the payment is for (public HTTPS).
              */
             target_url?: string;
-            /**
-             * @description Validity of the authorization (validBefore = now + this).
-             * @default 60
-             */
+            /** @description Validity of the authorization (validBefore = now + this). Default the requirement's `maxTimeoutSeconds` (at most 3600) when `payment_requirements` carries one, else 60. */
             max_timeout_seconds?: number;
         } & (unknown | unknown);
         X402SignResponse: {
@@ -2801,7 +2810,7 @@ export interface components {
             timeout_ms?: number;
         };
         X402Price: {
-            /** @description Price in units of the asset. */
+            /** @description Price in units of the asset (USDC); in base units when the asset is not one this service knows (`asset_symbol` null). */
             amount: components["schemas"]["Decimal"];
             /** @description Token contract address as given by the seller. */
             asset: string;
@@ -2847,8 +2856,9 @@ export interface components {
              * @description The x402.purchase operation, null when no payment was needed.
              */
             operation_id: string | null;
+            /** @description Whether a payment was made and accepted by the seller (2xx or a settlement receipt). */
             paid: boolean;
-            /** @description Whether the seller reported settlement (payment response header). */
+            /** @description Whether the seller reported settlement (`X-PAYMENT-RESPONSE` / `PAYMENT-RESPONSE` header with `success` true). */
             settled: boolean;
             /** @description Upstream HTTP status. */
             status: number;
@@ -2856,7 +2866,7 @@ export interface components {
             headers: {
                 [key: string]: string;
             };
-            /** @description Upstream body (parsed JSON, else text), capped at 256 KB. */
+            /** @description Upstream body (parsed JSON, else text); at most 64 KB are read, beyond that the text is cut and `body_truncated` is true. */
             body: unknown;
             body_truncated?: boolean;
         };

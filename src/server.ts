@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   const built = await createApp(config);
   const { log } = built;
   if (!config.databaseUrl) {
-    const line = await ensureDemoAgent(built.db, built.services);
+    const line = await ensureDemoAgent(built.db, built.services, [(db, services, agent) => services.ledger.setupDemoAgent(db, agent)]);
     if (line) process.stdout.write(`${line}\n`);
   }
   const worker = config.runWorker ? createWorker({ loops: built.loops, log }) : null;
@@ -30,6 +30,7 @@ async function main(): Promise<void> {
   log.info({ address, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
   process.stdout.write(`listening on http://${config.host}:${typeof address === 'object' && address ? address.port : config.port}\n`);
   worker?.start();
+  void built.router.warm().catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
 
   let stopping = false;
   const shutdown = async (signal: string) => {

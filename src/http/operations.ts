@@ -127,31 +127,23 @@ export function createMatcher(ops: OperationMeta[]): (method: string, path: stri
 }
 
 /**
- * A copy of the document with every internal `$ref` expanded into its own object. openapi-backend's
- * `decycle` turns any object met twice (a shared `enum` or `examples` array) into a `$ref`, which
- * Ajv then rejects; a tree with no shared objects avoids that. Sibling keys of a `$ref` win.
+ * A copy of the document safe for openapi-backend. Its dereferencer merges a schema `$ref` that has
+ * sibling keys into a new object that still shares the target's arrays (`enum`, `examples`), and its
+ * `decycle` then turns the second sighting of such an array into `{ $ref }`, which Ajv rejects.
+ * Rewriting `{ $ref, ...siblings }` as `{ allOf: [{ $ref }], ...siblings }` keeps every shared object
+ * whole (decycle's pointers to whole schemas are fine), at no cost in schema size.
  */
-export function inlineRefs(doc: OpenApiDocument): OpenApiDocument {
-  const resolve = (pointer: string): unknown => {
-    if (!pointer.startsWith('#/')) throw new Error(`external $ref not bundled: ${pointer}`);
-    return pointer
-      .slice(2)
-      .split('/')
-      .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
-      .reduce<unknown>((node, key) => (node as Record<string, unknown>)?.[key], doc);
-  };
-  const expand = (node: unknown, stack: string[]): unknown => {
-    if (Array.isArray(node)) return node.map((item) => expand(item, stack));
+export function prepareForBackend(doc: OpenApiDocument): OpenApiDocument {
+  const walk = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(walk);
     if (node === null || typeof node !== 'object') return node;
-    const { $ref, ...rest } = node as Record<string, unknown>;
-    let base: Record<string, unknown> = {};
-    if (typeof $ref === 'string') {
-      if (stack.includes($ref)) throw new Error(`cyclic $ref ${$ref}`);
-      base = expand(resolve($ref), [...stack, $ref]) as Record<string, unknown>;
+    const entries = Object.entries(node as Record<string, unknown>).map(([k, v]) => [k, walk(v)] as const);
+    const out = Object.fromEntries(entries) as Record<string, unknown>;
+    if (typeof out.$ref === 'string' && out.$ref.startsWith('#/components/schemas/') && Object.keys(out).length > 1) {
+      const { $ref, ...rest } = out;
+      return { allOf: [{ $ref }], ...rest };
     }
-    const out: Record<string, unknown> = { ...base };
-    for (const [key, value] of Object.entries(rest)) out[key] = expand(value, stack);
     return out;
   };
-  return { ...doc, paths: expand(doc.paths, []) as OpenApiDocument };
+  return walk(doc) as OpenApiDocument;
 }

@@ -15,7 +15,7 @@ import type { RateDecision } from '../ratelimit/limiter.js';
 import { LimiterUnavailableError, type RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { Services } from '../services/registry.js';
 import type { OperationMeta } from './operations.js';
-import type { Router } from './router.js';
+import type { Around, Router } from './router.js';
 import type { HandlerResult, RequestContext } from './types.js';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -219,22 +219,15 @@ export function createPipeline(deps: PipelineDeps) {
       clock: deps.clock,
       config,
       log,
+      router,
     };
   }
 
   return { agentApi, send, sendError, authenticate, checkScope };
 }
 
-export type AroundHandler = (
-  op: OperationMeta,
-  params: Record<string, unknown>,
-  body: unknown,
-  ctx: RequestContext,
-  next: (ctx: RequestContext) => Promise<HandlerResult>,
-) => Promise<HandlerResult>;
-
 /** Runs an operation's handler inside the idempotency protocol when the route takes a key. */
-export function createIdempotencyAround(idempotency: Idempotency): AroundHandler {
+export function createIdempotencyAround(idempotency: Idempotency): Around {
   return async (op, params, body, ctx, next) => {
     if (op.idempotency === 'none') return next(ctx);
     if (!ctx.idempotencyKey) {

@@ -5,7 +5,7 @@ import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
 import type { Handler, HandlerResult, RequestContext } from './types.js';
-import { createMatcher, inlineRefs, readOperations, type MatchResult, type OpenApiDocument, type OperationMeta } from './operations.js';
+import { createMatcher, prepareForBackend, readOperations, type MatchResult, type OpenApiDocument, type OperationMeta } from './operations.js';
 
 // CommonJS interop: both modules export their value as `default` under NodeNext.
 type AjvCtor = new (opts: object) => { addFormat: unknown };
@@ -28,6 +28,8 @@ export interface Router {
   /** Problems of a response against the document (empty when it conforms). */
   validateResponse(operationId: string, status: number, body: unknown, headers: Record<string, string>): string[];
   implemented: Set<string>;
+  /** Compiles every operation's validators, yielding to the event loop between operations. */
+  warm(): Promise<void>;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -64,9 +66,12 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
   const implemented = new Set<string>();
 
   const api = new OpenAPI31Backend({
-    definition: inlineRefs(deps.document) as never,
+    definition: prepareForBackend(deps.document) as never,
     strict: true,
     validate: true,
+    // Compile each operation's validators on first use (~23 ms to start instead of ~10 s for 130
+    // validators); `warm()` compiles them in the background once the server listens.
+    quick: true,
     coerceTypes: true,
     ajvOpts: { strict: false, allErrors: true },
     customizeAjv: (_original, ajvOpts) => {
@@ -94,7 +99,7 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
   };
 
   const wrap = (op: OperationMeta, handler: Handler) => (c: Context, ctx: RequestContext) =>
-    deps.around
+    deps.around && !ctx.dryRun
       ? deps.around(op, (c.request.params ?? {}) as Record<string, unknown>, c.request.requestBody, ctx, (inner) => handler(c, inner))
       : handler(c, ctx);
   const handlers: Record<string, (c: Context, ctx: RequestContext) => Promise<HandlerResult>> = {};
@@ -131,11 +136,20 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
     api.registerSecurityHandler(scheme, (_c: Context, ctx: RequestContext) => Boolean(ctx?.principal));
   }
 
+  const validator = (api as unknown as { validator: Record<string, (id: string) => unknown> }).validator;
   return {
     ops,
     byId,
     match,
     implemented,
+    async warm() {
+      for (const op of ops) {
+        await new Promise((resolve) => setImmediate(resolve));
+        validator.getRequestValidatorsForOperation!.call(validator, op.operationId);
+        validator.getStatusBasedResponseValidatorForOperation!.call(validator, op.operationId);
+        validator.getResponseHeadersValidatorForOperation!.call(validator, op.operationId);
+      }
+    },
     handle: (req, ctx) => api.handleRequest(req, ctx) as Promise<HandlerResult>,
     validateResponse(operationId, status, body, headers) {
       const problems: string[] = [];

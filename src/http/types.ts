@@ -6,6 +6,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { Services } from '../services/registry.js';
+import type { Router } from './router.js';
 
 export interface HandlerResult {
   status: number;
@@ -24,6 +25,10 @@ export interface RequestContext {
   clock: Clock;
   config: Readonly<Config>;
   log: Logger;
+  /** The app's router, for handlers that dispatch a request of their own (simulate). */
+  router: Router;
+  /** A dry run (simulate): the idempotency layer is skipped, the caller rolls everything back. */
+  dryRun?: boolean;
 }
 
 export type Handler = (c: Context, ctx: RequestContext) => Promise<HandlerResult>;

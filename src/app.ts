@@ -1,0 +1,189 @@
+// Composition root: builds pools, clients, services, the router and the Express app; knows how to close them.
+import express, { type Express } from 'express';
+import type { Knex } from 'knex';
+import { createClient } from 'redis';
+import type { Config } from './config.js';
+import { createKnex, migrateLatest } from './db/knex.js';
+import { handlers } from './handlers/index.js';
+import { createHealthHandlers } from './http/health.js';
+import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
+import { createIdempotencyAround, createPipeline, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
+import { createRouter, type Router } from './http/router.js';
+import { createIdempotency } from './idempotency/idempotency.js';
+import { systemClock, type Clock } from './lib/clock.js';
+import { errorBody } from './lib/errors.js';
+import { createLogger, type Logger } from './lib/logger.js';
+import { createMemoryLimiter, createRedisLimiter, type RateLimiter } from './ratelimit/limiter.js';
+import { createRateLimitService, type RateLimitService } from './ratelimit/rate-limit.service.js';
+import { createAgentService, type AgentCreatedHook } from './services/agent.service.js';
+import type { Services } from './services/registry.js';
+import type { Handler } from './http/types.js';
+import { createSelfService } from './services/self.service.js';
+import { createPollingLoop, type WorkerLoop } from './worker.js';
+import { createBearerVerifier } from './auth/bearer.js';
+import { createSealer, type Sealer } from './lib/crypto.js';
+import { createOAuthCleanupLoop } from './oauth/cleanup.js';
+import { createLoginCodeMailer } from './oauth/mailer.js';
+import { createOAuthService } from './oauth/oauth.service.js';
+import { mountOAuth } from './oauth/provider.js';
+import { mountMcp } from './mcp/mcp.js';
+import { createDefiArea } from './services/defi-area.js';
+import { createLedgerArea } from './services/ledger-area.js';
+import { createSettlementLoop } from './services/settlement.js';
+import { createWebhookService } from './services/webhook.service.js';
+import { createX402Service } from './services/x402.service.js';
+import { createDeliveryWorker } from './webhooks/delivery-worker.js';
+
+export interface AppOverrides {
+  clock?: Clock;
+  log?: Logger;
+  document?: OpenApiDocument;
+  /** Extra or replacement handlers by operationId (tests of the generic machinery). */
+  handlers?: Record<string, Handler>;
+}
+
+export interface BuiltApp {
+  app: Express;
+  config: Readonly<Config>;
+  db: Knex;
+  services: Services;
+  router: Router;
+  clock: Clock;
+  log: Logger;
+  loops: WorkerLoop[];
+  close(): Promise<void>;
+}
+
+async function connectRedis(config: Readonly<Config>, log: Logger) {
+  if (!config.redisUrl) return null;
+  const client = createClient({
+    url: config.redisUrl,
+    // Fail fast while disconnected: a request must not hang on a queued command.
+    disableOfflineQueue: true,
+    socket: { connectTimeout: 2000, reconnectStrategy: (retries: number) => Math.min(100 * 2 ** retries, 2000) },
+  });
+  client.on('error', (err: unknown) => log.warn({ err }, 'redis error'));
+  // connect() only settles once connected (it retries forever): wait a bounded time, then boot degraded.
+  const connecting = client.connect().then(
+    () => true,
+    () => false,
+  );
+  const ready = await Promise.race([connecting, new Promise<false>((resolve) => setTimeout(() => resolve(false), 2500).unref())]);
+  if (!ready) log.error('redis unreachable at start; retrying in the background');
+  return client;
+}
+
+/** Core services plus the data stores; agentctl and the worker reuse this without HTTP. */
+export async function buildCore(config: Readonly<Config>, overrides: AppOverrides = {}) {
+  const log = overrides.log ?? createLogger(config.logLevel);
+  const clock = overrides.clock ?? systemClock;
+  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  if (config.autoMigrate) await migrateLatest(db);
+  const redis = await connectRedis(config, log);
+  const limiter: RateLimiter = redis ? createRedisLimiter(redis, config.redisPrefix) : createMemoryLimiter();
+  const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log });
+  const document = overrides.document ?? loadDocument();
+  const idempotency = createIdempotency({ db, clock });
+  const onAgentCreated: AgentCreatedHook[] = [];
+  const sealer = createSealer(config.masterKey);
+  const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
+  const loops: WorkerLoop[] = [
+    createPollingLoop('idempotency-cleanup', () => idempotency.deleteExpired(), { idleMs: 60_000, log }),
+    createOAuthCleanupLoop({ db, clock, log }),
+    createSettlementLoop({ db, ledger: services.ledger, log }),
+    createDeliveryWorker({
+      db,
+      clock,
+      log,
+      sealer,
+      leaseMs: config.webhookLeaseMs,
+      attemptTimeoutMs: config.webhookAttemptTimeoutMs,
+      allowLoopback: config.unsafeAllowLoopbackTargets,
+      databaseUrl: config.databaseUrl,
+    }).loop,
+  ];
+  let bearer: BearerVerifier | null = null;
+  const setBearer = (verifier: BearerVerifier) => {
+    bearer = verifier;
+  };
+  const close = async () => {
+    // quit() waits forever on a client that never connected; destroy() does not.
+    if (redis?.isReady) await redis.quit().catch(() => redis.destroy());
+    else if (redis?.isOpen) redis.destroy();
+    await db.destroy();
+  };
+  return { config, log, clock, db, redis, rateLimits, document, idempotency, services, loops, onAgentCreated, getBearer: () => bearer, setBearer, close };
+}
+
+function buildServices(deps: {
+  config: Readonly<Config>;
+  db: Knex;
+  clock: Clock;
+  log: Logger;
+  document: OpenApiDocument;
+  rateLimits: RateLimitService;
+  onAgentCreated: AgentCreatedHook[];
+  sealer: Sealer;
+}): Services {
+  const { clock, document, rateLimits, onAgentCreated, sealer } = deps;
+  // The ledger registers its wallet-key hook on onAgentCreated; DeFi registers its settlers on the ledger.
+  const ledger = createLedgerArea({ config: deps.config, clock, log: deps.log, onAgentCreated });
+  return {
+    agents: createAgentService({ clock, onAgentCreated }),
+    ledger,
+    defi: createDefiArea({ clock, ledger }),
+    webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets }),
+    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log }),
+    oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
+    self: createSelfService({ document, ops: readOperations(document) }),
+    rateLimits,
+  };
+}
+
+export async function createApp(config: Readonly<Config>, overrides: AppOverrides = {}): Promise<BuiltApp> {
+  const core = await buildCore(config, overrides);
+  const { db, log, clock, services } = core;
+  core.setBearer(createBearerVerifier({ config, db, clock }));
+  const router = await createRouter({ document: core.document, handlers: { ...handlers, ...(overrides.handlers ?? {}) }, around: createIdempotencyAround(core.idempotency) });
+  const pipeline = createPipeline({
+    config,
+    db,
+    clock,
+    log,
+    router,
+    services,
+    rateLimits: core.rateLimits,
+    get bearer() {
+      return core.getBearer();
+    },
+  });
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.trustProxy);
+  app.set('etag', false);
+  app.use(requestIdMiddleware);
+  const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null });
+  app.get('/healthz', health.healthz);
+  app.get('/readyz', health.readyz);
+  mountOAuth(app, { config, db, clock, log, services });
+  mountMcp(app, {
+    config,
+    db,
+    clock,
+    log,
+    router,
+    services,
+    rateLimits: core.rateLimits,
+    document: core.document,
+    get bearer() {
+      return core.getBearer();
+    },
+  });
+  app.all(['/v1/agent', '/v1/agent/*splat'], pipeline.agentApi);
+  app.use((_req, res) => {
+    res.status(404).json(errorBody('not_found', 'No route matches this request.'));
+  });
+
+  return { app, config, db, services, router, clock, log, loops: core.loops, close: core.close };
+}

@@ -1,0 +1,26 @@
+// Every migration, in order. Listed statically so the same source serves Postgres and PGlite.
+import type { Knex } from 'knex';
+import * as foundation from './0001_foundation.js';
+import * as ledger from './0002_ledger.js';
+import * as webhooks from './0003_webhooks.js';
+import * as oauth from './0004_oauth.js';
+import * as defi from './0005_defi.js';
+
+interface Migration {
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+const migrations: Record<string, Migration> = {
+  '0001_foundation': foundation,
+  '0002_ledger': ledger,
+  '0003_webhooks': webhooks,
+  '0004_oauth': oauth,
+  '0005_defi': defi,
+};
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: async () => Object.keys(migrations),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => migrations[name]!,
+};

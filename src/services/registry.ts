@@ -1,0 +1,20 @@
+// Every service the handlers, the worker and agentctl reach through `ctx.services`. One field per area.
+import type { OAuthService } from '../oauth/oauth.service.js';
+import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
+import type { AgentService } from './agent.service.js';
+import type { DefiArea } from './defi-area.js';
+import type { LedgerArea } from './ledger-area.js';
+import type { SelfService } from './self.service.js';
+import type { WebhookService } from './webhook.service.js';
+import type { X402Service } from './x402.service.js';
+
+export interface Services {
+  oauth: OAuthService;
+  agents: AgentService;
+  ledger: LedgerArea;
+  self: SelfService;
+  rateLimits: RateLimitService;
+  webhooks: WebhookService;
+  defi: DefiArea;
+  x402: X402Service;
+}
