@@ -5,8 +5,22 @@ import { ConfigError, loadConfig } from '../src/config.js';
 import { commands } from '../src/cli/index.js';
 import { CliUsageError, type CliArgs } from '../src/cli/types.js';
 
+/** Flags that never take a value; every other `--flag` takes the next word (`--email E`) or `--flag=value`. */
+const BOOLEAN_FLAGS = new Set(['json', 'help', 'all', 'off']);
+
+/**
+ * node:util parseArgs with `strict: false` and no option list reads `--email E` as a boolean
+ * flag plus a positional `E`, so the documented `--flag VALUE` form needs the flags declared.
+ */
+function splitArgs(argv: string[]): { positionals: string[]; values: Record<string, string | boolean> } {
+  const names = new Set(argv.filter((a) => a.startsWith('--') && !a.includes('=')).map((a) => a.slice(2)));
+  const options = Object.fromEntries([...names].map((n) => [n, { type: BOOLEAN_FLAGS.has(n) ? ('boolean' as const) : ('string' as const) }]));
+  const { positionals, values } = parseArgs({ args: argv, options, strict: false, allowPositionals: true });
+  return { positionals, values: values as Record<string, string | boolean> };
+}
+
 function parse(argv: string[]): { name: string; args: CliArgs } {
-  const { positionals, values } = parseArgs({ args: argv, strict: false, allowPositionals: true });
+  const { positionals, values } = splitArgs(argv);
   const words = positionals.map(String);
   const command = commands
     .filter((c) => c.name.split(' ').every((w, i) => words[i] === w))

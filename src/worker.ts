@@ -57,7 +57,8 @@ export function createPollingLoop(name: string, tick: () => Promise<number>, opt
         } catch (err) {
           opts.log.error({ err, loop: name }, 'worker tick failed');
         }
-        if (did === 0 && !signal.aborted) {
+        // Anything but a positive count is idle (a driver returning an object must not make this spin).
+        if (!(did > 0) && !signal.aborted) {
           const idle = new AbortController();
           const onAbort = () => idle.abort();
           signal.addEventListener('abort', onAbort, { once: true });

@@ -29,11 +29,27 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
   const { mkdirSync } = await import('node:fs');
   mkdirSync(options.dataDir, { recursive: true });
   return knexFactory({
-    client: ClientPgLite as unknown as typeof knexFactory.Client,
+    client: pgliteClient(ClientPgLite as unknown as PgLiteClientClass),
     dialect: 'postgres',
     connection: { filename: `${options.dataDir}/pglite` } as unknown as Knex.StaticConnectionConfig,
     migrations: { migrationSource },
   });
+}
+
+type PgLiteClientClass = new (config: unknown) => { processResponse(obj: { method?: string }, runner: unknown): unknown };
+
+/**
+ * knex-pglite 0.14 derives the command from knex's method name, and knex names DELETE `del`: a
+ * `.delete()` then resolves to the raw result object instead of the row count (Postgres gives a
+ * number), so `if (deleted === 0)` checks and polling loops that count work break. Map it back.
+ */
+function pgliteClient(Base: PgLiteClientClass): typeof knexFactory.Client {
+  class PgLiteClient extends Base {
+    override processResponse(obj: { method?: string }, runner: unknown): unknown {
+      return super.processResponse(obj.method === 'del' ? { ...obj, method: 'delete' } : obj, runner);
+    }
+  }
+  return PgLiteClient as unknown as typeof knexFactory.Client;
 }
 
 export async function migrateLatest(db: Knex): Promise<void> {

@@ -8,7 +8,13 @@ export function createHealthHandlers(deps: { db: Knex; pingRedis: (() => Promise
       res.status(200).json({ status: 'ok' });
     },
     async readyz(_req: Request, res: Response) {
-      const timeout = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000))]);
+      const timeout = <T>(p: Promise<T>) => {
+        let timer: NodeJS.Timeout | undefined;
+        const expiry = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error('timeout')), 2000);
+        });
+        return Promise.race([p, expiry]).finally(() => clearTimeout(timer));
+      };
       const checks: Record<string, 'ok' | 'down'> = {};
       checks.database = await timeout(deps.db.raw('SELECT 1')).then(() => 'ok' as const, () => 'down' as const);
       if (deps.pingRedis) checks.redis = await timeout(deps.pingRedis()).then(() => 'ok' as const, () => 'down' as const);

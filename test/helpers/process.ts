@@ -1,0 +1,86 @@
+// The real server as a child process (`node --import tsx src/server.ts`): start, read its stdout, stop.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root, so children resolve `src/server.ts` and `tsx` whatever the test's cwd. */
+export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+
+export interface ServerProcess {
+  child: ChildProcess;
+  baseUrl: string;
+  port: number;
+  /** Every stdout line so far (the demo line, the listening line, log lines). */
+  stdoutLines: string[];
+  stderr(): string;
+  /** Sends SIGTERM (or `signal`) and resolves with the exit code (null when killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Resolves with the exit code once the child has exited (whoever stopped it). */
+  exited: Promise<number | null>;
+}
+
+/**
+ * Spawns the server with exactly `env` (plus PATH/HOME) and PORT=0, HOST=127.0.0.1 unless given,
+ * and resolves once it prints `listening on http://127.0.0.1:<port>`. Rejects with its stderr
+ * when it exits first or does not listen within `timeoutMs`.
+ */
+export async function startServerProcess(env: Record<string, string | undefined>, opts: { timeoutMs?: number } = {}): Promise<ServerProcess> {
+  const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1' };
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) delete childEnv[k];
+    else childEnv[k] = v;
+  }
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: repoRoot, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const stdoutLines: string[] = [];
+  let stderr = '';
+  let partial = '';
+  const listeners: Array<(line: string) => void> = [];
+  child.stdout!.setEncoding('utf8');
+  child.stdout!.on('data', (chunk: string) => {
+    partial += chunk;
+    const lines = partial.split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) {
+      stdoutLines.push(line);
+      for (const l of listeners) l(line);
+    }
+  });
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const exited: Promise<number | null> = once(child, 'exit').then(([code]) => code as number | null);
+
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server did not listen within ${opts.timeoutMs ?? 60_000} ms; stderr:\n${stderr}`));
+    }, opts.timeoutMs ?? 60_000);
+    const check = (line: string) => {
+      const m = /^listening on http:\/\/[^:]+:(\d+)$/.exec(line.trim());
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    };
+    listeners.push(check);
+    for (const line of stdoutLines) check(line);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with code ${code} before listening; stderr:\n${stderr}\nstdout:\n${stdoutLines.join('\n')}`));
+    });
+  });
+
+  return {
+    child,
+    baseUrl: `http://127.0.0.1:${port}`,
+    port,
+    stdoutLines,
+    stderr: () => stderr,
+    exited,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
