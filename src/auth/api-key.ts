@@ -5,7 +5,20 @@ import type { Clock } from '../lib/clock.js';
 import { constantTimeEqual, sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import { isUuid } from '../lib/ids.js';
-import { ALL_SCOPES, type Principal } from './principal.js';
+import { ALL_SCOPES, type AgentSnapshot, type Principal } from './principal.js';
+
+const HEADER_KEY_SCOPES: ReadonlySet<string> = new Set(ALL_SCOPES);
+
+export function snapshotOf(row: AuthRow): AgentSnapshot {
+  return {
+    enabled: row.agent.enabled,
+    startsAt: row.agent.starts_at ? new Date(row.agent.starts_at) : null,
+    endsAt: row.agent.ends_at ? new Date(row.agent.ends_at) : null,
+    createdAt: new Date(row.agent.created_at),
+    walletAddress: row.wallet_address,
+    rateOverrides: row.rate_overrides,
+  };
+}
 
 export interface Authenticated {
   principal: Principal;
@@ -50,9 +63,10 @@ export function createApiKeyAuthenticator(deps: { db: Db; clock: Clock }) {
         ownerId: row.agent.owner_id,
         agentName: row.agent.name,
         method: 'api_key',
-        scopes: new Set(ALL_SCOPES),
+        scopes: HEADER_KEY_SCOPES,
         clientId: null,
         grantId: null,
+        snapshot: snapshotOf(row),
       },
     };
   };

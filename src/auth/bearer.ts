@@ -3,6 +3,7 @@ import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
+import { snapshotOf } from './api-key.js';
 import { findLiveGrantBinding } from '../db/repositories/oauth.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
@@ -108,6 +109,7 @@ export function createBearerVerifier(deps: { config: Readonly<Config>; db: Db; c
         scopes: new Set(scope.split(' ').filter((s) => s !== '')),
         clientId: typeof payload.client_id === 'string' ? payload.client_id : null,
         grantId,
+        snapshot: snapshotOf(row),
       };
     },
   };

@@ -12,6 +12,17 @@ export interface Principal {
   scopes: ReadonlySet<string>;
   clientId: string | null;
   grantId: string | null;
+  /** The agent as authentication read it (one query per request serves auth, limits and /self). */
+  snapshot?: AgentSnapshot;
+}
+
+export interface AgentSnapshot {
+  enabled: boolean;
+  startsAt: Date | null;
+  endsAt: Date | null;
+  createdAt: Date;
+  walletAddress: string | null;
+  rateOverrides: { class: string; limit: number; burst: number; window_seconds: number }[];
 }
 
 export const ALL_SCOPES = [

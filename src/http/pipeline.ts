@@ -121,6 +121,8 @@ export function createPipeline(deps: PipelineDeps) {
       if (!m || !deps.bearer) return failAuthentication(req, res, invalid('The bearer token is missing, malformed or not accepted here.'));
       try {
         const principal = await deps.bearer.verify(m[1]!, resource);
+        if (principal.snapshot) return { principal, overrides: principal.snapshot.rateOverrides };
+        // A verifier without a snapshot: read the agent here and apply layer two ourselves.
         const row = await findAuthRow(deps.db, principal.agentId);
         if (!row) throw invalid('The token refers to an unknown agent.');
         assertAgentActive(row, deps.clock.now());

@@ -121,8 +121,8 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
     let rate: RateDecision | undefined;
     let result: HandlerResult;
     try {
-      const row = await findAuthRow(deps.db, principal.agentId);
-      const rule = deps.rateLimits.rulesFor(row?.rate_overrides ?? [])[tool.op.rateClass];
+      const overrides = principal.snapshot?.rateOverrides ?? (await findAuthRow(deps.db, principal.agentId))?.rate_overrides ?? [];
+      const rule = deps.rateLimits.rulesFor(overrides)[tool.op.rateClass];
       try {
         rate = await deps.rateLimits.charge(principal.agentId, tool.op.rateClass, rule);
       } catch (err) {

@@ -7,8 +7,11 @@ import type { RateDecision, RateLimiter } from './limiter.js';
 
 export class LimiterUnavailableError extends Error {}
 
+/** A per-agent override of one class's rule (stored in rate_limit_overrides). */
+export type RateOverride = Pick<RateLimitOverrideRow, 'class' | 'limit' | 'burst' | 'window_seconds'>;
+
 export interface RateLimitService {
-  rulesFor(overrides: RateLimitOverrideRow[]): Record<RateClass, RateRule>;
+  rulesFor(overrides: RateOverride[]): Record<RateClass, RateRule>;
   /** Charges one request of `cls` to the agent. Throws LimiterUnavailableError when writes cannot be limited. */
   charge(agentId: string, cls: RateClass, rule: RateRule): Promise<RateDecision>;
   /** Charges a per-address bucket (failed authentications, public routes); degrades to memory. */
@@ -34,7 +37,7 @@ export function createRateLimitService(deps: { primary: RateLimiter; fallback: R
     }
   };
 
-  const rulesFor = (overrides: RateLimitOverrideRow[]) => {
+  const rulesFor = (overrides: RateOverride[]) => {
     const rules = { ...DEFAULT_RULES };
     for (const o of overrides) {
       if ((RATE_CLASSES as readonly string[]).includes(o.class)) rules[o.class as RateClass] = { limit: o.limit, burst: o.burst, windowSeconds: o.window_seconds };

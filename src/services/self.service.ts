@@ -49,19 +49,27 @@ export function createSelfService(deps: { document: OpenApiDocument; ops: Operat
   const publicDocument = { document: deps.document, etag: `"${sha256Hex(JSON.stringify(deps.document)).slice(0, 32)}"` };
   return {
     async describe(db, principal) {
-      const [agent, wallet] = await Promise.all([findAgent(db, principal.agentId), findWalletByAgent(db, principal.agentId)]);
-      if (!agent) throw new ApiError('not_found', 'Agent not found.');
+      const iso = (d: Date | string | null) => (d ? new Date(d).toISOString() : null);
+      let agent: { enabled: boolean; starts_at: string | null; ends_at: string | null; created_at: string; address: string | null };
+      if (principal.snapshot) {
+        const s = principal.snapshot;
+        agent = { enabled: s.enabled, starts_at: iso(s.startsAt), ends_at: iso(s.endsAt), created_at: iso(s.createdAt)!, address: s.walletAddress };
+      } else {
+        const [row, wallet] = await Promise.all([findAgent(db, principal.agentId), findWalletByAgent(db, principal.agentId)]);
+        if (!row) throw new ApiError('not_found', 'Agent not found.');
+        agent = { enabled: row.enabled, starts_at: iso(row.starts_at), ends_at: iso(row.ends_at), created_at: iso(row.created_at)!, address: wallet?.address ?? null };
+      }
       return {
         agent: {
-          id: agent.id,
-          name: agent.name,
-          owner_id: agent.owner_id,
+          id: principal.agentId,
+          name: principal.agentName,
+          owner_id: principal.ownerId,
           enabled: agent.enabled,
-          starts_at: agent.starts_at ? new Date(agent.starts_at).toISOString() : null,
-          ends_at: agent.ends_at ? new Date(agent.ends_at).toISOString() : null,
-          created_at: new Date(agent.created_at).toISOString(),
+          starts_at: agent.starts_at,
+          ends_at: agent.ends_at,
+          created_at: agent.created_at,
         },
-        wallet: { id: principal.walletId, address: wallet?.address ?? null },
+        wallet: { id: principal.walletId, address: agent.address },
         auth: { method: principal.method, scopes: [...principal.scopes], client_id: principal.clientId },
       };
     },

@@ -33,6 +33,7 @@ export interface WalletRow {
 export interface AuthRow {
   agent: AgentRow;
   wallet_id: string;
+  wallet_address: string | null;
   owner_deleted_at: Date | null;
   owner_exists: boolean;
   rate_overrides: RateLimitOverrideRow[];
@@ -87,14 +88,15 @@ export async function findAuthRow(db: Db, agentId: string): Promise<AuthRow | un
     .first(
       'a.*',
       'w.id as wallet_id',
+      'w.address as wallet_address',
       'o.id as owner_found',
       'o.deleted_at as owner_deleted_at',
       db.raw("(SELECT coalesce(json_agg(r), '[]'::json) FROM rate_limit_overrides r WHERE r.agent_id = a.id) AS rate_overrides"),
     );
   if (!row) return undefined;
-  const { wallet_id, owner_found, owner_deleted_at, rate_overrides, ...agent } = row;
+  const { wallet_id, wallet_address, owner_found, owner_deleted_at, rate_overrides, ...agent } = row;
   const overrides = typeof rate_overrides === 'string' ? JSON.parse(rate_overrides) : rate_overrides;
-  return { agent: agent as AgentRow, wallet_id, owner_exists: owner_found != null, owner_deleted_at, rate_overrides: overrides ?? [] };
+  return { agent: agent as AgentRow, wallet_id, wallet_address, owner_exists: owner_found != null, owner_deleted_at, rate_overrides: overrides ?? [] };
 }
 
 export async function updateAgent(db: Db, id: string, patch: Partial<Pick<AgentRow, 'enabled' | 'starts_at' | 'ends_at' | 'api_key_hash' | 'api_key_prefix'>> & { updated_at: Date }): Promise<number> {
