@@ -211,7 +211,12 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
             amount_out: formatAmount(repriced.netOut, to.decimals),
           });
         }
-        if (quote.from_vault_id) await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
+        const policyFacts = { protocol: CONVERSION_PROTOCOL, slippageBps: quote.slippage_bps };
+        // Redeem out of the vault only when the policy will allow the conversion: a refusal commits its record, and
+        // must not commit a redemption with it (operations.create below re-evaluates under the same lock and records it).
+        if (quote.from_vault_id && (await policy.evaluate(trx, who.agentId, { ...policyFacts, type: 'conversion', asset: from.symbol, usdE8: toUsd(fromAmount, pf) })).allowed) {
+          await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
+        }
         try {
           const { operation } = await operations.create(trx, {
             id: operationId,
@@ -221,7 +226,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
             asset: from.symbol,
             amount: fromAmount,
             amountUsdE8: toUsd(fromAmount, pf),
-            policy: { protocol: CONVERSION_PROTOCOL, slippageBps: quote.slippage_bps },
+            policy: policyFacts,
             toAddress: quote.pool_address,
             details: {
               quote_id: quote.id,

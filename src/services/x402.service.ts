@@ -27,7 +27,7 @@ import {
   type Requirement,
   type X402Version,
 } from '../x402/challenge.js';
-import { encodePaymentHeader, randomNonce, signTransferAuthorization } from '../x402/signing.js';
+import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../x402/signing.js';
 import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../x402/upstream.js';
 import type { LedgerArea } from './ledger-area.js';
 import { withWriteTransaction, type OwnerRef, type SettleOutcome } from './operation.service.js';
@@ -106,9 +106,10 @@ export interface X402PurchaseResult {
 }
 
 export interface X402Service {
-  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null): Promise<X402SignResult>;
+  /** `dryRun` (POST /simulate): policy, hold and operation are evaluated but nothing is signed or sent to a seller. */
+  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402SignResult>;
   quote(body: X402QuoteBody): Promise<X402QuoteResult>;
-  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null): Promise<X402PurchaseResult>;
+  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult>;
 }
 
 export interface X402ServiceDeps {
@@ -184,6 +185,8 @@ interface AuthorizeInput {
   settlement: 'worker' | 'manual';
   humanMessage: string;
   idempotencyKey: string | null;
+  /** Simulation: no signature is made (a simulated write must not hand out a usable authorization). */
+  dryRun?: boolean;
 }
 
 export function createX402Service(deps: X402ServiceDeps): X402Service {
@@ -230,6 +233,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       idempotencyKey: input.idempotencyKey,
       settlement: input.settlement,
     });
+    if (input.dryRun) return { operation, nonce, validBeforeIso, network, header: { name: PAYMENT_HEADER_NAMES[input.version], value: '', payload: {} } };
     const account = openWalletAccount(sealer, wallet.sealed_private_key);
     const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore });
     const header = encodePaymentHeader({ version: input.version, authorization, signature, requirement: input.requirement, resource: input.resource });
@@ -247,7 +251,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   }
 
   const service: X402Service = {
-    async sign(db, who, body, idempotencyKey) {
+    async sign(db, who, body, idempotencyKey, opts = {}) {
       const hasRequirements = body.payment_requirements !== undefined && body.payment_requirements !== null;
       const hasPayTo = body.pay_to !== undefined || body.amount !== undefined;
       if (hasRequirements === hasPayTo) throw invalid('give either payment_requirements or pay_to with amount, not both', 'payment_requirements');
@@ -296,6 +300,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           settlement: 'worker',
           humanMessage: `Signed an x402 payment of ${usdc(amount)} USDC to ${short(payTo)}${targetUrl ? ` for ${targetUrl}` : ''}`,
           idempotencyKey,
+          dryRun: opts.dryRun,
         });
         return {
           ok: true as const,
@@ -324,7 +329,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       return { ok: true, supported: choice.supported !== null, x402_required: true, upstream_status: res.status, price: shown ? priceOf(shown, challenge.resource) : null };
     },
 
-    async purchase(db, who, body, idempotencyKey) {
+    async purchase(db, who, body, idempotencyKey, opts = {}) {
       const maxAmount = parseUsdc(body.max_amount, 'max_amount');
       const method = body.method ?? 'GET';
       const request = { url: body.url, method, body: body.body, timeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS } as const;
@@ -356,7 +361,10 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           settlement: 'manual',
           humanMessage: `x402 purchase of ${body.url} for ${usdc(req.amount)} USDC paid to ${short(req.payTo)}`,
           idempotencyKey,
+          dryRun: opts.dryRun,
         });
+        // Simulation stops before the paid retry: the seller never sees an authorization.
+        if (opts.dryRun) return upstreamResult(first, { operation_id: signed.operation.id, paid: false, settled: false });
         // The paid retry. A network failure, or a 5xx without a settlement receipt, throws upstream_error, which rolls
         // the operation and its hold back (the signed authorization then lapses unused at valid_before).
         const paidRes = await fetchUpstream({ ...request, headers: { [signed.header.name]: signed.header.value } });
