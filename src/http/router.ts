@@ -3,6 +3,7 @@
 import { OpenAPIBackend, type Context, type Request as OabRequest } from 'openapi-backend';
 import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { createHash } from 'node:crypto';
 import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
 import type { Handler, HandlerResult, RequestContext } from './types.js';
 import { createMatcher, prepareForBackend, readOperations, type MatchResult, type OpenApiDocument, type OperationMeta } from './operations.js';
@@ -35,16 +36,24 @@ export interface Router {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AjvError = { instancePath?: string; message?: string; params?: Record<string, any>; keyword?: string };
 
-const LOCATIONS: Record<string, ValidationProblem['location']> = { requestBody: 'body', query: 'query', params: 'path', path: 'path', headers: 'header' };
+// openapi-backend validates `{ path, query, header, cookie }` and `{ requestBody }` objects.
+const LOCATIONS: Record<string, ValidationProblem['location']> = { requestBody: 'body', query: 'query', params: 'path', path: 'path', header: 'header', headers: 'header' };
+
+/** `idempotency-key` -> `Idempotency-Key`: headers are named as the documentation spells them. */
+const headerName = (name: string): string => name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
 
 /** Turns Ajv errors from openapi-backend's request validation into `details.errors` (JSON pointer for the body). */
 function toProblems(errors: AjvError[]): ValidationProblem[] {
   return errors.map((e) => {
     const segments = (e.instancePath ?? '').split('/').filter(Boolean);
+    const missing = e.keyword === 'required' && e.params?.missingProperty ? String(e.params.missingProperty) : undefined;
+    // A missing top-level part (`requestBody`, a required header) is reported at the root.
+    if (segments.length === 0 && missing === 'requestBody') return { location: 'body', path: '/', message: 'a JSON request body is required' };
     const location = LOCATIONS[segments[0] ?? ''] ?? 'body';
     const rest = segments.slice(1);
-    if (e.keyword === 'required' && e.params?.missingProperty) rest.push(String(e.params.missingProperty));
+    if (missing) rest.push(missing);
     if (e.keyword === 'additionalProperties' && e.params?.additionalProperty) rest.push(String(e.params.additionalProperty));
+    if (location === 'header') return { location, path: rest.map(headerName).join('.'), message: missing ? 'is required' : (e.message ?? 'is invalid') };
     const path = location === 'body' ? `/${rest.join('/')}` : rest.join('.');
     const message = e.keyword === 'additionalProperties' ? 'is not a known field' : (e.message ?? 'is invalid');
     return { location, path, message };
@@ -59,11 +68,46 @@ export type Around = (
   next: (ctx: RequestContext) => Promise<HandlerResult>,
 ) => Promise<HandlerResult>;
 
+/**
+ * Binds the opaque cursors of the lists taking `#/components/parameters/Cursor` to their list and
+ * agent (contract §7: a foreign cursor is validation_failed). The service's own cursor travels
+ * inside; delivery cursors stay plain delivery UUIDs (spec 2.5) and are checked by the service.
+ */
+export function createCursorBinding(document: OpenApiDocument) {
+  const bound = new Set<string>();
+  for (const item of Object.values(document.paths ?? {})) {
+    for (const op of Object.values(item as OpenApiDocument)) {
+      const params = (op as OpenApiDocument)?.parameters;
+      if (Array.isArray(params) && params.some((p: OpenApiDocument) => p?.$ref === '#/components/parameters/Cursor')) bound.add((op as OpenApiDocument).operationId);
+    }
+  }
+  const tagOf = (operationId: string, agentId: string) => createHash('sha256').update(`${operationId}:${agentId}`).digest('base64url').slice(0, 16);
+  const foreign = () =>
+    new ApiError('validation_failed', 'cursor is malformed or belongs to another list', { field: 'cursor', errors: [{ location: 'query', path: 'cursor', message: 'is not a cursor of this list' }] });
+  return {
+    applies: (operationId: string) => bound.has(operationId),
+    wrap(operationId: string, agentId: string, inner: string): string {
+      return Buffer.from(JSON.stringify({ l: tagOf(operationId, agentId), c: inner })).toString('base64url');
+    },
+    unwrap(operationId: string, agentId: string, cursor: string): string {
+      let parsed: { l?: unknown; c?: unknown };
+      try {
+        parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { l?: unknown; c?: unknown };
+      } catch {
+        throw foreign();
+      }
+      if (!parsed || typeof parsed.c !== 'string' || parsed.l !== tagOf(operationId, agentId)) throw foreign();
+      return parsed.c;
+    },
+  };
+}
+
 export async function createRouter(deps: { document: OpenApiDocument; handlers: Record<string, Handler>; around?: Around }): Promise<Router> {
   const ops = readOperations(deps.document);
   const byId = new Map(ops.map((op) => [op.operationId, op]));
   const match = createMatcher(ops);
   const implemented = new Set<string>();
+  const cursors = createCursorBinding(deps.document);
 
   const api = new OpenAPI31Backend({
     definition: prepareForBackend(deps.document) as never,
@@ -150,7 +194,18 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
         validator.getResponseHeadersValidatorForOperation!.call(validator, op.operationId);
       }
     },
-    handle: (req, ctx) => api.handleRequest(req, ctx) as Promise<HandlerResult>,
+    async handle(req, ctx) {
+      const m = ctx?.principal && req.method.toLowerCase() === 'get' ? match(req.method, (req.path ?? '/').split('?')[0]!) : undefined;
+      const listId = m?.kind === 'operation' && cursors.applies(m.op.operationId) ? m.op.operationId : undefined;
+      if (!listId) return api.handleRequest(req, ctx) as Promise<HandlerResult>;
+      const query = (req.query ?? {}) as Record<string, unknown>;
+      const agentId = ctx.principal.agentId;
+      if (typeof query.cursor === 'string') req = { ...req, query: { ...query, cursor: cursors.unwrap(listId, agentId, query.cursor) } as never };
+      const result = (await api.handleRequest(req, ctx)) as HandlerResult;
+      const body = result.body as { next_cursor?: unknown } | undefined;
+      if (result.status === 200 && body && typeof body.next_cursor === 'string') return { ...result, body: { ...body, next_cursor: cursors.wrap(listId, agentId, body.next_cursor) } };
+      return result;
+    },
     validateResponse(operationId, status, body, headers) {
       const problems: string[] = [];
       const res = api.validateResponse(body, operationId, status);

@@ -316,9 +316,14 @@ export function createWebhookService(deps: WebhookServiceDeps): WebhookService {
       if (query.event_id !== undefined && !isUuid(query.event_id)) throw invalid('event_id must be a UUID', { field: 'event_id' });
       let after: { created_at: Date; id: string } | undefined;
       if (query.cursor !== undefined) {
-        // The cursor is a delivery id; it must belong to this endpoint and satisfy the event filter.
+        // The cursor is a delivery id; it must belong to this endpoint and satisfy the active filters (spec 2.5, 4.3).
         const anchor = isUuid(query.cursor) ? await deliveries.findDelivery(db, query.cursor) : undefined;
-        if (!anchor || anchor.endpoint_id !== row.id || (query.event_id !== undefined && anchor.event_id !== query.event_id)) {
+        if (
+          !anchor ||
+          anchor.endpoint_id !== row.id ||
+          (query.event_id !== undefined && anchor.event_id !== query.event_id) ||
+          (query.status !== undefined && anchor.status !== query.status)
+        ) {
           throw invalid('cursor is not valid for this endpoint and these filters', { field: 'cursor' });
         }
         after = { created_at: anchor.created_at, id: anchor.id };
