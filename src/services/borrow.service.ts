@@ -173,19 +173,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
     }
   }
 
-  async function resolveAmount(db: Db, asset: AssetRow, body: AmountBody, allFlag?: { name: string; value: boolean | undefined }): Promise<bigint | 'all'> {
-    const hasAmount = body.amount !== undefined && body.amount !== null;
-    const hasUsd = body.amount_usd !== undefined && body.amount_usd !== null;
-    if (allFlag?.value === true) {
-      if (hasAmount || hasUsd) throw new ApiError('validation_failed', `with ${allFlag.name} neither amount nor amount_usd may be given`, { fields: ['amount', 'amount_usd', allFlag.name] });
-      return 'all';
-    }
-    if (hasAmount === hasUsd) throw new ApiError('validation_failed', `give exactly one of amount and amount_usd${allFlag ? ` (or ${allFlag.name}: true)` : ''}`, { fields: ['amount', 'amount_usd'] });
-    if (hasAmount) return ledger.parseAssetAmount(asset, body.amount!, 'amount');
-    const units = await ledger.unitsForUsd(db, asset, parseUsd(body.amount_usd!, 'amount_usd'));
-    if (units <= 0n) throw new ApiError('validation_failed', 'amount_usd is worth less than one base unit of the asset', { field: 'amount_usd' });
-    return units;
-  }
+  const resolveAmount = ledger.resolveAmount;
 
   function parseUsd(value: string, field: string): bigint {
     try {

@@ -14,10 +14,10 @@ import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import { formatAmount, parseAmount } from '../lib/money.js';
+import { formatAmount } from '../lib/money.js';
 import type { ListPage } from './cursor.js';
 import type { EarnService } from './earn.service.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
+import { USD_DECIMALS, type AmountFields, type LedgerService } from './ledger.service.js';
 import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from './operation.service.js';
 import type { PolicyService } from './policy.service.js';
 
@@ -78,21 +78,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
     return { symbol: asset.symbol, decimals: asset.decimals, priceE8: p.usdE8, source: p.source };
   }
 
-  async function resolveAmount(db: Db, asset: AssetRow, body: { amount?: string; amount_usd?: string }): Promise<bigint> {
-    const hasAmount = body.amount !== undefined && body.amount !== null;
-    const hasUsd = body.amount_usd !== undefined && body.amount_usd !== null;
-    if (hasAmount === hasUsd) throw new ApiError('validation_failed', 'give exactly one of amount and amount_usd', { fields: ['amount', 'amount_usd'] });
-    if (hasAmount) return ledger.parseAssetAmount(asset, body.amount!, 'amount');
-    let usdE8: bigint;
-    try {
-      usdE8 = parseAmount(body.amount_usd!, USD_DECIMALS);
-    } catch {
-      throw new ApiError('validation_failed', `amount_usd must be a decimal string with at most ${USD_DECIMALS} decimals`, { field: 'amount_usd' });
-    }
-    const units = await ledger.unitsForUsd(db, asset, usdE8);
-    if (units <= 0n) throw new ApiError('validation_failed', 'amount_usd is worth less than one base unit of the asset', { field: 'amount_usd' });
-    return units;
-  }
+  const resolveAmount = async (db: Db, asset: AssetRow, body: AmountFields): Promise<bigint> => (await ledger.resolveAmount(db, asset, body)) as bigint;
 
   async function publicQuote(db: Db, q: QuoteRow): Promise<PublicQuote> {
     const from = await ledger.requireAsset(db, q.from_asset);

@@ -12,7 +12,7 @@ import { convertAtPrice } from '../lib/defi/pricing.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
+import { formatAmount, mulDiv } from '../lib/money.js';
 import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
 import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
 import type { OperationService, OwnerRef, WriteResponse } from './operation.service.js';
@@ -162,26 +162,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
 
   const shareDecimals = (asset: AssetRow, v: VaultRow) => asset.decimals + v.decimals_offset;
 
-  /** Exactly one of amount / amount_usd (contract §1) in base units of `asset`. */
-  async function resolveAmount(db: Db, asset: AssetRow, body: { amount?: string; amount_usd?: string }, allFlag?: { name: string; value: boolean | undefined }): Promise<bigint | 'all'> {
-    const hasAmount = body.amount !== undefined && body.amount !== null;
-    const hasUsd = body.amount_usd !== undefined && body.amount_usd !== null;
-    if (allFlag?.value === true) {
-      if (hasAmount || hasUsd) throw new ApiError('validation_failed', `with ${allFlag.name} neither amount nor amount_usd may be given`, { fields: ['amount', 'amount_usd', allFlag.name] });
-      return 'all';
-    }
-    if (hasAmount === hasUsd) throw new ApiError('validation_failed', `give exactly one of amount and amount_usd${allFlag ? ` (or ${allFlag.name}: true)` : ''}`, { fields: ['amount', 'amount_usd'] });
-    if (hasAmount) return ledger.parseAssetAmount(asset, body.amount!, 'amount');
-    let usdE8: bigint;
-    try {
-      usdE8 = parseAmount(body.amount_usd!, USD_DECIMALS);
-    } catch {
-      throw new ApiError('validation_failed', `amount_usd must be a decimal string with at most ${USD_DECIMALS} decimals`, { field: 'amount_usd' });
-    }
-    const units = await ledger.unitsForUsd(db, asset, usdE8);
-    if (units <= 0n) throw new ApiError('validation_failed', 'amount_usd is worth less than one base unit of the asset', { field: 'amount_usd' });
-    return units;
-  }
+  const resolveAmount = ledger.resolveAmount;
 
   /** The agent's allow-lists as a predicate (asset null = protocol only); no policy allows here and is denied by create. */
   async function allowedProtocols(db: Db, agentId: string): Promise<(protocol: string, asset: string | null) => boolean> {

@@ -5,12 +5,18 @@ import { withTransaction } from '../db/knex.js';
 import * as repo from '../db/repositories/ledger.repository.js';
 import type { AssetRow } from '../db/repositories/ledger.repository.js';
 import type { Clock } from '../lib/clock.js';
-import { ApiError } from '../lib/errors.js';
+import { ApiError, validationFailed } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
 
 /** USD values carry 8 decimals (prices, amount_usd, caps), as Aave-style oracles do. */
 export const USD_DECIMALS = 8;
+
+/** The money fields of a write body: exactly one is given (contract §1). */
+export interface AmountFields {
+  amount?: string | null;
+  amount_usd?: string | null;
+}
 /** A price set through the feed is stale after this long (configured constant prices never are). */
 export const DEFAULT_PRICE_MAX_AGE_MS = 60 * 60 * 1000;
 
@@ -52,6 +58,11 @@ export interface LedgerService {
   usdValue(db: Db, asset: AssetRow, units: bigint): Promise<bigint>;
   /** Base units worth `usdE8`, rounded down. */
   unitsForUsd(db: Db, asset: AssetRow, usdE8: bigint): Promise<bigint>;
+  /**
+   * Exactly one of `amount` / `amount_usd` (contract §1) as base units of `asset`; with a `*_all` flag
+   * set to true neither may be given and the answer is `'all'`. `validation_failed` otherwise.
+   */
+  resolveAmount(db: Db, asset: AssetRow, body: AmountFields, allFlag?: { name: string; value: boolean | undefined }): Promise<bigint | 'all'>;
   /** Converts base units of one asset to another at the feed, rounded down. */
   convert(db: Db, from: AssetRow, to: AssetRow, units: bigint): Promise<bigint>;
 
@@ -89,6 +100,32 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
       const asset = (await service.assets(db)).get(symbol) ?? (await repo.findAsset(db, symbol));
       if (!asset) throw new ApiError('validation_failed', `unknown asset ${symbol}`, { field });
       return asset;
+    },
+
+    async resolveAmount(db, asset, body, allFlag) {
+      const hasAmount = body.amount !== undefined && body.amount !== null;
+      const hasUsd = body.amount_usd !== undefined && body.amount_usd !== null;
+      if (allFlag?.value === true) {
+        if (hasAmount || hasUsd) {
+          throw validationFailed(`with ${allFlag.name} neither amount nor amount_usd may be given`, [{ location: 'body', path: '/amount', message: `not allowed with ${allFlag.name}` }]);
+        }
+        return 'all';
+      }
+      if (hasAmount === hasUsd) {
+        throw validationFailed(`give exactly one of amount and amount_usd${allFlag ? ` (or ${allFlag.name}: true)` : ''}`, [
+          { location: 'body', path: '/amount', message: 'exactly one of amount and amount_usd is required' },
+        ]);
+      }
+      if (hasAmount) return service.parseAssetAmount(asset, body.amount!, 'amount');
+      let usdE8: bigint;
+      try {
+        usdE8 = parseAmount(body.amount_usd!, USD_DECIMALS);
+      } catch {
+        throw validationFailed(`amount_usd must be a decimal string with at most ${USD_DECIMALS} decimals`, [{ location: 'body', path: '/amount_usd', message: 'malformed USD amount' }]);
+      }
+      const units = await service.unitsForUsd(db, asset, usdE8);
+      if (units <= 0n) throw validationFailed('amount_usd is worth less than one base unit of the asset', [{ location: 'body', path: '/amount_usd', message: 'too small' }]);
+      return units;
     },
 
     parseAssetAmount(asset, value, field = 'amount') {

@@ -11,7 +11,7 @@ import { isUuid, newId } from '../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
 import { isEvmAddress } from '../lib/wallet-keys.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type Account, type LedgerService } from './ledger.service.js';
+import { USD_DECIMALS, type Account, type AmountFields, type LedgerService } from './ledger.service.js';
 import { withWriteTransaction, type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
 import type { PolicyService } from './policy.service.js';
 
@@ -31,22 +31,10 @@ const ROUTE_ORDER: Route[] = ['recurring_payment', 'trusted_destination', 'one_o
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 
 /** Exactly one of `amount` / `amount_usd` (contract §1), as base units of `asset` plus its USD value. */
-export async function resolveMoney(db: Db, ledger: LedgerService, asset: AssetRow, body: { amount?: string; amount_usd?: string }): Promise<{ amount: bigint; usdE8: bigint }> {
-  const hasAmount = body.amount !== undefined && body.amount !== null;
-  const hasUsd = body.amount_usd !== undefined && body.amount_usd !== null;
-  if (hasAmount === hasUsd) throw new ApiError('validation_failed', 'give exactly one of amount and amount_usd', { fields: ['amount', 'amount_usd'] });
-  if (hasAmount) {
-    const amount = ledger.parseAssetAmount(asset, body.amount!);
-    return { amount, usdE8: await ledger.usdValue(db, asset, amount) };
-  }
-  let usdE8: bigint;
-  try {
-    usdE8 = parseAmount(body.amount_usd!, USD_DECIMALS);
-  } catch {
-    throw new ApiError('validation_failed', `amount_usd must be a decimal string with at most ${USD_DECIMALS} decimals`, { field: 'amount_usd' });
-  }
-  const amount = await ledger.unitsForUsd(db, asset, usdE8);
-  if (amount <= 0n) throw new ApiError('validation_failed', 'amount_usd is worth less than one base unit of the asset', { field: 'amount_usd' });
+export async function resolveMoney(db: Db, ledger: LedgerService, asset: AssetRow, body: AmountFields): Promise<{ amount: bigint; usdE8: bigint }> {
+  const amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
+  // A USD amount is its own USD value; an asset amount is valued at the feed.
+  const usdE8 = body.amount_usd != null ? parseAmount(body.amount_usd, USD_DECIMALS) : await ledger.usdValue(db, asset, amount);
   return { amount, usdE8 };
 }
 

@@ -333,8 +333,9 @@ describe('audit: money routes', () => {
       expect((await pay({ to: addr(5), asset: 'USDC', amount: '5' })).body.error.code).to.equal('limit_exceeded');
       const ow = await s.request('POST', '/v1/agent/one-off-payments', { agent, idempotencyKey: newKey(), body: { to: addr(6), asset: 'ETH', amount: '5' } });
       expect(ow.body.error.code).to.equal('permission_not_granted');
-      const all = (await s.services.defi.earn.listVaults(s.db)).find((v) => v.protocol !== 'morpho' && v.asset_symbol === 'USDC')!;
-      const dep = await s.request('POST', '/v1/agent/earn/deposit', { agent, idempotencyKey: newKey(), body: { asset: 'USDC', vault_id: all.vault_id, amount: '1' } });
+      // The seeded Aave v3 USDC vault (migration 0005): a protocol outside the allow-list. Other tests add vaults, so pin it.
+      const aaveUsdcVault = '6f1d2a10-0000-4000-8000-000000000002';
+      const dep = await s.request('POST', '/v1/agent/earn/deposit', { agent, idempotencyKey: newKey(), body: { asset: 'USDC', vault_id: aaveUsdcVault, amount: '1' } });
       expect(dep.body.error.code).to.equal('protocol_not_allowed');
       const insufficient = await pay({ to: addr(5), asset: 'USDC', amount: '1000' });
       expect(insufficient.body.error.code).to.equal('limit_exceeded');

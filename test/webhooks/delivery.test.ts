@@ -364,7 +364,11 @@ describe('webhook delivery', function () {
         expect(ep.last_failure_at).to.be.instanceOf(Date);
 
         expect(late).to.be.a('string');
-        const lateRow = await ctx.db('webhook_deliveries').where({ event_id: late!, endpoint_id: failing.webhook.id }).first();
+        // The late delivery may be mid-attempt when the endpoint is disabled; the worker then records it failed.
+        const lateRow = await waitUntil('late delivery failed', async () => {
+          const row = await ctx.db('webhook_deliveries').where({ event_id: late!, endpoint_id: failing.webhook.id }).first();
+          return row?.status === 'failed' ? row : undefined;
+        });
         expect(lateRow).to.include({ status: 'failed', error_class: 'endpoint_disabled' });
 
         const notice = await waitUntil('agent.webhook_disabled delivery', async () => requestsTo('/exhaust/watch').find((r) => JSON.parse(r.rawBody.toString()).type === 'agent.webhook_disabled'));
