@@ -65,17 +65,14 @@ export function createIdempotency(deps: { db: Knex; clock: Clock }) {
      * idempotency_request_in_progress at once; a later one gets the stored response.
      */
     async run(run: IdempotentRun, execute: (trx: Knex.Transaction) => Promise<HandlerResult>): Promise<IdempotencyOutcome> {
-      const now = deps.clock.now();
-      const existing = await repo.findLiveRecord(deps.db, run.agentId, run.key, now);
-      if (existing) return check(existing, run);
-
       try {
         return await withTransaction(deps.db, async (trx) => {
-          if (!(await repo.tryLockKey(trx, run.agentId, run.key))) {
+          // Lock and look in one round trip; the common path (a new key) then needs no other read.
+          const { locked, record } = await repo.lockAndFindRecord(trx, run.agentId, run.key, deps.clock.now());
+          if (!locked) {
             throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
           }
-          const stored = await repo.findLiveRecord(trx, run.agentId, run.key, deps.clock.now());
-          if (stored) return check(stored, run);
+          if (record) return check(record, run);
           let result: HandlerResult;
           try {
             await trx.raw('SAVEPOINT idem_effects');

@@ -13,10 +13,21 @@ export interface IdempotencyRow {
   expires_at: Date;
 }
 
-/** Transaction-scoped advisory lock on (agent, key); false when another transaction holds it. */
-export async function tryLockKey(db: Db, agentId: string, key: string): Promise<boolean> {
-  const result = await db.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked', [`${agentId}:${key}`]);
-  return Boolean(result.rows[0]?.locked);
+/**
+ * One round trip: take the transaction-scoped advisory lock on (agent, key) and, when it is ours,
+ * read the live record. `locked: false` means another transaction is running the same key.
+ */
+export async function lockAndFindRecord(db: Db, agentId: string, key: string, now: Date): Promise<{ locked: boolean; record: IdempotencyRow | undefined }> {
+  const result = await db.raw(
+    `WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked)
+     SELECT lock.locked, k.* FROM lock
+     LEFT JOIN idempotency_keys k ON lock.locked AND k.agent_id = ? AND k.key = ? AND k.expires_at > ?`,
+    [`${agentId}:${key}`, agentId, key, now],
+  );
+  const row = result.rows[0] as ({ locked: boolean } & Partial<IdempotencyRow>) | undefined;
+  if (!row?.locked) return { locked: false, record: undefined };
+  const { locked: _locked, ...record } = row;
+  return { locked: true, record: record.agent_id ? (record as IdempotencyRow) : undefined };
 }
 
 export async function findLiveRecord(db: Db, agentId: string, key: string, now: Date): Promise<IdempotencyRow | undefined> {
