@@ -180,9 +180,20 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
       return core.getBearer();
     },
   });
-  app.all(['/v1/agent', '/v1/agent/*splat'], pipeline.agentApi);
+  // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
+  app.use('/v1/agent', pipeline.agentApi);
   app.use((_req, res) => {
     res.status(404).json(errorBody('not_found', 'No route matches this request.'));
+  });
+  // Last resort for errors raised by Express or a mounted library: the envelope, never a stack trace.
+  app.use((err: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    const status = (err as { status?: number }).status;
+    if ((typeof status === 'number' && status >= 400 && status < 500) || err instanceof URIError) {
+      res.status(400).json(errorBody('validation_failed', 'The request could not be parsed.', { errors: [{ location: 'path', message: 'malformed request' }] }));
+      return;
+    }
+    log.error({ err }, 'unhandled error outside the API pipeline');
+    res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   });
 
   return { app, config, db, services, router, clock, log, loops: core.loops, close: core.close };

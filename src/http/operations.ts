@@ -58,6 +58,14 @@ export function readOperations(doc: OpenApiDocument): OperationMeta[] {
   return ops;
 }
 
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
 interface CompiledRoute {
   regex: RegExp;
   paramNames: string[];
@@ -116,7 +124,8 @@ export function createMatcher(ops: OperationMeta[]): (method: string, path: stri
       if (op) {
         const params: Record<string, string> = {};
         route.paramNames.forEach((name, i) => {
-          params[name] = decodeURIComponent(m[i + 1]!);
+          // A malformed escape stays as sent; request validation then refuses it (400, not 500).
+          params[name] = safeDecode(m[i + 1]!);
         });
         return { kind: 'operation', op, params };
       }

@@ -161,6 +161,8 @@ export function createPipeline(deps: PipelineDeps) {
         if (e.type === 'entity.too.large' || e.status === 413) return reject(new ApiError('payload_too_large', `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`));
         if (e.type === 'entity.parse.failed') return reject(new ApiError('validation_failed', 'The request body is not valid JSON.', { errors: [{ location: 'body', path: '/', message: 'malformed JSON' }] }));
         if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') return reject(new ApiError('validation_failed', 'Unsupported request body encoding.', { errors: [{ location: 'body', path: '/', message: 'unsupported encoding' }] }));
+        // Any other client-side failure to read the body (a truncated gzip stream, an aborted upload).
+        if (typeof e.status === 'number' && e.status < 500) return reject(new ApiError('validation_failed', 'The request body could not be read.', { errors: [{ location: 'body', path: '/', message: 'unreadable body' }] }));
         reject(err);
       });
     });
@@ -201,6 +203,7 @@ export function createPipeline(deps: PipelineDeps) {
         throw new ApiError('method_not_allowed', `Allowed methods: ${match.allowed.join(', ')}.`, undefined, { headers: { Allow: match.allowed.join(', ') } });
       }
       checkScope(principal, op!, 'agent');
+      assertDecodablePath(path);
       await parseBody(req, res);
       const idempotencyKey = validateKey(header(req, 'idempotency-key'));
       const ctx: RequestContext = { ...baseContext(res, principal), idempotencyKey };
@@ -244,6 +247,15 @@ export function createIdempotencyAround(idempotency: Idempotency): Around {
     );
     return outcome.result;
   };
+}
+
+/** A path with a malformed percent-escape is a client error (the router's parameter parser would throw). */
+function assertDecodablePath(path: string): void {
+  try {
+    decodeURIComponent(path);
+  } catch {
+    throw new ApiError('validation_failed', 'The request path contains a malformed percent-escape.', { errors: [{ location: 'path', path: 'path', message: 'malformed percent-escape' }] });
+  }
 }
 
 export function header(req: Request, name: string): string | undefined {

@@ -301,3 +301,39 @@ describe('request pipeline', () => {
     });
   });
 });
+
+describe('hostile request edges', () => {
+  let server: TestServer;
+  let agent: TestAgent;
+  before(async () => {
+    server = await startTestServer();
+    agent = await server.createAgent();
+  });
+  after(() => server.close());
+
+  it('answers 400 validation_failed in the envelope for a malformed percent-escape, never a stack trace', async () => {
+    for (const path of ['/v1/agent/operations/%E0%A4%A', '/v1/agent/%E0%A4%A']) {
+      const res = await server.request('GET', path, { agent });
+      expect(res.status, `${path}: ${res.text}`).to.be.oneOf([400, 404]);
+      expect(res.body.ok).to.equal(false);
+      expect(res.text).not.to.match(/URIError|at decode|<html/i);
+    }
+    const outside = await server.request('GET', '/oauth/%E0%A4%A');
+    expect(outside.status).to.be.below(500);
+    expect(outside.text).not.to.match(/URIError|at decode|<pre>/i);
+  });
+
+  it('answers 400 validation_failed for a body that cannot be inflated', async () => {
+    const res = await server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), rawBody: 'not gzip', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+    expect(res.status).to.equal(400);
+    expect(res.body.error.code).to.equal('validation_failed');
+  });
+
+  it('refuses prototype keys and non-object bodies as unknown fields or wrong types', async () => {
+    const proto = await server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), rawBody: '{"__proto__":{"polluted":1},"to":"0x1111111111111111111111111111111111111111","asset":"USDC","amount":"1"}' });
+    expect(proto.status).to.equal(400);
+    expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
+    const array = await server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), rawBody: '[1,2]' });
+    expect(array.status).to.equal(400);
+  });
+});
