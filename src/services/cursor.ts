@@ -1,5 +1,5 @@
 // Opaque keyset cursors for the ledger area's lists (newest first): base64url of {t, id} or of a text key.
-import { ApiError } from '../lib/errors.js';
+import { validationFailed } from '../lib/errors.js';
 import type { Keyset } from '../db/repositories/operation.repository.js';
 
 export const DEFAULT_LIMIT = 50;
@@ -17,7 +17,7 @@ export function decodeKeyset(cursor: string | undefined | null): Keyset | undefi
     if (typeof parsed.t !== 'string' || typeof parsed.id !== 'string' || Number.isNaN(createdAt.getTime())) throw new Error('bad');
     return { createdAt, id: parsed.id };
   } catch {
-    throw new ApiError('validation_failed', 'cursor is malformed', { field: 'cursor' });
+    throw validationFailed('cursor is malformed', [{ location: 'query', path: 'cursor', message: 'is malformed' }]);
   }
 }
 
@@ -32,14 +32,14 @@ export function decodeKey(cursor: string | undefined | null): string | undefined
     if (typeof parsed.k !== 'string') throw new Error('bad');
     return parsed.k;
   } catch {
-    throw new ApiError('validation_failed', 'cursor is malformed', { field: 'cursor' });
+    throw validationFailed('cursor is malformed', [{ location: 'query', path: 'cursor', message: 'is malformed' }]);
   }
 }
 
 export function pageLimit(limit: unknown): number {
   if (limit === undefined || limit === null || limit === '') return DEFAULT_LIMIT;
   const n = Number(limit);
-  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT) throw new ApiError('validation_failed', `limit must be an integer in [1, ${MAX_LIMIT}]`, { field: 'limit' });
+  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT) throw validationFailed(`limit must be an integer in [1, ${MAX_LIMIT}]`, [{ location: 'query', path: 'limit', message: `must be an integer in [1, ${MAX_LIMIT}]` }]);
   return n;
 }
 
