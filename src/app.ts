@@ -145,29 +145,8 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   const { db, log, clock, services } = core;
   core.setBearer(createBearerVerifier({ config, db, clock }));
   const router = await createRouter({ document: core.document, handlers: { ...handlers, ...(overrides.handlers ?? {}) }, around: createIdempotencyAround(core.idempotency) });
-  const pipeline = createPipeline({
-    config,
-    db,
-    clock,
-    log,
-    router,
-    services,
-    rateLimits: core.rateLimits,
-    get bearer() {
-      return core.getBearer();
-    },
-  });
-
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('trust proxy', config.trustProxy);
-  app.set('etag', false);
-  app.use(requestIdMiddleware);
-  const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null });
-  app.get('/healthz', health.healthz);
-  app.get('/readyz', health.readyz);
-  mountOAuth(app, { config, db, clock, log, services });
-  mountMcp(app, {
+  // One set of request-handling dependencies for the /v1/agent pipeline and the MCP endpoint.
+  const httpDeps = {
     config,
     db,
     clock,
@@ -179,7 +158,19 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     get bearer() {
       return core.getBearer();
     },
-  });
+  };
+  const pipeline = createPipeline(httpDeps);
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.trustProxy);
+  app.set('etag', false);
+  app.use(requestIdMiddleware);
+  const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null });
+  app.get('/healthz', health.healthz);
+  app.get('/readyz', health.readyz);
+  mountOAuth(app, { config, db, clock, log, services });
+  mountMcp(app, httpDeps);
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
   app.use('/v1/agent', pipeline.agentApi);
   app.use((_req, res) => {

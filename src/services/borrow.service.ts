@@ -14,7 +14,7 @@ import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
 import { decodeKey, encodeKey, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
+import { USD_DECIMALS, type Account, type LedgerService, type Posting } from './ledger.service.js';
 import type { OperationService, OwnerRef, WriteResponse } from './operation.service.js';
 import type { PolicyService } from './policy.service.js';
 
@@ -204,6 +204,20 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
   const collateralAccount = (m: MarketRow) => ({ kind: 'external' as const, name: `collateral:${m.protocol_id}` });
   const conversionAccount = { kind: 'external' as const, name: 'conversion' };
 
+  /**
+   * The wallet pays `amount` of `asset` into `to`: directly, or by spending `cost` of `source`
+   * through the conversion account when the two assets differ (balanced per asset).
+   */
+  const payFromWallet = (who: OwnerRef, source: AssetRow, cost: bigint, asset: AssetRow, amount: bigint, to: Account): Posting[] =>
+    source.symbol === asset.symbol
+      ? [{ account: walletAccount(who), asset: asset.symbol, amount: -amount }, { account: to, asset: asset.symbol, amount }]
+      : [
+          { account: walletAccount(who), asset: source.symbol, amount: -cost },
+          { account: conversionAccount, asset: source.symbol, amount: cost },
+          { account: conversionAccount, asset: asset.symbol, amount: -amount },
+          { account: to, asset: asset.symbol, amount },
+        ];
+
   /** Source-asset units that buy `amount` of `asset` at the feed (for repay / add with allow_conversion). */
   async function sourceCost(db: Db, source: AssetRow, target: AssetRow, amount: bigint): Promise<bigint> {
     const ps = (await ledger.price(db, source.symbol)).usdE8;
@@ -315,16 +329,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
           idempotencyKey,
         });
         await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -scaledDelta, at: clock.now() });
-        const postings =
-          source.symbol === asset.symbol
-            ? [{ account: walletAccount(who), asset: asset.symbol, amount: -amount }, { account: poolAccount(m), asset: asset.symbol, amount }]
-            : [
-                { account: walletAccount(who), asset: source.symbol, amount: -cost },
-                { account: conversionAccount, asset: source.symbol, amount: cost },
-                { account: conversionAccount, asset: asset.symbol, amount: -amount },
-                { account: poolAccount(m), asset: asset.symbol, amount },
-              ];
-        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.repay', postings });
+        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.repay', postings: payFromWallet(who, source, cost, asset, amount, poolAccount(m)) });
         return operations.writeResponse(operation);
       });
     },
@@ -351,16 +356,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
           idempotencyKey,
         });
         await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
-        const postings =
-          source.symbol === asset.symbol
-            ? [{ account: walletAccount(who), asset: asset.symbol, amount: -amount }, { account: collateralAccount(m), asset: asset.symbol, amount }]
-            : [
-                { account: walletAccount(who), asset: source.symbol, amount: -cost },
-                { account: conversionAccount, asset: source.symbol, amount: cost },
-                { account: conversionAccount, asset: asset.symbol, amount: -amount },
-                { account: collateralAccount(m), asset: asset.symbol, amount },
-              ];
-        await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings });
+        await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
         return operations.writeResponse(operation);
       });
     },
