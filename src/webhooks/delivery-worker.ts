@@ -297,6 +297,8 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       // SIGTERM: no new claims; attempts in flight finish within their deadline and are recorded.
       await Promise.allSettled([...inflight]);
+      // Then the pooled keep-alive sockets go, so nothing holds the process open.
+      sender.close();
     },
   };
 
