@@ -31,6 +31,9 @@ export interface BearerVerifier {
   wwwAuthenticate(resource: BearerResource, error?: 'invalid_token' | 'insufficient_scope' | 'invalid_request', scope?: string): string;
 }
 
+/** Tolerated clock skew between the authorization server and this verifier for `iat`. */
+const IAT_SKEW_S = 300;
+
 /** Unknown kids reload the key set at most this often (a rotation in another process becomes visible). */
 const KEY_RELOAD_MS = 1000;
 
@@ -84,6 +87,8 @@ export function createBearerVerifier(deps: { config: Readonly<Config>; db: Db; c
       } catch {
         throw invalid(resource, 'The access token is invalid, expired or not meant for this resource.');
       }
+      // Our tokens are issued "now": one dated in the future (beyond clock skew) was not minted by this server.
+      if (typeof payload.iat !== 'number' || payload.iat > clock.now().getTime() / 1000 + IAT_SKEW_S) throw invalid(resource, 'The access token is dated in the future.');
       // A token carries exactly one audience: ours.
       if (Array.isArray(payload.aud) && payload.aud.length !== 1) throw invalid(resource, 'The access token has more than one audience.');
       const grantId = payload.gid;

@@ -45,15 +45,15 @@ export function createAdapterClass(deps: AdapterDeps) {
     }
 
     async find(id: string): Promise<Payload | undefined> {
-      return toPayload(await repo.findModel(db, this.model, id));
+      return toPayload(await repo.findModel(db, this.model, id), clock.now());
     }
 
     async findByUid(uid: string): Promise<Payload | undefined> {
-      return toPayload(await repo.findModelByUid(db, this.model, uid));
+      return toPayload(await repo.findModelByUid(db, this.model, uid), clock.now());
     }
 
     async findByUserCode(userCode: string): Promise<Payload | undefined> {
-      return toPayload(await repo.findModelByUserCode(db, this.model, userCode));
+      return toPayload(await repo.findModelByUserCode(db, this.model, userCode), clock.now());
     }
 
     /**
@@ -82,8 +82,9 @@ export function createAdapterClass(deps: AdapterDeps) {
   };
 }
 
-function toPayload(row: repo.ModelRow | undefined): Payload | undefined {
-  if (!row) return undefined;
+/** An artefact past its expiry is gone, by the injectable clock (contract §15), whatever the row cleanup has done. */
+function toPayload(row: repo.ModelRow | undefined, now: Date): Payload | undefined {
+  if (!row || (row.expires_at && new Date(row.expires_at) <= now)) return undefined;
   const payload = typeof row.payload === 'string' ? (JSON.parse(row.payload) as Payload) : { ...row.payload };
   if (row.consumed_at) payload.consumed = Math.floor(new Date(row.consumed_at).getTime() / 1000);
   return payload;

@@ -3,6 +3,7 @@ import { createHmac } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type express from 'express';
 import type { NextFunction, Request, Response } from 'express';
+import { createLocalJWKSet, jwtVerify } from 'jose';
 import Provider, { errors, interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
 import type { Config } from '../config.js';
 import type { Knex } from 'knex';
@@ -13,7 +14,7 @@ import type { Clock } from '../lib/clock.js';
 import { createSealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
 import type { Services } from '../services/registry.js';
-import { createAdapterClass } from './adapter.js';
+import { createAdapterClass, revokeGrantEverywhere } from './adapter.js';
 import { createConnectRouter } from './connect.js';
 import { escapeHtml, securityHeaders } from './html.js';
 import { loadSigningKeys, SIGNING_ALG, type SigningKey } from './keys.js';
@@ -102,12 +103,18 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[]): Provider {
           const problem = redirectUriProblem(uri);
           if (problem) throw new errors.InvalidRedirectUri(problem);
         }
+        // Metadata that would make the server fetch a client-supplied URL (SSRF) is not supported.
+        for (const field of ['jwks_uri', 'sector_identifier_uri']) {
+          if (metadata[field] !== undefined) throw new errors.InvalidClientMetadata(`${field} is not supported`);
+        }
         for (const field of ['client_name', 'client_uri', 'logo_uri', 'policy_uri', 'tos_uri']) {
           const value = metadata[field];
           if (typeof value === 'string' && value.length > 2000) throw new errors.InvalidClientMetadata(`${field} is too long`);
         }
       },
     },
+    // As documented (ClientRegistration.token_endpoint_auth_method): no JWT client authentication, whose keys would be fetched.
+    clientAuthMethods: ['none', 'client_secret_basic', 'client_secret_post'],
     pkce: { required: () => true },
     allowOmittingSingleRegisteredRedirectUri: false,
     rotateRefreshToken: true,
@@ -179,6 +186,25 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[]): Provider {
     if (AS_METADATA_PATHS.has(ctx.path) && ctx.status === 200 && ctx.body && typeof ctx.body === 'object') {
       ctx.body.scopes_supported = [...new Set([...(ctx.body.scopes_supported ?? []), ...ALL_SCOPES])];
     }
+  });
+  // JWT access tokens are not stored, so oidc-provider answers unsupported_token_type to their revocation.
+  // The OpenAPI document promises a client can revoke its own access token: revoke its grant instead,
+  // as the provider does for an opaque access token (RFC 7009 §2.1 allows revoking the related grant).
+  const publicKeys = createLocalJWKSet({ keys: keys.map((k) => k.publicJwk) });
+  provider.use(async (ctx: KoaContextWithOIDC, next: () => Promise<void>) => {
+    await next();
+    if (ctx.oidc?.route !== 'revocation' || ctx.status !== 400 || ctx.body?.error !== 'unsupported_token_type' || !ctx.oidc.client) return;
+    const token = String(ctx.oidc.params?.token ?? '');
+    const options = { issuer: config.baseUrl, audience: [...resources.keys()], typ: 'at+jwt', algorithms: [SIGNING_ALG], currentDate: clock.now() };
+    // An invalid or expired token has nothing to revoke (RFC 7009 §2.2 still answers 200).
+    const payload = await jwtVerify(token, publicKeys, options).then((r) => r.payload, () => null);
+    // A client revokes only its own tokens; another client's token is ignored like an unknown one.
+    if (payload && payload.client_id === ctx.oidc.client.clientId && typeof payload.gid === 'string') {
+      await revokeGrantEverywhere(db, payload.gid, clock.now(), 'client');
+      log.info({ grantId: payload.gid, clientId: payload.client_id }, 'oauth grant revoked by its client');
+    }
+    ctx.status = 200;
+    ctx.body = '';
   });
   provider.on('server_error', (_ctx: unknown, err: unknown) => log.error({ err }, 'oauth server error'));
   provider.on('grant.revoked', (_ctx: unknown, grantId: string) => log.info({ grantId }, 'oauth grant revoked'));
