@@ -1635,7 +1635,7 @@ export interface paths {
         put?: never;
         /**
          * Token revocation (RFC 7009)
-         * @description A client revokes its own access or refresh token; revoking a refresh token revokes the grant. Always 200 for unknown tokens.
+         * @description A client revokes its own access or refresh token; revoking either revokes the whole grant (access tokens are JWTs, so their grant is what is revoked). Always 200 for unknown, invalid or another client's tokens.
          */
         post: operations["oauthRevoke"];
         delete?: never;
@@ -2872,7 +2872,7 @@ export interface components {
         };
         /**
          * Format: uri
-         * @description Public HTTPS URL. Rejected (`validation_failed`): plain HTTP, private networks, localhost and *.localhost, unsupported schemes, credentials in the URL.
+         * @description Public HTTPS URL. Rejected (`validation_failed`): plain HTTP, private networks, localhost and *.localhost, unsupported schemes, credentials in the URL. Any port from 1 to 65535 is accepted. Names are refused when any address they resolve to is not public, when they fall under an internal suffix (.internal, .local, ...) or when they spell a non-public IPv4 address (`127.0.0.1.nip.io`); a name that does not resolve at registration is accepted, and every delivery resolves it again (a failed lookup is a retryable `dns_error`) and connects only to the checked addresses.
          * @example https://hooks.partner.example/agent-events
          */
         WebhookUrl: string;

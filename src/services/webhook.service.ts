@@ -170,7 +170,9 @@ export function createWebhookService(deps: WebhookServiceDeps): WebhookService {
       await assertPublicHttpsUrl(url, { allowLoopback: deps.allowLoopback, resolver: deps.resolver });
     } catch (err) {
       if (err instanceof UrlRejectedError) throw invalid('url must be a public HTTPS URL', { field: 'url', reason: err.reason });
-      if (err instanceof DnsResolutionError) throw invalid('url host name could not be resolved', { field: 'url', reason: 'dns_resolution_failed' });
+      // A name that does not resolve (yet, or from here) is not an unsafe one: every attempt
+      // resolves and checks again, and counts a failed lookup as a retryable dns_error.
+      if (err instanceof DnsResolutionError) return url;
       throw err;
     }
     return url;

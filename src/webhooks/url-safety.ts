@@ -183,6 +183,29 @@ export function isLoopbackLiteral(address: string): boolean {
 /** Suffixes that never name a public receiver (RFC 6761/6762/8375 and common internal zones). */
 const PRIVATE_SUFFIXES = ['localhost', 'local', 'localdomain', 'internal', 'intranet', 'lan', 'home.arpa', 'invalid', 'test', 'onion', 'corp', 'home'];
 
+/** Public zones whose every name resolves to loopback by design. */
+const LOOPBACK_ZONES = ['localtest.me', 'lvh.me', 'vcap.me', 'lacolhost.com', 'localho.st', 'localhost.direct'];
+
+/**
+ * A non-public IPv4 address spelled inside a name (`127.0.0.1.nip.io`, `app-10-0-0-1.sslip.io`):
+ * wildcard-DNS services answer with it. Refused without asking DNS, so the check holds where DNS
+ * is unreachable (creation accepts an unresolvable name; delivery re-checks). The hex form
+ * (`0a000001.nip.io`) is left to the resolved-address check: random hex labels would misfire.
+ */
+function embeddedPrivateV4(hostname: string): string | null {
+  const labels = hostname.split('.');
+  for (let i = 0; i + 4 <= labels.length; i++) {
+    const v4 = parseV4(labels.slice(i, i + 4).join('.'));
+    if (v4 !== null && !isPublicV4(v4)) return labels.slice(i, i + 4).join('.');
+  }
+  for (const label of labels) {
+    const dashed = /(?:^|-)([0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3})$/.exec(label)?.[1];
+    const v4 = dashed ? parseV4(dashed.replace(/-/g, '.')) : null;
+    if (v4 !== null && !isPublicV4(v4)) return label;
+  }
+  return null;
+}
+
 function checkHostName(hostname: string): void {
   if (hostname === '') throw new UrlRejectedError('empty host');
   if (!hostname.includes('.')) throw new UrlRejectedError('single-label host names are not public');
@@ -193,6 +216,11 @@ function checkHostName(hostname: string): void {
   if (hostname.split('.').some((label) => label === '' || label.length > 63)) throw new UrlRejectedError('malformed host name');
   // A numeric final label means the URL parser did not accept it as IPv4: refuse rather than resolve.
   if (/^[0-9]+$/.test(hostname.slice(hostname.lastIndexOf('.') + 1))) throw new UrlRejectedError('numeric top-level label');
+  for (const zone of LOOPBACK_ZONES) {
+    if (hostname === zone || hostname.endsWith(`.${zone}`)) throw new UrlRejectedError(`names under ${zone} resolve to loopback`);
+  }
+  const embedded = embeddedPrivateV4(hostname);
+  if (embedded) throw new UrlRejectedError(`host name embeds the non-public address ${embedded}`);
 }
 
 /**
