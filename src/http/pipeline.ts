@@ -71,7 +71,7 @@ export function wwwAuthenticate(baseUrl: string, resource: 'agent' | 'mcp', erro
 }
 
 /** Client address for per-address limits; X-Forwarded-For only when TRUST_PROXY is set (Express `trust proxy`). */
-const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+export const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 
 export function createPipeline(deps: PipelineDeps) {
   const { config, router, rateLimits, log } = deps;

@@ -1,24 +1,18 @@
 // The MCP endpoint at /mcp: stateless Streamable HTTP, OAuth bearer tokens bound to /mcp, tools dispatched through the API router.
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type Request, type Response } from 'express';
-import type { Knex } from 'knex';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Config } from '../config.js';
 import type { Principal } from '../auth/principal.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
-import { BODY_LIMIT_BYTES, rateLimitedError, rateLimitHeaders, wwwAuthenticate, type BearerVerifier } from '../http/pipeline.js';
-import type { Router } from '../http/router.js';
+import { BODY_LIMIT_BYTES, clientAddress, rateLimitedError, rateLimitHeaders, wwwAuthenticate, type PipelineDeps } from '../http/pipeline.js';
 import type { HandlerResult, RequestContext } from '../http/types.js';
-import type { Clock } from '../lib/clock.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
-import type { Logger } from '../lib/logger.js';
 import { AUTH_FAILURE_RULE } from '../ratelimit/classes.js';
 import type { RateDecision } from '../ratelimit/limiter.js';
-import { LimiterUnavailableError, type RateLimitService } from '../ratelimit/rate-limit.service.js';
-import type { Services } from '../services/registry.js';
+import { LimiterUnavailableError } from '../ratelimit/rate-limit.service.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
 
 export const MCP_PATH = '/mcp';
@@ -27,21 +21,11 @@ const INSTRUCTIONS =
   'Tools act for the one agent and wallet your token was issued for; each mirrors a /v1/agent route and needs that route\'s OAuth scope. ' +
   'Money is a decimal string in asset units. Mutating tools require an idempotency_key: reuse it to retry safely.';
 
-export interface McpDeps {
-  config: Readonly<Config>;
-  db: Knex;
-  clock: Clock;
-  log: Logger;
-  router: Router;
-  services: Services;
-  rateLimits: RateLimitService;
-  /** Verifies bearer tokens for the `mcp` resource (audience `<base>/mcp`); null refuses every token. */
-  bearer: BearerVerifier | null;
+/** The /v1/agent pipeline's dependencies, plus the document the tools are generated from. */
+export interface McpDeps extends PipelineDeps {
   /** The bundled document (defaults to generated/openapi.json); tools and their input schemas come from it. */
   document?: OpenApiDocument;
 }
-
-const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 
 const requestIdOf = (res: Response): string => (res.locals as { requestId?: string }).requestId ?? randomUUID();
 
