@@ -18,7 +18,10 @@ export const getSelfUsage: Handler = async (_c, ctx) => {
   return { status: 200, body: { ok: true, classes } };
 };
 
-export const getCapabilities: Handler = async (_c, ctx) => ({ status: 200, body: { ok: true, ...ctx.services.self.capabilities() } });
+export const getCapabilities: Handler = async (_c, ctx) => {
+  const overrides = ctx.principal.snapshot?.rateOverrides ?? (await ctx.services.rateLimits.overridesFor(ctx.db, ctx.principal.agentId));
+  return { status: 200, body: { ok: true, ...ctx.services.self.capabilities(ctx.services.rateLimits.rulesFor(overrides)) } };
+};
 
 export const getCapabilitiesJson: Handler = getCapabilities;
 

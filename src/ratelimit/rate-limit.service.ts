@@ -17,6 +17,7 @@ export interface RateLimitService {
   /** Charges a per-address bucket (failed authentications, public routes); degrades to memory. */
   chargeAddress(bucket: string, address: string, rule: RateRule): Promise<RateDecision>;
   usage(db: Db, agentId: string): Promise<Record<RateClass, RateDecision>>;
+  overridesFor(db: Db, agentId: string): Promise<RateOverride[]>;
 }
 
 export function createRateLimitService(deps: { primary: RateLimiter; fallback: RateLimiter; log: Logger }): RateLimitService {
@@ -58,6 +59,7 @@ export function createRateLimitService(deps: { primary: RateLimiter; fallback: R
       }
     },
     chargeAddress: (bucket, address, rule) => withFallback(`${bucket}:${address}`, rule),
+    overridesFor: (db, agentId) => listRateLimitOverrides(db, agentId),
     async usage(db, agentId) {
       const rules = rulesFor(await listRateLimitOverrides(db, agentId));
       const entries = await Promise.all(RATE_CLASSES.map(async (cls) => [cls, await withFallback(`agent:${agentId}:${cls}`, rules[cls], 0)] as const));

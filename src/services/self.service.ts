@@ -6,7 +6,7 @@ import { findAgent, findWalletByAgent } from '../db/repositories/agent.repositor
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import type { OpenApiDocument, OperationMeta } from '../http/operations.js';
-import { DEFAULT_RULES } from '../ratelimit/classes.js';
+import { RATE_CLASSES, type RateClass, type RateRule } from '../ratelimit/classes.js';
 
 export const EMITTED_EVENT_TYPES = [
   'payment.executed', 'payment.execution_failed', 'one_off_payment.created', 'conversion.executed', 'conversion.execution_failed',
@@ -29,7 +29,8 @@ export const OPERATION_TYPES = [
 
 export interface SelfService {
   describe(db: Db, principal: Principal): Promise<Record<string, unknown>>;
-  capabilities(): Record<string, unknown>;
+  /** The capabilities document, with the caller's effective rate-limit rules. */
+  capabilities(rules: Record<RateClass, RateRule>): Record<string, unknown>;
   /** The bundled contract served at /v1/agent/openapi.json, with its strong ETag. */
   publicDocument(): { document: OpenApiDocument; etag: string };
 }
@@ -37,14 +38,21 @@ export interface SelfService {
 export function createSelfService(deps: { document: OpenApiDocument; ops: OperationMeta[] }): SelfService {
   const endpoints = deps.ops
     .filter((op) => op.path.startsWith('/v1/agent'))
-    .map((op) => ({ method: op.method.toUpperCase(), path: op.path, operation_id: op.operationId, rate_class: op.rateClass, idempotency: op.idempotency, scope: op.scope }));
-  const capabilities = Object.freeze({
+    // A public route (openapi.json) has no scope: the document spells that `none`.
+    .map((op) => ({ method: op.method.toUpperCase(), path: op.path, operation_id: op.operationId, rate_class: op.rateClass, idempotency: op.idempotency, scope: op.scope ?? 'none' }));
+  // Scope descriptions come from the document's OAuth scheme: one source for docs, consent and this.
+  const flows = deps.document.components?.securitySchemes?.oauth2?.flows ?? {};
+  const scopeText: Record<string, string> = (Object.values(flows)[0] as { scopes?: Record<string, string> } | undefined)?.scopes ?? {};
+  const fixed = Object.freeze({
     api_version: 'v1',
     endpoints,
-    rate_classes: Object.fromEntries(Object.entries(DEFAULT_RULES).map(([cls, r]) => [cls, { limit: r.limit, burst: r.burst, window_seconds: r.windowSeconds }])),
-    scopes: [...ALL_SCOPES],
+    scopes: ALL_SCOPES.map((scope) => ({ scope, description: scopeText[scope] ?? scope })),
     event_types: { emitted: [...EMITTED_EVENT_TYPES, ...TRUSTED_DESTINATION_EVENT_TYPES], subscribable: [...SUBSCRIBABLE_EVENT_TYPES], reserved: [...RESERVED_EVENT_TYPES] },
     operation_types: [...OPERATION_TYPES],
+  });
+  const capabilities = (rules: Record<RateClass, RateRule>) => ({
+    ...fixed,
+    rate_classes: Object.fromEntries(RATE_CLASSES.map((cls) => [cls, { limit: rules[cls].limit, burst: rules[cls].burst, window_seconds: rules[cls].windowSeconds }])),
   });
   const publicDocument = { document: deps.document, etag: `"${sha256Hex(JSON.stringify(deps.document)).slice(0, 32)}"` };
   return {
@@ -73,7 +81,7 @@ export function createSelfService(deps: { document: OpenApiDocument; ops: Operat
         auth: { method: principal.method, scopes: [...principal.scopes], client_id: principal.clientId },
       };
     },
-    capabilities: () => capabilities,
+    capabilities,
     publicDocument: () => publicDocument,
   };
 }
