@@ -1,6 +1,6 @@
-// Background cleanup of expired OAuth artefacts and old throttle windows.
+// Background cleanup of expired OAuth artefacts, old one-time login codes and old throttle windows.
 import type { Db } from '../db/knex.js';
-import { deleteExpiredModels, deleteOldThrottles } from '../db/repositories/oauth.repository.js';
+import { deleteExpiredModels, deleteOldLoginCodes, deleteOldThrottles } from '../db/repositories/oauth.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { createPollingLoop, type WorkerLoop } from '../worker.js';
@@ -12,7 +12,8 @@ export async function deleteExpiredOAuthRows(db: Db, clock: Clock): Promise<numb
   const cutoff = new Date(clock.now().getTime() - GRACE_MS);
   const models = await deleteExpiredModels(db, cutoff, 1000);
   const throttles = await deleteOldThrottles(db, cutoff);
-  return models + throttles;
+  const codes = await deleteOldLoginCodes(db, cutoff);
+  return models + throttles + codes;
 }
 
 export function createOAuthCleanupLoop(deps: { db: Db; clock: Clock; log: Logger }): WorkerLoop {

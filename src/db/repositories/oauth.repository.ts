@@ -206,6 +206,11 @@ export async function hitThrottle(db: Db, key: string, windowStart: Date): Promi
   return Number(result.rows[0].count);
 }
 
+/** One-time login codes are dead 10 minutes after issue; rows past `before` serve nothing. */
+export async function deleteOldLoginCodes(db: Db, before: Date): Promise<number> {
+  return db('oauth_login_codes').where('expires_at', '<', before).delete();
+}
+
 export async function deleteOldThrottles(db: Db, before: Date): Promise<number> {
   return db('oauth_throttles').where('window_start', '<', before).delete();
 }
