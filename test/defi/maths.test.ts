@@ -181,6 +181,11 @@ describe('amm', () => {
     // 1000·9970·1e6 / (1e6·1e4 + 9 970 000) = 996.006 -> 996; input for 996: 999.99 -> 999 + 1
     expect(amm.getAmountOut(1000n, E6, E6, 30n)).to.equal(996n);
     expect(amm.getAmountIn(996n, E6, E6, 30n)).to.equal(1000n);
+    // Exact division: Uniswap's `/ … + 1` would ask 2 for what 1 bought; the ceiling asks 1.
+    const reserveOut = 201709539152217880739827800n;
+    const bought = amm.getAmountOut(1n, 19n, reserveOut, 0n);
+    expect(bought).to.equal(reserveOut / 20n);
+    expect(amm.getAmountIn(bought, 19n, reserveOut, 0n)).to.equal(1n);
     expect(() => amm.getAmountIn(E6, E6, E6, 30n)).to.throw(RangeError);
     expect(() => amm.getAmountOut(0n, E6, E6, 30n)).to.throw(RangeError);
   });

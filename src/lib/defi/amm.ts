@@ -4,10 +4,11 @@ import { mulDiv } from '../money.js';
 /**
  * Source: Uniswap/v2-periphery `contracts/libraries/UniswapV2Library.sol`.
  *   getAmountOut: amountInWithFee = in·(10000 − fee); out = amountInWithFee·R_out / (R_in·10000 + amountInWithFee)
- *   getAmountIn:  in = R_in·out·10000 / ((R_out − out)·(10000 − fee)) + 1
+ *   getAmountIn:  in = ⌈R_in·out·10000 / ((R_out − out)·(10000 − fee))⌉
  * (Uniswap hard-codes fee = 30 bps with 1000ths; bps here.) Division floors the output and the
- * +1 rounds the required input up: both against the trader. The pool invariant k = R_in·R_out
- * never decreases.
+ * required input is rounded up: both against the trader. Uniswap writes the input as `… / … + 1`,
+ * which over-asks by one unit when the division is exact; the true ceiling keeps the inverse exact:
+ * getAmountIn(getAmountOut(x)) ≤ x. The pool invariant k = R_in·R_out never decreases.
  */
 export const BPS = 10_000n;
 
@@ -21,7 +22,7 @@ export function getAmountOut(amountIn: bigint, reserveIn: bigint, reserveOut: bi
 export function getAmountIn(amountOut: bigint, reserveIn: bigint, reserveOut: bigint, feeBps: bigint): bigint {
   if (amountOut <= 0n) throw new RangeError('insufficient output amount');
   if (reserveIn <= 0n || reserveOut <= amountOut) throw new RangeError('insufficient liquidity');
-  return (reserveIn * amountOut * BPS) / ((reserveOut - amountOut) * (BPS - feeBps)) + 1n;
+  return mulDiv(reserveIn * amountOut, BPS, (reserveOut - amountOut) * (BPS - feeBps), 'up');
 }
 
 /**
