@@ -67,7 +67,7 @@ export function createIdempotency(deps: { db: Knex; clock: Clock }) {
     async run(run: IdempotentRun, execute: (trx: Knex.Transaction) => Promise<HandlerResult>): Promise<IdempotencyOutcome> {
       try {
         return await withTransaction(deps.db, async (trx) => {
-          // Lock and look in one round trip; the common path (a new key) then needs no other read.
+          // Lock, then look (a fresh snapshot); the stored-record guard below is the backstop.
           const { locked, record } = await repo.lockAndFindRecord(trx, run.agentId, run.key, deps.clock.now());
           if (!locked) {
             throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
@@ -85,7 +85,7 @@ export function createIdempotency(deps: { db: Knex; clock: Clock }) {
           }
           if (isStorable(result.status)) {
             const at = deps.clock.now();
-            await repo.upsertRecord(trx, {
+            const stored = await repo.upsertRecord(trx, {
               agent_id: run.agentId,
               key: run.key,
               fingerprint: run.fingerprint,
@@ -96,12 +96,15 @@ export function createIdempotency(deps: { db: Knex; clock: Clock }) {
               created_at: at,
               expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS),
             });
+            // A live record we did not see (it cannot happen after lock-then-look, but the key is money): its
+            // record wins, ours rolls back with every effect, and the backstop below replays it.
+            if (!stored) throw new KeyCommittedConcurrently();
           }
           return { result, replayed: false };
         });
       } catch (err) {
-        // Unique-violation backstop: someone committed the same key between our look and our insert.
-        if ((err as { code?: string }).code === '23505') {
+        // Backstop: someone committed the same key between our look and our insert.
+        if (err instanceof KeyCommittedConcurrently || (err as { code?: string }).code === '23505') {
           const row = await repo.findLiveRecord(deps.db, run.agentId, run.key, deps.clock.now());
           if (row) return check(row, run);
         }
@@ -116,3 +119,9 @@ export function createIdempotency(deps: { db: Knex; clock: Clock }) {
 }
 
 export type Idempotency = ReturnType<typeof createIdempotency>;
+
+class KeyCommittedConcurrently extends Error {
+  constructor() {
+    super('the Idempotency-Key was committed by a concurrent request');
+  }
+}

@@ -14,31 +14,32 @@ export interface IdempotencyRow {
 }
 
 /**
- * One round trip: take the transaction-scoped advisory lock on (agent, key) and, when it is ours,
- * read the live record. `locked: false` means another transaction is running the same key.
+ * Takes the transaction-scoped advisory lock on (agent, key), then reads the live record in a second
+ * statement: under READ COMMITTED that statement's snapshot is taken after the lock, so it sees a run of
+ * the same key that committed (and released the lock) just before. `locked: false` means one is running.
  */
 export async function lockAndFindRecord(db: Db, agentId: string, key: string, now: Date): Promise<{ locked: boolean; record: IdempotencyRow | undefined }> {
-  const result = await db.raw(
-    `WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked)
-     SELECT lock.locked, k.* FROM lock
-     LEFT JOIN idempotency_keys k ON lock.locked AND k.agent_id = ? AND k.key = ? AND k.expires_at > ?`,
-    [`${agentId}:${key}`, agentId, key, now],
-  );
-  const row = result.rows[0] as ({ locked: boolean } & Partial<IdempotencyRow>) | undefined;
-  if (!row?.locked) return { locked: false, record: undefined };
-  const { locked: _locked, ...record } = row;
-  return { locked: true, record: record.agent_id ? (record as IdempotencyRow) : undefined };
+  const result = await db.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked', [`${agentId}:${key}`]);
+  if (!result.rows[0]?.locked) return { locked: false, record: undefined };
+  return { locked: true, record: await findLiveRecord(db, agentId, key, now) };
 }
 
 export async function findLiveRecord(db: Db, agentId: string, key: string, now: Date): Promise<IdempotencyRow | undefined> {
   return db('idempotency_keys').where({ agent_id: agentId, key }).andWhere('expires_at', '>', now).first();
 }
 
-export async function upsertRecord(db: Db, row: IdempotencyRow): Promise<void> {
-  await db('idempotency_keys')
+/**
+ * Stores the record, replacing only an expired one for the same key; false when a live record exists (another
+ * transaction committed this key after our look, whose snapshot could not see it): the caller must not commit.
+ */
+export async function upsertRecord(db: Db, row: IdempotencyRow): Promise<boolean> {
+  const stored = await db('idempotency_keys')
     .insert({ ...row, response_body: JSON.stringify(row.response_body), response_headers: JSON.stringify(row.response_headers) })
     .onConflict(['agent_id', 'key'])
-    .merge();
+    .merge()
+    .where('idempotency_keys.expires_at', '<=', row.created_at)
+    .returning('key');
+  return stored.length === 1;
 }
 
 export async function deleteExpired(db: Db, now: Date, batch = 1000): Promise<number> {
