@@ -54,8 +54,8 @@ export interface LedgerService {
   /** The current price, or `price_stale` when it is older than the bound. */
   price(db: Db, symbol: string): Promise<Price>;
   setPrice(db: Db, symbol: string, usd: string, observedAt?: Date | null): Promise<Price>;
-  /** USD value (8 decimals) of base units, rounded down. */
-  usdValue(db: Db, asset: AssetRow, units: bigint): Promise<bigint>;
+  /** USD value (8 decimals) of base units, rounded down (`up` when the value is counted against a cap). */
+  usdValue(db: Db, asset: AssetRow, units: bigint, rounding?: 'down' | 'up'): Promise<bigint>;
   /** Base units worth `usdE8`, rounded down. */
   unitsForUsd(db: Db, asset: AssetRow, usdE8: bigint): Promise<bigint>;
   /**
@@ -166,9 +166,9 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
       return { asset: symbol, usdE8, observedAt: at, source: 'agentctl' };
     },
 
-    async usdValue(db, asset, units) {
+    async usdValue(db, asset, units, rounding = 'down') {
       const { usdE8 } = await service.price(db, asset.symbol);
-      return mulDiv(units, usdE8, 10n ** BigInt(asset.decimals));
+      return mulDiv(units, usdE8, 10n ** BigInt(asset.decimals), rounding);
     },
 
     async unitsForUsd(db, asset, usdE8) {

@@ -183,7 +183,8 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         const asset = input.asset ? await ledger.requireAsset(trx, input.asset) : null;
         const amount = input.amount ?? null;
         let usdE8 = input.amountUsdE8 ?? null;
-        if (usdE8 === null && asset && amount !== null) usdE8 = await ledger.usdValue(trx, asset, amount);
+        // Rounded up: a value counted toward caps never falls below the amount's worth (dust is not free).
+        if (usdE8 === null && asset && amount !== null) usdE8 = await ledger.usdValue(trx, asset, amount, 'up');
         const counts = input.countsTowardLimits ?? usdE8 !== null;
         const base = {
           id,
@@ -276,27 +277,42 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         }
         return due.length;
       });
-      // Phase 2: due submitted -> executed | execution_failed, each settler in its own savepoint.
-      moved += await db.transaction(async (trx) => {
-        const due = await repo.claimDueOperations(trx, 'submitted', types, clock.now(), limit);
-        for (const op of due) {
-          const settler = settlers.get(op.type)!;
-          let outcome: SettleOutcome;
-          try {
-            outcome = await trx.transaction(async (sp) => {
-              const result = await settler(sp, op);
-              if (!result.ok) throw new SettlementFailed(result);
-              return result;
-            });
-          } catch (err) {
-            if (err instanceof SettlementFailed) outcome = err.outcome;
-            else if (err instanceof ApiError) outcome = { ok: false, code: err.code, message: err.message };
-            else throw err;
-          }
-          await service.finish(trx, op.id, 'submitted', outcome);
+      // Phase 2: due submitted -> executed | execution_failed, one operation per transaction and its settler in a
+      // savepoint. One at a time so a transaction holds the balance rows of one transfer only: a batch locking the
+      // rows of many transfers in claim order deadlocks with another worker (or a write) locking them in another.
+      // An unexpected error leaves that operation submitted for a later pass instead of stalling every other one.
+      const skipped: string[] = [];
+      for (let i = 0; i < limit; i++) {
+        let claimed: OperationRow | undefined;
+        try {
+          const settled = await db.transaction(async (trx) => {
+            [claimed] = await repo.claimDueOperations(trx, 'submitted', types, clock.now(), 1, skipped);
+            const op = claimed;
+            if (!op) return false;
+            const settler = settlers.get(op.type)!;
+            let outcome: SettleOutcome;
+            try {
+              outcome = await trx.transaction(async (sp) => {
+                const result = await settler(sp, op);
+                if (!result.ok) throw new SettlementFailed(result);
+                return result;
+              });
+            } catch (err) {
+              if (err instanceof SettlementFailed) outcome = err.outcome;
+              else if (err instanceof ApiError) outcome = { ok: false, code: err.code, message: err.message };
+              else throw err;
+            }
+            await service.finish(trx, op.id, 'submitted', outcome);
+            return true;
+          });
+          if (!settled) break;
+          moved += 1;
+        } catch (err) {
+          if (!claimed) throw err;
+          skipped.push(claimed.id);
+          deps.log?.error({ err, operation_id: claimed.id, type: claimed.type }, 'settlement of an operation failed; retried on a later pass');
         }
-        return due.length;
-      });
+      }
       return moved;
     },
 

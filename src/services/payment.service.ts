@@ -33,8 +33,8 @@ const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 /** Exactly one of `amount` / `amount_usd` (contract §1), as base units of `asset` plus its USD value. */
 export async function resolveMoney(db: Db, ledger: LedgerService, asset: AssetRow, body: AmountFields): Promise<{ amount: bigint; usdE8: bigint }> {
   const amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
-  // A USD amount is its own USD value; an asset amount is valued at the feed.
-  const usdE8 = body.amount_usd != null ? parseAmount(body.amount_usd, USD_DECIMALS) : await ledger.usdValue(db, asset, amount);
+  // A USD amount is its own USD value; an asset amount is valued at the feed, rounded up as it counts toward caps.
+  const usdE8 = body.amount_usd != null ? parseAmount(body.amount_usd, USD_DECIMALS) : await ledger.usdValue(db, asset, amount, 'up');
   return { amount, usdE8 };
 }
 

@@ -111,11 +111,13 @@ export async function transitionOperation(db: Db, id: string, from: OperationSta
  * Claims up to `limit` operations in `status` whose settlement time has come, skipping rows another worker holds.
  * The caller must be inside a transaction: the row locks last until it commits.
  */
-export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted', types: string[], now: Date, limit: number): Promise<OperationRow[]> {
+export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted', types: string[], now: Date, limit: number, excludeIds: string[] = []): Promise<OperationRow[]> {
   if (types.length === 0) return [];
-  return db('operations')
+  const due = db('operations')
     .where({ status })
-    .whereIn('type', types)
+    .whereIn('type', types);
+  if (excludeIds.length > 0) due.whereNotIn('id', excludeIds);
+  return due
     .where((q) => q.whereNull('settle_after').orWhere('settle_after', '<=', now))
     .orderBy('settle_after', 'asc')
     .limit(limit)
