@@ -10,7 +10,7 @@ import { isUuid, newId } from '../lib/ids.js';
 import { formatAmount } from '../lib/money.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
 import type { LedgerService } from './ledger.service.js';
-import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operation.service.js';
+import { withWriteTransaction, type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
 import { checkNote, resolveMoney } from './payment.service.js';
 
 export interface WithdrawalBody {
@@ -58,24 +58,28 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
 
     async createCryptoWithdrawal(db, who, body, idempotencyKey) {
       const note = checkNote(body.note);
-      const dest = isUuid(body.destination_id) ? await repo.findTrustedDestination(db, who.agentId, body.destination_id) : undefined;
-      if (!dest) throw new ApiError('not_found', 'trusted destination not found', { field: 'destination_id' });
-      if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
-      const asset = await ledger.requireAsset(db, body.asset);
-      const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
-      const { operation } = await operations.create(db, {
-        principal: who,
-        type: 'withdrawal.crypto',
-        asset: asset.symbol,
-        amount,
-        amountUsdE8: usdE8,
-        toAddress: dest.address,
-        policy: { recipient: { ids: [dest.id], address: dest.address } },
-        details: { trusted_destination_id: dest.id, note },
-        humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${dest.label} (${dest.address.slice(0, 6)}…${dest.address.slice(-4)})`,
-        idempotencyKey,
+      return withWriteTransaction(db, async (trx) => {
+        // Locked (destination, then the policy row inside operations.create: the order of destination
+        // actions), so a concurrent remove or cancel waits for this withdrawal or sees it refused.
+        const dest = isUuid(body.destination_id) ? await repo.findTrustedDestination(trx, who.agentId, body.destination_id, { lock: true }) : undefined;
+        if (!dest) throw new ApiError('not_found', 'trusted destination not found', { field: 'destination_id' });
+        if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
+        const asset = await ledger.requireAsset(trx, body.asset);
+        const { amount, usdE8 } = await resolveMoney(trx, ledger, asset, body);
+        const { operation } = await operations.create(trx, {
+          principal: who,
+          type: 'withdrawal.crypto',
+          asset: asset.symbol,
+          amount,
+          amountUsdE8: usdE8,
+          toAddress: dest.address,
+          policy: { recipient: { ids: [dest.id], address: dest.address } },
+          details: { trusted_destination_id: dest.id, note },
+          humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${dest.label} (${dest.address.slice(0, 6)}…${dest.address.slice(-4)})`,
+          idempotencyKey,
+        });
+        return operations.writeResponse(operation);
       });
-      return operations.writeResponse(operation);
     },
 
     async addMethod(db, ownerId, input) {

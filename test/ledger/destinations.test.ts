@@ -78,4 +78,24 @@ describe('trusted destinations and withdrawals', () => {
     const methods = await f.area.withdrawals.listMethods(f.db, agent.ownerId, {});
     expect(methods.items.map((m) => m.id)).to.deep.equal([method_id]);
   });
+
+  it('makes a crypto withdrawal wait for a removal in progress, then refuses it', async () => {
+    const agent = await makeAgent(f, { fund: { USDC: '100' } });
+    const { destination_id } = await f.area.destinations.add(f.db, agent.agentId, { kind: 'crypto', chain: 'base', address: addr(0xd7), label: 'Racing', timelockSeconds: 0 });
+    await f.area.destinations.act(f.db, agent, destination_id, 'confirm');
+    const removal = await f.db.transaction();
+    try {
+      await f.area.destinations.act(removal, agent, destination_id, 'remove');
+      const withdrawal = f.area.withdrawals.createCryptoWithdrawal(f.db, agent, { destination_id, asset: 'USDC', amount: '5' }, null).then(
+        () => 'accepted',
+        (e: unknown) => codeOf(e),
+      );
+      const early = await Promise.race([withdrawal, new Promise((r) => setTimeout(() => r('waiting'), 300))]);
+      expect(early, 'the withdrawal must wait for the destination row').to.equal('waiting');
+      await removal.commit();
+      expect(await withdrawal).to.equal('invalid_state_transition');
+    } finally {
+      if (!removal.isCompleted()) await removal.rollback();
+    }
+  });
 });
