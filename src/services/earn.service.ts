@@ -346,6 +346,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`,
           idempotencyKey,
         });
+        if (operation.status === 'execution_failed') return operations.writeResponse(operation);
         await ledger.post(trx, {
           operationId: operation.id,
           entryType: 'earn.deposit',
@@ -389,6 +390,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           humanMessage: `Withdrawing ${formatAmount(assets, asset.decimals)} ${asset.symbol} from ${v.name}${converted ? ` as ${formatAmount(converted.netOut, destination.decimals)} ${destination.symbol}` : ''}`,
           idempotencyKey,
         });
+        if (operation.status === 'execution_failed') return operations.writeResponse(operation);
         await burnFrom(trx, v, a, p, shares, assets);
         const postings = [
           { account: vaultAccount(v), asset: asset.symbol, amount: -assets },
@@ -443,6 +445,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           humanMessage: `Moving ${formatAmount(assets, asset.decimals)} ${asset.symbol} from ${from.name} to ${to.name}`,
           idempotencyKey,
         });
+        if (operation.status === 'execution_failed') return operations.writeResponse(operation);
         // A move out of a vault the policy no longer allows is fine; into one it does not allow is refused above by create.
         await burnFrom(trx, from, fromState, p, shares, assets);
         await mintInto(trx, who, to, accruedVault(to), assets, positionId);

@@ -68,7 +68,9 @@ export interface CreateOperationInput {
   idempotencyKey?: string | null;
   /**
    * `worker` (default): the settlement loop runs the type's settler after SETTLEMENT_DELAY_MS;
-   * `immediate`: executed in this transaction (no hold); `manual`: stays accepted until `finish` is called.
+   * `immediate`: executed in this transaction (no hold), or execution_failed when `toAddress` is a
+   * failing address of the simulated chain (check `operation.status` before applying effects);
+   * `manual`: stays accepted until `finish` is called.
    */
   settlement?: 'worker' | 'immediate' | 'manual';
   /** An event written at acceptance (one_off_payment.created). */
@@ -222,6 +224,22 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         for (const h of holds) holdIds.push((await ledger.hold(trx, { walletId: input.principal.walletId, asset: h.asset, amount: h.amount, operationId: id })).holdId);
 
         const immediate = settlement === 'immediate';
+        // The simulated chain refuses settlements to a failing address (agentctl chain fail-address): an
+        // immediate operation that moves money there finalises execution_failed here, and its caller
+        // applies no effects. (Trusted-destination actions name an address but move nothing.)
+        if (immediate && amount !== null && input.toAddress && (await ledger.isFailingAddress(trx, input.toAddress))) {
+          const failed = await repo.insertOperation(trx, {
+            ...base,
+            status: 'execution_failed',
+            error_code: 'settlement_failed',
+            error_message: `the simulated chain refused the settlement to ${input.toAddress}`,
+            settle_after: null,
+            submitted_at: now,
+            failed_at: now,
+          });
+          await terminalEffects(trx, failed, OPERATION_EVENTS[failed.type]?.failed);
+          return { operation: failed, holdIds: [] };
+        }
         const op = await repo.insertOperation(trx, {
           ...base,
           status: immediate ? 'executed' : 'accepted',

@@ -80,4 +80,28 @@ describe('earn routes', () => {
     expect(await s.db('earn_positions').where({ agent_id: agent.agentId })).to.have.length(0);
     expect((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available).to.equal(10_000_000_000n);
   });
+
+  it('finalises a deposit into a failing vault address as execution_failed, moving nothing and emitting no executed event', async () => {
+    const agent = await s.agent();
+    const v = await vault({ apyBps: 700 });
+    const address = (await s.db('earn_vaults').where({ id: v.vault_id }).first()).address as string;
+    const balanceBefore = await s.request('GET', '/v1/agent/balances', { agent });
+    await s.services.ledger.ledger.setFailingAddress(s.db, address, true);
+    try {
+      const dep = await post(agent, 'deposit', { asset: 'USDC', vault_id: v.vault_id, amount: '25' });
+      expect(dep.status, dep.text).to.equal(200);
+      expect(dep.body.status).to.equal('execution_failed');
+      const op = await s.request('GET', `/v1/agent/operations/${dep.body.operation_id}`, { agent });
+      expect(op.body.operation).to.include({ status: 'execution_failed', type: 'earn.deposit' });
+      expect(op.body.operation.error.code).to.equal('settlement_failed');
+      expect((await s.request('GET', '/v1/agent/earn', { agent })).body.items).to.deep.equal([]);
+      expect((await s.request('GET', '/v1/agent/balances', { agent })).body.items).to.deep.equal(balanceBefore.body.items);
+      const events = await s.db('events').where({ agent_id: agent.agentId, operation_id: dep.body.operation_id });
+      expect(events.map((e) => e.type)).to.deep.equal([]);
+      const activity = await s.request('GET', '/v1/agent/activity', { agent });
+      expect(activity.body.items.some((a: { operation_id: string }) => a.operation_id === dep.body.operation_id)).to.equal(true);
+    } finally {
+      await s.services.ledger.ledger.setFailingAddress(s.db, address, false);
+    }
+  });
 });
