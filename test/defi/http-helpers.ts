@@ -2,8 +2,6 @@
 // agents with a policy, funds and a write limit high enough for the concurrency tests.
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
 import { parseAmount } from '../../src/lib/money.js';
-import { createDefiArea } from '../../src/services/defi-area.js';
-import { createLedgerArea } from '../../src/services/ledger-area.js';
 import { startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
 
 export interface DefiServer extends TestServer {
@@ -15,17 +13,11 @@ export interface DefiServer extends TestServer {
 export async function startDefiServer(): Promise<DefiServer> {
   const clock = createFakeClock('2026-03-01T12:00:00.000Z');
   const server = await startTestServer({ clock });
-  // Until the composition root builds the ledger and DeFi areas, build them here on the same clock.
-  const services = server.services as unknown as Record<string, unknown>;
-  const shimmed = !services.ledger;
-  if (shimmed) services.ledger = createLedgerArea({ config: server.config, clock });
-  if (!services.defi) services.defi = createDefiArea({ clock, ledger: server.services.ledger });
   const { ledger } = server.services;
   return Object.assign(server, {
     clock,
     async agent(opts: { policy?: Record<string, unknown> | null; funds?: Record<string, string> } = {}) {
       const a = await server.createAgent();
-      if (shimmed) await ledger.assignWalletKey(server.db, { agentId: a.agentId, walletId: a.walletId, ownerId: a.ownerId });
       if (opts.policy === undefined) await ledger.policy.allowAll(server.db, a.agentId);
       else if (opts.policy !== null) await ledger.policy.set(server.db, a.agentId, opts.policy);
       for (const [asset, amount] of Object.entries(opts.funds ?? { USDC: '10000' })) {

@@ -1,8 +1,8 @@
-// The shared test server with the ledger area attached (until app.ts wires it) and ledger-ready agents.
+// The shared test server with ledger-ready agents (policy, funds) and a settlement helper.
 import type { Knex } from 'knex';
 import { createClient } from 'redis';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
+import type { LedgerArea } from '../../src/services/ledger-area.js';
 import { runSettlementTick } from '../../src/services/settlement.js';
 import { startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
 import { testEnv } from '../setup.js';
@@ -17,17 +17,12 @@ export interface LedgerServer extends TestServer {
 export async function startLedgerServer(env: Record<string, string> = {}): Promise<LedgerServer> {
   const clock = createFakeClock('2026-03-02T10:00:00.000Z');
   const server = await startTestServer({ clock, env });
-  const services = server.services as unknown as { ledger?: LedgerArea };
-  const wiredByApp = services.ledger !== undefined;
-  if (!wiredByApp) services.ledger = createLedgerArea({ config: server.config, clock });
-  const ledger = services.ledger!;
+  const { ledger } = server.services;
   return Object.assign(server, {
     ledger,
     clock,
     async agent(opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}) {
       const agent = await server.createAgent();
-      const wallet = await server.db('wallets').where({ id: agent.walletId }).first();
-      if (!wallet.address) await ledger.assignWalletKey(server.db, { agentId: agent.agentId, walletId: agent.walletId, ownerId: agent.ownerId });
       const policy = opts.policy === undefined ? 'all' : opts.policy;
       if (policy === 'all') await ledger.policy.allowAll(server.db, agent.agentId);
       else if (policy) await ledger.policy.set(server.db, agent.agentId, policy);
