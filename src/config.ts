@@ -79,7 +79,8 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   const port = int('PORT', 3000, 0, 65535);
   const host = get('HOST') ?? '127.0.0.1';
   const baseUrlRaw = url('BASE_URL', ['http:', 'https:']);
-  const baseUrl = (baseUrlRaw ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  // The default issuer is the address the server prints, so discovery through it passes issuer checks.
+  const baseUrl = (baseUrlRaw ?? listenUrl(host, port)).replace(/\/+$/, '');
   if (baseUrlRaw && new URL(baseUrlRaw).pathname !== '/') problems.push('BASE_URL must be an origin with no path (it is the OAuth issuer)');
   if (production && !baseUrlRaw) problems.push('BASE_URL is required in production');
 
@@ -104,6 +105,10 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   const logLevel = get('LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) problems.push(`LOG_LEVEL must be a pino level, got "${logLevel}"`);
 
+  const smtpUrl = url('SMTP_URL', ['smtp:', 'smtps:']);
+  // Without SMTP the one-time sign-in codes go to the log, where any log reader could use them.
+  if (production && !smtpUrl) problems.push('SMTP_URL is required in production (without it one-time sign-in codes are written to the log)');
+
   const config: Config = {
     nodeEnv,
     port,
@@ -121,7 +126,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     webhookLeaseMs: int('WEBHOOK_LEASE_MS', 60_000, 100, 3_600_000),
     webhookAttemptTimeoutMs: int('WEBHOOK_ATTEMPT_TIMEOUT_MS', 10_000, 50, 60_000),
     unsafeAllowLoopbackTargets,
-    smtpUrl: url('SMTP_URL', ['smtp:', 'smtps:']),
+    smtpUrl,
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
@@ -129,4 +134,14 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
+}
+
+/**
+ * `http://<host>:<port>` as a client reaches a server bound to HOST: IPv6 literals in brackets, and the
+ * wildcard addresses (which no client can dial) as localhost. The default BASE_URL and the printed
+ * `listening on` line both come from here, so they agree.
+ */
+export function listenUrl(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' || host === '::' ? 'localhost' : host;
+  return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
 }

@@ -1,7 +1,7 @@
 // HTTP entry: config -> app -> listen (+ in-process worker loops); drains in-flight requests on SIGTERM.
 import { createServer, type Server } from 'node:http';
 import { createApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, listenUrl, loadConfig } from './config.js';
 import { ensureDemoAgent } from './demo.js';
 import { createWorker } from './worker.js';
 
@@ -28,7 +28,7 @@ async function main(): Promise<void> {
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const address = server.address();
   log.info({ address, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
-  process.stdout.write(`listening on http://${config.host}:${typeof address === 'object' && address ? address.port : config.port}\n`);
+  process.stdout.write(`listening on ${listenUrl(config.host, typeof address === 'object' && address ? address.port : config.port)}\n`);
   worker?.start();
   void built.router.warm().catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
 

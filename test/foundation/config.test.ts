@@ -1,6 +1,6 @@
 // Configuration (contract §15) and the health endpoints, including Redis unreachable.
 import { expect } from 'chai';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, listenUrl, loadConfig } from '../../src/config.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const PROD_OK = {
@@ -9,6 +9,7 @@ const PROD_OK = {
   DATABASE_URL: 'postgres://u@db.example.com/agent',
   REDIS_URL: 'redis://cache.example.com:6379',
   MASTER_KEY: 'k'.repeat(40),
+  SMTP_URL: 'smtp://mail.example.com:587',
 };
 
 function problemsOf(env: Record<string, string>): string[] {
@@ -60,6 +61,23 @@ describe('loadConfig', () => {
     for (const name of ['MASTER_KEY', 'DATABASE_URL', 'REDIS_URL', 'BASE_URL']) {
       expect(problems.some((p) => p.startsWith(name)), `a problem naming ${name}`).to.equal(true);
     }
+  });
+
+  it('refuses to start in production without SMTP_URL, and keeps codes in the log in development', () => {
+    const { SMTP_URL: _smtp, ...withoutSmtp } = PROD_OK;
+    const problems = problemsOf(withoutSmtp);
+    expect(problems).to.have.length(1);
+    expect(problems[0]).to.match(/^SMTP_URL is required in production/);
+    const development = loadConfig({ MASTER_KEY: 'k'.repeat(40) }, () => {});
+    expect(development.smtpUrl).to.equal(null);
+  });
+
+  it('defaults BASE_URL to the address the server prints for HOST and PORT', () => {
+    expect(loadConfig({ MASTER_KEY: 'k'.repeat(40) }, () => {}).baseUrl).to.equal('http://127.0.0.1:3000');
+    expect(loadConfig({ MASTER_KEY: 'k'.repeat(40), HOST: '::1', PORT: '4000' }, () => {}).baseUrl).to.equal('http://[::1]:4000');
+    expect(loadConfig({ MASTER_KEY: 'k'.repeat(40), HOST: '0.0.0.0' }, () => {}).baseUrl).to.equal('http://localhost:3000');
+    expect(listenUrl('127.0.0.1', 3000)).to.equal('http://127.0.0.1:3000');
+    expect(loadConfig({ ...PROD_OK }, () => {}).baseUrl).to.equal('https://api.example.com');
   });
 
   it('refuses UNSAFE_ALLOW_LOOPBACK_TARGETS in production and only warns in development', () => {

@@ -84,3 +84,13 @@ export async function startServerProcess(env: Record<string, string | undefined>
     },
   };
 }
+
+/** A TCP port that was free a moment ago (bind 0, read, close), for children that must be told their port. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
