@@ -132,7 +132,7 @@ function buildServices(deps: {
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
     defi: createDefiArea({ clock, ledger }),
-    webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets }),
+    webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
     x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),

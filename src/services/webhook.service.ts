@@ -5,6 +5,7 @@ import * as endpoints from '../db/repositories/webhook.repository.js';
 import * as deliveries from '../db/repositories/delivery.repository.js';
 import { appendEvent } from '../db/repositories/event.repository.js';
 import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
 import type { Sealer } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import { isUuid, newId } from '../lib/ids.js';
@@ -98,6 +99,8 @@ export interface WebhookServiceDeps {
   sealer: Sealer;
   allowLoopback: boolean;
   resolver?: Resolver;
+  /** Where a refusal's detail (the resolved address) goes; the caller is told only that it is not public. */
+  log?: Logger;
 }
 
 const iso = (d: Date | null): string | null => (d ? new Date(d).toISOString() : null);
@@ -169,7 +172,10 @@ export function createWebhookService(deps: WebhookServiceDeps): WebhookService {
     try {
       await assertPublicHttpsUrl(url, { allowLoopback: deps.allowLoopback, resolver: deps.resolver });
     } catch (err) {
-      if (err instanceof UrlRejectedError) throw invalid('url must be a public HTTPS URL', { field: 'url', reason: err.reason });
+      if (err instanceof UrlRejectedError) {
+        deps.log?.info({ detail: err.detail }, 'webhook url refused');
+        throw invalid('url must be a public HTTPS URL', { field: 'url', reason: err.reason });
+      }
       // A name that does not resolve (yet, or from here) is not an unsafe one: every attempt
       // resolves and checks again, and counts a failed lookup as a retryable dns_error.
       if (err instanceof DnsResolutionError) return url;

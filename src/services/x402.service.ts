@@ -194,7 +194,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   const { operations } = deps.ledger;
   const sealer = createSealer(deps.config.masterKey);
   const allowLoopback = deps.config.unsafeAllowLoopbackTargets;
-  const fetchUpstream = deps.fetcher ?? createUpstreamFetcher({ allowLoopback, resolver: deps.resolver, ca: deps.ca });
+  const fetchUpstream = deps.fetcher ?? createUpstreamFetcher({ allowLoopback, resolver: deps.resolver, ca: deps.ca, log: deps.log });
 
   async function captureHolds(trx: Db, operationId: string): Promise<void> {
     const { ledger } = deps.ledger;

@@ -120,6 +120,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     try {
       target = await assertPublicHttpsUrl(endpoint.url, { allowLoopback: deps.allowLoopback, resolver: deps.resolver, signal });
     } catch (err) {
+      if (err instanceof UrlRejectedError || err instanceof DnsResolutionError) log.info({ endpointId: endpoint.id, detail: err.detail }, 'webhook target refused');
       if (err instanceof UrlRejectedError) return { result: noResponse('url_rejected', err.reason), latencyMs: elapsed() };
       if (err instanceof DnsResolutionError) return { result: noResponse(signal.aborted ? 'timeout' : 'dns_error', err.message), latencyMs: elapsed() };
       throw err;

@@ -30,19 +30,37 @@ export interface SafeTarget {
   addresses: ResolvedAddress[];
 }
 
-/** The URL itself is unacceptable (scheme, userinfo, private address...): terminal, never retried. */
+/**
+ * The URL itself is unacceptable (scheme, userinfo, private address...): terminal, never retried.
+ * `reason` may be shown to the caller: it never names an address the caller did not write itself, so
+ * refusals cannot map internal names. `detail` (resolved addresses) is for the server log only.
+ */
 export class UrlRejectedError extends Error {
-  constructor(readonly reason: string) {
+  constructor(
+    readonly reason: string,
+    readonly detail: string = reason,
+  ) {
     super(`url rejected: ${reason}`);
     this.name = 'UrlRejectedError';
   }
 }
 
+/** What a caller is told when a name resolves to a non-public address (the address goes to the log). */
+export const NOT_PUBLIC_REASON = 'the host name resolves to an address that is not public';
+/** What a caller is told when a name does not resolve (the name and the resolver error go to the log). */
+export const NOT_REACHABLE_REASON = 'the host is not reachable';
+
 /** The name could not be resolved (NXDOMAIN, timeout): a network error, retryable at delivery. */
 export class DnsResolutionError extends Error {
   constructor(readonly hostname: string, cause?: unknown) {
-    super(`could not resolve ${hostname}`, { cause });
+    super(NOT_REACHABLE_REASON, { cause });
     this.name = 'DnsResolutionError';
+  }
+
+  /** For the server log: the name and why it did not resolve. */
+  get detail(): string {
+    const cause = this.cause instanceof Error ? `: ${this.cause.message}` : '';
+    return `could not resolve ${this.hostname}${cause}`;
   }
 }
 
@@ -181,7 +199,7 @@ export function isLoopbackLiteral(address: string): boolean {
 // Host names
 
 /** Suffixes that never name a public receiver (RFC 6761/6762/8375 and common internal zones). */
-const PRIVATE_SUFFIXES = ['localhost', 'local', 'localdomain', 'internal', 'intranet', 'lan', 'home.arpa', 'invalid', 'test', 'onion', 'corp', 'home'];
+const PRIVATE_SUFFIXES = ['localhost', 'local', 'cluster.local', 'svc', 'localdomain', 'internal', 'intranet', 'lan', 'home.arpa', 'invalid', 'test', 'onion', 'corp', 'home'];
 
 /** Public zones whose every name resolves to loopback by design. */
 const LOOPBACK_ZONES = ['localtest.me', 'lvh.me', 'vcap.me', 'lacolhost.com', 'localho.st', 'localhost.direct'];
@@ -272,7 +290,7 @@ export async function assertPublicHttpsUrl(raw: string, options: UrlSafetyOption
   if (addresses.length === 0) throw new DnsResolutionError(target.hostname);
   for (const { address } of addresses) {
     // Names never get the loopback exemption: it covers IP literals only.
-    if (!isPublicAddress(address)) throw new UrlRejectedError(`${target.hostname} resolves to non-public address ${address}`);
+    if (!isPublicAddress(address)) throw new UrlRejectedError(NOT_PUBLIC_REASON, `${target.hostname} resolves to non-public address ${address}`);
   }
   return { ...target, addresses };
 }

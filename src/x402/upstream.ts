@@ -2,6 +2,7 @@
 // connection), one deadline over DNS, connect, TLS, headers and body, no redirects, and a capped body.
 import { request } from 'node:https';
 import { ApiError } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
 import { assertPublicHttpsUrl, createPinnedAgent, DnsResolutionError, UrlRejectedError, type Resolver } from '../webhooks/url-safety.js';
 
 /** Most response bytes read from a seller; the rest is dropped and `truncated` set. */
@@ -32,6 +33,8 @@ export interface UpstreamOptions {
   /** Extra trusted CAs (tests); production trusts NODE_EXTRA_CA_CERTS through Node's defaults. */
   ca?: string | Buffer | Array<string | Buffer>;
   maxBodyBytes?: number;
+  /** Where a refusal's detail (resolved address, unresolvable name) goes; the caller gets only the reason. */
+  log?: Logger;
 }
 
 export type UpstreamFetcher = (req: UpstreamRequest) => Promise<UpstreamResponse>;
@@ -46,8 +49,9 @@ export function createUpstreamFetcher(options: UpstreamOptions): UpstreamFetcher
     try {
       target = await assertPublicHttpsUrl(req.url, { allowLoopback: options.allowLoopback, resolver: options.resolver, signal });
     } catch (err) {
+      if (err instanceof UrlRejectedError || err instanceof DnsResolutionError) options.log?.info({ detail: err.detail }, 'x402 target refused');
       if (err instanceof UrlRejectedError) throw new ApiError('validation_failed', `url is not a public HTTPS URL: ${err.reason}`, { field: 'url', errors: [{ location: 'body', path: '/url', message: err.reason }] });
-      if (err instanceof DnsResolutionError) throw upstreamError(`could not resolve ${err.hostname}`, { reason: 'dns_error' });
+      if (err instanceof DnsResolutionError) throw upstreamError(err.message, { reason: 'dns_error' });
       throw err;
     }
     const payload = req.method === 'POST' && req.body !== undefined ? Buffer.from(JSON.stringify(req.body), 'utf8') : null;
