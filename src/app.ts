@@ -83,12 +83,12 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const limiter: RateLimiter = redis ? createRedisLimiter(redis, config.redisPrefix) : createMemoryLimiter();
   const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log });
   const document = overrides.document ?? loadDocument();
-  const idempotency = createIdempotency({ db, clock });
-  const onAgentCreated: AgentCreatedHook[] = [];
   const sealer = createSealer(config.masterKey);
+  const idempotency = createIdempotency({ db, clock, sealer });
+  const onAgentCreated: AgentCreatedHook[] = [];
   const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
   const loops: WorkerLoop[] = [
-    createPollingLoop('idempotency-cleanup', () => idempotency.deleteExpired(), { idleMs: 60_000, log }),
+    createPollingLoop('idempotency-cleanup', async () => (await idempotency.sealLegacyRecords()) + (await idempotency.deleteExpired()), { idleMs: 60_000, log }),
     createOAuthCleanupLoop({ db, clock, log }),
     createSettlementLoop({ db, ledger: services.ledger, log }),
     createDeliveryWorker({

@@ -1,9 +1,10 @@
 // Audit E: defects of the money core (ledger, operations, policy, payments, settlement, idempotency) shown against real Postgres.
 import { expect } from 'chai';
 import { createIdempotency } from '../../src/idempotency/idempotency.js';
+import { createSealer } from '../../src/lib/crypto.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { runSettlementTick } from '../../src/services/settlement.js';
-import { addr, assertBooksBalance, createLedgerFixture, makeAgent, settleAll, type LedgerFixture } from '../ledger/factory.js';
+import { addr, assertBooksBalance, createLedgerFixture, makeAgent, MASTER_KEY, settleAll, type LedgerFixture } from '../ledger/factory.js';
 
 const codeOf = (err: unknown) => (err instanceof ApiError ? err.code : `unexpected: ${String(err)}`);
 
@@ -17,7 +18,7 @@ describe('audit: money core', () => {
   describe('idempotency.run', () => {
     it('replays the committed response and rolls its own effects back when the same key was committed after its look', async () => {
       const agent = await makeAgent(f);
-      const idem = createIdempotency({ db: f.db, clock: f.clock });
+      const idem = createIdempotency({ db: f.db, clock: f.clock, sealer: createSealer(MASTER_KEY) });
       const key = `race-${Date.now()}`;
       const marker = addr(0xdead0000 + Math.floor(Math.random() * 0xffff));
       const outcome = await idem.run({ agentId: agent.agentId, key, fingerprint: 'fp-1', operationId: 'createPayment' }, async (trx) => {
@@ -37,7 +38,7 @@ describe('audit: money core', () => {
 
     it('reuses a key whose record has expired', async () => {
       const agent = await makeAgent(f);
-      const idem = createIdempotency({ db: f.db, clock: f.clock });
+      const idem = createIdempotency({ db: f.db, clock: f.clock, sealer: createSealer(MASTER_KEY) });
       const key = `expired-${Date.now()}`;
       const first = await idem.run({ agentId: agent.agentId, key, fingerprint: 'a', operationId: 'createPayment' }, async () => ({ status: 200, body: { ok: true, n: 1 } }));
       expect(first.replayed).to.equal(false);

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { createKnex } from '../../src/db/knex.js';
 import { createIdempotency } from '../../src/idempotency/idempotency.js';
 import { createFakeClock } from '../../src/lib/clock.js';
+import { createSealer } from '../../src/lib/crypto.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { newId } from '../../src/lib/ids.js';
 import { testEnv } from '../setup.js';
@@ -24,7 +25,7 @@ describe('idempotency (Postgres)', () => {
   const effects = async (agentId: string) => Number((await db('idem_effects').where({ agent_id: agentId }).count('* as n'))[0]!.n);
 
   it('executes once among 50 concurrent identical requests', async () => {
-    const idem = createIdempotency({ db, clock });
+    const idem = createIdempotency({ db, clock, sealer: createSealer('test-master-key-0123456789abcdef0123456789') });
     const agentId = newId();
     const outcomes = await Promise.allSettled(
       Array.from({ length: 50 }, async () => {
@@ -46,7 +47,7 @@ describe('idempotency (Postgres)', () => {
   });
 
   it('replays the stored status and body, and refuses another fingerprint', async () => {
-    const idem = createIdempotency({ db, clock });
+    const idem = createIdempotency({ db, clock, sealer: createSealer('test-master-key-0123456789abcdef0123456789') });
     const agentId = newId();
     const first = await idem.run(run(agentId, 'k1'), effect(agentId, 'one'));
     const second = await idem.run(run(agentId, 'k1'), effect(agentId, 'two'));
@@ -64,7 +65,7 @@ describe('idempotency (Postgres)', () => {
   });
 
   it('stores a refusal with its effects rolled back, or committed when asked', async () => {
-    const idem = createIdempotency({ db, clock });
+    const idem = createIdempotency({ db, clock, sealer: createSealer('test-master-key-0123456789abcdef0123456789') });
     const agentId = newId();
     const refused = await idem.run(run(agentId, 'r1'), async (trx) => {
       await trx('idem_effects').insert({ agent_id: agentId, note: 'rolled back' });
@@ -84,7 +85,7 @@ describe('idempotency (Postgres)', () => {
   });
 
   it('stores nothing for a 5xx, so the key stays usable', async () => {
-    const idem = createIdempotency({ db, clock });
+    const idem = createIdempotency({ db, clock, sealer: createSealer('test-master-key-0123456789abcdef0123456789') });
     const agentId = newId();
     try {
       await idem.run(run(agentId, 'boom'), async () => {
@@ -101,7 +102,7 @@ describe('idempotency (Postgres)', () => {
 
   it('forgets records after 24 hours and cleans them up', async () => {
     const local = createFakeClock('2026-03-02T00:00:00Z');
-    const idem = createIdempotency({ db, clock: local });
+    const idem = createIdempotency({ db, clock: local, sealer: createSealer('test-master-key-0123456789abcdef0123456789') });
     const agentId = newId();
     await idem.run(run(agentId, 'old'), effect(agentId, 'first'));
     local.advance(24 * 3600 * 1000 + 1000);

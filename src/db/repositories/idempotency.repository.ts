@@ -7,7 +7,10 @@ export interface IdempotencyRow {
   fingerprint: string;
   operation_id: string;
   status_code: number;
-  response_body: unknown;
+  /** The response body exactly as sent, sealed (src/db/sealed-columns.ts); null only on records not yet sealed. */
+  sealed_response: string | null;
+  /** Legacy plaintext body of records written before 0006, until the cleanup loop seals them; null otherwise. */
+  response_body?: unknown;
   response_headers: Record<string, string>;
   created_at: Date;
   expires_at: Date;
@@ -34,7 +37,7 @@ export async function findLiveRecord(db: Db, agentId: string, key: string, now: 
  */
 export async function upsertRecord(db: Db, row: IdempotencyRow): Promise<boolean> {
   const stored = await db('idempotency_keys')
-    .insert({ ...row, response_body: JSON.stringify(row.response_body), response_headers: JSON.stringify(row.response_headers) })
+    .insert({ ...row, response_body: null, response_headers: JSON.stringify(row.response_headers) })
     .onConflict(['agent_id', 'key'])
     .merge()
     .where('idempotency_keys.expires_at', '<=', row.created_at)
@@ -46,4 +49,13 @@ export async function deleteExpired(db: Db, now: Date, batch = 1000): Promise<nu
   return db('idempotency_keys')
     .whereIn(['agent_id', 'key'], db('idempotency_keys').select('agent_id', 'key').where('expires_at', '<=', now).limit(batch))
     .delete();
+}
+
+/** Records written before responses were sealed (their body is plaintext jsonb), a batch at a time. */
+export async function findUnsealedRecords(db: Db, batch: number): Promise<Array<Pick<IdempotencyRow, 'agent_id' | 'key' | 'response_body'>>> {
+  return db('idempotency_keys').whereNull('sealed_response').select('agent_id', 'key', 'response_body').limit(batch);
+}
+
+export async function storeSealedResponse(db: Db, agentId: string, key: string, sealedResponse: string): Promise<void> {
+  await db('idempotency_keys').where({ agent_id: agentId, key }).whereNull('sealed_response').update({ sealed_response: sealedResponse, response_body: null });
 }
