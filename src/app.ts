@@ -89,7 +89,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
   const loops: WorkerLoop[] = [
     createPollingLoop('idempotency-cleanup', async () => (await idempotency.sealLegacyRecords()) + (await idempotency.deleteExpired()), { idleMs: 60_000, log }),
-    createOAuthCleanupLoop({ db, clock, log }),
+    createOAuthCleanupLoop({ db, clock, log, sealer }),
     createSettlementLoop({ db, ledger: services.ledger, log }),
     createDeliveryWorker({
       db,

@@ -14,4 +14,5 @@ export const SEALED_COLUMNS: readonly SealedColumn[] = [
   { table: 'webhook_endpoints', column: 'sealed_previous_secret', key: ['id'] },
   { table: 'oauth_signing_keys', column: 'sealed_private_jwk', key: ['kid'] },
   { table: 'idempotency_keys', column: 'sealed_response', key: ['agent_id', 'key'] },
+  { table: 'oauth_models', column: 'sealed_secrets', key: ['model', 'id'] },
 ];

@@ -11,7 +11,7 @@ import { ALL_SCOPES } from '../auth/principal.js';
 import { resourceUrl } from '../auth/bearer.js';
 import { listSigningKeys } from '../db/repositories/oauth.repository.js';
 import type { Clock } from '../lib/clock.js';
-import { createSealer } from '../lib/crypto.js';
+import { createSealer, type Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
 import type { Services } from '../services/registry.js';
 import { createAdapterClass, revokeGrantEverywhere } from './adapter.js';
@@ -40,7 +40,7 @@ const VALIDATION_MARKER = 'x_agent_api';
 /** A rotation made by another process (agentctl) is picked up at most this long after it happens. */
 const KEY_CHECK_MS = 1000;
 
-export function buildProvider(deps: OAuthDeps, keys: SigningKey[]): Provider {
+export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Sealer): Provider {
   const { config, db, clock, log } = deps;
   const resources = new Map(
     (['agent', 'mcp'] as const).map((r) => [
@@ -66,7 +66,7 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[]): Provider {
   const cookieKey = (n: number) => createHmac('sha256', config.masterKey).update(`agent-api:oauth:cookies:${n}`).digest('base64url');
 
   const configuration: Configuration = {
-    adapter: createAdapterClass({ db, clock }),
+    adapter: createAdapterClass({ db, clock, sealer }),
     jwks: { keys: keys.map((k) => k.privateJwk) },
     cookies: { keys: [cookieKey(1)], long: { httpOnly: true, sameSite: 'lax' }, short: { httpOnly: true, sameSite: 'lax' } },
     routes: {
@@ -224,7 +224,7 @@ export function createOAuthRuntime(deps: OAuthDeps): OAuthRuntime {
 
   async function build(): Promise<Provider> {
     const keys = await loadSigningKeys(deps.db, sealer, deps.clock);
-    const provider = buildProvider(deps, keys);
+    const provider = buildProvider(deps, keys, sealer);
     current = { provider, kids: keys.map((k) => k.kid).join(',') };
     checkedAt = Date.now();
     return provider;

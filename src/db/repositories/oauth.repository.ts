@@ -1,5 +1,16 @@
 // OAuth storage: oidc-provider models, signing keys, grant bindings, connect-page codes and throttles.
+import { sha256Hex } from '../../lib/crypto.js';
 import type { Db } from '../knex.js';
+
+/**
+ * oauth_models.id, uid and user_code, and oauth_login_codes.interaction_uid, hold SHA-256 (hex) of the value the
+ * provider hands out (codes, refresh tokens, session and interaction ids...), never the value: a database
+ * dump gives nothing to present. Every function here takes the plain value and hashes it.
+ */
+export const artefactHash = (value: string): string => sha256Hex(value);
+const hashOrNull = (value: string | null): string | null => (value === null ? null : artefactHash(value));
+/** The same hash in SQL, for joins on a plain id held by another table. */
+const SQL_HASH = (column: string) => `encode(sha256(convert_to(${column}, 'UTF8')), 'hex')`;
 
 /** Models whose rows carry a grant id and die with the grant. */
 export const GRANT_BOUND_MODELS = ['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PreAuthorizedCode'];
@@ -11,38 +22,63 @@ export interface ModelRow {
   grant_id: string | null;
   uid: string | null;
   user_code: string | null;
+  /** The payload's secret fields (jti, client_secret, ...), sealed with MASTER_KEY; see src/oauth/adapter.ts. */
+  sealed_secrets?: string | null;
   expires_at: Date | null;
   consumed_at: Date | null;
 }
 
+/** `row.id`, `uid` and `user_code` are the plain values; the row stores their hashes. */
 export async function upsertModel(db: Db, row: Omit<ModelRow, 'consumed_at'>): Promise<void> {
   // consumed_at is left alone on conflict: a re-save never resurrects a consumed artefact.
   await db('oauth_models')
-    .insert({ ...row, payload: JSON.stringify(row.payload) })
+    .insert({
+      ...row,
+      id: artefactHash(row.id),
+      uid: hashOrNull(row.uid),
+      user_code: hashOrNull(row.user_code),
+      sealed_secrets: row.sealed_secrets ?? null,
+      payload: JSON.stringify(row.payload),
+    })
     .onConflict(['model', 'id'])
-    .merge(['payload', 'grant_id', 'uid', 'user_code', 'expires_at']);
+    .merge(['payload', 'grant_id', 'uid', 'user_code', 'sealed_secrets', 'expires_at']);
 }
 
 export async function findModel(db: Db, model: string, id: string): Promise<ModelRow | undefined> {
-  return db('oauth_models').where({ model, id }).first();
+  return db('oauth_models').where({ model, id: artefactHash(id) }).first();
 }
 
 export async function findModelByUid(db: Db, model: string, uid: string): Promise<ModelRow | undefined> {
-  return db('oauth_models').where({ model, uid }).first();
+  return db('oauth_models').where({ model, uid: artefactHash(uid) }).first();
 }
 
 export async function findModelByUserCode(db: Db, model: string, userCode: string): Promise<ModelRow | undefined> {
-  return db('oauth_models').where({ model, user_code: userCode }).first();
+  return db('oauth_models').where({ model, user_code: artefactHash(userCode) }).first();
 }
 
 /** Marks a row consumed only if it was not already; returns false when another request got there first. */
 export async function consumeModel(db: Db, model: string, id: string, at: Date): Promise<boolean> {
-  const updated = await db('oauth_models').where({ model, id }).whereNull('consumed_at').update({ consumed_at: at });
+  const updated = await db('oauth_models').where({ model, id: artefactHash(id) }).whereNull('consumed_at').update({ consumed_at: at });
   return updated === 1;
 }
 
 export async function destroyModel(db: Db, model: string, id: string): Promise<void> {
-  await db('oauth_models').where({ model, id }).delete();
+  await db('oauth_models').where({ model, id: artefactHash(id) }).delete();
+}
+
+/** Rows whose payload still holds a field that must be sealed (written before 0007), a batch at a time. */
+export async function findModelsWithPlainSecrets(db: Db, fields: readonly string[], batch: number): Promise<Array<Pick<ModelRow, 'model' | 'id' | 'payload' | 'sealed_secrets'>>> {
+  return db('oauth_models')
+    .where((q) => {
+      for (const field of fields) q.orWhereRaw('payload \\? ?', [field]);
+    })
+    .select('model', 'id', 'payload', 'sealed_secrets')
+    .limit(batch);
+}
+
+/** Replaces a row's payload and sealed secrets; `hashedId` is the stored (already hashed) id. */
+export async function replaceModelSecrets(db: Db, model: string, hashedId: string, payload: Record<string, unknown>, sealedSecrets: string): Promise<void> {
+  await db('oauth_models').where({ model, id: hashedId }).update({ payload: JSON.stringify(payload), sealed_secrets: sealedSecrets });
 }
 
 export async function destroyModelsByGrant(db: Db, model: string, grantId: string): Promise<void> {
@@ -53,7 +89,7 @@ export async function destroyModelsByGrant(db: Db, model: string, grantId: strin
 export async function destroyGrantArtefacts(db: Db, grantId: string): Promise<number> {
   return db('oauth_models')
     .where((q) => q.whereIn('model', GRANT_BOUND_MODELS).andWhere('grant_id', grantId))
-    .orWhere((q) => q.where('model', 'Grant').andWhere('id', grantId))
+    .orWhere((q) => q.where('model', 'Grant').andWhere('id', artefactHash(grantId)))
     .delete();
 }
 
@@ -121,7 +157,7 @@ export async function findGrantBinding(db: Db, id: string): Promise<GrantBinding
 /** The binding of a grant that is still alive: not revoked and its Grant model row still present and unexpired. */
 export async function findLiveGrantBinding(db: Db, id: string, now: Date): Promise<GrantBindingRow | undefined> {
   return db('oauth_grants as g')
-    .join('oauth_models as m', (j) => j.on('m.id', '=', 'g.id').andOnVal('m.model', '=', 'Grant'))
+    .join('oauth_models as m', (j) => j.onVal('m.id', '=', artefactHash(id)).andOnVal('m.model', '=', 'Grant'))
     .where('g.id', id)
     .whereNull('g.revoked_at')
     .where((q) => q.whereNull('m.expires_at').orWhere('m.expires_at', '>', now))
@@ -140,7 +176,7 @@ export interface GrantListRow extends GrantBindingRow {
 export async function listGrantsByOwner(db: Db, ownerId: string): Promise<GrantListRow[]> {
   return db('oauth_grants as g')
     .join('agents as a', 'a.id', 'g.agent_id')
-    .leftJoin('oauth_models as c', (j) => j.on('c.id', '=', 'g.client_id').andOnVal('c.model', '=', 'Client'))
+    .leftJoin('oauth_models as c', (j) => j.on('c.id', '=', db.raw(SQL_HASH('g.client_id'))).andOnVal('c.model', '=', 'Client'))
     .where('g.owner_id', ownerId)
     .orderBy('g.created_at', 'desc')
     .select('g.*', 'a.name as agent_name', db.raw(`c.payload->>'client_name' as client_name`));
@@ -161,12 +197,13 @@ export interface LoginCodeRow {
   created_at: Date;
 }
 
+/** `row.interaction_uid` is the plain interaction id; the row stores its hash. */
 export async function insertLoginCode(db: Db, row: Omit<LoginCodeRow, 'attempts' | 'verified_at'>): Promise<void> {
-  await db('oauth_login_codes').insert(row);
+  await db('oauth_login_codes').insert({ ...row, interaction_uid: artefactHash(row.interaction_uid) });
 }
 
 export async function findLatestLoginCode(db: Db, interactionUid: string): Promise<LoginCodeRow | undefined> {
-  return db('oauth_login_codes').where({ interaction_uid: interactionUid }).orderBy('seq', 'desc').first();
+  return db('oauth_login_codes').where({ interaction_uid: artefactHash(interactionUid) }).orderBy('seq', 'desc').first();
 }
 
 /**
