@@ -2,6 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, listenUrl, loadConfig } from './config.js';
+import { DataDirLockedError } from './db/data-dir-lock.js';
 import { ensureDemoAgent } from './demo.js';
 import { createWorker } from './worker.js';
 
@@ -56,6 +57,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
+  if (err instanceof DataDirLockedError) {
+    process.stderr.write(`${err.message}\n`);
+    process.exit(1);
+  }
   process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

@@ -1,6 +1,7 @@
 // Knex for Postgres (DATABASE_URL) or PGlite (embedded default); the only place a pool is built.
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
+import { acquireDataDirLock } from './data-dir-lock.js';
 import { migrationSource } from './migrations/index.js';
 
 export type { Knex };
@@ -28,12 +29,25 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
   const { default: ClientPgLite } = await import('knex-pglite');
   const { mkdirSync } = await import('node:fs');
   mkdirSync(options.dataDir, { recursive: true });
-  return knexFactory({
+  // Every process that opens the embedded database (server, agentctl, migrate) takes the directory's lock first.
+  const lock = acquireDataDirLock(options.dataDir);
+  const db = knexFactory({
     client: pgliteClient(ClientPgLite as unknown as PgLiteClientClass),
     dialect: 'postgres',
     connection: { filename: `${options.dataDir}/pglite` } as unknown as Knex.StaticConnectionConfig,
     migrations: { migrationSource },
   });
+  // knex.destroy() ends in client.destroy() (knex's own property is read-only): free the directory there.
+  const client = db.client as { destroy(callback?: unknown): Promise<unknown> };
+  const destroy = client.destroy.bind(client);
+  client.destroy = async (callback?: unknown) => {
+    try {
+      return await destroy(callback);
+    } finally {
+      lock.release();
+    }
+  };
+  return db;
 }
 
 type PgLiteClientClass = new (config: unknown) => { processResponse(obj: { method?: string }, runner: unknown): unknown };
