@@ -1,25 +1,16 @@
 // One process per embedded data directory (issue 10 item 9): agentctl, migrate or a second server refuse,
 // with what to do, while `npm start` holds it; no command reports success for a write the server never sees.
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { acquireDataDirLock, DataDirLockedError } from '../../src/db/data-dir-lock.js';
-import { repoRoot, startServerProcess, type ServerProcess } from '../helpers/process.js';
+import { runToExit, startServerProcess, type ServerProcess } from '../helpers/process.js';
 
 const DEMO_LINE = /^demo agent: x-agent-id=([0-9a-f-]{36}) x-api-key=(\S+)$/;
 
-function run(script: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const run = (script: string, args: string[], env: Record<string, string>) =>
+  runToExit(process.execPath, ['--import', 'tsx', script, ...args], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env });
 
 describe('embedded data directory lock', function () {
   this.timeout(240_000);
