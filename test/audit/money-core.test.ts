@@ -16,9 +16,10 @@ describe('audit: money core', () => {
   after(async () => f.close());
 
   describe('idempotency.run', () => {
+    const sealer = createSealer(MASTER_KEY);
     it('replays the committed response and rolls its own effects back when the same key was committed after its look', async () => {
       const agent = await makeAgent(f);
-      const idem = createIdempotency({ db: f.db, clock: f.clock, sealer: createSealer(MASTER_KEY) });
+      const idem = createIdempotency({ db: f.db, clock: f.clock, sealer });
       const key = `race-${Date.now()}`;
       const marker = addr(0xdead0000 + Math.floor(Math.random() * 0xffff));
       const outcome = await idem.run({ agentId: agent.agentId, key, fingerprint: 'fp-1', operationId: 'createPayment' }, async (trx) => {
@@ -26,26 +27,27 @@ describe('audit: money core', () => {
         await f.area.ledger.setFailingAddress(trx, marker, true);
         // ...while another request with the same key commits its response (its commit raced our snapshot).
         const now = f.clock.now();
-        await f.db('idempotency_keys').insert({ agent_id: agent.agentId, key, fingerprint: 'fp-1', operation_id: 'createPayment', status_code: 200, response_body: JSON.stringify({ ok: true, first: true }), response_headers: '{}', created_at: now, expires_at: new Date(now.getTime() + 86_400_000) });
+        await f.db('idempotency_keys').insert({ agent_id: agent.agentId, key, fingerprint: 'fp-1', operation_id: 'createPayment', status_code: 200, sealed_response: sealer.seal(JSON.stringify({ ok: true, first: true })), response_headers: '{}', created_at: now, expires_at: new Date(now.getTime() + 86_400_000) });
         return { status: 200, body: { ok: true, first: false } };
       });
       expect(outcome.replayed).to.equal(true);
       expect(outcome.result.body).to.deep.equal({ ok: true, first: true });
       const stored = await f.db('idempotency_keys').where({ agent_id: agent.agentId, key }).first();
-      expect(stored.response_body).to.deep.equal({ ok: true, first: true });
+      expect(JSON.parse(sealer.open(stored.sealed_response))).to.deep.equal({ ok: true, first: true });
       expect(await f.area.ledger.isFailingAddress(f.db, marker)).to.equal(false);
     });
 
     it('reuses a key whose record has expired', async () => {
       const agent = await makeAgent(f);
-      const idem = createIdempotency({ db: f.db, clock: f.clock, sealer: createSealer(MASTER_KEY) });
+      const idem = createIdempotency({ db: f.db, clock: f.clock, sealer });
       const key = `expired-${Date.now()}`;
       const first = await idem.run({ agentId: agent.agentId, key, fingerprint: 'a', operationId: 'createPayment' }, async () => ({ status: 200, body: { ok: true, n: 1 } }));
       expect(first.replayed).to.equal(false);
       f.clock.advance(86_400_001);
       const second = await idem.run({ agentId: agent.agentId, key, fingerprint: 'b', operationId: 'createPayment' }, async () => ({ status: 200, body: { ok: true, n: 2 } }));
       expect(second).to.deep.include({ replayed: false });
-      expect((await f.db('idempotency_keys').where({ agent_id: agent.agentId, key }).first()).response_body).to.deep.equal({ ok: true, n: 2 });
+      const stored = await f.db('idempotency_keys').where({ agent_id: agent.agentId, key }).first();
+      expect(JSON.parse(sealer.open(stored.sealed_response))).to.deep.equal({ ok: true, n: 2 });
     });
   });
 
