@@ -15,6 +15,17 @@ export const testEnv = {
   runId,
 };
 
+/** One statement on the server's maintenance database (CREATE/DROP DATABASE). */
+export async function adminQuery(sql: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(sql);
+  } finally {
+    await admin.end();
+  }
+}
+
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context) {
     this.timeout(60_000);

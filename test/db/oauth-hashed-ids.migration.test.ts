@@ -3,29 +3,18 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import knexFactory, { type Knex } from 'knex';
-import pg from 'pg';
 import { migrationSource } from '../../src/db/migrations/index.js';
 import { artefactHash } from '../../src/db/repositories/oauth.repository.js';
 import { createSealer } from '../../src/lib/crypto.js';
 import { createFakeClock } from '../../src/lib/clock.js';
 import { createAdapterClass } from '../../src/oauth/adapter.js';
-import { testEnv } from '../setup.js';
+import { adminQuery, testEnv } from '../setup.js';
 
 describe('migration 0007_oauth_hashed_ids', function () {
   this.timeout(60_000);
   const name = `agent_api_mig_${randomBytes(4).toString('hex')}`;
-  const adminUrl = testEnv.databaseUrl.replace(/\/[^/]*$/, '/postgres');
   let db: Knex;
-
-  const admin = async (sql: string) => {
-    const client = new pg.Client({ connectionString: adminUrl });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  };
+  const admin = adminQuery;
 
   before(async () => {
     await admin(`CREATE DATABASE ${name}`);
