@@ -122,6 +122,22 @@ describe('OAuth artefacts and secrets at rest', function () {
     }
   });
 
+  it('finds a Session by uid with its id restored, and gives an Interaction back its session cookie', async () => {
+    const sealer = createSealer(server.config.masterKey);
+    const Adapter = createAdapterClass({ db: server.db, clock: server.clock, sealer });
+    const sessionId = `session-${newKey()}`;
+    const uid = `uid-${newKey()}`;
+    await new Adapter('Session').upsert(sessionId, { jti: sessionId, uid, kind: 'Session', accountId: 'owner-1' }, 3600);
+    expect(await new Adapter('Session').findByUid(uid)).to.include({ jti: sessionId, uid, accountId: 'owner-1' });
+    expect(await new Adapter('Session').find(sessionId)).to.include({ jti: sessionId, uid });
+    const interactionId = `interaction-${newKey()}`;
+    await new Adapter('Interaction').upsert(interactionId, { jti: interactionId, kind: 'Interaction', session: { accountId: 'owner-1', uid, cookie: sessionId } }, 600);
+    expect((await new Adapter('Interaction').find(interactionId))!.session).to.deep.equal({ accountId: 'owner-1', uid, cookie: sessionId });
+    const rows = await server.db('oauth_models').whereIn('id', [artefactHash(sessionId), artefactHash(interactionId)]);
+    expect(rows).to.have.length(2);
+    expect(JSON.stringify(rows)).not.to.include(sessionId);
+  });
+
   it('seals a client secret stored in plaintext before the change, and still serves it to the provider', async () => {
     const sealer = createSealer(server.config.masterKey);
     const clientId = `legacy-${newKey()}`;
