@@ -1,6 +1,6 @@
 // One process at a time on an embedded data directory: PGlite is an in-process Postgres, so a second
 // process opening the same files writes into a copy the first never reads (and loses it on restart).
-import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { linkSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 export class DataDirLockedError extends Error {
@@ -33,17 +33,18 @@ const isAlive = (pid: number): boolean => {
 };
 
 /**
- * Takes `<dataDir>/.lock` (O_EXCL create, holding our pid). A lock whose pid is dead, or is our own pid
+ * Takes `<dataDir>/.lock` (created atomically, holding our pid). A lock whose pid is dead, or is our own pid
  * (a container restarted as pid 1 finds its predecessor's file), is stale and taken over; the stale file
  * is renamed aside before being checked, so two processes taking over at once cannot both win.
  */
 export function acquireDataDirLock(dataDir: string): DataDirLock {
   const lockFile = join(resolve(dataDir), '.lock');
   for (let attempt = 0; attempt < 5; attempt++) {
+    // Written aside, then linked into place: the lock appears with its pid in it, or not at all.
+    const mine = `${lockFile}.${process.pid}`;
+    writeFileSync(mine, `${process.pid}\n`, { mode: 0o600 });
     try {
-      const fd = openSync(lockFile, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
+      linkSync(mine, lockFile);
       let released = false;
       const release = () => {
         if (released) return;
@@ -59,6 +60,8 @@ export function acquireDataDirLock(dataDir: string): DataDirLock {
       return { release };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    } finally {
+      unlinkSync(mine);
     }
     const holder = readPid(lockFile);
     if (holder !== null && holder !== process.pid && isAlive(holder)) throw new DataDirLockedError(dataDir, holder, lockFile);
