@@ -5,9 +5,9 @@ import { createClient } from 'redis';
 import type { Config } from './config.js';
 import { createKnex, migrateLatest } from './db/knex.js';
 import { handlers } from './handlers/index.js';
-import { createHealthHandlers } from './http/health.js';
+import { createHealthHandlers, type ReadinessCheck } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
-import { createIdempotencyAround, createPipeline, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
+import { createIdempotencyAround, createPipeline, createRequestMetricsMiddleware, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
 import { createRouter, type Router } from './http/router.js';
 import { createIdempotency } from './idempotency/idempotency.js';
 import { systemClock, type Clock } from './lib/clock.js';
@@ -33,6 +33,7 @@ import { createSettlementLoop } from './services/settlement.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
+import { createMetrics, type Metrics } from './observability/metrics.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -51,6 +52,9 @@ export interface BuiltApp {
   clock: Clock;
   log: Logger;
   loops: WorkerLoop[];
+  metrics: Metrics;
+  /** Turns /readyz to 503 (draining) while in-flight requests finish. */
+  startDraining(): void;
   close(): Promise<void>;
 }
 
@@ -80,10 +84,12 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   if (config.autoMigrate) await migrateLatest(db);
   const redis = await connectRedis(config, log);
+  const metrics = createMetrics(config.metricsPort !== null);
+  metrics.watch({ db, isRedisReady: redis ? () => redis.isReady : null, clock, log });
   const limiter: RateLimiter = redis ? createRedisLimiter(redis, config.redisPrefix) : createMemoryLimiter();
-  const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log });
+  const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log, metrics });
   const document = overrides.document ?? loadDocument();
-  const idempotency = createIdempotency({ db, clock });
+  const idempotency = createIdempotency({ db, clock, metrics });
   const onAgentCreated: AgentCreatedHook[] = [];
   const sealer = createSealer(config.masterKey);
   const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
@@ -100,6 +106,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       attemptTimeoutMs: config.webhookAttemptTimeoutMs,
       allowLoopback: config.unsafeAllowLoopbackTargets,
       databaseUrl: config.databaseUrl,
+      metrics,
     }).loop,
   ];
   let bearer: BearerVerifier | null = null;
@@ -112,7 +119,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     else if (redis?.isOpen) redis.destroy();
     await db.destroy();
   };
-  return { config, log, clock, db, redis, rateLimits, document, idempotency, services, loops, onAgentCreated, getBearer: () => bearer, setBearer, close };
+  return { config, log, clock, db, redis, metrics, rateLimits, document, idempotency, services, loops, onAgentCreated, getBearer: () => bearer, setBearer, close };
 }
 
 function buildServices(deps: {
@@ -138,6 +145,14 @@ function buildServices(deps: {
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
   };
+}
+
+/** What /readyz checks, by name; a new dependency (a chain node) is one more entry. */
+function readinessChecks(core: Pick<Awaited<ReturnType<typeof buildCore>>, 'db' | 'redis'>): ReadinessCheck[] {
+  const { db, redis } = core;
+  const checks: ReadinessCheck[] = [{ name: 'database', check: () => db.raw('SELECT 1') }];
+  if (redis) checks.push({ name: 'redis', check: () => redis.ping() });
+  return checks;
 }
 
 export async function createApp(config: Readonly<Config>, overrides: AppOverrides = {}): Promise<BuiltApp> {
@@ -166,7 +181,8 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
   app.use(requestIdMiddleware);
-  const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null });
+  if (core.metrics.registry) app.use(createRequestMetricsMiddleware(core.metrics));
+  const health = createHealthHandlers({ checks: readinessChecks(core) });
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services });
@@ -187,5 +203,5 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   });
 
-  return { app, config, db, services, router, clock, log, loops: core.loops, close: core.close };
+  return { app, config, db, services, router, clock, log, loops: core.loops, metrics: core.metrics, startDraining: health.startDraining, close: core.close };
 }

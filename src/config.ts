@@ -21,6 +21,14 @@ export interface Config {
   trustProxy: boolean;
   validateResponses: boolean;
   shutdownGraceMs: number;
+  /** After SIGTERM, /readyz answers 503 this long while requests are still served, so load balancers stop routing first. */
+  drainDelayMs: number;
+  /** Port of the Prometheus `/metrics` listener; null = no metrics (and no metrics cost). */
+  metricsPort: number | null;
+  metricsHost: string;
+  /** OTLP/HTTP traces endpoint (base URL; `/v1/traces` is appended); null = tracing off. */
+  otlpEndpoint: string | null;
+  serviceName: string;
 }
 
 export class ConfigError extends Error {
@@ -125,7 +133,14 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    drainDelayMs: int('DRAIN_DELAY_MS', 0, 0, 600_000),
+    metricsPort: get('METRICS_PORT') === undefined ? null : int('METRICS_PORT', 0, 0, 65535),
+    metricsHost: get('METRICS_HOST') ?? host,
+    otlpEndpoint: url('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']),
+    serviceName: get('OTEL_SERVICE_NAME') ?? 'agent-api',
   };
+  if (config.shutdownGraceMs > 0 && config.drainDelayMs >= config.shutdownGraceMs) problems.push('DRAIN_DELAY_MS must be shorter than SHUTDOWN_GRACE_MS');
+  if (config.metricsPort !== null && config.metricsPort !== 0 && config.metricsPort === port) problems.push('METRICS_PORT must differ from PORT');
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

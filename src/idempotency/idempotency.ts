@@ -6,6 +6,7 @@ import type { Clock } from '../lib/clock.js';
 import { canonicalJson, sha256Hex } from '../lib/crypto.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
 import type { HandlerResult } from '../http/types.js';
+import type { Metrics } from '../observability/metrics.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const MAX_KEY_LENGTH = 200;
@@ -46,14 +47,19 @@ export interface IdempotencyOutcome {
 /** Statuses that are never stored: the caller may retry with the same key. */
 const isStorable = (status: number): boolean => status < 500 && status !== 429 && status !== 401;
 
-export function createIdempotency(deps: { db: Knex; clock: Clock }) {
-  const replay = (row: repo.IdempotencyRow): IdempotencyOutcome => ({
-    result: { status: row.status_code, body: row.response_body, headers: { ...row.response_headers, 'X-Idempotency-Replayed': 'true' } },
-    replayed: true,
-  });
+export function createIdempotency(deps: { db: Knex; clock: Clock; metrics?: Pick<Metrics, 'idempotency'> }) {
+  const count = deps.metrics ? deps.metrics.idempotency : () => {};
+  const replay = (row: repo.IdempotencyRow): IdempotencyOutcome => {
+    count('replayed');
+    return {
+      result: { status: row.status_code, body: row.response_body, headers: { ...row.response_headers, 'X-Idempotency-Replayed': 'true' } },
+      replayed: true,
+    };
+  };
 
   const check = (row: repo.IdempotencyRow, run: IdempotentRun): IdempotencyOutcome => {
     if (row.fingerprint !== run.fingerprint) {
+      count('key_reuse_mismatch');
       throw new ApiError('idempotency_key_reuse_mismatch', 'This Idempotency-Key was already used with a different request (route, path parameters or body).');
     }
     return replay(row);
@@ -70,6 +76,7 @@ export function createIdempotency(deps: { db: Knex; clock: Clock }) {
           // Lock, then look (a fresh snapshot); the stored-record guard below is the backstop.
           const { locked, record } = await repo.lockAndFindRecord(trx, run.agentId, run.key, deps.clock.now());
           if (!locked) {
+            count('request_in_progress');
             throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
           }
           if (record) return check(record, run);

@@ -16,6 +16,7 @@ import { appendEvent } from '../db/repositories/event.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 import type { WorkerLoop } from '../worker.js';
 import { nextAttemptAt, parseRetryAfter, RETRY_HORIZON_MS } from './backoff.js';
 import { createSender, isRetryable, MAX_PAYLOAD_BYTES, USER_AGENT, type ErrorClass, type Sender, type SendResult } from './sender.js';
@@ -45,6 +46,7 @@ export interface DeliveryWorkerDeps {
   /** When set, the loop LISTENs on this Postgres for new deliveries. */
   databaseUrl?: string | null;
   random?: () => number;
+  metrics?: Pick<Metrics, 'webhookAttempt'>;
 }
 
 export interface DeliveryWorker {
@@ -162,6 +164,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         const done = await deliveries.completeClaimedDelivery(trx, row.id, token, { ...base(now), status: 'delivered', error_class: null, next_attempt_at: null, terminal_at: now });
         if (done) await endpoints.recordEndpointSuccess(trx, row.endpoint_id, now);
       });
+      deps.metrics?.webhookAttempt('delivered', null);
       return;
     }
     await withTransaction(db, async (trx) => {
@@ -171,6 +174,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const baseNow = base(now);
       if (errorClass === 'endpoint_disabled') {
         await deliveries.completeClaimedDelivery(trx, row.id, token, { ...baseNow, status: 'failed', error_class: errorClass, next_attempt_at: null, terminal_at: now });
+        deps.metrics?.webhookAttempt('failed', errorClass);
         return;
       }
       let patch: deliveries.AttemptResultPatch;
@@ -195,6 +199,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       const done = await deliveries.completeClaimedDelivery(trx, row.id, token, patch);
       if (!done) return; // fenced out: another worker holds this delivery now
+      deps.metrics?.webhookAttempt(patch.status === 'retrying' ? 'retrying' : 'failed', patch.error_class ?? null);
       await endpoints.recordEndpointFailure(trx, endpoint.id, now);
       if (exhausted && (await endpoints.disableEndpointForFailures(trx, endpoint.id, now))) {
         const failed = await deliveries.failWaitingDeliveries(trx, endpoint.id, 'endpoint_disabled', now);
