@@ -91,7 +91,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const document = overrides.document ?? loadDocument();
   const idempotency = createIdempotency({ db, clock, metrics });
   const onAgentCreated: AgentCreatedHook[] = [];
-  const sealer = createSealer(config.masterKey);
+  const sealer = createSealer(config.masterKey, config.masterKeyPrevious);
   const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
   const loops: WorkerLoop[] = [
     createPollingLoop('idempotency-cleanup', () => idempotency.deleteExpired(), { idleMs: 60_000, log }),

@@ -11,6 +11,8 @@ export interface Config {
   redisPrefix: string;
   logLevel: string;
   masterKey: string;
+  /** The key being rotated away from: still opens sealed values until `npm run rotate-master-key` has re-sealed them. */
+  masterKeyPrevious: string | null;
   autoMigrate: boolean;
   runWorker: boolean;
   settlementDelayMs: number;
@@ -105,6 +107,10 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     problems.push('MASTER_KEY must be at least 32 characters');
   }
 
+  const masterKeyPrevious = get('MASTER_KEY_PREVIOUS') ?? null;
+  if (masterKeyPrevious !== null && masterKeyPrevious.length < 32) problems.push('MASTER_KEY_PREVIOUS must be at least 32 characters');
+  if (masterKeyPrevious !== null && masterKeyPrevious === masterKey) problems.push('MASTER_KEY_PREVIOUS must differ from MASTER_KEY');
+
   const unsafeAllowLoopbackTargets = bool('UNSAFE_ALLOW_LOOPBACK_TARGETS', false);
   if (unsafeAllowLoopbackTargets && production) problems.push('UNSAFE_ALLOW_LOOPBACK_TARGETS is refused when NODE_ENV=production');
   else if (unsafeAllowLoopbackTargets) warn('warning: UNSAFE_ALLOW_LOOPBACK_TARGETS is on: webhook and x402 targets may be loopback IP literals');
@@ -123,6 +129,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     redisPrefix: get('REDIS_PREFIX') ?? 'agentapi:',
     logLevel,
     masterKey,
+    masterKeyPrevious,
     autoMigrate: bool('AUTO_MIGRATE', true),
     runWorker: bool('RUN_WORKER', true),
     settlementDelayMs: int('SETTLEMENT_DELAY_MS', 0, 0, 3_600_000),

@@ -1,0 +1,107 @@
+// MASTER_KEY rotation: `npm run rotate-master-key` re-seals every registered column; the registry names every sealed_* column.
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { createApp, type BuiltApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { listSealedColumnNames, listSealedValues } from '../../src/db/repositories/sealed.repository.js';
+import { SEALED_COLUMNS } from '../../src/db/sealed-columns.js';
+import { createSealer } from '../../src/lib/crypto.js';
+import { loadSigningKeys } from '../../src/oauth/keys.js';
+import { createScratchDatabase, type ScratchDatabase } from '../helpers/database.js';
+import { repoRoot } from '../helpers/process.js';
+import { testConfigEnv } from '../helpers/server.js';
+
+const OLD_KEY = 'old-master-key-0000000000000000000000000000';
+const NEW_KEY = 'new-master-key-1111111111111111111111111111';
+
+const opensWith = (key: string, sealed: string): boolean => {
+  try {
+    createSealer(key).open(sealed);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('rotate-master-key', () => {
+  let scratch: ScratchDatabase;
+  let built: BuiltApp;
+
+  before(async function () {
+    this.timeout(60_000);
+    scratch = await createScratchDatabase('rotation');
+    built = await createApp(loadConfig(testConfigEnv({ DATABASE_URL: scratch.url, AUTO_MIGRATE: 'true', MASTER_KEY: OLD_KEY }), () => {}));
+    const { services, db } = built;
+    const owner = await services.agents.createOwner(db, { email: 'rotation@example.com' });
+    for (let i = 0; i < 3; i++) {
+      const agent = await services.agents.createAgent(db, { ownerId: owner.owner_id, name: `rotation ${i}` });
+      const caller = { agentId: agent.agent_id, walletId: agent.wallet_id };
+      const { webhook } = await services.webhooks.create(db, caller, { url: 'https://example.com/hook', event_types: ['payment.executed'] });
+      await services.webhooks.rotateSecret(db, caller, webhook.id);
+    }
+    await loadSigningKeys(db, createSealer(OLD_KEY), built.clock);
+  });
+  after(async function () {
+    this.timeout(30_000);
+    await built?.close();
+    await scratch?.drop();
+  });
+
+  it('names every sealed_* column of the schema in the registry', async () => {
+    const inSchema = (await listSealedColumnNames(built.db)).map((c) => `${c.table}.${c.column}`).sort();
+    expect(SEALED_COLUMNS.map((c) => `${c.table}.${c.column}`).sort()).to.deep.equal(inSchema);
+  });
+
+  it('re-seals every value under the new key, leaves nothing the old key opens, and is idempotent', async function () {
+    this.timeout(60_000);
+    const before = await Promise.all(SEALED_COLUMNS.map((c) => listSealedValues(built.db, c, null, 1000)));
+    expect(before.map((rows) => rows.length)).to.deep.equal([3, 3, 3, 1]);
+    expect(before.flat().every((v) => opensWith(OLD_KEY, v.sealed))).to.equal(true);
+
+    const run = () =>
+      promisify(execFile)(process.execPath, ['--import', 'tsx', 'scripts/rotate-master-key.ts'], {
+        cwd: repoRoot,
+        env: { ...process.env, ...testConfigEnv({ DATABASE_URL: scratch.url, MASTER_KEY: NEW_KEY, MASTER_KEY_PREVIOUS: OLD_KEY }) },
+      });
+    const first = JSON.parse((await run()).stdout) as { ok: boolean; columns: Array<{ resealed: number; alreadyCurrent: number; unopenable: string[] }> };
+    expect(first.ok).to.equal(true);
+    expect(first.columns.map((c) => c.resealed)).to.deep.equal([3, 3, 3, 1]);
+
+    const after = await Promise.all(SEALED_COLUMNS.map((c) => listSealedValues(built.db, c, null, 1000)));
+    const values = after.flat();
+    expect(values).to.have.length(10);
+    expect(values.every((v) => opensWith(NEW_KEY, v.sealed) && !opensWith(OLD_KEY, v.sealed))).to.equal(true);
+    // Same plaintexts as before.
+    const plain = (key: string, rows: typeof values) => rows.map((v) => createSealer(key).open(v.sealed));
+    expect(plain(NEW_KEY, values)).to.deep.equal(plain(OLD_KEY, before.flat()));
+
+    const second = JSON.parse((await run()).stdout) as typeof first;
+    expect(second.columns.map((c) => [c.resealed, c.alreadyCurrent])).to.deep.equal([
+      [0, 3],
+      [0, 3],
+      [0, 3],
+      [0, 1],
+    ]);
+  });
+
+  it('opens values sealed under the previous key while both are configured, and seals under the new one', () => {
+    const old = createSealer(OLD_KEY).seal('secret');
+    const both = createSealer(NEW_KEY, OLD_KEY);
+    expect(both.open(old)).to.equal('secret');
+    expect(opensWith(NEW_KEY, both.seal('x'))).to.equal(true);
+    expect(() => createSealer(NEW_KEY).open(old)).to.throw();
+  });
+
+  it('refuses to run without MASTER_KEY_PREVIOUS (exit 2)', async () => {
+    const err = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'scripts/rotate-master-key.ts'], {
+      cwd: repoRoot,
+      env: { ...process.env, ...testConfigEnv({ DATABASE_URL: scratch.url, MASTER_KEY: NEW_KEY }) },
+    }).then(
+      () => null,
+      (e: { code?: number; stderr?: string }) => e,
+    );
+    expect(err?.code).to.equal(2);
+    expect(err?.stderr).to.contain('MASTER_KEY_PREVIOUS');
+  });
+});
