@@ -363,8 +363,8 @@ async function main(): Promise<number> {
       [
         6,
         async (a) => {
-          const q = await call('simulate', 'createConversionQuote', 'POST', '/v1/agent/conversions/quote', a, { from_asset: 'USDC', to_asset: 'WETH', amount: '1' });
-          const quoteId = q.body?.quote_id;
+          const q = await call('simulate', 'createConversionQuote', 'POST', '/v1/agent/conversions/quote', a, { from_asset: 'USDC', to_asset: 'EURC', amount: '1' }, randomUUID());
+          const quoteId = (q.body?.quote as { quote_id?: unknown } | undefined)?.quote_id;
           if (q.status === 200 && typeof quoteId === 'string') await call('write', 'createConversion', 'POST', '/v1/agent/conversions', a, { quote_id: quoteId }, randomUUID());
         },
       ],
@@ -418,7 +418,7 @@ async function main(): Promise<number> {
           const api = i % 3;
           if (cls === 'read') return send(cls, 'probe', 'GET', '/v1/agent/self', agent, undefined, undefined, api);
           if (cls === 'write') return send(cls, 'probe', 'POST', '/v1/agent/payments', agent, { to: randomAddress(), asset: 'USDC', amount: '0.01' }, randomUUID(), api);
-          if (cls === 'simulate') return send(cls, 'probe', 'POST', '/v1/agent/conversions/quote', agent, { from_asset: 'USDC', to_asset: 'WETH', amount: '1' }, undefined, api);
+          if (cls === 'simulate') return send(cls, 'probe', 'POST', '/v1/agent/conversions/quote', agent, { from_asset: 'USDC', to_asset: 'WETH', amount: '1' }, randomUUID(), api);
           return send(cls, 'probe', 'GET', '/v1/agent/webhooks', agent, undefined, undefined, api);
         });
         const results = await Promise.all(requests);
@@ -581,6 +581,8 @@ async function main(): Promise<number> {
     process.stdout.write('\n== soak report ==\n');
     process.stdout.write(`load ${SOAK_SECONDS} s, ${AGENTS} agents, ${CONCURRENCY} concurrent clients, ${samples.length} requests (${(samples.length / SOAK_SECONDS).toFixed(0)}/s); kills at ${kills.map((k) => `${(k.at / 1000).toFixed(0)}s(api-${k.api + 1},worker-${k.worker + 1})`).join(' ')}; outages ${outages.map((o) => `${o.what} ${(o.from / 1000).toFixed(0)}-${(o.to / 1000).toFixed(0)}s`).join(', ')}\n`);
     process.stdout.write(`responses: ${tally(samples, (s) => String(s.status ?? s.error)).sort().map(([k, n]) => `${k}=${n}`).join(' ')}\n`);
+    const refusals = tally(samples.filter((s) => s.status !== null && s.status >= 400 && s.status < 500), (s) => `${s.op} ${s.status} ${String((s.body?.error as { code?: string } | undefined)?.code ?? '')}`);
+    process.stdout.write(`4xx by operation: ${refusals.sort((x, y) => y[1] - x[1]).map(([k, n]) => `${k}=${n}`).join(', ') || 'none'}\n`);
     process.stdout.write('latency per route class (ms, answered requests outside probes):\n');
     for (const cls of PROBE_CLASSES) {
       const ms = samples.filter((s) => s.cls === cls && s.status !== null && s.op !== 'probe').map((s) => s.ms).sort((a, b) => a - b);
