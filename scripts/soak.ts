@@ -226,7 +226,7 @@ async function main(): Promise<number> {
       await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
       await c.end();
     });
-    const migrator = await createKnex({ databaseUrl: directUrl, dataDir: '' });
+    const migrator = await createKnex({ databaseUrl: directUrl, dataDir: '', poolMax: 2 });
     await migrateLatest(migrator);
     await migrator.destroy();
 
@@ -259,6 +259,8 @@ async function main(): Promise<number> {
       REDIS_PREFIX: 'soak:',
       MASTER_KEY,
       AUTO_MIGRATE: 'false',
+      // Five processes on the machine's shared Postgres (max_connections 100, other test runs beside us): stay small.
+      DATABASE_POOL_MAX: '5',
       LOG_LEVEL: 'warn',
       UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true',
       VALIDATE_RESPONSES: 'false',
@@ -385,9 +387,12 @@ async function main(): Promise<number> {
     const warmUntil = Date.now() + 30_000;
     for (let round = 0; Date.now() < warmUntil; round++) {
       const t0 = performance.now();
-      await Promise.all([0, 1, 2].map(async (api) => {
-        for (const [, fn] of actions) await fn(agents[(api + round) % agents.length]!);
-      }));
+      const warmRound = Promise.all(
+        [0, 1, 2].map(async (api) => {
+          for (const [, fn] of actions) await fn(agents[(api + round) % agents.length]!);
+        }),
+      );
+      await Promise.race([warmRound, sleep(Math.max(0, warmUntil - Date.now()))]);
       if (performance.now() - t0 < 1500 && round > 0) break;
     }
     samples.length = 0;
@@ -395,11 +400,14 @@ async function main(): Promise<number> {
 
     // ---- the fault schedule ------------------------------------------------------------------------------------------
     const loadStart = Date.now();
-    loadEnd = loadStart + SOAK_SECONDS * 1000;
-    const redisStopAt = Math.round(SOAK_SECONDS * 0.35) * 1000;
-    const pgCutAt = Math.round(SOAK_SECONDS * 0.65) * 1000;
+    // A slow setup shortens the load rather than the drain and the checks (75 s kept for them under the hard limit).
+    const seconds = Math.max(20, Math.min(SOAK_SECONDS, Math.floor((started + HARD_LIMIT_MS - 75_000 - loadStart) / 1000)));
+    if (seconds < SOAK_SECONDS) log(`setup was slow: load shortened to ${seconds} s`);
+    loadEnd = loadStart + seconds * 1000;
+    const redisStopAt = Math.round(seconds * 0.35) * 1000;
+    const pgCutAt = Math.round(seconds * 0.65) * 1000;
     const killTimes: number[] = [];
-    for (let t = KILL_EVERY_MS; t < SOAK_SECONDS * 1000; t += KILL_EVERY_MS) killTimes.push(t);
+    for (let t = KILL_EVERY_MS; t < seconds * 1000; t += KILL_EVERY_MS) killTimes.push(t);
     const outages: Array<{ what: string; from: number; to: number }> = [];
     const kills: Array<{ api: number; worker: number; at: number; upAt: number }> = [];
     // Probes where nothing else happens: ≥ 5 s from a kill, outside outages and their recovery.
@@ -407,7 +415,7 @@ async function main(): Promise<number> {
       killTimes.every((k) => t < k - 8000 || t > k + 5000) &&
       [redisStopAt, pgCutAt].every((o) => t < o - 8000 || t > o + OUTAGE_MS + RECOVERY_MS + 2000);
     const candidates: number[] = [];
-    for (let t = 5000; t <= SOAK_SECONDS * 1000 - 5000; t += 1000) if (quiet(t)) candidates.push(t);
+    for (let t = 5000; t <= seconds * 1000 - 5000; t += 1000) if (quiet(t)) candidates.push(t);
     const probeTimes = [...new Set([candidates[0], candidates[Math.floor(candidates.length / 2)]].filter((t): t is number => t !== undefined))];
 
     const probes: Array<{ at: string; cls: RateClass; granted: number; refused: number; other: string[] }> = [];
@@ -489,15 +497,19 @@ async function main(): Promise<number> {
     if (apis.every((a) => a.up) && (await redisPing(redisPort))) await probe('after load', probeAgents[3]!);
 
     // ---- drain: settlement and deliveries, bounded -------------------------------------------------------------------
-    const check = await createKnex({ databaseUrl: directUrl, dataDir: '' });
+    const check = await createKnex({ databaseUrl: directUrl, dataDir: '', poolMax: 2 });
     cleanups.push(() => check.destroy());
     const drainUntil = Math.min(Date.now() + 90_000, started + HARD_LIMIT_MS - 25_000);
     let live = { deliveries: -1, operations: -1 };
     while (Date.now() < drainUntil) {
-      const [d] = await check('webhook_deliveries').whereIn('status', ['pending', 'retrying', 'in_flight']).count<{ count: string }[]>('* as count');
-      const [o] = await check('operations').whereIn('status', ['accepted', 'submitted']).count<{ count: string }[]>('* as count');
-      live = { deliveries: Number(d!.count), operations: Number(o!.count) };
-      if (live.deliveries === 0 && live.operations === 0) break;
+      try {
+        const [d] = await check('webhook_deliveries').whereIn('status', ['pending', 'retrying', 'in_flight']).count<{ count: string }[]>('* as count');
+        const [o] = await check('operations').whereIn('status', ['accepted', 'submitted']).count<{ count: string }[]>('* as count');
+        live = { deliveries: Number(d!.count), operations: Number(o!.count) };
+        if (live.deliveries === 0 && live.operations === 0) break;
+      } catch (err) {
+        log(`drain probe failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
       await sleep(1000);
     }
     log(`drained: ${live.deliveries} deliveries and ${live.operations} operations still live`);
@@ -509,77 +521,83 @@ async function main(): Promise<number> {
 
     // ---- checks ------------------------------------------------------------------------------------------------------
     const results: Array<[string, boolean, string]> = [];
-    const journal = (await check('journal_entries').select('asset_symbol').sum({ total: 'amount' }).count({ n: '*' }).groupBy('asset_symbol')) as Array<{ asset_symbol: string; total: string; n: string }>;
-    const unbalanced = journal.filter((j) => BigInt(j.total) !== 0n);
-    results.push(['journal sums to zero per asset', unbalanced.length === 0, journal.map((j) => `${j.asset_symbol}: ${j.n} entries, sum ${j.total}`).join('; ')]);
-    const mismatched = (await check.raw(`
-      SELECT b.wallet_id, b.asset_symbol, b.available, b.held, coalesce(ja.total, 0) AS journal_available, coalesce(jh.total, 0) AS journal_held
-      FROM balances b
-      LEFT JOIN (SELECT wallet_id, asset_symbol, sum(amount) AS total FROM journal_entries WHERE account LIKE '%:available' GROUP BY 1, 2) ja USING (wallet_id, asset_symbol)
-      LEFT JOIN (SELECT wallet_id, asset_symbol, sum(amount) AS total FROM journal_entries WHERE account LIKE '%:held' GROUP BY 1, 2) jh USING (wallet_id, asset_symbol)
-      WHERE b.available <> coalesce(ja.total, 0) OR b.held <> coalesce(jh.total, 0)`)) as { rows: unknown[] };
-    const [{ count: balanceRows }] = (await check('balances').count<{ count: string }[]>('* as count')) as [{ count: string }];
-    results.push(['every balance equals its journal', mismatched.rows.length === 0, `${balanceRows} balances, ${mismatched.rows.length} differ`]);
-
-    const accepted = samples.filter((s) => s.cls === 'write' && s.status !== null && s.status < 300);
-    const acceptedIds = [...new Set(accepted.map((s) => s.body?.operation_id).filter((id): id is string => typeof id === 'string'))];
-    const withoutId = accepted.filter((s) => typeof s.body?.operation_id !== 'string').length;
-    let found = 0;
-    for (let i = 0; i < acceptedIds.length; i += 1000) {
-      const [{ count }] = (await check('operations').whereIn('id', acceptedIds.slice(i, i + 1000)).count<{ count: string }[]>('* as count')) as [{ count: string }];
-      found += Number(count);
-    }
-    const opStatuses = (await check('operations').select('type', 'status').count({ n: '*' }).groupBy('type', 'status').orderBy(['type', 'status'])) as Array<{ type: string; status: string; n: string }>;
-    results.push([
-      'no accepted write without its operation',
-      withoutId === 0 && found === acceptedIds.length,
-      `${accepted.length} accepted write responses, ${acceptedIds.length} operations named, ${found} found, ${withoutId} without an operation_id; ${opStatuses.map((o) => `${o.type}/${o.status}=${o.n}`).join(' ')}`,
-    ]);
-
-    const deliveries = (await check('webhook_deliveries as d')
-      .join('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
-      .select('d.event_id', 'd.status', 'e.url', 'd.attempt')) as Array<{ event_id: string; status: string; url: string; attempt: number }>;
-    const [{ count: eventCount }] = (await check('events').count<{ count: string }[]>('* as count')) as [{ count: string }];
-    const notDelivered = deliveries.filter((d) => d.status !== 'delivered' || !receiver.received.get(new URL(d.url).pathname)?.has(d.event_id));
-    const retried = deliveries.filter((d) => d.attempt > 1).length;
-    results.push([
-      'every event delivered at least once',
-      notDelivered.length === 0 && deliveries.length > 0,
-      `${eventCount} events, ${deliveries.length} deliveries, ${notDelivered.length} not delivered (${[...new Set(notDelivered.map((d) => d.status))].join(', ') || 'none'}); receiver got ${receiver.requests()} POSTs (${receiver.requests() - deliveries.length + notDelivered.length} duplicates), ${retried} deliveries needed more than one attempt`,
-    ]);
-
-    const probeProblems = probes.filter((p) => p.granted !== PROBE_BURST || p.other.length > 0);
-    results.push([
-      'exactly the rate-limit budget granted per agent and class',
-      probes.length > 0 && probeProblems.length === 0,
-      `${probes.length} bursts of ${PROBE_BURST * 3} across 3 processes with burst ${PROBE_BURST}: ${probes.map((p) => `${p.at} ${p.cls} ${p.granted}/${p.refused}${p.other.length ? ` (${p.other.join(',')})` : ''}`).join('; ')}`,
-    ]);
-
     /** Whether a request's lifetime overlaps an outage (or the recovery right after it). */
     const inOutage = (s: Sample) => outages.some((o) => s.at + s.ms >= o.from - 500 && s.at <= o.to + RECOVERY_MS);
-    const fiveXx = samples.filter((s) => s.status !== null && s.status >= 500);
-    const documented = (s: Sample) => s.status === 503 && (s.body?.error as { code?: string } | undefined)?.code === 'service_unavailable' && Number(s.retryAfter) >= 1 && inOutage(s);
-    const undocumented = fiveXx.filter((s) => !documented(s));
     const tally = (list: Sample[], keyOf: (s: Sample) => string) => Object.entries(list.reduce<Record<string, number>>((m, s) => ((m[keyOf(s)] = (m[keyOf(s)] ?? 0) + 1), m), {}));
     const byStatus = (list: Sample[]) => tally(list, (s) => `${s.status ?? s.error}${inOutage(s) ? ' in outage' : ' outside outages'}`);
-    results.push([
-      'no 5xx other than the documented 503s during outages',
-      undocumented.length === 0,
-      `${fiveXx.length} 5xx: ${byStatus(fiveXx).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}${undocumented.length ? `; first undocumented: ${undocumented.slice(0, 3).map((s) => `${s.op} ${s.status} at ${(s.at / 1000).toFixed(1)}s ${JSON.stringify(s.body?.error ?? s.body).slice(0, 140)}`).join(' | ')}` : ''}`,
-    ]);
+    try {
+      const journal = (await check('journal_entries').select('asset_symbol').sum({ total: 'amount' }).count({ n: '*' }).groupBy('asset_symbol')) as Array<{ asset_symbol: string; total: string; n: string }>;
+      const unbalanced = journal.filter((j) => BigInt(j.total) !== 0n);
+      results.push(['journal sums to zero per asset', unbalanced.length === 0, journal.map((j) => `${j.asset_symbol}: ${j.n} entries, sum ${j.total}`).join('; ')]);
+      const mismatched = (await check.raw(`
+        SELECT b.wallet_id, b.asset_symbol, b.available, b.held, coalesce(ja.total, 0) AS journal_available, coalesce(jh.total, 0) AS journal_held
+        FROM balances b
+        LEFT JOIN (SELECT wallet_id, asset_symbol, sum(amount) AS total FROM journal_entries WHERE account LIKE '%:available' GROUP BY 1, 2) ja USING (wallet_id, asset_symbol)
+        LEFT JOIN (SELECT wallet_id, asset_symbol, sum(amount) AS total FROM journal_entries WHERE account LIKE '%:held' GROUP BY 1, 2) jh USING (wallet_id, asset_symbol)
+        WHERE b.available <> coalesce(ja.total, 0) OR b.held <> coalesce(jh.total, 0)`)) as { rows: unknown[] };
+      const [{ count: balanceRows }] = (await check('balances').count<{ count: string }[]>('* as count')) as [{ count: string }];
+      results.push(['every balance equals its journal', mismatched.rows.length === 0, `${balanceRows} balances, ${mismatched.rows.length} differ`]);
 
-    const killed = (s: Sample) => kills.some((k) => k.api === s.api && s.at + s.ms >= k.at - 1000 && s.at <= k.upAt + 1000);
-    const errors = samples.filter((s) => s.error !== null);
-    const unexplained = errors.filter((s) => !killed(s));
-    results.push([
-      'every request answered, except by a process being killed',
-      unexplained.length === 0,
-      `${errors.length} without an HTTP answer (${byStatus(errors).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}); ${unexplained.length} not explained by a kill${unexplained.length ? ` (${byStatus(unexplained).map(([k, n]) => `${k}: ${n}`).join(', ')})` : ''}`,
-    ]);
+      const accepted = samples.filter((s) => s.cls === 'write' && s.status !== null && s.status < 300);
+      const acceptedIds = [...new Set(accepted.map((s) => s.body?.operation_id).filter((id): id is string => typeof id === 'string'))];
+      const withoutId = accepted.filter((s) => typeof s.body?.operation_id !== 'string').length;
+      let found = 0;
+      for (let i = 0; i < acceptedIds.length; i += 1000) {
+        const [{ count }] = (await check('operations').whereIn('id', acceptedIds.slice(i, i + 1000)).count<{ count: string }[]>('* as count')) as [{ count: string }];
+        found += Number(count);
+      }
+      const opStatuses = (await check('operations').select('type', 'status').count({ n: '*' }).groupBy('type', 'status').orderBy(['type', 'status'])) as Array<{ type: string; status: string; n: string }>;
+      results.push([
+        'no accepted write without its operation',
+        withoutId === 0 && found === acceptedIds.length,
+        `${accepted.length} accepted write responses, ${acceptedIds.length} operations named, ${found} found, ${withoutId} without an operation_id; ${opStatuses.map((o) => `${o.type}/${o.status}=${o.n}`).join(' ')}`,
+      ]);
+
+      const deliveries = (await check('webhook_deliveries as d')
+        .join('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
+        .select('d.event_id', 'd.status', 'e.url', 'd.attempt')) as Array<{ event_id: string; status: string; url: string; attempt: number }>;
+      const [{ count: eventCount }] = (await check('events').count<{ count: string }[]>('* as count')) as [{ count: string }];
+      const notDelivered = deliveries.filter((d) => d.status !== 'delivered' || !receiver.received.get(new URL(d.url).pathname)?.has(d.event_id));
+      const retried = deliveries.filter((d) => d.attempt > 1).length;
+      results.push([
+        'every event delivered at least once',
+        notDelivered.length === 0 && deliveries.length > 0,
+        `${eventCount} events, ${deliveries.length} deliveries, ${notDelivered.length} not delivered (${[...new Set(notDelivered.map((d) => d.status))].join(', ') || 'none'}); receiver got ${receiver.requests()} POSTs (${receiver.requests() - deliveries.length + notDelivered.length} duplicates), ${retried} deliveries needed more than one attempt`,
+      ]);
+
+      const probeProblems = probes.filter((p) => p.granted !== PROBE_BURST || p.other.length > 0);
+      results.push([
+        'exactly the rate-limit budget granted per agent and class',
+        probes.length > 0 && probeProblems.length === 0,
+        `${probes.length} bursts of ${PROBE_BURST * 3} across 3 processes with burst ${PROBE_BURST}: ${probes.map((p) => `${p.at} ${p.cls} ${p.granted}/${p.refused}${p.other.length ? ` (${p.other.join(',')})` : ''}`).join('; ')}`,
+      ]);
+
+      const fiveXx = samples.filter((s) => s.status !== null && s.status >= 500);
+      const documented = (s: Sample) => s.status === 503 && (s.body?.error as { code?: string } | undefined)?.code === 'service_unavailable' && Number(s.retryAfter) >= 1 && inOutage(s);
+      const undocumented = fiveXx.filter((s) => !documented(s));
+      results.push([
+        'no 5xx other than the documented 503s during outages',
+        undocumented.length === 0,
+        `${fiveXx.length} 5xx: ${byStatus(fiveXx).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}${undocumented.length ? `; first undocumented: ${undocumented.slice(0, 3).map((s) => `${s.op} ${s.status} at ${(s.at / 1000).toFixed(1)}s ${JSON.stringify(s.body?.error ?? s.body).slice(0, 140)}`).join(' | ')}` : ''}`,
+      ]);
+
+      const killed = (s: Sample) => kills.some((k) => k.api === s.api && s.at + s.ms >= k.at - 1000 && s.at <= k.upAt + 1000);
+      const errors = samples.filter((s) => s.error !== null);
+      const unexplained = errors.filter((s) => !killed(s));
+      results.push([
+        'every request answered, except by a process being killed',
+        unexplained.length === 0,
+        `${errors.length} without an HTTP answer (${byStatus(errors).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}); ${unexplained.length} not explained by a kill${unexplained.length ? ` (${byStatus(unexplained).map(([k, n]) => `${k}: ${n}`).join(', ')})` : ''}`,
+      ]);
+
+    } catch (err) {
+      // A check that cannot run (the database went away) is a failure to report, not a reason to skip the report.
+      results.push(['checks ran to the end', false, err instanceof Error ? err.message : String(err)]);
+    }
 
     // ---- report ------------------------------------------------------------------------------------------------------
     process.stdout.write('\n== soak report ==\n');
-    process.stdout.write(`load ${SOAK_SECONDS} s, ${AGENTS} agents, ${CONCURRENCY} concurrent clients, ${samples.length} requests (${(samples.length / SOAK_SECONDS).toFixed(0)}/s); kills at ${kills.map((k) => `${(k.at / 1000).toFixed(0)}s(api-${k.api + 1},worker-${k.worker + 1})`).join(' ')}; outages ${outages.map((o) => `${o.what} ${(o.from / 1000).toFixed(0)}-${(o.to / 1000).toFixed(0)}s`).join(', ')}\n`);
+    process.stdout.write(`load ${seconds} s, ${AGENTS} agents, ${CONCURRENCY} concurrent clients, ${samples.length} requests (${(samples.length / seconds).toFixed(0)}/s); kills at ${kills.map((k) => `${(k.at / 1000).toFixed(0)}s(api-${k.api + 1},worker-${k.worker + 1})`).join(' ')}; outages ${outages.map((o) => `${o.what} ${(o.from / 1000).toFixed(0)}-${(o.to / 1000).toFixed(0)}s`).join(', ')}\n`);
     process.stdout.write(`responses: ${tally(samples, (s) => String(s.status ?? s.error)).sort().map(([k, n]) => `${k}=${n}`).join(' ')}\n`);
     const refusals = tally(samples.filter((s) => s.status !== null && s.status >= 400 && s.status < 500), (s) => `${s.op} ${s.status} ${String((s.body?.error as { code?: string } | undefined)?.code ?? '')}`);
     process.stdout.write(`4xx by operation: ${refusals.sort((x, y) => y[1] - x[1]).map(([k, n]) => `${k}=${n}`).join(', ') || 'none'}\n`);

@@ -85,7 +85,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const tracing = createTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName });
   const log = overrides.log ?? createLogger(config.logLevel, tracing.enabled ? () => tracing.currentIds() : undefined);
   const clock = overrides.clock ?? systemClock;
-  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.databasePoolMax });
   tracing.watchKnex(db);
   if (config.autoMigrate) await migrateLatest(db);
   const redis = await connectRedis(config, log);

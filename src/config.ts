@@ -6,6 +6,8 @@ export interface Config {
   host: string;
   baseUrl: string;
   databaseUrl: string | null;
+  /** Connections per process; size Postgres' max_connections for every API replica and worker (docs/OPERATIONS.md). */
+  databasePoolMax: number;
   dataDir: string;
   redisUrl: string | null;
   redisPrefix: string;
@@ -124,6 +126,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     host,
     baseUrl,
     databaseUrl,
+    databasePoolMax: int('DATABASE_POOL_MAX', 20, 1, 1000),
     dataDir: get('DATA_DIR') ?? './.data',
     redisUrl,
     redisPrefix: get('REDIS_PREFIX') ?? 'agentapi:',
