@@ -24,11 +24,14 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
-/** Tracing off: `span` calls `fn` directly; nothing is allocated per call. */
+/** One shared non-recording span, so the no-op tracing allocates nothing per call. */
+const NO_SPAN: Span = trace.wrapSpanContext({ traceId: '0'.repeat(32), spanId: '0'.repeat(16), traceFlags: 0 });
+
+/** Tracing off: `span` calls `fn` directly. */
 export const noTracing: Tracing = {
   enabled: false,
-  span: (_name, _attributes, fn) => fn(trace.wrapSpanContext({ traceId: '0'.repeat(32), spanId: '0'.repeat(16), traceFlags: 0 })),
-  startRoot: (_name, _attributes, fn) => fn(trace.wrapSpanContext({ traceId: '0'.repeat(32), spanId: '0'.repeat(16), traceFlags: 0 })),
+  span: (_name, _attributes, fn) => fn(NO_SPAN),
+  startRoot: (_name, _attributes, fn) => fn(NO_SPAN),
   currentIds: () => undefined,
   watchKnex: () => {},
   flush: async () => {},
