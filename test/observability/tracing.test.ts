@@ -4,8 +4,11 @@ import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import type { AddressInfo } from 'node:net';
+import { createTracing } from '../../src/observability/tracing.js';
 import { startServerProcess, type ServerProcess } from '../helpers/process.js';
 import { startTestServer, testConfigEnv, type TestServer } from '../helpers/server.js';
+import { createWebhookTestContext } from '../webhooks/helpers/context.js';
+import { createTestPki, startReceiver } from '../webhooks/helpers/receiver.js';
 
 interface ExportedSpan {
   traceId: string;
@@ -97,5 +100,40 @@ describe('OpenTelemetry traces', () => {
   it('costs nothing when OTEL_EXPORTER_OTLP_ENDPOINT is unset: no tracing object, no ids in logs', () => {
     expect(seed.built.tracing.enabled).to.equal(false);
     expect(seed.built.tracing.currentIds()).to.equal(undefined);
+  });
+});
+
+describe('OpenTelemetry traces of the delivery worker', () => {
+  it('exports a root span per delivery with the outbound webhook POST and the queries as children', async function () {
+    this.timeout(30_000);
+    const collector = await startCollector();
+    const pki = await createTestPki();
+    const receiver = await startReceiver(pki);
+    const ctx = await createWebhookTestContext(pki.ca);
+    const tracing = createTracing({ endpoint: collector.url, serviceName: 'worker-test', scheduledDelayMs: 50 });
+    tracing.watchKnex(ctx.db);
+    try {
+      const caller = await ctx.newAgent();
+      await ctx.service.create(ctx.db, caller, { url: receiver.url('/traced'), event_types: ['payment.executed'] });
+      await ctx.emit(caller);
+      // Other files' leftover due deliveries may be claimed too; ours is the one our receiver answers 200.
+      expect(await ctx.worker({ tracing }).runOnce()).to.be.at.least(1);
+      await receiver.waitForRequests(1);
+      await tracing.flush();
+      const deadline = Date.now() + 10_000;
+      const ours = (s: ExportedSpan) => s.name === 'webhook POST' && s.attributes['http.response.status_code'] === 200;
+      while (!collector.spans.some(ours) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      const post = collector.spans.find(ours);
+      expect(post, 'the webhook POST span').to.not.equal(undefined);
+      expect(post!.attributes['http.response.status_code']).to.equal(200);
+      const root = collector.spans.find((s) => s.spanId === post!.parentSpanId);
+      expect(root?.name).to.equal('webhook delivery');
+      expect(collector.spans.filter((s) => s.parentSpanId === root!.spanId && s.attributes['db.system.name'] === 'postgresql').length).to.be.at.least(1);
+    } finally {
+      await tracing.shutdown();
+      await ctx.close();
+      await receiver.close();
+      collector.server.close();
+    }
   });
 });
