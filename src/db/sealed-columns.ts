@@ -3,15 +3,15 @@
 
 export interface SealedColumn {
   table: string;
-  /** A unique, orderable key of the table (rows are walked in batches by it). */
-  idColumn: string;
+  /** The table's primary key, one or more columns (rows are walked in batches in this order). */
+  key: readonly string[];
   /** Text holding `v1.<iv>.<tag>.<ciphertext>` or NULL. */
   column: string;
 }
 
 export const SEALED_COLUMNS: readonly SealedColumn[] = [
-  { table: 'wallets', idColumn: 'id', column: 'sealed_private_key' },
-  { table: 'webhook_endpoints', idColumn: 'id', column: 'sealed_secret' },
-  { table: 'webhook_endpoints', idColumn: 'id', column: 'sealed_previous_secret' },
-  { table: 'oauth_signing_keys', idColumn: 'kid', column: 'sealed_private_jwk' },
+  { table: 'wallets', key: ['id'], column: 'sealed_private_key' },
+  { table: 'webhook_endpoints', key: ['id'], column: 'sealed_secret' },
+  { table: 'webhook_endpoints', key: ['id'], column: 'sealed_previous_secret' },
+  { table: 'oauth_signing_keys', key: ['kid'], column: 'sealed_private_jwk' },
 ];

@@ -9,14 +9,14 @@ export interface ColumnRotation {
   column: string;
   resealed: number;
   alreadyCurrent: number;
-  /** Values neither key opens (sealed under some third key, or corrupt): left untouched. */
+  /** Keys (values joined with '/') of values neither key opens (sealed under some third key, or corrupt): left untouched. */
   unopenable: string[];
   /** Values changed by the application while we worked (they are sealed under the current key by then). */
   changedMeanwhile: number;
 }
 
 /**
- * Walks each column in id-ordered batches; a value that the current key already opens is left
+ * Walks each column in batches ordered by the table's primary key; a value that the current key already opens is left
  * alone, so the command is idempotent and can be re-run after an interruption. Each value is
  * replaced by compare-and-set, so it is safe while the service runs with both keys configured.
  */
@@ -27,12 +27,12 @@ export async function rotateMasterKey(deps: { db: Knex; masterKey: string; previ
   const results: ColumnRotation[] = [];
   for (const col of deps.columns ?? SEALED_COLUMNS) {
     const result: ColumnRotation = { table: col.table, column: col.column, resealed: 0, alreadyCurrent: 0, unopenable: [], changedMeanwhile: 0 };
-    let afterId: string | null = null;
+    let after: string[] | null = null;
     for (;;) {
-      const batch = await repo.listSealedValues(deps.db, col, afterId, batchSize);
+      const batch = await repo.listSealedValues(deps.db, col, after, batchSize);
       if (batch.length === 0) break;
-      afterId = batch[batch.length - 1]!.id;
-      for (const { id, sealed } of batch) {
+      after = batch[batch.length - 1]!.key;
+      for (const { key, sealed } of batch) {
         if (opens(current, sealed)) {
           result.alreadyCurrent++;
           continue;
@@ -41,10 +41,10 @@ export async function rotateMasterKey(deps: { db: Knex; masterKey: string; previ
         try {
           plaintext = previous.open(sealed);
         } catch {
-          result.unopenable.push(id);
+          result.unopenable.push(key.join('/'));
           continue;
         }
-        if (await repo.replaceSealedValue(deps.db, col, id, sealed, current.seal(plaintext))) result.resealed++;
+        if (await repo.replaceSealedValue(deps.db, col, key, sealed, current.seal(plaintext))) result.resealed++;
         else result.changedMeanwhile++;
       }
     }

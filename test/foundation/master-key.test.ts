@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { listSealedColumnNames, listSealedValues } from '../../src/db/repositories/sealed.repository.js';
 import { SEALED_COLUMNS } from '../../src/db/sealed-columns.js';
 import { createSealer } from '../../src/lib/crypto.js';
+import { rotateMasterKey } from '../../src/services/master-key.service.js';
 import { loadSigningKeys } from '../../src/oauth/keys.js';
 import { createScratchDatabase, type ScratchDatabase } from '../helpers/database.js';
 import { repoRoot } from '../helpers/process.js';
@@ -103,5 +104,21 @@ describe('rotate-master-key', () => {
     );
     expect(err?.code).to.equal(2);
     expect(err?.stderr).to.contain('MASTER_KEY_PREVIOUS');
+  });
+
+  it('walks a table with a composite primary key across batches (the shape of idempotency_keys)', async () => {
+    await built.db.raw('CREATE TABLE rotation_probe (agent_id uuid NOT NULL, key text NOT NULL, probe_sealed text, PRIMARY KEY (agent_id, key))');
+    try {
+      const agents = [crypto.randomUUID(), crypto.randomUUID()];
+      const rows = agents.flatMap((agent_id) => ['a', 'b', 'c'].map((key) => ({ agent_id, key, probe_sealed: createSealer(OLD_KEY).seal(`${agent_id}/${key}`) })));
+      await built.db('rotation_probe').insert([...rows, { agent_id: agents[0], key: 'null', probe_sealed: null }]);
+      const columns = [{ table: 'rotation_probe', key: ['agent_id', 'key'], column: 'probe_sealed' }];
+      const [result] = await rotateMasterKey({ db: built.db, masterKey: NEW_KEY, previousMasterKey: OLD_KEY, columns, batchSize: 2 });
+      expect(result).to.include({ resealed: 6, alreadyCurrent: 0, changedMeanwhile: 0 });
+      const after = (await built.db('rotation_probe').whereNotNull('probe_sealed')) as Array<{ agent_id: string; key: string; probe_sealed: string }>;
+      expect(after.map((r) => createSealer(NEW_KEY).open(r.probe_sealed)).sort()).to.deep.equal(rows.map((r) => `${r.agent_id}/${r.key}`).sort());
+    } finally {
+      await built.db.raw('DROP TABLE rotation_probe');
+    }
   });
 });

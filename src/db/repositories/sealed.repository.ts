@@ -3,28 +3,34 @@ import type { Db } from '../knex.js';
 import type { SealedColumn } from '../sealed-columns.js';
 
 export interface SealedValue {
-  id: string;
+  /** The row's key values, in the order of `SealedColumn.key`. */
+  key: string[];
   sealed: string;
 }
 
-/** The next `limit` non-null values after `afterId`, in id order (keyset walk; no long-held snapshot). */
-export async function listSealedValues(db: Db, col: SealedColumn, afterId: string | null, limit: number): Promise<SealedValue[]> {
-  const q = db(col.table).select({ id: col.idColumn, sealed: col.column }).whereNotNull(col.column).orderBy(col.idColumn).limit(limit);
-  if (afterId !== null) q.where(col.idColumn, '>', afterId);
-  const rows = (await q) as Array<{ id: unknown; sealed: string }>;
-  return rows.map((r) => ({ id: String(r.id), sealed: r.sealed }));
+/** The next `limit` non-null values after `after` in key order (a keyset walk on the primary key; no long-held snapshot). */
+export async function listSealedValues(db: Db, col: SealedColumn, after: string[] | null, limit: number): Promise<SealedValue[]> {
+  const q = db(col.table)
+    .select([...col.key, { sealed: col.column }])
+    .whereNotNull(col.column)
+    .orderBy([...col.key])
+    .limit(limit);
+  if (after !== null) q.whereRaw(`(${col.key.map(() => '??').join(', ')}) > (${col.key.map(() => '?').join(', ')})`, [...col.key, ...after]);
+  const rows = (await q) as Array<Record<string, unknown> & { sealed: string }>;
+  return rows.map((r) => ({ key: col.key.map((k) => String(r[k])), sealed: r.sealed }));
 }
 
 /** Compare-and-set: replaces the value only if nobody changed it meanwhile (a concurrent secret rotation wins). */
-export async function replaceSealedValue(db: Db, col: SealedColumn, id: string, expected: string, replacement: string): Promise<boolean> {
+export async function replaceSealedValue(db: Db, col: SealedColumn, key: string[], expected: string, replacement: string): Promise<boolean> {
+  const where = Object.fromEntries(col.key.map((k, i) => [k, key[i]]));
   const updated = await db(col.table)
-    .where(col.idColumn, id)
+    .where(where)
     .where(col.column, expected)
     .update({ [col.column]: replacement });
   return Number(updated) === 1;
 }
 
-/** Every `sealed_*` text column of the schema, to check the registry is complete. */
+/** Every `sealed_*` column of the schema, to check the registry is complete. */
 export async function listSealedColumnNames(db: Db): Promise<Array<{ table: string; column: string }>> {
   const rows = (await db('information_schema.columns')
     .select({ table: 'table_name', column: 'column_name' })
