@@ -1,5 +1,5 @@
 # Every target goes through npm so it runs on the pinned Node 24 (node_modules/.bin first on PATH).
-.PHONY: install gen lint typecheck test check run worker migrate drift contract-lint bench-read bench-payments bench-webhooks
+.PHONY: install gen lint typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks
 
 install:
 	npm ci
@@ -16,6 +16,17 @@ contract-lint:
 typecheck:
 	npm run --silent typecheck
 
+# Dockerfile, compose.yaml and deploy/k8s against deploy/schemas (no Docker engine or cluster needed).
+deploy-lint:
+	npm run --silent lint:deploy
+
+build:
+	npm run --silent build
+
+# Scale-out run under faults (3 API processes, 2 workers, own Redis, Postgres through a cut-able proxy); not part of `make test`.
+soak:
+	npm run --silent soak
+
 # Fails when `make gen` changes a tracked file (generated/ must be committed as generated).
 drift: gen
 	@git diff --exit-code --stat -- generated/ || (echo "generated/ drifted from openapi/: run 'make gen' and commit" && exit 1)
@@ -23,7 +34,7 @@ drift: gen
 test:
 	npm test
 
-check: lint contract-lint typecheck drift test
+check: lint contract-lint deploy-lint typecheck drift test
 
 run:
 	npm start

@@ -1693,7 +1693,7 @@ export interface paths {
         };
         /**
          * Readiness probe
-         * @description 200 when Postgres and Redis answer, else 503 with the failing checks.
+         * @description 200 when every configured dependency answers (database; Redis when configured), else 503 with the failing checks; also 503 `draining` once the process has been told to stop.
          */
         get: operations["getReadiness"];
         put?: never;
@@ -3120,13 +3120,14 @@ export interface components {
             status: "ok";
         };
         Readiness: {
-            /** @enum {string} */
-            status: "ok" | "unavailable";
+            /**
+             * @description `draining` after SIGTERM while in-flight requests finish (503 even when every check passes).
+             * @enum {string}
+             */
+            status: "ready" | "unavailable" | "draining";
+            /** @description One entry per configured dependency (`database` always; `redis` when REDIS_URL is set; more as they are configured). */
             checks: {
-                /** @enum {string} */
-                database: "ok" | "down";
-                /** @enum {string} */
-                redis: "ok" | "down";
+                [key: string]: "ok" | "down";
             };
         };
         /** @description Body of every webhook delivery (spec 6.2). Receivers dedupe by `id`. */
@@ -6151,7 +6152,7 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
-            /** @description Not ready; `checks` names what is down. */
+            /** @description Not ready; `checks` names what is down, or `status` is `draining`. */
             503: {
                 headers: {
                     [name: string]: unknown;

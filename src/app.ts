@@ -5,9 +5,9 @@ import { createClient } from 'redis';
 import type { Config } from './config.js';
 import { createKnex, migrateLatest } from './db/knex.js';
 import { handlers } from './handlers/index.js';
-import { createHealthHandlers } from './http/health.js';
+import { createHealthHandlers, type ReadinessCheck } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
-import { createIdempotencyAround, createPipeline, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
+import { createIdempotencyAround, createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
 import { createRouter, type Router } from './http/router.js';
 import { createIdempotency } from './idempotency/idempotency.js';
 import { systemClock, type Clock } from './lib/clock.js';
@@ -33,6 +33,9 @@ import { createSettlementLoop } from './services/settlement.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
+import { createMetrics, type Metrics } from './observability/metrics.js';
+import { createTracing, SpanKind, type Tracing } from './observability/tracing.js';
+import { createUpstreamFetcher, type UpstreamFetcher } from './x402/upstream.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -51,6 +54,10 @@ export interface BuiltApp {
   clock: Clock;
   log: Logger;
   loops: WorkerLoop[];
+  metrics: Metrics;
+  tracing: Tracing;
+  /** Turns /readyz to 503 (draining) while in-flight requests finish. */
+  startDraining(): void;
   close(): Promise<void>;
 }
 
@@ -75,18 +82,22 @@ async function connectRedis(config: Readonly<Config>, log: Logger) {
 
 /** Core services plus the data stores; agentctl and the worker reuse this without HTTP. */
 export async function buildCore(config: Readonly<Config>, overrides: AppOverrides = {}) {
-  const log = overrides.log ?? createLogger(config.logLevel);
+  const tracing = createTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName });
+  const log = overrides.log ?? createLogger(config.logLevel, tracing.enabled ? () => tracing.currentIds() : undefined);
   const clock = overrides.clock ?? systemClock;
-  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.databasePoolMax });
+  tracing.watchKnex(db);
   if (config.autoMigrate) await migrateLatest(db);
   const redis = await connectRedis(config, log);
-  const limiter: RateLimiter = redis ? createRedisLimiter(redis, config.redisPrefix) : createMemoryLimiter();
-  const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log });
+  const metrics = createMetrics(config.metricsPort !== null);
+  metrics.watch({ db, isRedisReady: redis ? () => redis.isReady : null, clock, log });
+  const limiter: RateLimiter = redis ? traceRedisLimiter(tracing, createRedisLimiter(redis, config.redisPrefix)) : createMemoryLimiter();
+  const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log, metrics });
   const document = overrides.document ?? loadDocument();
-  const sealer = createSealer(config.masterKey);
-  const idempotency = createIdempotency({ db, clock, sealer });
+  const sealer = createSealer(config.masterKey, config.masterKeyPrevious);
+  const idempotency = createIdempotency({ db, clock, sealer, metrics });
   const onAgentCreated: AgentCreatedHook[] = [];
-  const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
+  const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer, tracing });
   const loops: WorkerLoop[] = [
     createPollingLoop('idempotency-cleanup', async () => (await idempotency.sealLegacyRecords()) + (await idempotency.deleteExpired()), { idleMs: 60_000, log }),
     createOAuthCleanupLoop({ db, clock, log, sealer }),
@@ -100,6 +111,8 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       attemptTimeoutMs: config.webhookAttemptTimeoutMs,
       allowLoopback: config.unsafeAllowLoopbackTargets,
       databaseUrl: config.databaseUrl,
+      metrics,
+      tracing,
     }).loop,
   ];
   let bearer: BearerVerifier | null = null;
@@ -111,8 +124,9 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     if (redis?.isReady) await redis.quit().catch(() => redis.destroy());
     else if (redis?.isOpen) redis.destroy();
     await db.destroy();
+    await tracing.shutdown();
   };
-  return { config, log, clock, db, redis, rateLimits, document, idempotency, services, loops, onAgentCreated, getBearer: () => bearer, setBearer, close };
+  return { config, log, clock, db, redis, metrics, tracing, rateLimits, document, idempotency, services, loops, onAgentCreated, getBearer: () => bearer, setBearer, close };
 }
 
 function buildServices(deps: {
@@ -124,6 +138,7 @@ function buildServices(deps: {
   rateLimits: RateLimitService;
   onAgentCreated: AgentCreatedHook[];
   sealer: Sealer;
+  tracing: Tracing;
 }): Services {
   const { clock, document, rateLimits, onAgentCreated, sealer } = deps;
   // The ledger registers its wallet-key hook on onAgentCreated; DeFi registers its settlers on the ledger.
@@ -133,11 +148,37 @@ function buildServices(deps: {
     ledger,
     defi: createDefiArea({ clock, ledger }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
-    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log }),
+    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config) }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
   };
+}
+
+/** Each Redis rate-limit call as a client span (only when tracing is on). */
+function traceRedisLimiter(tracing: Tracing, limiter: RateLimiter): RateLimiter {
+  if (!tracing.enabled) return limiter;
+  return { ...limiter, consume: (key, rule, cost) => tracing.span('redis EVALSHA ratelimit', { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA' }, () => limiter.consume(key, rule, cost), SpanKind.CLIENT) };
+}
+
+/** The x402 seller requests as client spans; undefined (the service's own default) when tracing is off. */
+function traceUpstream(tracing: Tracing, config: Readonly<Config>): UpstreamFetcher | undefined {
+  if (!tracing.enabled) return undefined;
+  const fetcher = createUpstreamFetcher({ allowLoopback: config.unsafeAllowLoopbackTargets });
+  return (req) =>
+    tracing.span(`x402 ${req.method}`, { 'http.request.method': req.method, 'url.full': req.url }, async (span) => {
+      const res = await fetcher(req);
+      span.setAttribute('http.response.status_code', res.status);
+      return res;
+    }, SpanKind.CLIENT);
+}
+
+/** What /readyz checks, by name; a new dependency (a chain node) is one more entry. */
+function readinessChecks(core: Pick<Awaited<ReturnType<typeof buildCore>>, 'db' | 'redis' | 'tracing'>): ReadinessCheck[] {
+  const { db, redis } = core;
+  const checks: ReadinessCheck[] = [{ name: 'database', check: () => db.raw('SELECT 1') }];
+  if (redis) checks.push({ name: 'redis', check: () => core.tracing.span('redis PING', { 'db.system.name': 'redis' }, () => redis.ping(), SpanKind.CLIENT) });
+  return checks;
 }
 
 export async function createApp(config: Readonly<Config>, overrides: AppOverrides = {}): Promise<BuiltApp> {
@@ -166,7 +207,9 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
   app.use(requestIdMiddleware);
-  const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null });
+  if (core.metrics.registry) app.use(createRequestMetricsMiddleware(core.metrics));
+  if (core.tracing.enabled) app.use(createRequestTracingMiddleware(core.tracing));
+  const health = createHealthHandlers({ checks: readinessChecks(core) });
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services });
@@ -187,5 +230,5 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   });
 
-  return { app, config, db, services, router, clock, log, loops: core.loops, close: core.close };
+  return { app, config, db, services, router, clock, log, loops: core.loops, metrics: core.metrics, tracing: core.tracing, startDraining: health.startDraining, close: core.close };
 }

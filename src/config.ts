@@ -6,11 +6,15 @@ export interface Config {
   host: string;
   baseUrl: string;
   databaseUrl: string | null;
+  /** Connections per process; size Postgres' max_connections for every API replica and worker (docs/OPERATIONS.md). */
+  databasePoolMax: number;
   dataDir: string;
   redisUrl: string | null;
   redisPrefix: string;
   logLevel: string;
   masterKey: string;
+  /** The key being rotated away from: still opens sealed values until `npm run rotate-master-key` has re-sealed them. */
+  masterKeyPrevious: string | null;
   autoMigrate: boolean;
   runWorker: boolean;
   settlementDelayMs: number;
@@ -21,6 +25,14 @@ export interface Config {
   trustProxy: boolean;
   validateResponses: boolean;
   shutdownGraceMs: number;
+  /** After SIGTERM, /readyz answers 503 this long while requests are still served, so load balancers stop routing first. */
+  drainDelayMs: number;
+  /** Port of the Prometheus `/metrics` listener; null = no metrics (and no metrics cost). */
+  metricsPort: number | null;
+  metricsHost: string;
+  /** OTLP/HTTP traces endpoint (base URL; `/v1/traces` is appended); null = tracing off. */
+  otlpEndpoint: string | null;
+  serviceName: string;
 }
 
 export class ConfigError extends Error {
@@ -98,6 +110,10 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     problems.push('MASTER_KEY must be at least 32 characters');
   }
 
+  const masterKeyPrevious = get('MASTER_KEY_PREVIOUS') ?? null;
+  if (masterKeyPrevious !== null && masterKeyPrevious.length < 32) problems.push('MASTER_KEY_PREVIOUS must be at least 32 characters');
+  if (masterKeyPrevious !== null && masterKeyPrevious === masterKey) problems.push('MASTER_KEY_PREVIOUS must differ from MASTER_KEY');
+
   const unsafeAllowLoopbackTargets = bool('UNSAFE_ALLOW_LOOPBACK_TARGETS', false);
   if (unsafeAllowLoopbackTargets && production) problems.push('UNSAFE_ALLOW_LOOPBACK_TARGETS is refused when NODE_ENV=production');
   else if (unsafeAllowLoopbackTargets) warn('warning: UNSAFE_ALLOW_LOOPBACK_TARGETS is on: webhook and x402 targets may be loopback IP literals');
@@ -115,11 +131,13 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     host,
     baseUrl,
     databaseUrl,
+    databasePoolMax: int('DATABASE_POOL_MAX', 20, 1, 1000),
     dataDir: get('DATA_DIR') ?? './.data',
     redisUrl,
     redisPrefix: get('REDIS_PREFIX') ?? 'agentapi:',
     logLevel,
     masterKey,
+    masterKeyPrevious,
     autoMigrate: bool('AUTO_MIGRATE', true),
     runWorker: bool('RUN_WORKER', true),
     settlementDelayMs: int('SETTLEMENT_DELAY_MS', 0, 0, 3_600_000),
@@ -130,7 +148,14 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    drainDelayMs: int('DRAIN_DELAY_MS', 0, 0, 600_000),
+    metricsPort: get('METRICS_PORT') === undefined ? null : int('METRICS_PORT', 0, 0, 65535),
+    metricsHost: get('METRICS_HOST') ?? host,
+    otlpEndpoint: url('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']),
+    serviceName: get('OTEL_SERVICE_NAME') ?? 'agent-api',
   };
+  if (config.shutdownGraceMs > 0 && config.drainDelayMs >= config.shutdownGraceMs) problems.push('DRAIN_DELAY_MS must be shorter than SHUTDOWN_GRACE_MS');
+  if (config.metricsPort !== null && config.metricsPort !== 0 && config.metricsPort === port) problems.push('METRICS_PORT must differ from PORT');
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

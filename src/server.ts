@@ -4,7 +4,8 @@ import { createApp } from './app.js';
 import { ConfigError, listenUrl, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
 import { ensureDemoAgent } from './demo.js';
-import { createWorker } from './worker.js';
+import { startMetricsServer } from './observability/metrics.js';
+import { createWorker, sleep } from './worker.js';
 
 async function main(): Promise<void> {
   let config;
@@ -30,6 +31,8 @@ async function main(): Promise<void> {
   const address = server.address();
   log.info({ address, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
   process.stdout.write(`listening on ${listenUrl(config.host, typeof address === 'object' && address ? address.port : config.port)}\n`);
+  const metricsServer = built.metrics.registry ? await startMetricsServer(built.metrics.registry, config.metricsPort ?? 0, config.metricsHost) : null;
+  if (metricsServer) log.info({ address: metricsServer.address() }, 'metrics listening');
   worker?.start();
   void built.router.warm().catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
 
@@ -43,11 +46,15 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.shutdownGraceMs);
     force.unref();
+    // Readiness fails first, and requests keep being served for DRAIN_DELAY_MS, so the load balancer stops routing here before we stop listening.
+    built.startDraining();
+    if (config.drainDelayMs > 0) await sleep(config.drainDelayMs, new AbortController().signal);
     // Stop accepting, let in-flight requests finish, close idle keep-alive sockets.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     await closed;
     await worker?.stop();
+    metricsServer?.close();
     await built.close();
     log.info('stopped');
     process.exit(0);

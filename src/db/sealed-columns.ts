@@ -1,18 +1,20 @@
-// The one list of columns sealed with MASTER_KEY (the Sealer of src/lib/crypto.ts, `v1.` values): a key
-// rotation re-seals exactly these, and test/db/sealed-columns.test.ts fails when a `sealed_*` column is missing here.
+// The one registry of columns sealed under MASTER_KEY (the Sealer of src/lib/crypto.ts, `v1.` values):
+// `npm run rotate-master-key` re-seals exactly these. A new sealed column is one line here;
+// test/db/sealed-columns.test.ts fails while a `sealed_*` column of the schema is missing.
 
 export interface SealedColumn {
   table: string;
-  column: string;
-  /** The primary key columns, to update one row at a time. */
+  /** The table's primary key, one or more columns (rows are walked in batches in this order). */
   key: readonly string[];
+  /** Text holding `v1.<iv>.<tag>.<ciphertext>` or NULL. */
+  column: string;
 }
 
 export const SEALED_COLUMNS: readonly SealedColumn[] = [
-  { table: 'wallets', column: 'sealed_private_key', key: ['id'] },
-  { table: 'webhook_endpoints', column: 'sealed_secret', key: ['id'] },
-  { table: 'webhook_endpoints', column: 'sealed_previous_secret', key: ['id'] },
-  { table: 'oauth_signing_keys', column: 'sealed_private_jwk', key: ['kid'] },
-  { table: 'idempotency_keys', column: 'sealed_response', key: ['agent_id', 'key'] },
-  { table: 'oauth_models', column: 'sealed_secrets', key: ['model', 'id'] },
+  { table: 'wallets', key: ['id'], column: 'sealed_private_key' },
+  { table: 'webhook_endpoints', key: ['id'], column: 'sealed_secret' },
+  { table: 'webhook_endpoints', key: ['id'], column: 'sealed_previous_secret' },
+  { table: 'oauth_signing_keys', key: ['kid'], column: 'sealed_private_jwk' },
+  { table: 'idempotency_keys', key: ['agent_id', 'key'], column: 'sealed_response' },
+  { table: 'oauth_models', key: ['model', 'id'], column: 'sealed_secrets' },
 ];

@@ -1,25 +1,44 @@
-// /healthz (process up) and /readyz (Postgres and Redis reachable); outside the API envelope.
+// /healthz (process up) and /readyz (every named dependency check passes, and the process is not draining); outside the API envelope.
 import type { Request, Response } from 'express';
-import type { Knex } from 'knex';
 
-export function createHealthHandlers(deps: { db: Knex; pingRedis: (() => Promise<unknown>) | null }) {
+/** One named dependency of readiness (database, redis, chain, ...): resolves when reachable, rejects or hangs when not. */
+export interface ReadinessCheck {
+  name: string;
+  check(): Promise<unknown>;
+}
+
+const CHECK_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expiry = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timeout')), ms);
+  });
+  return Promise.race([p, expiry]).finally(() => clearTimeout(timer));
+}
+
+export function createHealthHandlers(deps: { checks: ReadinessCheck[]; timeoutMs?: number }) {
+  let draining = false;
   return {
     healthz(_req: Request, res: Response) {
       res.status(200).json({ status: 'ok' });
     },
     async readyz(_req: Request, res: Response) {
-      const timeout = <T>(p: Promise<T>) => {
-        let timer: NodeJS.Timeout | undefined;
-        const expiry = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error('timeout')), 2000);
-        });
-        return Promise.race([p, expiry]).finally(() => clearTimeout(timer));
-      };
-      const checks: Record<string, 'ok' | 'down'> = {};
-      checks.database = await timeout(deps.db.raw('SELECT 1')).then(() => 'ok' as const, () => 'down' as const);
-      if (deps.pingRedis) checks.redis = await timeout(deps.pingRedis()).then(() => 'ok' as const, () => 'down' as const);
-      const ready = Object.values(checks).every((v) => v === 'ok');
-      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable', checks });
+      // Run concurrently: one hanging dependency costs the probe one timeout, not the sum.
+      const results = await Promise.all(
+        deps.checks.map(async ({ name, check }) => {
+          const status = await withTimeout(Promise.resolve().then(check), deps.timeoutMs ?? CHECK_TIMEOUT_MS).then(() => 'ok' as const, () => 'down' as const);
+          return [name, status] as const;
+        }),
+      );
+      const checks = Object.fromEntries(results);
+      const allOk = results.every(([, status]) => status === 'ok');
+      const status = draining ? 'draining' : allOk ? 'ready' : 'unavailable';
+      res.status(status === 'ready' ? 200 : 503).json({ status, checks });
+    },
+    /** From now on /readyz answers 503 `draining` (the load balancer stops routing here); /healthz stays 200. */
+    startDraining() {
+      draining = true;
     },
   };
 }

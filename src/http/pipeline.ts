@@ -10,6 +10,8 @@ import { fingerprint, validateKey, type Idempotency } from '../idempotency/idemp
 import type { Clock } from '../lib/clock.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+import { routeFamily, type Metrics } from '../observability/metrics.js';
+import { SpanStatusCode, type Tracing } from '../observability/tracing.js';
 import { AUTH_FAILURE_RULE, PUBLIC_RULE, type RateClass } from '../ratelimit/classes.js';
 import type { RateDecision } from '../ratelimit/limiter.js';
 import { LimiterUnavailableError, type RateLimitService } from '../ratelimit/rate-limit.service.js';
@@ -271,4 +273,34 @@ export function requestIdMiddleware(req: Request, res: Response, next: NextFunct
   (res.locals as Locals).startedAt = process.hrtime.bigint();
   res.setHeader('X-Request-Id', requestId);
   next();
+}
+
+/** Counts and times every response by operationId (route family outside /v1/agent); mounted only when metrics are on. */
+export function createRequestMetricsMiddleware(metrics: Metrics) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    res.once('finish', () => {
+      const l = res.locals as Locals;
+      const seconds = Number(process.hrtime.bigint() - l.startedAt) / 1e9;
+      metrics.observeRequest(l.op?.operationId ?? routeFamily(req.path), res.statusCode, seconds);
+    });
+    next();
+  };
+}
+
+/** One server span per request, named by its operationId (route family outside /v1/agent) once known; mounted only when tracing is on. */
+export function createRequestTracingMiddleware(tracing: Tracing) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const requestId = (res.locals as Locals).requestId;
+    tracing.startRoot(`${req.method} ${routeFamily(req.path)}`, { 'http.request.method': req.method, 'url.path': req.path, 'agentapi.request_id': requestId }, (span) => {
+      res.once('close', () => {
+        const operationId = (res.locals as Locals).op?.operationId;
+        const name = operationId ?? routeFamily(req.path);
+        span.updateName(name);
+        span.setAttributes({ 'agentapi.operation_id': name, 'http.response.status_code': res.statusCode });
+        if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+      });
+      next();
+    });
+  };
 }

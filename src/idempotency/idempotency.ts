@@ -6,6 +6,7 @@ import type { Clock } from '../lib/clock.js';
 import { canonicalJson, sha256Hex, type Sealer } from '../lib/crypto.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
 import type { HandlerResult } from '../http/types.js';
+import type { Metrics } from '../observability/metrics.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const MAX_KEY_LENGTH = 200;
@@ -54,16 +55,21 @@ const isStorable = (status: number): boolean => status < 500 && status !== 429 &
  * no list of secret-bearing routes to keep up to date, for ~17 µs to seal and ~16 µs to open a 450-byte
  * body (measured here), beside the milliseconds of the write's round trips.
  */
-export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer }) {
+export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer; metrics?: Pick<Metrics, 'idempotency'> }) {
   const { sealer } = deps;
+  const count = deps.metrics ? deps.metrics.idempotency : () => {};
   const storedBody = (row: repo.IdempotencyRow): unknown => (row.sealed_response !== null ? JSON.parse(sealer.open(row.sealed_response)) : row.response_body);
-  const replay = (row: repo.IdempotencyRow): IdempotencyOutcome => ({
-    result: { status: row.status_code, body: storedBody(row), headers: { ...row.response_headers, 'X-Idempotency-Replayed': 'true' } },
-    replayed: true,
-  });
+  const replay = (row: repo.IdempotencyRow): IdempotencyOutcome => {
+    count('replayed');
+    return {
+      result: { status: row.status_code, body: storedBody(row), headers: { ...row.response_headers, 'X-Idempotency-Replayed': 'true' } },
+      replayed: true,
+    };
+  };
 
   const check = (row: repo.IdempotencyRow, run: IdempotentRun): IdempotencyOutcome => {
     if (row.fingerprint !== run.fingerprint) {
+      count('key_reuse_mismatch');
       throw new ApiError('idempotency_key_reuse_mismatch', 'This Idempotency-Key was already used with a different request (route, path parameters or body).');
     }
     return replay(row);
@@ -80,6 +86,7 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
           // Lock, then look (a fresh snapshot); the stored-record guard below is the backstop.
           const { locked, record } = await repo.lockAndFindRecord(trx, run.agentId, run.key, deps.clock.now());
           if (!locked) {
+            count('request_in_progress');
             throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
           }
           if (record) return check(record, run);

@@ -28,9 +28,24 @@ export interface Sealer {
   open(sealed: string): string;
 }
 
-/** AES-256-GCM with a key derived from the master secret; output `v1.<iv>.<tag>.<ciphertext>` base64url. */
-export function createSealer(masterKey: string): Sealer {
-  const key = createHash('sha256').update(`agent-api:seal:${masterKey}`).digest();
+const sealingKey = (masterKey: string): Buffer => createHash('sha256').update(`agent-api:seal:${masterKey}`).digest();
+
+function openWith(key: Buffer, sealed: string): string {
+  const [version, iv, tag, ciphertext] = sealed.split('.');
+  if (version !== 'v1' || !iv || !tag || ciphertext === undefined) throw new Error('unsealable value');
+  const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+  return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+}
+
+/**
+ * AES-256-GCM with a key derived from the master secret; output `v1.<iv>.<tag>.<ciphertext>` base64url.
+ * During a key rotation (docs/OPERATIONS.md) `previousMasterKey` still opens what it sealed: the GCM tag
+ * tells the keys apart, so values need no key id. Sealing always uses the current key.
+ */
+export function createSealer(masterKey: string, previousMasterKey: string | null = null): Sealer {
+  const key = sealingKey(masterKey);
+  const previous = previousMasterKey ? sealingKey(previousMasterKey) : null;
   return {
     seal(plaintext) {
       const iv = randomBytes(12);
@@ -39,11 +54,12 @@ export function createSealer(masterKey: string): Sealer {
       return ['v1', iv, cipher.getAuthTag(), ciphertext].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join('.');
     },
     open(sealed) {
-      const [version, iv, tag, ciphertext] = sealed.split('.');
-      if (version !== 'v1' || !iv || !tag || ciphertext === undefined) throw new Error('unsealable value');
-      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
-      decipher.setAuthTag(Buffer.from(tag, 'base64url'));
-      return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+      try {
+        return openWith(key, sealed);
+      } catch (err) {
+        if (!previous) throw err;
+        return openWith(previous, sealed);
+      }
     },
   };
 }

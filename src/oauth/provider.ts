@@ -217,7 +217,7 @@ export interface OAuthRuntime {
 }
 
 export function createOAuthRuntime(deps: OAuthDeps): OAuthRuntime {
-  const sealer = createSealer(deps.config.masterKey);
+  const sealer = createSealer(deps.config.masterKey, deps.config.masterKeyPrevious);
   let current: { provider: Provider; kids: string } | null = null;
   let building: Promise<Provider> | null = null;
   let checkedAt = -Infinity;

@@ -2,6 +2,7 @@
 import type { Db } from '../db/knex.js';
 import { listRateLimitOverrides, type RateLimitOverrideRow } from '../db/repositories/agent.repository.js';
 import type { Logger } from '../lib/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 import { DEFAULT_RULES, RATE_CLASSES, type RateClass, type RateRule } from './classes.js';
 import type { RateDecision, RateLimiter } from './limiter.js';
 
@@ -20,8 +21,12 @@ export interface RateLimitService {
   overridesFor(db: Db, agentId: string): Promise<RateOverride[]>;
 }
 
-export function createRateLimitService(deps: { primary: RateLimiter; fallback: RateLimiter; log: Logger }): RateLimitService {
+export function createRateLimitService(deps: { primary: RateLimiter; fallback: RateLimiter; log: Logger; metrics?: Pick<Metrics, 'rateLimitRefused'> }): RateLimitService {
   const { primary, fallback, log } = deps;
+  const counted = (bucket: string, decision: RateDecision): RateDecision => {
+    if (!decision.allowed) deps.metrics?.rateLimitRefused(bucket);
+    return decision;
+  };
   let warned = false;
   const degrade = (err: unknown) => {
     if (!warned) log.error({ err }, 'rate limiter unreachable: reads use the in-process limiter, writes answer 503');
@@ -50,15 +55,15 @@ export function createRateLimitService(deps: { primary: RateLimiter; fallback: R
     rulesFor,
     async charge(agentId, cls, rule) {
       const key = `agent:${agentId}:${cls}`;
-      if (cls === 'read') return withFallback(key, rule);
+      if (cls === 'read') return counted(cls, await withFallback(key, rule));
       try {
-        return await primary.consume(key, rule, 1);
+        return counted(cls, await primary.consume(key, rule, 1));
       } catch (err) {
         degrade(err);
         throw new LimiterUnavailableError('rate limiter unavailable');
       }
     },
-    chargeAddress: (bucket, address, rule) => withFallback(`${bucket}:${address}`, rule),
+    chargeAddress: async (bucket, address, rule) => counted(bucket, await withFallback(`${bucket}:${address}`, rule)),
     overridesFor: (db, agentId) => listRateLimitOverrides(db, agentId),
     async usage(db, agentId) {
       const rules = rulesFor(await listRateLimitOverrides(db, agentId));

@@ -113,7 +113,7 @@ export interface X402Service {
 }
 
 export interface X402ServiceDeps {
-  config: Readonly<Pick<Config, 'masterKey' | 'unsafeAllowLoopbackTargets'>>;
+  config: Readonly<Pick<Config, 'masterKey' | 'unsafeAllowLoopbackTargets'> & Partial<Pick<Config, 'masterKeyPrevious'>>>;
   clock: Clock;
   ledger: Pick<LedgerArea, 'operations' | 'ledger'>;
   log?: Logger;
@@ -192,7 +192,7 @@ interface AuthorizeInput {
 export function createX402Service(deps: X402ServiceDeps): X402Service {
   const { clock } = deps;
   const { operations } = deps.ledger;
-  const sealer = createSealer(deps.config.masterKey);
+  const sealer = createSealer(deps.config.masterKey, deps.config.masterKeyPrevious);
   const allowLoopback = deps.config.unsafeAllowLoopbackTargets;
   const fetchUpstream = deps.fetcher ?? createUpstreamFetcher({ allowLoopback, resolver: deps.resolver, ca: deps.ca, log: deps.log });
 

@@ -16,6 +16,8 @@ import { appendEvent } from '../db/repositories/event.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { noTracing, SpanKind, type Tracing } from '../observability/tracing.js';
 import type { WorkerLoop } from '../worker.js';
 import { nextAttemptAt, parseRetryAfter, RETRY_HORIZON_MS } from './backoff.js';
 import { createSender, isRetryable, MAX_PAYLOAD_BYTES, USER_AGENT, type ErrorClass, type Sender, type SendResult } from './sender.js';
@@ -45,6 +47,8 @@ export interface DeliveryWorkerDeps {
   /** When set, the loop LISTENs on this Postgres for new deliveries. */
   databaseUrl?: string | null;
   random?: () => number;
+  metrics?: Pick<Metrics, 'webhookAttempt'>;
+  tracing?: Tracing;
 }
 
 export interface DeliveryWorker {
@@ -98,6 +102,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const perEndpointInFlight = deps.perEndpointInFlight ?? 4;
   const idleMs = deps.idleMs ?? 1000;
   const random = deps.random ?? Math.random;
+  const tracing = deps.tracing ?? noTracing;
 
   async function claim(batch: number): Promise<deliveries.DeliveryRow[]> {
     const now = clock.now();
@@ -131,18 +136,23 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       secrets.push(sealer.open(endpoint.sealed_previous_secret));
     }
     const timestamp = Math.floor(now.getTime() / 1000);
-    const result = await sender.send({
-      target,
-      body: payload,
-      signal,
-      headers: {
-        'User-Agent': USER_AGENT,
-        'Service-Webhook-Id': row.event_id,
-        'Service-Webhook-Timestamp': String(timestamp),
-        'Service-Webhook-Signature': signatureHeader(secrets, timestamp, payload),
-        'Content-Type': 'application/json',
+    const headers = {
+      'User-Agent': USER_AGENT,
+      'Service-Webhook-Id': row.event_id,
+      'Service-Webhook-Timestamp': String(timestamp),
+      'Service-Webhook-Signature': signatureHeader(secrets, timestamp, payload),
+      'Content-Type': 'application/json',
+    };
+    const result = await tracing.span(
+      'webhook POST',
+      { 'http.request.method': 'POST', 'server.address': target.hostname, 'agentapi.delivery_id': row.id },
+      async (span) => {
+        const sent = await sender.send({ target, body: payload, signal, headers });
+        if (tracing.enabled) span.setAttributes({ 'http.response.status_code': sent.httpStatus ?? 0, 'agentapi.error_class': sent.errorClass ?? 'none' });
+        return sent;
       },
-    });
+      SpanKind.CLIENT,
+    );
     return { result, latencyMs: elapsed() };
   }
 
@@ -163,6 +173,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         const done = await deliveries.completeClaimedDelivery(trx, row.id, token, { ...base(now), status: 'delivered', error_class: null, next_attempt_at: null, terminal_at: now });
         if (done) await endpoints.recordEndpointSuccess(trx, row.endpoint_id, now);
       });
+      deps.metrics?.webhookAttempt('delivered', null);
       return;
     }
     await withTransaction(db, async (trx) => {
@@ -172,6 +183,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const baseNow = base(now);
       if (errorClass === 'endpoint_disabled') {
         await deliveries.completeClaimedDelivery(trx, row.id, token, { ...baseNow, status: 'failed', error_class: errorClass, next_attempt_at: null, terminal_at: now });
+        deps.metrics?.webhookAttempt('failed', errorClass);
         return;
       }
       let patch: deliveries.AttemptResultPatch;
@@ -196,6 +208,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       const done = await deliveries.completeClaimedDelivery(trx, row.id, token, patch);
       if (!done) return; // fenced out: another worker holds this delivery now
+      deps.metrics?.webhookAttempt(patch.status === 'retrying' ? 'retrying' : 'failed', patch.error_class ?? null);
       await endpoints.recordEndpointFailure(trx, endpoint.id, now);
       if (exhausted && (await endpoints.disableEndpointForFailures(trx, endpoint.id, now))) {
         const failed = await deliveries.failWaitingDeliveries(trx, endpoint.id, 'endpoint_disabled', now);
@@ -214,7 +227,12 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     });
   }
 
-  async function process(row: deliveries.DeliveryRow): Promise<void> {
+  /** One delivery attempt, as a root span when tracing is on (its queries and the POST are its children). */
+  function process(row: deliveries.DeliveryRow): Promise<void> {
+    return tracing.span('webhook delivery', { 'agentapi.delivery_id': row.id, 'agentapi.event_type': row.event_type }, () => processDelivery(row));
+  }
+
+  async function processDelivery(row: deliveries.DeliveryRow): Promise<void> {
     const token = row.claim_token!;
     try {
       const endpoint = await endpoints.findEndpointById(db, row.endpoint_id);

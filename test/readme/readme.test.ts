@@ -16,6 +16,7 @@ const NOT_RUN: Array<[RegExp, string]> = [
   [/^npm run --silent gen\b/, 'rewrites generated/; CI runs it in its drift check'],
   [/^npm run --silent lint\b/, 'CI runs lint, contract lint and typecheck as their own steps'],
   [/^npm run --silent bench:/, 'a benchmark of minutes, not an example'],
+  [/^npm run --silent soak\b/, 'a scale-out run of minutes (make soak), not an example'],
 ];
 
 /** The shell commands of every ```sh block, continuation lines joined, comments and blanks dropped. */
@@ -102,8 +103,8 @@ describe('README examples', function () {
     }
     expect(ran.filter((c) => /^npm run --silent call -- POST/.test(c)), 'the payment example ran').to.have.length(1);
     expect(ran.filter((c) => /agentctl -- wallet fund/.test(c)), 'the agentctl examples ran').to.have.length(1);
-    // `npm ci && npm test`, and four lines of Development: a new example is run unless listed above.
-    expect(skipped, skipped.join('\n')).to.have.length(5);
+    // `npm ci && npm test`, and five lines of Development: a new example is run unless listed above.
+    expect(skipped, skipped.join('\n')).to.have.length(6);
   });
 });
 
