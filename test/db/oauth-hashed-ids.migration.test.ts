@@ -10,7 +10,7 @@ import { createFakeClock } from '../../src/lib/clock.js';
 import { createAdapterClass } from '../../src/oauth/adapter.js';
 import { adminQuery, testEnv } from '../setup.js';
 
-describe('migration 0007_oauth_hashed_ids', function () {
+describe('migration 0011_oauth_hashed_ids', function () {
   this.timeout(60_000);
   const name = `agent_api_mig_${randomBytes(4).toString('hex')}`;
   let db: Knex;

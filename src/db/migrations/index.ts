@@ -5,8 +5,8 @@ import * as ledger from './0002_ledger.js';
 import * as webhooks from './0003_webhooks.js';
 import * as oauth from './0004_oauth.js';
 import * as defi from './0005_defi.js';
-import * as idempotencySealed from './0006_idempotency_sealed.js';
-import * as oauthHashedIds from './0007_oauth_hashed_ids.js';
+import * as idempotencySealed from './0010_idempotency_sealed.js';
+import * as oauthHashedIds from './0011_oauth_hashed_ids.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -19,8 +19,8 @@ const migrations: Record<string, Migration> = {
   '0003_webhooks': webhooks,
   '0004_oauth': oauth,
   '0005_defi': defi,
-  '0006_idempotency_sealed': idempotencySealed,
-  '0007_oauth_hashed_ids': oauthHashedIds,
+  '0010_idempotency_sealed': idempotencySealed,
+  '0011_oauth_hashed_ids': oauthHashedIds,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
