@@ -1,0 +1,59 @@
+// Edge hardening of /v1/agent (issue 10): NUL characters refused at the edge, over-long URLs enveloped.
+import { expect } from 'chai';
+import { newKey, startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
+
+describe('input edge', () => {
+  let server: TestServer;
+  let agent: TestAgent;
+  before(async () => {
+    server = await startTestServer();
+    agent = await server.createAgent();
+    for (const cls of ['read', 'write', 'webhook_management'] as const) {
+      await server.services.agents.setRateLimit(server.db, agent.agentId, { class: cls, limit: 1000, burst: 1000, windowSeconds: 60 });
+    }
+  });
+  after(() => server.close());
+
+  const expectNulRefused = (res: Awaited<ReturnType<TestServer['request']>>, location: string, path: string) => {
+    expect(res.status, res.text).to.equal(400);
+    expect(res.body.error.code).to.equal('validation_failed');
+    expect(res.body.error.details.errors).to.deep.include({ location, path, message: 'must not contain the NUL character (U+0000)' });
+    expect(res.headers.get('x-request-id')).to.be.a('string');
+    expect(res.headers.get('x-ratelimit-limit')).to.be.a('string');
+  };
+
+  describe('NUL characters', () => {
+    it('answers 400 validation_failed naming the body field when a webhook description holds U+0000', async () => {
+      const res = await server.request('POST', '/v1/agent/webhooks', { agent, idempotencyKey: newKey(), body: { url: 'https://example.com/hook', event_types: ['payment.executed'], description: 'a\u0000b' } });
+      expectNulRefused(res, 'body', '/description');
+    });
+
+    it('answers 400 validation_failed naming the body field when a recipient to holds U+0000', async () => {
+      const res = await server.request('POST', '/v1/agent/recipients/resolve', { agent, body: { to: 'a\u0000b' } });
+      expectNulRefused(res, 'body', '/to');
+    });
+
+    it('names nested fields, array items and keys by JSON pointer when U+0000 is deep in the body', async () => {
+      const res = await server.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/payments', body: { memo: ['ok', 'x\u0000'], 'k\u0000': 1 } } });
+      expect(res.status, res.text).to.equal(400);
+      const paths = res.body.error.details.errors.map((e: { path: string }) => e.path);
+      expect(paths).to.include.members(['/body/memo/1', '/body/k\u0000']);
+    });
+
+    it('answers 400 validation_failed naming the query parameter when it holds U+0000', async () => {
+      const res = await server.request('GET', '/v1/agent/activity?type=a%00b', { agent });
+      expectNulRefused(res, 'query', 'type');
+    });
+
+    it('answers 400 validation_failed naming the path parameter when it holds U+0000', async () => {
+      const res = await server.request('GET', '/v1/agent/webhooks/a%00b', { agent });
+      expectNulRefused(res, 'path', 'id');
+    });
+
+    it('refuses U+0000 in the query of a public route too', async () => {
+      const res = await server.request('GET', '/v1/agent/openapi.json?x=%00');
+      expect(res.status, res.text).to.equal(400);
+      expect(res.body.error.details.errors).to.deep.equal([{ location: 'query', path: 'x', message: 'must not contain the NUL character (U+0000)' }]);
+    });
+  });
+});
