@@ -5,6 +5,8 @@ import { createClient } from 'redis';
 import type { Config } from './config.js';
 import { createKnex, migrateLatest } from './db/knex.js';
 import { handlers } from './handlers/index.js';
+import { createAccessLog } from './http/access-log.js';
+import { toApiError } from './http/error-mapping.js';
 import { createHealthHandlers } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
 import { createIdempotencyAround, createPipeline, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
@@ -77,7 +79,7 @@ async function connectRedis(config: Readonly<Config>, log: Logger) {
 export async function buildCore(config: Readonly<Config>, overrides: AppOverrides = {}) {
   const log = overrides.log ?? createLogger(config.logLevel);
   const clock = overrides.clock ?? systemClock;
-  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, timeouts: config.db, log });
   if (config.autoMigrate) await migrateLatest(db);
   const redis = await connectRedis(config, log);
   const limiter: RateLimiter = redis ? createRedisLimiter(redis, config.redisPrefix) : createMemoryLimiter();
@@ -166,6 +168,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
   app.use(requestIdMiddleware);
+  app.use(createAccessLog(log));
   const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null });
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
@@ -181,6 +184,12 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     const status = (err as { status?: number }).status;
     if ((typeof status === 'number' && status >= 400 && status < 500) || err instanceof URIError) {
       res.status(400).json(errorBody('validation_failed', 'The request could not be parsed.', { errors: [{ location: 'path', message: 'malformed request' }] }));
+      return;
+    }
+    const apiError = toApiError(err);
+    if (apiError) {
+      for (const [name, value] of Object.entries(apiError.headers)) res.setHeader(name, value);
+      res.status(apiError.status).json(errorBody(apiError.code, apiError.message, apiError.details));
       return;
     }
     log.error({ err }, 'unhandled error outside the API pipeline');

@@ -21,10 +21,27 @@ export interface Config {
   trustProxy: boolean;
   validateResponses: boolean;
   shutdownGraceMs: number;
+  /** Postgres bounds, so an outage or a partition answers 503 quickly instead of hanging (see README). */
+  db: DbTimeouts;
+}
+
+export interface DbTimeouts {
+  /** Opening one connection (TCP + startup). */
+  connectTimeoutMs: number;
+  /** Waiting for a pooled connection (knex acquireConnectionTimeout). */
+  acquireTimeoutMs: number;
+  /** Server-side statement_timeout; 0 = none. */
+  statementTimeoutMs: number;
+  /** Client-side wait for a query's answer (a silent network); the connection is discarded after it. 0 = none. */
+  queryTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
+  /** NODE_ENV=production was asked for: the entry point reports in JSON. */
+  constructor(
+    readonly problems: string[],
+    readonly production = false,
+  ) {
     super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
   }
 }
@@ -125,8 +142,17 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    db: {
+      connectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', 2_000, 100, 600_000),
+      acquireTimeoutMs: int('DB_ACQUIRE_TIMEOUT_MS', 3_000, 100, 600_000),
+      statementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', 3_000, 0, 3_600_000),
+      queryTimeoutMs: int('DB_QUERY_TIMEOUT_MS', 3_500, 0, 3_600_000),
+    },
   };
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
-  if (problems.length > 0) throw new ConfigError(problems);
+  // The server's own cancellation (a clean error, the connection kept) should arrive before the client gives up on the socket.
+  const { statementTimeoutMs, queryTimeoutMs } = config.db;
+  if (queryTimeoutMs > 0 && (statementTimeoutMs === 0 || queryTimeoutMs <= statementTimeoutMs)) problems.push('DB_QUERY_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS (or both be 0)');
+  if (problems.length > 0) throw new ConfigError(problems, production);
   return Object.freeze(config);
 }

@@ -3,7 +3,11 @@ import { createServer, type Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { ensureDemoAgent } from './demo.js';
+import { routeConsoleTo, writeFatalLine } from './lib/logger.js';
 import { createWorker } from './worker.js';
+
+// In production every line the process writes is JSON (operators ship them to a log pipeline).
+let production = false;
 
 async function main(): Promise<void> {
   let config;
@@ -11,13 +15,16 @@ async function main(): Promise<void> {
     config = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
+      if (err.production) writeFatalLine('invalid configuration', { problems: err.problems });
+      else process.stderr.write(`${err.message}\n`);
       process.exit(2);
     }
     throw err;
   }
+  production = config.nodeEnv === 'production';
   const built = await createApp(config);
   const { log } = built;
+  routeConsoleTo(log);
   if (!config.databaseUrl) {
     const line = await ensureDemoAgent(built.db, built.services, [(db, services, agent) => services.ledger.setupDemoAgent(db, agent)]);
     if (line) process.stdout.write(`${line}\n`);
@@ -27,8 +34,10 @@ async function main(): Promise<void> {
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const address = server.address();
-  log.info({ address, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
-  process.stdout.write(`listening on http://${config.host}:${typeof address === 'object' && address ? address.port : config.port}\n`);
+  const url = `http://${config.host}:${typeof address === 'object' && address ? address.port : config.port}`;
+  log.info({ address, url, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
+  // The plain line is for people at a terminal; in production the JSON line above carries `url`.
+  if (!production) process.stdout.write(`listening on ${url}\n`);
   worker?.start();
   void built.router.warm().catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
 
@@ -56,6 +65,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  if (production) writeFatalLine('fatal', { err: err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : String(err) });
+  else process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });
