@@ -1,8 +1,9 @@
 // HTTP entry: config -> app -> listen (+ in-process worker loops); drains in-flight requests on SIGTERM.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { ensureDemoAgent } from './demo.js';
+import { createHttpServer } from './http/http-server.js';
 import { routeConsoleTo, writeFatalLine } from './lib/logger.js';
 import { createWorker } from './worker.js';
 
@@ -30,7 +31,8 @@ async function main(): Promise<void> {
     if (line) process.stdout.write(`${line}\n`);
   }
   const worker = config.runWorker ? createWorker({ loops: built.loops, log }) : null;
-  const server: Server = createServer(built.app);
+  const server: Server = createHttpServer({ log });
+  server.on('request', built.app);
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const address = server.address();

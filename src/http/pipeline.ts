@@ -15,6 +15,7 @@ import type { RateDecision } from '../ratelimit/limiter.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { Services } from '../services/registry.js';
 import { toApiError } from './error-mapping.js';
+import { headOverLimits } from './limits.js';
 import type { OperationMeta } from './operations.js';
 import type { Around, Router } from './router.js';
 import type { HandlerResult, RequestContext } from './types.js';
@@ -176,22 +177,29 @@ export function createPipeline(deps: PipelineDeps) {
       const op = match.kind === 'operation' ? match.op : undefined;
       locals(res).op = op;
 
+      // An over-long URL or header block is refused whoever sends it; a caller who authenticates
+      // gets its rate-limit headers and is charged, one who does not is not told 401 instead.
+      const oversize = headOverLimits(req);
       if (op?.isPublic) {
         const decision = await rateLimits.chargeAddress('public', clientAddress(req), PUBLIC_RULE);
         locals(res).rate = decision;
         if (!decision.allowed) throw rateLimitedError(decision);
+        if (oversize) throw oversize;
         const ctx = baseContext(res, null);
         send(req, res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: undefined }, ctx as RequestContext));
         return;
       }
 
-      const { principal, overrides } = await authenticate(req, res, 'agent');
+      const { principal, overrides } = await authenticate(req, res, 'agent').catch((err: unknown) => {
+        throw oversize && isApiError(err) && err.status === 401 ? oversize : err;
+      });
       locals(res).agentId = principal.agentId;
       const cls: RateClass = op?.rateClass ?? 'read';
       const rule = rateLimits.rulesFor(overrides)[cls];
       const decision = await rateLimits.charge(principal.agentId, cls, rule);
       locals(res).rate = decision;
       if (!decision.allowed) throw rateLimitedError(decision);
+      if (oversize) throw oversize;
       if (match.kind === 'not_found') throw new ApiError('not_found', 'No route matches this request.');
       if (match.kind === 'method_not_allowed') {
         throw new ApiError('method_not_allowed', `Allowed methods: ${match.allowed.join(', ')}.`, undefined, { headers: { Allow: match.allowed.join(', ') } });

@@ -56,4 +56,37 @@ describe('input edge', () => {
       expect(res.body.error.details.errors).to.deep.equal([{ location: 'query', path: 'x', message: 'must not contain the NUL character (U+0000)' }]);
     });
   });
+
+  describe('over-long URLs and headers', () => {
+    const emoji = '\u{1F600}'.repeat(3000);
+    const expectEnvelope = (res: Awaited<ReturnType<TestServer['request']>>, status: number) => {
+      expect(res.status, res.text).to.equal(status);
+      expect(res.body.ok).to.equal(false);
+      expect(res.body.error.code).to.equal('validation_failed');
+      expect(res.headers.get('x-request-id')).to.be.a('string').and.not.equal('');
+    };
+
+    it('answers 414 validation_failed in the envelope with X-Request-Id and rate-limit headers when the URL is over 8 KB', async () => {
+      const res = await server.request('GET', `/v1/agent/self?q=${encodeURIComponent(emoji)}`, { agent });
+      expectEnvelope(res, 414);
+      expect(res.headers.get('x-ratelimit-limit')).to.be.a('string');
+      expect(res.headers.get('x-ratelimit-remaining')).to.be.a('string');
+    });
+
+    it('answers 414 rather than 401 when a caller without credentials sends an over-long URL', async () => {
+      const res = await server.request('GET', `/v1/agent/self?q=${encodeURIComponent(emoji)}`);
+      expectEnvelope(res, 414);
+    });
+
+    it('answers 431 validation_failed with rate-limit headers when the headers are over 16 KB', async () => {
+      const res = await server.request('GET', '/v1/agent/self', { agent, headers: { 'x-padding': 'a'.repeat(20_000) } });
+      expectEnvelope(res, 431);
+      expect(res.headers.get('x-ratelimit-limit')).to.be.a('string');
+    });
+
+    it('answers 431 in the envelope with X-Request-Id when the request head is over what the server parses', async () => {
+      const res = await server.request('GET', `/v1/agent/self?q=${'a'.repeat(70_000)}`, { agent });
+      expectEnvelope(res, 431);
+    });
+  });
 });
