@@ -1726,7 +1726,7 @@ export interface webhooks {
          *     timestamp tolerance of 5 to 15 minutes. Each attempt has 10 s in total; redirects are not
          *     followed; at most 4 KB of the response is read; payloads over 256 KB fail terminally.
          *     2xx is delivered; network errors, timeouts, 408, 429 and 5xx are retried with growing,
-         *     jittered delays for up to 72 h (honouring `Retry-After` on 429/503), after which the
+         *     jittered delays for up to 72 h (honouring `Retry-After` on 429/503 up to one hour), after which the
          *     endpoint is disabled (`sustained_failures`); 3xx, other 4xx and TLS failures are terminal.
          */
         post: operations["receiveAgentEvent"];

@@ -40,7 +40,7 @@ export interface DeliveryWorkerDeps {
   concurrency?: number;
   /** Deliveries in flight per endpoint across all workers. */
   perEndpointInFlight?: number;
-  /** Poll interval when idle; LISTEN/NOTIFY wakes the loop earlier. */
+  /** Longest idle sleep; the loop wakes earlier when the next delivery falls due, and on LISTEN/NOTIFY. */
   idleMs?: number;
   /** When set, the loop LISTENs on this Postgres for new deliveries. */
   databaseUrl?: string | null;
@@ -266,6 +266,18 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     void connect();
   }
 
+  /** How long to sleep: until the next delivery falls due (by the injected clock), at most `idleMs`. */
+  async function untilNextDue(): Promise<number> {
+    try {
+      const at = await deliveries.nextDueAt(db);
+      const ms = at ? at.getTime() - clock.now().getTime() : 0;
+      // Due already but not claimed (its endpoint is at its in-flight cap): a finishing attempt wakes the loop.
+      return ms > 0 ? Math.min(idleMs, ms) : idleMs;
+    } catch {
+      return idleMs; // the database is away: poll at the idle pace
+    }
+  }
+
   const loop: WorkerLoop = {
     name: 'webhook-deliveries',
     async run(signal) {
@@ -293,7 +305,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
             log.error({ err }, 'webhook claim failed');
           }
         }
-        if (claimed < room || inflight.size >= concurrency - threshold + 1) await waker.wait(idleMs, signal);
+        if (claimed < room || inflight.size >= concurrency - threshold + 1) await waker.wait(await untilNextDue(), signal);
       }
       // SIGTERM: no new claims; attempts in flight finish within their deadline and are recorded.
       await Promise.allSettled([...inflight]);
