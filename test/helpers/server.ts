@@ -135,3 +135,13 @@ export async function startTestServer(opts: { clock?: Clock; env?: Record<string
 }
 
 export const newKey = (): string => `key-${randomBytes(8).toString('hex')}`;
+
+/** An agent with the embedded demo's policy and funds whose rate limits stay out of the way. */
+export async function createDemoAgent(server: TestServer, limit = 100_000): Promise<TestAgent> {
+  const agent = await server.createAgent();
+  await server.services.ledger.setupDemoAgent(server.db, { agentId: agent.agentId, walletId: agent.walletId });
+  for (const cls of ['read', 'write', 'simulate', 'webhook_management', 'bulk_write'] as const) {
+    await server.services.agents.setRateLimit(server.db, agent.agentId, { class: cls, limit, burst: limit, windowSeconds: 60 });
+  }
+  return agent;
+}

@@ -57,6 +57,20 @@ describe('input edge', () => {
     });
   });
 
+  describe('NUL characters outside /v1/agent', () => {
+    it('answers the OAuth error, not 500, when OAuth parameters hold U+0000', async () => {
+      const register = await server.request('POST', '/oauth/reg', { body: { redirect_uris: ['https://example.com/cb'], client_name: 'a\u0000b' } });
+      expect([register.status, register.body?.error], register.text).to.deep.equal([400, 'invalid_client_metadata']);
+      const form = { 'content-type': 'application/x-www-form-urlencoded' };
+      const token = await server.request('POST', '/oauth/token', { rawBody: 'grant_type=authorization_code&code=x&client_id=a%00b', headers: form });
+      expect(token.status, token.text).to.be.within(400, 499);
+      const revoke = await server.request('POST', '/oauth/token/revocation', { rawBody: 'token=t&client_id=a%00b', headers: form });
+      expect(revoke.status, revoke.text).to.be.within(400, 499);
+      const authorize = await server.request('GET', '/oauth/auth?client_id=a%00b&response_type=code');
+      expect(authorize.status, authorize.text).to.be.within(400, 499);
+    });
+  });
+
   describe('over-long URLs and headers', () => {
     const emoji = '\u{1F600}'.repeat(3000);
     const expectEnvelope = (res: Awaited<ReturnType<TestServer['request']>>, status: number) => {
