@@ -102,6 +102,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       attemptTimeoutMs: config.webhookAttemptTimeoutMs,
       allowLoopback: config.unsafeAllowLoopbackTargets,
       databaseUrl: config.databaseUrl,
+      connectTimeoutMs: config.db.connectTimeoutMs,
     }).loop,
   ];
   let bearer: BearerVerifier | null = null;

@@ -44,6 +44,8 @@ export interface DeliveryWorkerDeps {
   idleMs?: number;
   /** When set, the loop LISTENs on this Postgres for new deliveries. */
   databaseUrl?: string | null;
+  /** Bound on opening the LISTEN connection (config DB_CONNECT_TIMEOUT_MS); none when absent. */
+  connectTimeoutMs?: number;
   random?: () => number;
 }
 
@@ -242,7 +244,8 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     if (!deps.databaseUrl) return;
     const connect = async () => {
       while (!signal.aborted) {
-        const client = new pg.Client({ connectionString: deps.databaseUrl! });
+        // keepAlive: a LISTEN connection is idle for long stretches; a dead peer must still be noticed.
+        const client = new pg.Client({ connectionString: deps.databaseUrl!, connectionTimeoutMillis: deps.connectTimeoutMs, keepAlive: true });
         try {
           const ended = new Promise<void>((resolve) => {
             client.on('error', () => resolve());
