@@ -143,8 +143,10 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     db: {
-      connectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', 2_000, 100, 600_000),
-      acquireTimeoutMs: int('DB_ACQUIRE_TIMEOUT_MS', 3_000, 100, 600_000),
+      // A request waits at most the acquire timeout for a connection, even while one is still being
+      // opened (a slow start-up keeps its connection for the next request), so connect may be longer.
+      connectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', 5_000, 100, 600_000),
+      acquireTimeoutMs: int('DB_ACQUIRE_TIMEOUT_MS', 4_000, 100, 600_000),
       statementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', 3_000, 0, 3_600_000),
       queryTimeoutMs: int('DB_QUERY_TIMEOUT_MS', 3_500, 0, 3_600_000),
     },

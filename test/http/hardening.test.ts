@@ -1,16 +1,13 @@
 // Edge hardening of /v1/agent (issue 10): NUL characters refused at the edge, over-long URLs enveloped.
 import { expect } from 'chai';
-import { newKey, startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
+import { createDemoAgent, newKey, startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
 
 describe('input edge', () => {
   let server: TestServer;
   let agent: TestAgent;
   before(async () => {
-    server = await startTestServer();
-    agent = await server.createAgent();
-    for (const cls of ['read', 'write', 'webhook_management'] as const) {
-      await server.services.agents.setRateLimit(server.db, agent.agentId, { class: cls, limit: 1000, burst: 1000, windowSeconds: 60 });
-    }
+    server = await startTestServer({ env: { TRUST_PROXY: 'true' } });
+    agent = await createDemoAgent(server, 1000);
   });
   after(() => server.close());
 
@@ -59,7 +56,9 @@ describe('input edge', () => {
 
   describe('NUL characters outside /v1/agent', () => {
     it('answers the OAuth error, not 500, when OAuth parameters hold U+0000', async () => {
-      const register = await server.request('POST', '/oauth/reg', { body: { redirect_uris: ['https://example.com/cb'], client_name: 'a\u0000b' } });
+      // Registrations are throttled per address (shared by every test server): use an address of our own.
+      const address = `10.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;
+      const register = await server.request('POST', '/oauth/reg', { body: { redirect_uris: ['https://example.com/cb'], client_name: 'a\u0000b' }, headers: { 'x-forwarded-for': address } });
       expect([register.status, register.body?.error], register.text).to.deep.equal([400, 'invalid_client_metadata']);
       const form = { 'content-type': 'application/x-www-form-urlencoded' };
       const token = await server.request('POST', '/oauth/token', { rawBody: 'grant_type=authorization_code&code=x&client_id=a%00b', headers: form });
