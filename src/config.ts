@@ -154,7 +154,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
   // The server's own cancellation (a clean error, the connection kept) should arrive before the client gives up on the socket.
   const { statementTimeoutMs, queryTimeoutMs } = config.db;
-  if (queryTimeoutMs > 0 && (statementTimeoutMs === 0 || queryTimeoutMs <= statementTimeoutMs)) problems.push('DB_QUERY_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS (or both be 0)');
+  if (queryTimeoutMs > 0 && statementTimeoutMs > 0 && queryTimeoutMs <= statementTimeoutMs) problems.push('DB_QUERY_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems, production);
   return Object.freeze(config);
 }
