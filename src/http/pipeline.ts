@@ -99,7 +99,7 @@ export function createPipeline(deps: PipelineDeps) {
   function sendError(req: Request, res: Response, err: unknown): void {
     const apiError = toApiError(err);
     if (apiError) {
-      if (apiError.status >= 500) log.warn({ err, requestId: locals(res).requestId }, 'backing service unavailable');
+      if (apiError.code === 'service_unavailable') log.warn({ err, requestId: locals(res).requestId }, 'backing service unavailable');
       send(req, res, { status: apiError.status, body: errorBody(apiError.code, apiError.message, apiError.details), headers: apiError.headers });
       return;
     }
