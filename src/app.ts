@@ -82,7 +82,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, timeouts: config.db, log });
   if (config.autoMigrate) await migrateLatest(db);
   const redis = await connectRedis(config, log);
-  const limiter: RateLimiter = redis ? createRedisLimiter(redis, config.redisPrefix) : createMemoryLimiter();
+  const limiter: RateLimiter = redis ? createRedisLimiter(redis, config.redisPrefix, { timeoutMs: config.redisCommandTimeoutMs }) : createMemoryLimiter();
   const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log });
   const document = overrides.document ?? loadDocument();
   const idempotency = createIdempotency({ db, clock });

@@ -9,6 +9,8 @@ export interface Config {
   dataDir: string;
   redisUrl: string | null;
   redisPrefix: string;
+  /** Bound on one rate-limit call to Redis; past it Redis counts as down (reads degrade, writes 503). */
+  redisCommandTimeoutMs: number;
   logLevel: string;
   masterKey: string;
   autoMigrate: boolean;
@@ -130,6 +132,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     dataDir: get('DATA_DIR') ?? './.data',
     redisUrl,
     redisPrefix: get('REDIS_PREFIX') ?? 'agentapi:',
+    redisCommandTimeoutMs: int('REDIS_COMMAND_TIMEOUT_MS', 1_000, 50, 60_000),
     logLevel,
     masterKey,
     autoMigrate: bool('AUTO_MIGRATE', true),
