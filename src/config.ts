@@ -132,7 +132,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     dataDir: get('DATA_DIR') ?? './.data',
     redisUrl,
     redisPrefix: get('REDIS_PREFIX') ?? 'agentapi:',
-    redisCommandTimeoutMs: int('REDIS_COMMAND_TIMEOUT_MS', 1_000, 50, 60_000),
+    redisCommandTimeoutMs: int('REDIS_COMMAND_TIMEOUT_MS', 2_500, 50, 60_000),
     logLevel,
     masterKey,
     autoMigrate: bool('AUTO_MIGRATE', true),

@@ -108,7 +108,9 @@ export function createRedisLimiter(client: RedisLike, prefix: string, opts: { ti
     if (!opts.timeoutMs) return reply;
     let timer: NodeJS.Timeout | undefined;
     const expiry = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RedisTimeoutError(`redis did not answer within ${opts.timeoutMs} ms`)), opts.timeoutMs);
+      // setImmediate: after a blocked event loop, timers run before pending socket reads; give a
+      // reply that has already arrived the chance to win (the poll phase comes before immediates).
+      timer = setTimeout(() => setImmediate(() => reject(new RedisTimeoutError(`redis did not answer within ${opts.timeoutMs} ms`))), opts.timeoutMs);
     });
     reply.catch(() => undefined); // a late failure after the timeout is nobody's to handle
     return Promise.race([reply, expiry]).finally(() => clearTimeout(timer));
