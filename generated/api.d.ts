@@ -1726,7 +1726,7 @@ export interface webhooks {
          *     timestamp tolerance of 5 to 15 minutes. Each attempt has 10 s in total; redirects are not
          *     followed; at most 4 KB of the response is read; payloads over 256 KB fail terminally.
          *     2xx is delivered; network errors, timeouts, 408, 429 and 5xx are retried with growing,
-         *     jittered delays for up to 72 h (honouring `Retry-After` on 429/503), after which the
+         *     jittered delays for up to 72 h (honouring `Retry-After` on 429/503 up to one hour), after which the
          *     endpoint is disabled (`sustained_failures`); 3xx, other 4xx and TLS failures are terminal.
          */
         post: operations["receiveAgentEvent"];
@@ -3199,6 +3199,38 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
+        /** @description `validation_failed`: the request URL (path and query) is over 8 KB (414) or its headers are over 16 KB (431). Refused whether or not the caller authenticates; a caller who does gets its rate-limit headers. A request head over 64 KB cannot be parsed at all and is answered 431 with this envelope and `X-Request-Id` only. */
+        RequestHeadTooLarge: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "ok": false,
+                 *       "error": {
+                 *         "code": "validation_failed",
+                 *         "message": "The request URL is 36017 bytes; the limit is 8192.",
+                 *         "details": {
+                 *           "errors": [
+                 *             {
+                 *               "location": "query",
+                 *               "path": "url",
+                 *               "message": "exceeds 8192 bytes"
+                 *             }
+                 *           ]
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorEnvelope"];
+            };
+        };
         /** @description `rate_limited`: the agent exceeded its class limit. `Retry-After` gives whole seconds to wait (add jitter); `X-RateLimit-Reset` names the same instant. No idempotency record is created: retry the same request with the same key. */
         RateLimited: {
             headers: {
@@ -3605,7 +3637,9 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3636,7 +3670,9 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3667,7 +3703,9 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3698,7 +3736,9 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3729,7 +3769,9 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3764,7 +3806,9 @@ export interface operations {
                     };
                 };
             };
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -3794,7 +3838,9 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3831,7 +3877,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3868,7 +3916,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3905,7 +3955,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3942,7 +3994,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3983,7 +4037,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4013,7 +4069,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4039,7 +4097,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4076,7 +4136,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4112,7 +4174,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4155,7 +4219,9 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4179,7 +4245,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4208,8 +4276,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4235,7 +4305,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4259,7 +4331,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4288,8 +4362,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4315,7 +4391,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4352,7 +4430,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4388,7 +4468,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4417,8 +4499,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4447,8 +4531,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4472,7 +4558,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4498,7 +4586,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4535,7 +4625,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4572,7 +4664,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4609,7 +4703,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4646,7 +4742,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4682,7 +4780,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4709,7 +4809,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4736,7 +4838,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4763,7 +4867,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4800,7 +4906,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4836,7 +4944,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4873,7 +4983,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4902,8 +5014,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4932,8 +5046,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4962,8 +5078,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4991,7 +5109,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5022,7 +5142,9 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5050,8 +5172,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5088,7 +5212,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5116,8 +5242,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5145,8 +5273,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5174,8 +5304,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5203,8 +5335,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5246,8 +5380,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5271,7 +5407,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5300,8 +5438,10 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5327,7 +5467,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5369,7 +5511,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5411,8 +5555,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5454,7 +5600,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             502: components["responses"]["UpstreamError"];
@@ -5497,8 +5645,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             502: components["responses"]["UpstreamError"];
@@ -5536,7 +5686,9 @@ export interface operations {
             400: components["responses"]["ValidationFailed"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5578,7 +5730,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5617,7 +5771,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5658,7 +5814,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5704,7 +5862,9 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5745,7 +5905,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5790,7 +5952,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5831,7 +5995,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];

@@ -2,12 +2,14 @@
 import { buildCore } from '../src/app.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { startMetricsServer } from '../src/observability/metrics.js';
+import { routeConsoleTo } from '../src/lib/logger.js';
 import { createWorker } from '../src/worker.js';
 
 async function main(): Promise<void> {
   const config = loadConfig();
   if (!config.databaseUrl) throw new ConfigError(['DATABASE_URL is required for a separate worker (the embedded database belongs to `npm start`)']);
   const core = await buildCore(config);
+  routeConsoleTo(core.log);
   const worker = createWorker({ loops: core.loops, log: core.log });
   const metricsServer = core.metrics.registry ? await startMetricsServer(core.metrics.registry, config.metricsPort ?? 0, config.metricsHost) : null;
   worker.start();

@@ -5,6 +5,8 @@ import { createClient } from 'redis';
 import type { Config } from './config.js';
 import { createKnex, migrateLatest } from './db/knex.js';
 import { handlers } from './handlers/index.js';
+import { createAccessLog } from './http/access-log.js';
+import { toApiError } from './http/error-mapping.js';
 import { createHealthHandlers, type ReadinessCheck } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
 import { createIdempotencyAround, createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
@@ -85,13 +87,15 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const tracing = createTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName });
   const log = overrides.log ?? createLogger(config.logLevel, tracing.enabled ? () => tracing.currentIds() : undefined);
   const clock = overrides.clock ?? systemClock;
-  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.databasePoolMax });
+  const db = await createKnex({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.databasePoolMax, timeouts: config.db, log });
   tracing.watchKnex(db);
   if (config.autoMigrate) await migrateLatest(db);
   const redis = await connectRedis(config, log);
   const metrics = createMetrics(config.metricsPort !== null);
   metrics.watch({ db, isRedisReady: redis ? () => redis.isReady : null, clock, log });
-  const limiter: RateLimiter = redis ? traceRedisLimiter(tracing, createRedisLimiter(redis, config.redisPrefix)) : createMemoryLimiter();
+  const limiter: RateLimiter = redis
+    ? traceRedisLimiter(tracing, createRedisLimiter(redis, config.redisPrefix, { timeoutMs: config.redisCommandTimeoutMs }))
+    : createMemoryLimiter();
   const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log, metrics });
   const document = overrides.document ?? loadDocument();
   const sealer = createSealer(config.masterKey, config.masterKeyPrevious);
@@ -113,6 +117,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       databaseUrl: config.databaseUrl,
       metrics,
       tracing,
+      connectTimeoutMs: config.db.connectTimeoutMs,
     }).loop,
   ];
   let bearer: BearerVerifier | null = null;
@@ -207,6 +212,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
   app.use(requestIdMiddleware);
+  app.use(createAccessLog(log));
   if (core.metrics.registry) app.use(createRequestMetricsMiddleware(core.metrics));
   if (core.tracing.enabled) app.use(createRequestTracingMiddleware(core.tracing));
   const health = createHealthHandlers({ checks: readinessChecks(core) });
@@ -224,6 +230,12 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     const status = (err as { status?: number }).status;
     if ((typeof status === 'number' && status >= 400 && status < 500) || err instanceof URIError) {
       res.status(400).json(errorBody('validation_failed', 'The request could not be parsed.', { errors: [{ location: 'path', message: 'malformed request' }] }));
+      return;
+    }
+    const apiError = toApiError(err);
+    if (apiError) {
+      for (const [name, value] of Object.entries(apiError.headers)) res.setHeader(name, value);
+      res.status(apiError.status).json(errorBody(apiError.code, apiError.message, apiError.details));
       return;
     }
     log.error({ err }, 'unhandled error outside the API pipeline');

@@ -11,6 +11,8 @@ export interface Config {
   dataDir: string;
   redisUrl: string | null;
   redisPrefix: string;
+  /** Bound on one rate-limit call to Redis; past it Redis counts as down (reads degrade, writes 503). */
+  redisCommandTimeoutMs: number;
   logLevel: string;
   masterKey: string;
   /** The key being rotated away from: still opens sealed values until `npm run rotate-master-key` has re-sealed them. */
@@ -33,10 +35,27 @@ export interface Config {
   /** OTLP/HTTP traces endpoint (base URL; `/v1/traces` is appended); null = tracing off. */
   otlpEndpoint: string | null;
   serviceName: string;
+  /** Postgres bounds, so an outage or a partition answers 503 quickly instead of hanging (see README). */
+  db: DbTimeouts;
+}
+
+export interface DbTimeouts {
+  /** Opening one connection (TCP + startup). */
+  connectTimeoutMs: number;
+  /** Waiting for a pooled connection (knex acquireConnectionTimeout). */
+  acquireTimeoutMs: number;
+  /** Server-side statement_timeout; 0 = none. */
+  statementTimeoutMs: number;
+  /** Client-side wait for a query's answer (a silent network); the connection is discarded after it. 0 = none. */
+  queryTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
+  /** NODE_ENV=production was asked for: the entry point reports in JSON. */
+  constructor(
+    readonly problems: string[],
+    readonly production = false,
+  ) {
     super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
   }
 }
@@ -135,6 +154,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     dataDir: get('DATA_DIR') ?? './.data',
     redisUrl,
     redisPrefix: get('REDIS_PREFIX') ?? 'agentapi:',
+    redisCommandTimeoutMs: int('REDIS_COMMAND_TIMEOUT_MS', 2_500, 50, 60_000),
     logLevel,
     masterKey,
     masterKeyPrevious,
@@ -153,11 +173,22 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     metricsHost: get('METRICS_HOST') ?? host,
     otlpEndpoint: url('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']),
     serviceName: get('OTEL_SERVICE_NAME') ?? 'agent-api',
+    db: {
+      // A request waits at most the acquire timeout for a connection, even while one is still being
+      // opened (a slow start-up keeps its connection for the next request), so connect may be longer.
+      connectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', 5_000, 100, 600_000),
+      acquireTimeoutMs: int('DB_ACQUIRE_TIMEOUT_MS', 4_000, 100, 600_000),
+      statementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', 3_000, 0, 3_600_000),
+      queryTimeoutMs: int('DB_QUERY_TIMEOUT_MS', 3_500, 0, 3_600_000),
+    },
   };
   if (config.shutdownGraceMs > 0 && config.drainDelayMs >= config.shutdownGraceMs) problems.push('DRAIN_DELAY_MS must be shorter than SHUTDOWN_GRACE_MS');
   if (config.metricsPort !== null && config.metricsPort !== 0 && config.metricsPort === port) problems.push('METRICS_PORT must differ from PORT');
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
-  if (problems.length > 0) throw new ConfigError(problems);
+  // The server's own cancellation (a clean error, the connection kept) should arrive before the client gives up on the socket.
+  const { statementTimeoutMs, queryTimeoutMs } = config.db;
+  if (queryTimeoutMs > 0 && statementTimeoutMs > 0 && queryTimeoutMs <= statementTimeoutMs) problems.push('DB_QUERY_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS');
+  if (problems.length > 0) throw new ConfigError(problems, production);
   return Object.freeze(config);
 }
 

@@ -1,11 +1,16 @@
 // HTTP entry: config -> app -> listen (+ in-process worker loops); drains in-flight requests on SIGTERM.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, listenUrl, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
 import { ensureDemoAgent } from './demo.js';
+import { createHttpServer } from './http/http-server.js';
+import { routeConsoleTo, writeFatalLine } from './lib/logger.js';
 import { startMetricsServer } from './observability/metrics.js';
 import { createWorker, sleep } from './worker.js';
+
+// In production every line the process writes is JSON (operators ship them to a log pipeline).
+let production = false;
 
 async function main(): Promise<void> {
   let config;
@@ -13,24 +18,30 @@ async function main(): Promise<void> {
     config = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
+      if (err.production) writeFatalLine('invalid configuration', { problems: err.problems });
+      else process.stderr.write(`${err.message}\n`);
       process.exit(2);
     }
     throw err;
   }
+  production = config.nodeEnv === 'production';
   const built = await createApp(config);
   const { log } = built;
+  routeConsoleTo(log);
   if (!config.databaseUrl) {
     const line = await ensureDemoAgent(built.db, built.services, [(db, services, agent) => services.ledger.setupDemoAgent(db, agent)]);
     if (line) process.stdout.write(`${line}\n`);
   }
   const worker = config.runWorker ? createWorker({ loops: built.loops, log }) : null;
-  const server: Server = createServer(built.app);
+  const server: Server = createHttpServer({ log });
+  server.on('request', built.app);
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const address = server.address();
-  log.info({ address, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
-  process.stdout.write(`listening on ${listenUrl(config.host, typeof address === 'object' && address ? address.port : config.port)}\n`);
+  const url = listenUrl(config.host, typeof address === 'object' && address ? address.port : config.port);
+  log.info({ address, url, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
+  // The plain line is for people at a terminal; in production the JSON line above carries `url`.
+  if (!production) process.stdout.write(`listening on ${url}\n`);
   const metricsServer = built.metrics.registry ? await startMetricsServer(built.metrics.registry, config.metricsPort ?? 0, config.metricsHost) : null;
   if (metricsServer) log.info({ address: metricsServer.address() }, 'metrics listening');
   worker?.start();
@@ -65,9 +76,11 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   if (err instanceof DataDirLockedError) {
-    process.stderr.write(`${err.message}\n`);
+    if (production) writeFatalLine('data directory locked', { message: err.message });
+    else process.stderr.write(`${err.message}\n`);
     process.exit(1);
   }
-  process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  if (production) writeFatalLine('fatal', { err: err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : String(err) });
+  else process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

@@ -1,7 +1,10 @@
 // Knex for Postgres (DATABASE_URL) or PGlite (embedded default); the only place a pool is built.
 import knexFactory, { type Knex } from 'knex';
+import { createRequire } from 'node:module';
 import pg from 'pg';
 import { acquireDataDirLock } from './data-dir-lock.js';
+import type { DbTimeouts } from '../config.js';
+import type { Logger } from '../lib/logger.js';
 import { migrationSource } from './migrations/index.js';
 
 export type { Knex };
@@ -15,13 +18,39 @@ export interface DbOptions {
   databaseUrl: string | null;
   dataDir: string;
   poolMax?: number;
+  /** Bounds on connecting, acquiring and querying (Postgres only); knex's and pg's defaults when absent. */
+  timeouts?: DbTimeouts;
+  /** Where knex's own warnings go (it prints plain text to the console otherwise). */
+  log?: Logger;
+}
+
+/** knex's logger hooks, as structured lines. */
+function knexLog(log: Logger): Knex.Config['log'] {
+  return {
+    warn: (message: unknown) => log.warn({ component: 'knex', detail: String(message) }, 'database warning'),
+    error: (message: unknown) => log.error({ component: 'knex', detail: String(message) }, 'database error'),
+    deprecate: (method: unknown, alternative: unknown) => log.warn({ component: 'knex', method, alternative }, 'knex deprecation'),
+    debug: (message: unknown) => log.debug({ component: 'knex', detail: message }, 'knex debug'),
+  };
 }
 
 export async function createKnex(options: DbOptions): Promise<Knex> {
   if (options.databaseUrl) {
+    const t = options.timeouts;
     return knexFactory({
-      client: 'pg',
-      connection: options.databaseUrl,
+      client: t ? boundedPgClient() : 'pg',
+      connection: t
+        ? ({
+            connectionString: options.databaseUrl,
+            connectionTimeoutMillis: t.connectTimeoutMs,
+            ...(t.statementTimeoutMs > 0 ? { statement_timeout: t.statementTimeoutMs } : {}),
+            ...(t.queryTimeoutMs > 0 ? { query_timeout: t.queryTimeoutMs } : {}),
+            // Idle pooled connections to a vanished server are noticed and discarded.
+            keepAlive: true,
+          } as Knex.PgConnectionConfig)
+        : options.databaseUrl,
+      ...(t ? { acquireConnectionTimeout: t.acquireTimeoutMs } : {}),
+      ...(options.log ? { log: knexLog(options.log) } : {}),
       pool: { min: 0, max: options.poolMax ?? 20 },
       migrations: { migrationSource },
     });
@@ -35,6 +64,7 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
     client: pgliteClient(ClientPgLite as unknown as PgLiteClientClass),
     dialect: 'postgres',
     connection: { filename: `${options.dataDir}/pglite` } as unknown as Knex.StaticConnectionConfig,
+    ...(options.log ? { log: knexLog(options.log) } : {}),
     migrations: { migrationSource },
   });
   // knex.destroy() ends in client.destroy() (knex's own property is read-only): free the directory there.
@@ -64,6 +94,30 @@ function pgliteClient(Base: PgLiteClientClass): typeof knexFactory.Client {
     }
   }
   return PgLiteClient as unknown as typeof knexFactory.Client;
+}
+
+type PgDialectClass = new (config: unknown) => { _query(connection: unknown, obj: unknown): Promise<unknown> };
+
+/**
+ * pg's `query_timeout` rejects the query but leaves the connection waiting for its answer, and knex
+ * would hand that connection out again (every later query on it times out too, and a transaction's
+ * ROLLBACK waits once more). Destroying its socket marks it disposed, so the pool drops it and a new
+ * connection is made once the database answers again.
+ */
+function boundedPgClient(): typeof knexFactory.Client {
+  // knex's own pg dialect (no type declarations; loaded by path as knex itself does).
+  const PgDialect = createRequire(import.meta.url)('knex/lib/dialects/postgres/index.js') as PgDialectClass;
+  class BoundedPgClient extends PgDialect {
+    override async _query(connection: unknown, obj: unknown): Promise<unknown> {
+      try {
+        return await super._query(connection, obj);
+      } catch (err) {
+        if (err instanceof Error && err.message === 'Query read timeout') (connection as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+        throw err;
+      }
+    }
+  }
+  return BoundedPgClient as unknown as typeof knexFactory.Client;
 }
 
 export async function migrateLatest(db: Knex): Promise<void> {

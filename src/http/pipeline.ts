@@ -14,8 +14,10 @@ import { routeFamily, type Metrics } from '../observability/metrics.js';
 import { SpanStatusCode, type Tracing } from '../observability/tracing.js';
 import { AUTH_FAILURE_RULE, PUBLIC_RULE, type RateClass } from '../ratelimit/classes.js';
 import type { RateDecision } from '../ratelimit/limiter.js';
-import { LimiterUnavailableError, type RateLimitService } from '../ratelimit/rate-limit.service.js';
+import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { Services } from '../services/registry.js';
+import { toApiError } from './error-mapping.js';
+import { headOverLimits } from './limits.js';
 import type { OperationMeta } from './operations.js';
 import type { Around, Router } from './router.js';
 import type { HandlerResult, RequestContext } from './types.js';
@@ -92,14 +94,15 @@ export function createPipeline(deps: PipelineDeps) {
       }
     }
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-    const latencyMs = Number(process.hrtime.bigint() - l.startedAt) / 1e6;
-    log.info({ requestId: l.requestId, agentId: l.agentId, route: l.op?.operationId ?? req.path, method: req.method, status, latencyMs: Math.round(latencyMs * 100) / 100 }, 'request');
+    // The access line is written by src/http/access-log.ts when the response closes.
     res.status(status).json(body);
   }
 
   function sendError(req: Request, res: Response, err: unknown): void {
-    if (isApiError(err)) {
-      send(req, res, { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers });
+    const apiError = toApiError(err);
+    if (apiError) {
+      if (apiError.code === 'service_unavailable') log.warn({ err, requestId: locals(res).requestId }, 'backing service unavailable');
+      send(req, res, { status: apiError.status, body: errorBody(apiError.code, apiError.message, apiError.details), headers: apiError.headers });
       return;
     }
     log.error({ err, requestId: locals(res).requestId }, 'unhandled error');
@@ -176,30 +179,29 @@ export function createPipeline(deps: PipelineDeps) {
       const op = match.kind === 'operation' ? match.op : undefined;
       locals(res).op = op;
 
+      // An over-long URL or header block is refused whoever sends it; a caller who authenticates
+      // gets its rate-limit headers and is charged, one who does not is not told 401 instead.
+      const oversize = headOverLimits(req);
       if (op?.isPublic) {
         const decision = await rateLimits.chargeAddress('public', clientAddress(req), PUBLIC_RULE);
         locals(res).rate = decision;
         if (!decision.allowed) throw rateLimitedError(decision);
+        if (oversize) throw oversize;
         const ctx = baseContext(res, null);
         send(req, res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: undefined }, ctx as RequestContext));
         return;
       }
 
-      const { principal, overrides } = await authenticate(req, res, 'agent');
+      const { principal, overrides } = await authenticate(req, res, 'agent').catch((err: unknown) => {
+        throw oversize && isApiError(err) && err.status === 401 ? oversize : err;
+      });
       locals(res).agentId = principal.agentId;
       const cls: RateClass = op?.rateClass ?? 'read';
       const rule = rateLimits.rulesFor(overrides)[cls];
-      let decision: RateDecision;
-      try {
-        decision = await rateLimits.charge(principal.agentId, cls, rule);
-      } catch (err) {
-        if (err instanceof LimiterUnavailableError) {
-          throw new ApiError('service_unavailable', 'Rate limiting is unavailable; writes are refused until it recovers.', undefined, { headers: { 'Retry-After': '5' } });
-        }
-        throw err;
-      }
+      const decision = await rateLimits.charge(principal.agentId, cls, rule);
       locals(res).rate = decision;
       if (!decision.allowed) throw rateLimitedError(decision);
+      if (oversize) throw oversize;
       if (match.kind === 'not_found') throw new ApiError('not_found', 'No route matches this request.');
       if (match.kind === 'method_not_allowed') {
         throw new ApiError('method_not_allowed', `Allowed methods: ${match.allowed.join(', ')}.`, undefined, { headers: { Allow: match.allowed.join(', ') } });

@@ -5,6 +5,7 @@ import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { createHash } from 'node:crypto';
 import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
+import { assertNoNulCharacters } from './input-guard.js';
 import type { Handler, HandlerResult, RequestContext } from './types.js';
 import { createMatcher, prepareForBackend, readOperations, type MatchResult, type OpenApiDocument, type OperationMeta } from './operations.js';
 
@@ -195,7 +196,10 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
       }
     },
     async handle(req, ctx) {
-      const m = ctx?.principal && req.method.toLowerCase() === 'get' ? match(req.method, (req.path ?? '/').split('?')[0]!) : undefined;
+      // Every entry (HTTP, MCP, simulate) comes through here: U+0000 is refused once, before Ajv.
+      const routed = match(req.method, (req.path ?? '/').split('?')[0]!);
+      assertNoNulCharacters({ body: req.body, query: req.query as Record<string, unknown>, pathParams: routed.kind === 'operation' ? routed.params : {} });
+      const m = ctx?.principal && req.method.toLowerCase() === 'get' ? routed : undefined;
       const listId = m?.kind === 'operation' && cursors.applies(m.op.operationId) ? m.op.operationId : undefined;
       if (!listId) return api.handleRequest(req, ctx) as Promise<HandlerResult>;
       const query = (req.query ?? {}) as Record<string, unknown>;

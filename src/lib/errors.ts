@@ -42,6 +42,8 @@ export interface ApiErrorOptions {
   /** Commit the transaction's effects although the request fails (policy rejections record an operation). */
   commit?: boolean;
   headers?: Record<string, string>;
+  /** A more precise status within the code's class (validation_failed as 414 or 431 for an over-long URL or header block). */
+  status?: 414 | 431;
 }
 
 export class ApiError extends Error {
@@ -55,7 +57,7 @@ export class ApiError extends Error {
     super(message);
     this.name = 'ApiError';
     this.code = code;
-    this.status = ERROR_STATUS[code];
+    this.status = options.status ?? ERROR_STATUS[code];
     // validation_failed always lists its problems (details.errors), as the document requires.
     this.details = code === 'validation_failed' && !Array.isArray(details?.errors) ? { ...details, errors: [{ location: 'body', message }] } : details;
     this.commit = options.commit ?? false;

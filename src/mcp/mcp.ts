@@ -8,11 +8,11 @@ import type { Principal } from '../auth/principal.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
 import { BODY_LIMIT_BYTES, clientAddress, rateLimitedError, rateLimitHeaders, wwwAuthenticate, type PipelineDeps } from '../http/pipeline.js';
+import { toApiError } from '../http/error-mapping.js';
 import type { HandlerResult, RequestContext } from '../http/types.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
 import { AUTH_FAILURE_RULE } from '../ratelimit/classes.js';
 import type { RateDecision } from '../ratelimit/limiter.js';
-import { LimiterUnavailableError } from '../ratelimit/rate-limit.service.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
 
 export const MCP_PATH = '/mcp';
@@ -107,14 +107,7 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
     try {
       const overrides = principal.snapshot?.rateOverrides ?? (await findAuthRow(deps.db, principal.agentId))?.rate_overrides ?? [];
       const rule = deps.rateLimits.rulesFor(overrides)[tool.op.rateClass];
-      try {
-        rate = await deps.rateLimits.charge(principal.agentId, tool.op.rateClass, rule);
-      } catch (err) {
-        if (err instanceof LimiterUnavailableError) {
-          throw new ApiError('service_unavailable', 'Rate limiting is unavailable; writes are refused until it recovers.', undefined, { headers: { 'Retry-After': '5' } });
-        }
-        throw err;
-      }
+      rate = await deps.rateLimits.charge(principal.agentId, tool.op.rateClass, rule);
       if (!rate.allowed) throw rateLimitedError(rate);
       const request = toDispatchRequest(tool, args);
       const ctx: RequestContext = {
@@ -130,8 +123,9 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
       };
       result = await deps.router.handle({ method: request.method, path: request.path, query: request.query, headers: request.headers, body: request.body }, ctx);
     } catch (err) {
-      if (isApiError(err)) {
-        result = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
+      const apiError = toApiError(err);
+      if (apiError) {
+        result = { status: apiError.status, body: errorBody(apiError.code, apiError.message, apiError.details), headers: apiError.headers };
       } else {
         log.error({ err, requestId, tool: name }, 'unhandled error in MCP tool call');
         result = { status: 500, body: errorBody('internal_error', `An internal error occurred (request ${requestId}).`) };

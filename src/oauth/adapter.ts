@@ -97,6 +97,11 @@ export function createAdapterClass(deps: AdapterDeps) {
     }
 
     async upsert(id: string, payload: Payload, expiresIn?: number): Promise<void> {
+      // Postgres cannot store U+0000: a request that smuggles one into a stored artefact is the caller's error.
+      if (JSON.stringify(payload).includes('\\u0000')) {
+        const Refusal = this.model === 'Client' ? errors.InvalidClientMetadata : errors.InvalidRequest;
+        throw new Refusal('parameters must not contain the NUL character');
+      }
       const { plain, secrets } = splitSecrets(this.model, payload);
       await repo.upsertModel(db, {
         model: this.model,
@@ -111,14 +116,17 @@ export function createAdapterClass(deps: AdapterDeps) {
     }
 
     async find(id: string): Promise<Payload | undefined> {
+      if (hasNul(id)) return undefined; // no stored artefact can carry one
       return toPayload(this.model, await repo.findModel(db, this.model, id), id);
     }
 
     async findByUid(uid: string): Promise<Payload | undefined> {
+      if (hasNul(uid)) return undefined;
       return toPayload(this.model, await repo.findModelByUid(db, this.model, uid));
     }
 
     async findByUserCode(userCode: string): Promise<Payload | undefined> {
+      if (hasNul(userCode)) return undefined;
       return toPayload(this.model, await repo.findModelByUserCode(db, this.model, userCode));
     }
 
@@ -127,6 +135,7 @@ export function createAdapterClass(deps: AdapterDeps) {
      * check, so the guarded UPDATE decides. The loser is treated as a replay: the grant is revoked.
      */
     async consume(id: string): Promise<void> {
+      if (hasNul(id)) throw new errors.InvalidGrant('grant not found');
       if (await repo.consumeModel(db, this.model, id, clock.now())) return;
       const row = await repo.findModel(db, this.model, id);
       if (row?.grant_id) await revokeGrantEverywhere(db, row.grant_id, clock.now(), 'replay');
@@ -134,6 +143,7 @@ export function createAdapterClass(deps: AdapterDeps) {
     }
 
     async destroy(id: string): Promise<void> {
+      if (hasNul(id)) return;
       if (this.model === 'Grant') {
         // The provider destroys a Grant on refresh-token replay, code reuse and revocation.
         await revokeGrantEverywhere(db, id, clock.now(), 'revoked_by_authorization_server');
@@ -143,7 +153,11 @@ export function createAdapterClass(deps: AdapterDeps) {
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
+      if (hasNul(grantId)) return;
       await repo.destroyModelsByGrant(db, this.model, grantId);
     }
   };
 }
+
+/** Identifiers come from requests; U+0000 cannot be in Postgres text, so such an id matches nothing. */
+const hasNul = (value: unknown): boolean => typeof value === 'string' && value.includes('\u0000');

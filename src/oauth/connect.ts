@@ -149,7 +149,8 @@ export function createConnectRouter(deps: OAuthDeps & { runtime: OAuthRuntime })
       if (!loaded) return;
       const { view, details } = loaded;
       const body = (req.body ?? {}) as Record<string, string | string[] | undefined>;
-      const field = (name: string): string => (typeof body[name] === 'string' ? (body[name] as string) : '');
+      // A form value with U+0000 is never legitimate, and Postgres could not store or compare it.
+      const field = (name: string): string => (typeof body[name] === 'string' && !(body[name] as string).includes('\u0000') ? (body[name] as string) : '');
       if (!constantTimeEqual(field('csrf'), view.csrf)) {
         return send(res, 403, page('Request refused', '<h1>This form has expired</h1><p>Reload the page and try again.</p>'));
       }

@@ -71,7 +71,8 @@ export function redirectUriProblem(uri: unknown): string | null {
 }
 
 export const normaliseEmail = (email: string): string => email.trim().toLowerCase();
-const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+// No whitespace, no control characters (U+0000 cannot even be stored).
+const EMAIL_PATTERN = /^[^\s@\u0000-\u001f\u007f]+@[^\s@\u0000-\u001f\u007f]+\.[^\s@\u0000-\u001f\u007f]+$/;
 export const isPlausibleEmail = (email: string): boolean => email.length <= 254 && EMAIL_PATTERN.test(email);
 
 export function createOAuthService(deps: { clock: Clock; sealer: Sealer; masterKey: string; mailer: LoginCodeMailer; log: Logger }): OAuthService {

@@ -94,14 +94,33 @@ export interface RedisLike {
   close?(): Promise<unknown>;
 }
 
-export function createRedisLimiter(client: RedisLike, prefix: string): RateLimiter {
+/** Redis did not answer within the limiter's bound (a silent network); callers treat it as Redis down. */
+export class RedisTimeoutError extends Error {}
+
+/**
+ * node-redis times out a command only while it waits to be written; once sent, a command to a
+ * server behind a silent network waits forever. `timeoutMs` bounds every call (REDIS_COMMAND_TIMEOUT_MS).
+ */
+export function createRedisLimiter(client: RedisLike, prefix: string, opts: { timeoutMs?: number } = {}): RateLimiter {
   let counter = 0;
+  const send = (command: string[]): Promise<unknown> => {
+    const reply = client.sendCommand(command);
+    if (!opts.timeoutMs) return reply;
+    let timer: NodeJS.Timeout | undefined;
+    const expiry = new Promise<never>((_, reject) => {
+      // setImmediate: after a blocked event loop, timers run before pending socket reads; give a
+      // reply that has already arrived the chance to win (the poll phase comes before immediates).
+      timer = setTimeout(() => setImmediate(() => reject(new RedisTimeoutError(`redis did not answer within ${opts.timeoutMs} ms`))), opts.timeoutMs);
+    });
+    reply.catch(() => undefined); // a late failure after the timeout is nobody's to handle
+    return Promise.race([reply, expiry]).finally(() => clearTimeout(timer));
+  };
   const run = async (keys: string[], args: string[]): Promise<number[]> => {
     try {
-      return (await client.sendCommand(['EVALSHA', LUA_SHA, String(keys.length), ...keys, ...args])) as number[];
+      return (await send(['EVALSHA', LUA_SHA, String(keys.length), ...keys, ...args])) as number[];
     } catch (err) {
       if (!String((err as Error).message).includes('NOSCRIPT')) throw err;
-      return (await client.sendCommand(['EVAL', LUA, String(keys.length), ...keys, ...args])) as number[];
+      return (await send(['EVAL', LUA, String(keys.length), ...keys, ...args])) as number[];
     }
   };
   return {

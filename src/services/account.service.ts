@@ -15,7 +15,18 @@ import type { OperationService, OwnerRef } from './operation.service.js';
 
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 
+/** USD values (8 decimals) a wallet holds outside its balances: earn positions, collateral, and what it owes. */
+export interface Holdings {
+  earnUsd: bigint;
+  collateralUsd: bigint;
+  debtUsd: bigint;
+}
+/** Values one kind of holding; the DeFi area registers its earn and borrow valuers here. */
+export type HoldingsValuer = (db: Db, who: OwnerRef) => Promise<Partial<Holdings>>;
+
 export interface AccountService {
+  /** Adds a valuer whose amounts join the account summary (earn, collateral, debt). */
+  registerHoldings(valuer: HoldingsValuer): void;
   getAccount(db: Db, who: OwnerRef): Promise<Record<string, unknown>>;
   listAssets(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
   listProtocols(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
@@ -47,7 +58,13 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
     return wallet;
   }
 
+  const valuers: HoldingsValuer[] = [];
+
   const service: AccountService = {
+    registerHoldings(valuer) {
+      valuers.push(valuer);
+    },
+
     async getAccount(db, who) {
       const wallet = await requireWallet(db, who.agentId);
       let cash = 0n;
@@ -60,7 +77,28 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         else crypto += value;
       }
       const total = cash + crypto;
-      return { wallet_id: wallet.id, address: wallet.address, chain: 'base', total_value_usd: usd(total), cash_value_usd: usd(cash), crypto_value_usd: usd(crypto), earn_value_usd: '0', collateral_value_usd: '0', debt_usd: '0', net_worth_usd: usd(total), as_of: clock.now().toISOString() };
+      const held: Holdings = { earnUsd: 0n, collateralUsd: 0n, debtUsd: 0n };
+      for (const valuer of valuers) {
+        const part = await valuer(db, who);
+        held.earnUsd += part.earnUsd ?? 0n;
+        held.collateralUsd += part.collateralUsd ?? 0n;
+        held.debtUsd += part.debtUsd ?? 0n;
+      }
+      // Net worth: the wallet's balances plus what it holds elsewhere, minus what it owes.
+      const netWorth = total + held.earnUsd + held.collateralUsd - held.debtUsd;
+      return {
+        wallet_id: wallet.id,
+        address: wallet.address,
+        chain: 'base',
+        total_value_usd: usd(total),
+        cash_value_usd: usd(cash),
+        crypto_value_usd: usd(crypto),
+        earn_value_usd: usd(held.earnUsd),
+        collateral_value_usd: usd(held.collateralUsd),
+        debt_usd: usd(held.debtUsd),
+        net_worth_usd: usd(netWorth),
+        as_of: clock.now().toISOString(),
+      };
     },
 
     async listAssets(db, query) {

@@ -69,6 +69,8 @@ export interface AddMarketInput {
 
 export interface BorrowService {
   summary(db: Db, who: OwnerRef): Promise<BorrowSummary>;
+  /** Collateral and debt in USD (8 decimals) at the last known prices, as the summary values them. */
+  totalsUsd(db: Db, who: OwnerRef): Promise<{ collateralUsd: bigint; debtUsd: bigint }>;
   listCollateral(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicCollateral>>;
   borrow(db: Db, who: OwnerRef, body: BorrowBody, idempotencyKey: string | null): Promise<WriteResponse>;
   repay(db: Db, who: OwnerRef, body: RepayBody, idempotencyKey: string | null): Promise<WriteResponse>;
@@ -257,6 +259,12 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
         debts,
         collateral,
       };
+    },
+
+    async totalsUsd(db, who) {
+      const s = await snapshot(db, who, false);
+      const data = aave.calculateAccountData(collateralInputs(s), debtInputs(s));
+      return { collateralUsd: data.totalCollateralUsd, debtUsd: data.totalDebtUsd };
     },
 
     async listCollateral(db, who, query) {

@@ -6,7 +6,7 @@ import { withTransaction } from '../db/knex.js';
 import { lockPolicy } from '../db/repositories/operation.repository.js';
 import * as repo from '../db/repositories/vault.repository.js';
 import type { PositionRow, VaultRow } from '../db/repositories/vault.repository.js';
-import type { AssetRow } from '../db/repositories/ledger.repository.js';
+import { findPrice, type AssetRow } from '../db/repositories/ledger.repository.js';
 import * as erc from '../lib/defi/erc4626.js';
 import { convertAtPrice } from '../lib/defi/pricing.js';
 import type { Clock } from '../lib/clock.js';
@@ -92,6 +92,8 @@ export interface AddVaultInput {
 export interface EarnService {
   listPositions(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicPosition>>;
   getPosition(db: Db, who: OwnerRef, id: string): Promise<PublicPosition>;
+  /** USD value (8 decimals) of every position of the wallet at the last known prices (unpriced assets count 0). */
+  valueUsd(db: Db, who: OwnerRef): Promise<bigint>;
   listOpportunities(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOpportunity>>;
   deposit(db: Db, who: OwnerRef, body: DepositBody, idempotencyKey: string | null): Promise<WriteResponse>;
   withdraw(db: Db, who: OwnerRef, body: WithdrawBody, idempotencyKey: string | null): Promise<WriteResponse>;
@@ -304,6 +306,20 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
       const p = await repo.findPosition(db, who.walletId, id);
       if (!p) throw new ApiError('not_found', 'earn position not found');
       return publicPosition(db, p);
+    },
+
+    async valueUsd(db, who) {
+      let total = 0n;
+      for (const p of await repo.listAllPositions(db, who.walletId)) {
+        const shares = BigInt(p.shares);
+        if (shares <= 0n) continue;
+        const v = (await repo.findVault(db, p.vault_id))!;
+        const price = await findPrice(db, v.asset_symbol);
+        if (!price) continue;
+        const asset = await assetOf(db, v.asset_symbol);
+        total += mulDiv(erc.previewRedeem(accruedVault(v).state, shares), BigInt(price.usd_e8), 10n ** BigInt(asset.decimals));
+      }
+      return total;
     },
 
     async listOpportunities(db, who, query) {

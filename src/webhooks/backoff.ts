@@ -3,6 +3,7 @@
 // Delays after attempt 1, 2, ...: 10 s, 1 min, 5 min, 30 min, 1 h, 2 h, 4 h, 8 h, 12 h, 18 h, 24 h
 // (cumulative ~69.6 h), then 24 h; each jittered by +/-10 % and clamped to the deadline, so the
 // last attempt lands exactly on the deadline and a retryable failure there exhausts the delivery.
+// A receiver's Retry-After (429/503) lengthens a delay, up to one hour.
 
 export const RETRY_HORIZON_MS = 72 * 60 * 60 * 1000;
 const SECOND = 1000;
@@ -10,6 +11,8 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 export const RETRY_DELAYS_MS = [10 * SECOND, MINUTE, 5 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 12 * HOUR, 18 * HOUR, 24 * HOUR];
 export const JITTER_RATIO = 0.1;
+/** The longest a receiver's Retry-After may delay the next attempt. */
+export const MAX_RETRY_AFTER_MS = HOUR;
 
 export interface BackoffInput {
   /** Attempts made so far, including the one that just failed (>= 1). */
@@ -29,7 +32,9 @@ export function nextAttemptAt(input: BackoffInput): Date | null {
   const base = RETRY_DELAYS_MS[Math.min(input.attempts, RETRY_DELAYS_MS.length) - 1] ?? RETRY_DELAYS_MS[0]!;
   const jitter = 1 + ((input.random ?? Math.random)() * 2 - 1) * JITTER_RATIO;
   let delay = Math.round(base * jitter);
-  if (input.retryAfterMs != null && input.retryAfterMs > delay) delay = input.retryAfterMs;
+  // A receiver's Retry-After may push the attempt out, but by at most an hour (else a hostile
+  // `Retry-After: 999999999` would park the delivery until the 72 h deadline).
+  if (input.retryAfterMs != null && input.retryAfterMs > delay) delay = Math.min(input.retryAfterMs, MAX_RETRY_AFTER_MS);
   return new Date(Math.min(now + delay, deadline));
 }
 

@@ -42,10 +42,12 @@ export interface DeliveryWorkerDeps {
   concurrency?: number;
   /** Deliveries in flight per endpoint across all workers. */
   perEndpointInFlight?: number;
-  /** Poll interval when idle; LISTEN/NOTIFY wakes the loop earlier. */
+  /** Longest idle sleep; the loop wakes earlier when the next delivery falls due, and on LISTEN/NOTIFY. */
   idleMs?: number;
   /** When set, the loop LISTENs on this Postgres for new deliveries. */
   databaseUrl?: string | null;
+  /** Bound on opening the LISTEN connection (config DB_CONNECT_TIMEOUT_MS); none when absent. */
+  connectTimeoutMs?: number;
   random?: () => number;
   metrics?: Pick<Metrics, 'webhookAttempt'>;
   tracing?: Tracing;
@@ -261,7 +263,8 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     if (!deps.databaseUrl) return;
     const connect = async () => {
       while (!signal.aborted) {
-        const client = new pg.Client({ connectionString: deps.databaseUrl! });
+        // keepAlive: a LISTEN connection is idle for long stretches; a dead peer must still be noticed.
+        const client = new pg.Client({ connectionString: deps.databaseUrl!, connectionTimeoutMillis: deps.connectTimeoutMs, keepAlive: true });
         try {
           const ended = new Promise<void>((resolve) => {
             client.on('error', () => resolve());
@@ -283,6 +286,18 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
     };
     void connect();
+  }
+
+  /** How long to sleep: until the next delivery falls due (by the injected clock), at most `idleMs`. */
+  async function untilNextDue(): Promise<number> {
+    try {
+      const at = await deliveries.nextDueAt(db);
+      const ms = at ? at.getTime() - clock.now().getTime() : 0;
+      // Due already but not claimed (its endpoint is at its in-flight cap): a finishing attempt wakes the loop.
+      return ms > 0 ? Math.min(idleMs, ms) : idleMs;
+    } catch {
+      return idleMs; // the database is away: poll at the idle pace
+    }
   }
 
   const loop: WorkerLoop = {
@@ -312,7 +327,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
             log.error({ err }, 'webhook claim failed');
           }
         }
-        if (claimed < room || inflight.size >= concurrency - threshold + 1) await waker.wait(idleMs, signal);
+        if (claimed < room || inflight.size >= concurrency - threshold + 1) await waker.wait(await untilNextDue(), signal);
       }
       // SIGTERM: no new claims; attempts in flight finish within their deadline and are recorded.
       await Promise.allSettled([...inflight]);

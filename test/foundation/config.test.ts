@@ -80,6 +80,16 @@ describe('loadConfig', () => {
     expect(loadConfig({ ...PROD_OK }, () => {}).baseUrl).to.equal('https://api.example.com');
   });
 
+  it('bounds every database wait by default (a request fails within 5 s) and checks the bounds given', () => {
+    const { db } = loadConfig(PROD_OK, () => {});
+    expect(db).to.deep.equal({ connectTimeoutMs: 5_000, acquireTimeoutMs: 4_000, statementTimeoutMs: 3_000, queryTimeoutMs: 3_500 });
+    expect(Math.max(db.acquireTimeoutMs, db.queryTimeoutMs)).to.be.below(5_000);
+    expect(loadConfig({ ...PROD_OK, DB_STATEMENT_TIMEOUT_MS: '0', DB_QUERY_TIMEOUT_MS: '0' }, () => {}).db).to.include({ statementTimeoutMs: 0, queryTimeoutMs: 0 });
+    const problems = problemsOf({ ...PROD_OK, DB_STATEMENT_TIMEOUT_MS: '5000', DB_QUERY_TIMEOUT_MS: '4000', DB_ACQUIRE_TIMEOUT_MS: 'soon' });
+    expect(problems).to.have.length(2);
+    expect(problems.join('\n')).to.include('DB_QUERY_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS').and.include('DB_ACQUIRE_TIMEOUT_MS');
+  });
+
   it('refuses UNSAFE_ALLOW_LOOPBACK_TARGETS in production and only warns in development', () => {
     const problems = problemsOf({ ...PROD_OK, UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true' });
     expect(problems).to.have.length(1);

@@ -21,7 +21,7 @@ export interface ServerProcess {
 
 /**
  * Spawns the server with exactly `env` (plus PATH/HOME) and PORT=0, HOST=127.0.0.1 unless given,
- * and resolves once it prints `listening on http://127.0.0.1:<port>`. Rejects with its stderr
+ * and resolves once it prints `listening on http://127.0.0.1:<port>` (or, in production, its JSON log line with that `url`). Rejects with its stderr
  * when it exits first or does not listen within `timeoutMs`.
  */
 export async function startServerProcess(env: Record<string, string | undefined>, opts: { timeoutMs?: number } = {}): Promise<ServerProcess> {
@@ -57,7 +57,8 @@ export async function startServerProcess(env: Record<string, string | undefined>
       reject(new Error(`server did not listen within ${opts.timeoutMs ?? 60_000} ms; stderr:\n${stderr}`));
     }, opts.timeoutMs ?? 60_000);
     const check = (line: string) => {
-      const m = /^listening on http:\/\/[^:]+:(\d+)$/.exec(line.trim());
+      // The plain line (development, test) or, in production, the JSON log line carrying `url`.
+      const m = /^listening on http:\/\/[^:]+:(\d+)$/.exec(line.trim()) ?? (line.includes('"msg":"agent api listening"') ? /"url":"http:\/\/[^:]+:(\d+)"/.exec(line) : null);
       if (m) {
         clearTimeout(timer);
         resolve(Number(m[1]));

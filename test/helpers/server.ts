@@ -1,11 +1,12 @@
 // In-process test server on an ephemeral port: real Postgres (per-run database), real Redis (per-run prefix).
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { createApp, type BuiltApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Clock } from '../../src/lib/clock.js';
+import { createHttpServer } from '../../src/http/http-server.js';
 import type { Handler } from '../../src/http/types.js';
 import type { Services } from '../../src/services/registry.js';
 import { createWorker, type Worker } from '../../src/worker.js';
@@ -64,7 +65,7 @@ export function testConfigEnv(extra: Record<string, string> = {}): Record<string
 }
 
 export async function startTestServer(opts: { clock?: Clock; env?: Record<string, string>; worker?: boolean; handlers?: Record<string, Handler> } = {}): Promise<TestServer> {
-  const server = createServer();
+  const server = createHttpServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   const baseUrl = `http://127.0.0.1:${port}`;
@@ -134,3 +135,13 @@ export async function startTestServer(opts: { clock?: Clock; env?: Record<string
 }
 
 export const newKey = (): string => `key-${randomBytes(8).toString('hex')}`;
+
+/** An agent with the embedded demo's policy and funds whose rate limits stay out of the way. */
+export async function createDemoAgent(server: TestServer, limit = 100_000): Promise<TestAgent> {
+  const agent = await server.createAgent();
+  await server.services.ledger.setupDemoAgent(server.db, { agentId: agent.agentId, walletId: agent.walletId });
+  for (const cls of ['read', 'write', 'simulate', 'webhook_management', 'bulk_write'] as const) {
+    await server.services.agents.setRateLimit(server.db, agent.agentId, { class: cls, limit, burst: limit, windowSeconds: 60 });
+  }
+  return agent;
+}

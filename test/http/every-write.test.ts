@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { newKey, startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
+import { createDemoAgent, newKey, startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
 
 // Hostile-input sweep: every write route of the document, called with an empty and a junk body,
 // directly and through /simulate, answers a documented 4xx (or 200 for simulate), never a 5xx.
@@ -8,11 +8,7 @@ describe('every write route', () => {
   let agent: TestAgent;
   before(async () => {
     server = await startTestServer();
-    agent = await server.createAgent();
-    await server.services.ledger.setupDemoAgent(server.db, { agentId: agent.agentId, walletId: agent.walletId });
-    for (const cls of ['write', 'simulate', 'webhook_management'] as const) {
-      await server.services.agents.setRateLimit(server.db, agent.agentId, { class: cls, limit: 10_000, burst: 10_000, windowSeconds: 60 });
-    }
+    agent = await createDemoAgent(server, 10_000);
   });
   after(() => server.close());
 

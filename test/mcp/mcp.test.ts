@@ -96,6 +96,14 @@ describe('MCP endpoint /mcp', function () {
       expect(body.error.code).to.equal('validation_failed');
     });
 
+    it('answers validation_failed naming the field when a tool argument holds U+0000', async () => {
+      const result = await client.callTool({ name: 'agent_recipients_resolve', arguments: { to: 'a\u0000b' } });
+      expect(result.isError).to.equal(true);
+      const body = resultBody(result);
+      expect(body.error.code).to.equal('validation_failed');
+      expect(body.error.details.errors).to.deep.include({ location: 'body', path: '/to', message: 'must not contain the NUL character (U+0000)' });
+    });
+
     it('answers not_found for a webhook of nobody', async () => {
       const result = await client.callTool({ name: 'agent_webhooks_get', arguments: { id: '00000000-0000-4000-8000-000000000000' } });
       expect(result.isError).to.equal(true);

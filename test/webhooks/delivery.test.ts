@@ -187,6 +187,37 @@ describe('webhook delivery', function () {
       expect(b.row.next_attempt_at!.getTime() - b.before.getTime()).to.equal(600_000);
     });
 
+    it('caps a hostile Retry-After at one hour instead of the 72 h deadline', async () => {
+      const { row, before } = await attemptOnce('/c/429-hostile', status(429, { 'retry-after': '999999999' }));
+      expect(row).to.include({ status: 'retrying', error_class: 'http_429' });
+      expect(row.next_attempt_at!.getTime() - before.getTime()).to.equal(3_600_000);
+    });
+
+    it('wakes the loop when a retry falls due rather than at the next poll', async function () {
+      this.timeout(40_000);
+      const caller = await ctx.newAgent();
+      const arrivals: number[] = [];
+      routes.set('/c/wake', (_req, res) => {
+        arrivals.push(Date.now());
+        res.writeHead(arrivals.length === 1 ? 503 : 200);
+        res.end(arrivals.length === 1 ? 'busy' : 'ok');
+      });
+      await endpoint(caller, '/c/wake');
+      await ctx.emit(caller);
+      // The schedule's first delay is exactly 10 s here (random 0.5 = no jitter); the loop's idle
+      // poll is a minute, so only waking at the due time delivers the retry in time.
+      const offset = ctx.clock.now().getTime() - Date.now();
+      const realTimeClock = { now: () => new Date(Date.now() + offset) };
+      const controller = new AbortController();
+      const running = ctx.worker({ clock: realTimeClock, idleMs: 60_000 }).loop.run(controller.signal);
+      const deadline = Date.now() + 25_000;
+      while (arrivals.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      controller.abort();
+      await running;
+      expect(arrivals, 'attempts received').to.have.length(2);
+      expect(arrivals[1]! - arrivals[0]!).to.be.within(9_900, 13_000);
+    });
+
     it('fails a 404 terminally', async () => {
       const { row } = await attemptOnce('/c/404', status(404));
       expect(row).to.include({ status: 'failed', error_class: 'http_4xx', http_status: 404, next_attempt_at: null });

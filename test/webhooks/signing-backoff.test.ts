@@ -55,10 +55,13 @@ describe('webhook retry schedule', () => {
     expect(low.getTime() - start.getTime()).to.equal(54_000);
   });
 
-  it('honours Retry-After within the deadline', () => {
+  it('honours Retry-After up to one hour and within the deadline', () => {
     const next = nextAttemptAt({ attempts: 1, now: start, deadline, retryAfterMs: 120_000, random: () => 0.5 });
     expect(next!.getTime() - start.getTime()).to.equal(120_000);
-    const capped = nextAttemptAt({ attempts: 1, now: start, deadline, retryAfterMs: RETRY_HORIZON_MS * 2 });
+    const hostile = nextAttemptAt({ attempts: 1, now: start, deadline, retryAfterMs: RETRY_HORIZON_MS * 2 });
+    expect(hostile!.getTime() - start.getTime()).to.equal(60 * 60 * 1000);
+    const late = new Date(deadline.getTime() - 30 * 60 * 1000);
+    const capped = nextAttemptAt({ attempts: 11, now: late, deadline, retryAfterMs: 60 * 60 * 1000 });
     expect(capped!.getTime()).to.equal(deadline.getTime());
   });
 

@@ -65,6 +65,22 @@ export interface ClaimOptions {
 }
 
 /**
+ * When the next delivery falls due: the earliest pending/retrying `next_attempt_at` (index
+ * webhook_deliveries_due) or in-flight lease expiry, whichever is first; null when nothing waits.
+ * The loop sleeps until then instead of a whole poll interval.
+ */
+export async function nextDueAt(db: Db): Promise<Date | null> {
+  const result = await db.raw(
+    `SELECT LEAST(
+       (SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status IN ('pending', 'retrying')),
+       (SELECT min(lease_until) FROM webhook_deliveries WHERE status = 'in_flight')
+     ) AS at`,
+  );
+  const at = (result.rows as { at: Date | null }[])[0]?.at;
+  return at ? new Date(at) : null;
+}
+
+/**
  * Claims due deliveries (pending/retrying whose time has come; in_flight rows whose lease
  * expired are first put back) with FOR UPDATE SKIP LOCKED, at most `perEndpointCap` in flight per endpoint
  * (counting live leases), so one slow receiver cannot take every slot. A transaction-scoped

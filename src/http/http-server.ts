@@ -1,0 +1,45 @@
+// The node:http server the app runs on: header limits and the answer to requests Node cannot parse.
+//
+// Node's parser refuses request heads over `maxHeaderSize` (16 KB by default) with a bare 431 before
+// Express sees the request: no envelope, no X-Request-Id. The parser limit is raised to
+// MAX_HEAD_BYTES so ordinary over-long URLs and headers reach the pipeline, which refuses them with
+// the envelope and, once the caller is authenticated, the rate-limit headers (src/http/limits.ts).
+// Only a head over MAX_HEAD_BYTES is answered here, enveloped, with a fresh X-Request-Id.
+import { randomUUID } from 'node:crypto';
+import { createServer, STATUS_CODES, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { errorBody } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
+
+/** Node's parser limit for a request head (request line + headers). */
+export const MAX_HEAD_BYTES = 64 * 1024;
+
+interface ClientError extends Error {
+  code?: string;
+}
+
+function answerUnparsable(err: ClientError, socket: Duplex, log?: Logger): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) return;
+  const requestId = randomUUID();
+  const overflow = err.code === 'HPE_HEADER_OVERFLOW';
+  const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+  const status = overflow ? 431 : timeout ? 408 : 400;
+  const body = JSON.stringify(
+    timeout
+      ? errorBody('validation_failed', 'The request was not received in time.', { errors: [{ location: 'header', path: 'request', message: 'timed out' }] })
+      : overflow
+        ? errorBody('validation_failed', `The request line and headers exceed ${MAX_HEAD_BYTES} bytes.`, { errors: [{ location: 'header', path: 'request', message: 'too large' }] })
+        : errorBody('validation_failed', 'The request could not be parsed as HTTP.', { errors: [{ location: 'header', path: 'request', message: 'malformed' }] }),
+  );
+  log?.info({ requestId, status, error: err.code ?? err.message }, 'request');
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** The HTTP server for the app (`server.on('request', app)` or passed as the listener). */
+export function createHttpServer(opts: { log?: Logger } = {}): Server {
+  const server = createServer({ maxHeaderSize: MAX_HEAD_BYTES });
+  server.on('clientError', (err: ClientError, socket: Duplex) => answerUnparsable(err, socket, opts.log));
+  return server;
+}
