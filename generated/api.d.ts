@@ -3127,6 +3127,9 @@ export interface components {
             status: "ready" | "unavailable" | "draining";
             /** @description One entry per configured dependency (`database` always; `redis` when REDIS_URL is set; more as they are configured). */
             checks: {
+                /** @enum {string} */
+                database: "ok" | "down";
+            } & {
                 [key: string]: "ok" | "down";
             };
         };
