@@ -20,6 +20,7 @@ import type { Services } from './services/registry.js';
 import type { Handler } from './http/types.js';
 import { createSelfService } from './services/self.service.js';
 import { createPollingLoop, type WorkerLoop } from './worker.js';
+import { resolveAdminToken } from './auth/admin-token.js';
 import { createBearerVerifier } from './auth/bearer.js';
 import { createSealer, type Sealer } from './lib/crypto.js';
 import { createOAuthCleanupLoop } from './oauth/cleanup.js';
@@ -30,6 +31,7 @@ import { mountMcp } from './mcp/mcp.js';
 import { createDefiArea } from './services/defi-area.js';
 import { createLedgerArea } from './services/ledger-area.js';
 import { createSettlementLoop } from './services/settlement.js';
+import { createOwnerService } from './services/owner.service.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
@@ -137,6 +139,7 @@ function buildServices(deps: {
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
+    owner: createOwnerService({ clock, account: ledger.account }),
   };
 }
 
@@ -158,6 +161,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     get bearer() {
       return core.getBearer();
     },
+    adminToken: resolveAdminToken(config),
   };
   const pipeline = createPipeline(httpDeps);
 
@@ -173,6 +177,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   mountMcp(app, httpDeps);
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
   app.use('/v1/agent', pipeline.agentApi);
+  app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);
   app.use((_req, res) => {
     res.status(404).json(errorBody('not_found', 'No route matches this request.'));
   });

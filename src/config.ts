@@ -21,6 +21,8 @@ export interface Config {
   trustProxy: boolean;
   validateResponses: boolean;
   shutdownGraceMs: number;
+  /** The operator's token for /v1/admin (and any owner on /v1/owner); see src/auth/admin-token.ts. */
+  adminToken: string | null;
 }
 
 export class ConfigError extends Error {
@@ -125,7 +127,9 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    adminToken: get('ADMIN_TOKEN') ?? null,
   };
+  if (config.adminToken !== null && config.adminToken.length < 32) problems.push('ADMIN_TOKEN must be at least 32 characters');
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
