@@ -23,6 +23,8 @@ export interface Config {
   shutdownGraceMs: number;
   /** The operator's token for /v1/admin (and any owner on /v1/owner); see src/auth/admin-token.ts. */
   adminToken: string | null;
+  /** Where agentctl looks for the running server (AGENT_API_BASE_URL, default http://127.0.0.1:$PORT). */
+  agentApiBaseUrl: string;
 }
 
 export class ConfigError extends Error {
@@ -128,6 +130,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     adminToken: get('ADMIN_TOKEN') ?? null,
+    agentApiBaseUrl: (url('AGENT_API_BASE_URL', ['http:', 'https:']) ?? `http://127.0.0.1:${port}`).replace(/\/+$/, ''),
   };
   if (config.adminToken !== null && config.adminToken.length < 32) problems.push('ADMIN_TOKEN must be at least 32 characters');
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
