@@ -1484,6 +1484,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agent/webhooks/{id}/deliveries/{delivery_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry one delivery now
+         * @description Sends the delivery's event to this endpoint again now, as a new attempt (whatever its status, unless it is being attempted right now: `invalid_state_transition`). An endpoint disabled for `sustained_failures` only its owner can re-enable (`owner_only_action`); another disabled endpoint is `invalid_state_transition`.
+         *
+         *     Rate class `webhook_management`; scope `agent:webhooks:manage`; Idempotency-Key required.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `owner_only_action` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agent/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List events
+         * @description The agent's events (the webhook envelope of spec 6.2), newest first, whatever its webhook endpoints did with them: the way to catch up after missed deliveries. Filters: `type` and `since` (created at or after).
+         *
+         *     Rate class `read`; scope `agent:read`; Idempotency-Key not used.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agent/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an event
+         * @description One event of the agent, exactly as delivered to webhook endpoints.
+         *
+         *     Rate class `read`; scope `agent:read`; Idempotency-Key not used.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `not_found` (404), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owner/agents": {
         parameters: {
             query?: never;
@@ -3863,6 +3935,41 @@ export interface components {
             ok: true;
             event_id: components["schemas"]["Uuid"];
         };
+        WebhookDeliveryResponse: {
+            /** @constant */
+            ok: true;
+            delivery: components["schemas"]["WebhookDelivery"];
+        };
+        /** @description Body of every webhook delivery (spec 6.2). Receivers dedupe by `id`. */
+        EventEnvelope: {
+            id: components["schemas"]["Uuid"];
+            type: components["schemas"]["EventType"];
+            created_at: components["schemas"]["Timestamp"];
+            agent_id: components["schemas"]["Uuid"];
+            wallet_id: string;
+            /**
+             * Format: uuid
+             * @description Null for `webhook.test` and `agent.webhook_disabled`.
+             */
+            operation_id: string | null;
+            resource: components["schemas"]["ResourceRef"];
+            /** @description Event-specific payload (free-form). `webhook.test` carries `{webhook_id, message}`. */
+            data: {
+                [key: string]: unknown;
+            };
+        };
+        EventListPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["EventEnvelope"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
+        EventResponse: {
+            /** @constant */
+            ok: true;
+            event: components["schemas"]["EventEnvelope"];
+        };
         OwnerAgent: {
             agent_id: components["schemas"]["Uuid"];
             owner_id: components["schemas"]["Uuid"];
@@ -4076,24 +4183,6 @@ export interface components {
                 database: "ok" | "down";
                 /** @enum {string} */
                 redis: "ok" | "down";
-            };
-        };
-        /** @description Body of every webhook delivery (spec 6.2). Receivers dedupe by `id`. */
-        EventEnvelope: {
-            id: components["schemas"]["Uuid"];
-            type: components["schemas"]["EventType"];
-            created_at: components["schemas"]["Timestamp"];
-            agent_id: components["schemas"]["Uuid"];
-            wallet_id: string;
-            /**
-             * Format: uuid
-             * @description Null for `webhook.test` and `agent.webhook_disabled`.
-             */
-            operation_id: string | null;
-            resource: components["schemas"]["ResourceRef"];
-            /** @description Event-specific payload (free-form). `webhook.test` carries `{webhook_id, message}`. */
-            data: {
-                [key: string]: unknown;
             };
         };
     };
@@ -6779,6 +6868,126 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    retryWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Resource UUID. */
+                id: components["parameters"]["IdPath"];
+                /** @description Delivery UUID. */
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, queued for a new attempt. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Only events of this type. */
+                type?: components["schemas"]["EventType"];
+                /** @description Only items created at or after this instant. */
+                since?: components["parameters"]["Since"];
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events, newest first. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventListPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource UUID. */
+                id: components["parameters"]["IdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventResponse"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];

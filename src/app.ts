@@ -31,6 +31,7 @@ import { mountMcp } from './mcp/mcp.js';
 import { createDefiArea } from './services/defi-area.js';
 import { createLedgerArea } from './services/ledger-area.js';
 import { createSettlementLoop } from './services/settlement.js';
+import { createEventService } from './services/event.service.js';
 import { createOwnerService } from './services/owner.service.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
@@ -140,6 +141,7 @@ function buildServices(deps: {
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
     owner: createOwnerService({ clock, account: ledger.account }),
+    events: createEventService(),
   };
 }
 

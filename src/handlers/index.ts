@@ -8,6 +8,7 @@ import * as borrow from './borrow.js';
 import * as conversions from './conversions.js';
 import * as deposits from './deposits.js';
 import * as earn from './earn.js';
+import * as events from './events.js';
 import * as ledgerOperations from './operations.js';
 import * as owner from './owner.js';
 import * as payments from './payments.js';
@@ -26,6 +27,7 @@ export const handlers: Record<string, Handler> = {
   ...conversions,
   ...deposits,
   ...earn,
+  ...events,
   ...ledgerOperations,
   ...payments,
   ...recipients,

@@ -3,6 +3,7 @@ import type { OAuthService } from '../oauth/oauth.service.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { AgentService } from './agent.service.js';
 import type { DefiArea } from './defi-area.js';
+import type { EventService } from './event.service.js';
 import type { LedgerArea } from './ledger-area.js';
 import type { OwnerService } from './owner.service.js';
 import type { SelfService } from './self.service.js';
@@ -19,4 +20,5 @@ export interface Services {
   defi: DefiArea;
   x402: X402Service;
   owner: OwnerService;
+  events: EventService;
 }
