@@ -36,6 +36,7 @@ import { createOwnerService } from './services/owner.service.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
+import { createFailureWarnings, createWarningMailer } from './webhooks/failure-warnings.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -104,6 +105,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       allowLoopback: config.unsafeAllowLoopbackTargets,
       databaseUrl: config.databaseUrl,
     }).loop,
+    createFailureWarnings({ db, clock, log, mailer: createWarningMailer({ smtpUrl: config.smtpUrl, log }), owner: services.owner, baseUrl: config.baseUrl }).loop(),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {

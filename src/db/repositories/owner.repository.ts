@@ -105,3 +105,44 @@ export async function listEndpointsOfOwner(db: Db, ownerId: string | null, optio
   if (options.before) q.whereRaw('(e.created_at, e.id) < (?, ?)', [options.before.createdAt, options.before.id]);
   return q;
 }
+
+export interface EndpointToWarn {
+  id: string;
+  agent_id: string;
+  url: string;
+  failing_since: Date;
+  owner_id: string;
+  owner_email: string;
+  agent_name: string;
+}
+
+/**
+ * One enabled endpoint failing for at least `hours` whose owner was not yet warned at that level in
+ * this failing period (a stamp older than failing_since belongs to an earlier period), locked so
+ * that concurrent workers warn once. Runs in the caller's transaction.
+ */
+export async function lockEndpointToWarn(db: Db, level: 24 | 48, now: Date): Promise<EndpointToWarn | undefined> {
+  const stamp = level === 24 ? 'warned_24h_at' : 'warned_48h_at';
+  const result = await db.raw(
+    `SELECT e.id, e.agent_id, e.url, e.failing_since, a.owner_id, o.email AS owner_email, a.name AS agent_name
+     FROM webhook_endpoints e JOIN agents a ON a.id = e.agent_id JOIN owners o ON o.id = a.owner_id
+     WHERE e.enabled AND e.failing_since IS NOT NULL AND e.failing_since <= :cutoff
+       AND (e.${stamp} IS NULL OR e.${stamp} < e.failing_since)
+       AND a.deleted_at IS NULL AND o.deleted_at IS NULL
+     ORDER BY e.failing_since, e.id
+     LIMIT 1
+     FOR UPDATE OF e SKIP LOCKED`,
+    { cutoff: new Date(now.getTime() - level * 3600_000) },
+  );
+  return result.rows[0] as EndpointToWarn | undefined;
+}
+
+/** Marks the warning sent; the 48 h warning also covers a 24 h one never sent (a worker was down). */
+export async function markEndpointWarned(db: Db, id: string, level: 24 | 48, at: Date): Promise<void> {
+  await db('webhook_endpoints').where({ id }).update(level === 24 ? { warned_24h_at: at } : { warned_24h_at: at, warned_48h_at: at });
+}
+
+/** The most recent failed attempt's reason at an endpoint. */
+export async function lastFailureOf(db: Db, endpointId: string): Promise<{ error_class: string | null; http_status: number | null } | undefined> {
+  return db('webhook_deliveries').where({ endpoint_id: endpointId }).whereNotNull('error_class').orderBy('last_attempt_at', 'desc').first('error_class', 'http_status');
+}
