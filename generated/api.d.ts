@@ -1567,7 +1567,7 @@ export interface paths {
          * List the owner's agents
          * @description Every agent of the caller (all owners' agents for the admin token), with status and balances.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListAgents"];
         put?: never;
@@ -1575,7 +1575,7 @@ export interface paths {
          * Create an agent
          * @description Creates an agent and its wallet; the API key is shown once. The admin token names the owner with `owner_id`; an owner token may omit it.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerCreateAgent"];
         delete?: never;
@@ -1595,7 +1595,7 @@ export interface paths {
          * Get an agent
          * @description Get an agent.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerGetAgent"];
         put?: never;
@@ -1604,7 +1604,7 @@ export interface paths {
          * Delete an agent (soft)
          * @description Disables the agent for good and hides it from lists; its history stays.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         delete: operations["ownerDeleteAgent"];
         options?: never;
@@ -1625,7 +1625,7 @@ export interface paths {
          * Disable an agent
          * @description Disable an agent.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerDisableAgent"];
         delete?: never;
@@ -1647,7 +1647,7 @@ export interface paths {
          * Enable an agent
          * @description Enable an agent.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerEnableAgent"];
         delete?: never;
@@ -1668,7 +1668,7 @@ export interface paths {
          * Set the activation window
          * @description Set the activation window.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         put: operations["ownerSetAgentWindow"];
         post?: never;
@@ -1691,7 +1691,7 @@ export interface paths {
          * Rotate the agent's API key
          * @description Issues a new API key (shown once); the old one stops working at once.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerRotateAgentKey"];
         delete?: never;
@@ -1711,7 +1711,7 @@ export interface paths {
          * Rate limits and live usage
          * @description Rate limits and live usage.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerGetRateLimits"];
         put?: never;
@@ -1734,7 +1734,7 @@ export interface paths {
          * Override one rate-limit class
          * @description Override one rate-limit class.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         put: operations["ownerSetRateLimit"];
         post?: never;
@@ -1755,14 +1755,14 @@ export interface paths {
          * Get the agent's policy
          * @description Get the agent's policy.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerGetPolicy"];
         /**
          * Replace the agent's policy
          * @description Replaces the policy (contract §9 keys). `{"allow": "all"}` is the permissive development policy. Invalid keys are `validation_failed` with one entry per problem.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         put: operations["ownerReplacePolicy"];
         post?: never;
@@ -1785,7 +1785,7 @@ export interface paths {
          * Validate a policy without saving it
          * @description Validate a policy without saving it.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         post: operations["ownerValidatePolicy"];
         delete?: never;
@@ -1805,7 +1805,7 @@ export interface paths {
          * Policy limits and their use
          * @description Policy limits and their use.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerGetPolicyLimits"];
         put?: never;
@@ -1829,7 +1829,7 @@ export interface paths {
          * Fund the wallet (simulated chain)
          * @description Credits the wallet on the simulated chain (a deposit with its journal entries and activity).
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerFundWallet"];
         delete?: never;
@@ -1849,7 +1849,7 @@ export interface paths {
          * The agent's activity
          * @description The agent's activity.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListActivity"];
         put?: never;
@@ -1871,7 +1871,7 @@ export interface paths {
          * The agent's operations
          * @description The agent's operations.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListOperations"];
         put?: never;
@@ -1895,7 +1895,7 @@ export interface paths {
          * Add a recipient
          * @description Add a recipient.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerAddRecipient"];
         delete?: never;
@@ -1917,7 +1917,7 @@ export interface paths {
          * Add a recurring payee schedule
          * @description Add a recurring payee schedule.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerAddRecurringPayment"];
         delete?: never;
@@ -1939,7 +1939,7 @@ export interface paths {
          * Add a withdrawal method
          * @description Withdrawal methods belong to the owner; the agent names which owner.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerAddWithdrawalMethod"];
         delete?: never;
@@ -1959,7 +1959,7 @@ export interface paths {
          * The agent's trusted destinations
          * @description The agent's trusted destinations.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListTrustedDestinations"];
         put?: never;
@@ -1967,7 +1967,7 @@ export interface paths {
          * Propose a trusted destination
          * @description Adds a destination in `pending` with its time lock (default 24 h).
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerAddTrustedDestination"];
         delete?: never;
@@ -1989,7 +1989,7 @@ export interface paths {
          * Confirm a trusted destination
          * @description Confirm a trusted destination.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerConfirmTrustedDestination"];
         delete?: never;
@@ -2011,7 +2011,7 @@ export interface paths {
          * Cancel a trusted destination
          * @description Cancel a trusted destination.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerCancelTrustedDestination"];
         delete?: never;
@@ -2033,7 +2033,7 @@ export interface paths {
          * Remove a trusted destination
          * @description Remove a trusted destination.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerRemoveTrustedDestination"];
         delete?: never;
@@ -2055,7 +2055,7 @@ export interface paths {
          * Cancel an unclaimed one-off payment
          * @description Cancel an unclaimed one-off payment.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerCancelOneOffPayment"];
         delete?: never;
@@ -2075,7 +2075,7 @@ export interface paths {
          * Webhook endpoints of all the owner's agents
          * @description Webhook endpoints of all the owner's agents.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListWebhooks"];
         put?: never;
@@ -2097,7 +2097,7 @@ export interface paths {
          * Delivery log of one endpoint
          * @description Delivery log of one endpoint.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListWebhookDeliveries"];
         put?: never;
@@ -2121,7 +2121,7 @@ export interface paths {
          * Re-enable an endpoint
          * @description Re-enables an endpoint, including one disabled for `sustained_failures` (which only its owner may do).
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerEnableWebhook"];
         delete?: never;
@@ -2143,7 +2143,7 @@ export interface paths {
          * Re-queue failed and skipped events
          * @description Re-queues, in their original order, every event of the endpoint's agent since `since` that failed terminally at this endpoint or was not sent while it was disabled. The endpoint must be enabled. Events already delivered are not sent again.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerRecoverWebhook"];
         delete?: never;
@@ -2163,7 +2163,7 @@ export interface paths {
          * Connected applications (OAuth grants)
          * @description Grants of the owner's agents with client name, agent, scopes and last use. The admin token names the owner with `owner_id`.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListConnectedApps"];
         put?: never;
@@ -2187,7 +2187,7 @@ export interface paths {
          * Revoke a connected application
          * @description Revoke a connected application.
          *
-         *     Rate class `write`; owner token or admin token; Idempotency-Key required.
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerRevokeConnectedApp"];
         delete?: never;
@@ -2207,7 +2207,7 @@ export interface paths {
          * Audit log of owner actions
          * @description Who did what, when and from where, newest first: the owner's own actions, the operator's actions on the owner's agents, and the service's warnings sent to the owner.
          *
-         *     Rate class `read`; owner token or admin token; Idempotency-Key not used.
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
         get: operations["ownerListAudit"];
         put?: never;

@@ -28,6 +28,7 @@ import { createLoginCodeMailer } from './oauth/mailer.js';
 import { createOAuthService } from './oauth/oauth.service.js';
 import { mountOAuth } from './oauth/provider.js';
 import { mountMcp } from './mcp/mcp.js';
+import { mountConsole } from './console/console.js';
 import { createDefiArea } from './services/defi-area.js';
 import { createLedgerArea } from './services/ledger-area.js';
 import { createSettlementLoop } from './services/settlement.js';
@@ -179,6 +180,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services });
   mountMcp(app, httpDeps);
+  mountConsole(app, { config, db, services, log });
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
   app.use('/v1/agent', pipeline.agentApi);
   app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);

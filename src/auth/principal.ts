@@ -1,7 +1,7 @@
 // Who is calling: one agent and its wallet, by header key or OAuth bearer token; or, on /v1/owner and
 // /v1/admin, an owner (owner token) or the operator (admin token).
 
-export type AuthMethod = 'api_key' | 'oauth' | 'owner_token' | 'admin_token';
+export type AuthMethod = 'api_key' | 'oauth' | 'owner_token' | 'owner_session' | 'admin_token';
 
 export interface Principal {
   /**
@@ -53,4 +53,4 @@ export function hasScope(principal: Principal, scope: string): boolean {
 /** The rate-limit and idempotency subject of the admin token (no owner or agent has the nil UUID). */
 export const ADMIN_SUBJECT = '00000000-0000-0000-0000-000000000000';
 
-export const isOwnerSide = (p: Principal): boolean => p.method === 'owner_token' || p.method === 'admin_token';
+export const isOwnerSide = (p: Principal): boolean => p.method === 'owner_token' || p.method === 'owner_session' || p.method === 'admin_token';

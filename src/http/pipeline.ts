@@ -10,6 +10,7 @@ import { ADMIN_SUBJECT, type Principal } from '../auth/principal.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
 import { fingerprint, validateKey, type Idempotency } from '../idempotency/idempotency.js';
 import { sha256Hex } from '../lib/crypto.js';
+import { OWNER_SESSION_COOKIE, readCookie } from '../console/cookies.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
@@ -233,8 +234,10 @@ export function createPipeline(deps: PipelineDeps) {
   const adminDigest = deps.adminToken ? Buffer.from(sha256Hex(deps.adminToken)) : null;
   const authenticateOwner: AuthenticateStep = async (req, res, op) => {
     if (!adminDigest && (op?.scope === 'admin' || req.originalUrl.startsWith('/v1/admin'))) throw new ApiError('not_found', 'The /v1/admin routes are off: no admin token is configured.');
+    const failed = () => failAuthentication(req, res, new ApiError('authentication_failed', 'Send an owner token or the admin token as Authorization: Bearer <token>, or sign in to the console.'));
+    const sessionToken = req.headers.authorization === undefined ? readCookie(req, OWNER_SESSION_COOKIE) : undefined;
+    if (sessionToken !== undefined && op?.scope !== 'admin') return authenticateSession(req, res, sessionToken, failed);
     const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    const failed = () => failAuthentication(req, res, new ApiError('authentication_failed', 'Send an owner token or the admin token as Authorization: Bearer <token>.'));
     if (!m) return failed();
     const token = m[1]!;
     if (adminDigest && timingSafeEqual(Buffer.from(sha256Hex(token)), adminDigest)) {
@@ -244,6 +247,18 @@ export function createPipeline(deps: PipelineDeps) {
     if (!owner) return failed();
     return { principal: { agentId: owner.ownerId, walletId: '', ownerId: owner.ownerId, agentName: '', method: 'owner_token', ownerTokenId: owner.tokenId, scopes: new Set(), clientId: null, grantId: null }, overrides: [] };
   };
+  /** The console's session cookie; a write also needs the session's X-CSRF-Token header. */
+  async function authenticateSession(req: Request, res: Response, token: string, failed: () => Promise<never>): Promise<Authenticated> {
+    const session = await deps.services.owner.authenticateSession(deps.db, token);
+    if (!session) return failed();
+    if (!['GET', 'HEAD'].includes(req.method)) {
+      const given = Buffer.from(sha256Hex(header(req, 'x-csrf-token') ?? ''));
+      if (!timingSafeEqual(given, Buffer.from(sha256Hex(session.csrfToken)))) {
+        return failAuthentication(req, res, new ApiError('authentication_failed', 'A console write needs the X-CSRF-Token header of its session.'));
+      }
+    }
+    return { principal: { agentId: session.ownerId, walletId: '', ownerId: session.ownerId, agentName: '', method: 'owner_session', ownerTokenId: null, scopes: new Set(), clientId: null, grantId: null }, overrides: [] };
+  }
   const ownerApi = createEntry(authenticateOwner);
 
   /** Owner and admin credentials stay on their side; an owner token never reaches a /v1/admin route. */

@@ -12,6 +12,14 @@ import type { AccountService } from './account.service.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
 
 export const OWNER_TOKEN_PREFIX = 'owt_';
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+export interface OwnerSession {
+  sessionId: string;
+  ownerId: string;
+  email: string;
+  csrfToken: string;
+}
 
 /** Who acts on the owner API: an owner (token or console session) or the operator (admin token). */
 export interface OwnerActor {
@@ -35,6 +43,10 @@ export interface OwnerService {
   createToken(db: Db, ownerId: string, label?: string | null): Promise<{ owner_id: string; token: string; token_id: string }>;
   /** The owner a token belongs to, or undefined (unknown, revoked, or its owner deleted). */
   authenticateToken(db: Db, token: string): Promise<{ ownerId: string; tokenId: string } | undefined>;
+  /** A console session for a signed-in owner: the cookie token (shown once) and its CSRF token. */
+  createSession(db: Db, ownerId: string): Promise<{ token: string; csrfToken: string; expiresAt: Date }>;
+  authenticateSession(db: Db, token: string): Promise<OwnerSession | undefined>;
+  endSession(db: Db, sessionId: string): Promise<void>;
   /** A live agent the actor may see; not_found otherwise (also for another owner's agent). */
   requireAgent(db: Db, actor: OwnerActor, agentId: string): Promise<LiveAgent>;
   /** The live agent a resource belongs to, when the actor may see it; not_found otherwise. */
@@ -99,6 +111,24 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
       if (!row) return undefined;
       await repo.touchOwnerToken(db, row.id, clock.now());
       return { ownerId: row.owner_id, tokenId: row.id };
+    },
+
+    async createSession(db, ownerId) {
+      const token = randomBytes(32).toString('base64url');
+      const csrfToken = randomBytes(24).toString('base64url');
+      const now = clock.now();
+      const expiresAt = new Date(now.getTime() + SESSION_TTL_MS);
+      await repo.insertOwnerSession(db, { id: newId(), owner_id: ownerId, token_hash: sha256Hex(token), csrf_token: csrfToken, created_at: now, expires_at: expiresAt });
+      return { token, csrfToken, expiresAt };
+    },
+
+    async authenticateSession(db, token) {
+      const row = await repo.findLiveOwnerSession(db, sha256Hex(token), clock.now());
+      return row ? { sessionId: row.id, ownerId: row.owner_id, email: row.email, csrfToken: row.csrf_token } : undefined;
+    },
+
+    async endSession(db, sessionId) {
+      await repo.revokeOwnerSession(db, sessionId, clock.now());
     },
 
     async requireAgent(db, actor, agentId) {

@@ -1,4 +1,4 @@
-// The owner's side: owner API tokens (hashed), the owner audit log, agent soft delete, the stamps
+// The owner's side: owner API tokens and console sessions (hashed), the owner audit log, agent soft delete, the stamps
 // of the 24 h / 48 h failing-endpoint warnings, and event recovery (the events' insertion order and
 // the order recovered deliveries must keep).
 import type { Knex } from 'knex';
@@ -15,6 +15,17 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('revoked_at', { useTz: true });
     t.timestamp('created_at', { useTz: true }).notNullable();
     t.index(['owner_id']);
+  });
+
+  // Console sessions (cookie): the token hashed; the CSRF token the console echoes on writes.
+  await knex.schema.createTable('owner_sessions', (t) => {
+    t.uuid('id').primary();
+    t.uuid('owner_id').notNullable().references('owners.id').onDelete('CASCADE');
+    t.text('token_hash').notNullable().unique();
+    t.text('csrf_token').notNullable();
+    t.timestamp('created_at', { useTz: true }).notNullable();
+    t.timestamp('expires_at', { useTz: true }).notNullable();
+    t.timestamp('revoked_at', { useTz: true });
   });
 
   await knex.schema.createTable('owner_audit', (t) => {
@@ -65,5 +76,6 @@ export async function down(knex: Knex): Promise<void> {
     t.dropColumn('deleted_at');
   });
   await knex.schema.dropTableIfExists('owner_audit');
+  await knex.schema.dropTableIfExists('owner_sessions');
   await knex.schema.dropTableIfExists('owner_tokens');
 }

@@ -146,3 +146,32 @@ export async function markEndpointWarned(db: Db, id: string, level: 24 | 48, at:
 export async function lastFailureOf(db: Db, endpointId: string): Promise<{ error_class: string | null; http_status: number | null } | undefined> {
   return db('webhook_deliveries').where({ endpoint_id: endpointId }).whereNotNull('error_class').orderBy('last_attempt_at', 'desc').first('error_class', 'http_status');
 }
+
+export interface OwnerSessionRow {
+  id: string;
+  owner_id: string;
+  token_hash: string;
+  csrf_token: string;
+  created_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
+export async function insertOwnerSession(db: Db, row: Omit<OwnerSessionRow, 'revoked_at'>): Promise<void> {
+  await db('owner_sessions').insert(row);
+}
+
+/** A live session of a live owner, by token hash. */
+export async function findLiveOwnerSession(db: Db, tokenHash: string, now: Date): Promise<(OwnerSessionRow & { email: string }) | undefined> {
+  return db('owner_sessions as s')
+    .join('owners as o', 'o.id', 's.owner_id')
+    .where('s.token_hash', tokenHash)
+    .whereNull('s.revoked_at')
+    .where('s.expires_at', '>', now)
+    .whereNull('o.deleted_at')
+    .first('s.*', 'o.email');
+}
+
+export async function revokeOwnerSession(db: Db, id: string, at: Date): Promise<void> {
+  await db('owner_sessions').where({ id }).update({ revoked_at: at });
+}
