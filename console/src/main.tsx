@@ -537,13 +537,14 @@ function Apps() {
       <Status text={list.error} kind="error" />
       <Table
         caption="Applications with access to your agents"
-        head={['Application', 'Agent', 'Scopes', 'Status', 'Granted', 'Actions']}
+        head={['Application', 'Agent', 'Scopes', 'Status', 'Granted', 'Last used', 'Actions']}
         rows={(list.data?.items ?? []).map((g: Json) => [
           g.client_name ?? g.client_id,
           g.agent_name,
           (g.scope as string[]).join(' '),
           g.status,
           when(g.created_at),
+          when(g.last_used_at),
           g.status === 'active' ? (
             <ActionForm
               label="Revoke"

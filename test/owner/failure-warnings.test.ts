@@ -2,8 +2,6 @@
 // hours, with the failure reason and a console link; both land in the audit log; no webhook event.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { appendEvent } from '../../src/db/repositories/event.repository.js';
 import { createFakeClock } from '../../src/lib/clock.js';
 import { createSealer } from '../../src/lib/crypto.js';
@@ -11,43 +9,22 @@ import { createLogger } from '../../src/lib/logger.js';
 import { createDeliveryWorker } from '../../src/webhooks/delivery-worker.js';
 import { createFailureWarnings, createWarningMailer } from '../../src/webhooks/failure-warnings.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { TEST_MASTER_KEY } from '../webhooks/helpers/context.js';
+import { startMailSink, type MailSink } from '../oauth/helpers.js';
+import { TEST_MASTER_KEY, waitUntil } from '../webhooks/helpers/context.js';
 import { createTestPki, startReceiver, type Receiver } from '../webhooks/helpers/receiver.js';
 
 const ADMIN = 'test-admin-token-0123456789abcdef0123456789';
 
-interface Mail {
-  to: string[];
-  text: string;
-}
-
 describe('webhook failure warnings', function () {
   this.timeout(60_000);
   const clock = createFakeClock('2026-06-01T00:00:00.000Z');
-  const mails: Mail[] = [];
-  let smtp: SMTPServer;
-  let smtpUrl: string;
+  let sink: MailSink;
   let srv: TestServer;
   let receiver: Receiver;
   let ca: string;
 
   before(async () => {
-    smtp = new SMTPServer({
-      authOptional: true,
-      disabledCommands: ['AUTH', 'STARTTLS'],
-      logger: false,
-      onData(stream, session, callback) {
-        const chunks: Buffer[] = [];
-        stream.on('data', (c: Buffer) => chunks.push(c));
-        stream.on('end', () => {
-          // Quoted-printable soft breaks (`=` at line end) are joined so the text reads whole.
-          mails.push({ to: session.envelope.rcptTo.map((r) => r.address), text: Buffer.concat(chunks).toString('utf8').replace(/=\r?\n/g, '') });
-          callback();
-        });
-      },
-    });
-    await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-    smtpUrl = `smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`;
+    sink = await startMailSink();
     const pki = await createTestPki();
     ca = pki.ca;
     receiver = await startReceiver(pki);
@@ -55,12 +32,12 @@ describe('webhook failure warnings', function () {
       res.writeHead(503);
       res.end('down');
     });
-    srv = await startTestServer({ clock, env: { ADMIN_TOKEN: ADMIN, UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true', SMTP_URL: smtpUrl } });
+    srv = await startTestServer({ clock, env: { ADMIN_TOKEN: ADMIN, UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true', SMTP_URL: sink.url } });
   });
   after(async () => {
     await srv?.close();
     await receiver?.close();
-    await new Promise<void>((resolve) => smtp.close(() => resolve()));
+    await sink?.close();
   });
 
   it('mails the owner at 24 h and at 48 h of failures, once each, and records both in the audit log', async () => {
@@ -79,25 +56,26 @@ describe('webhook failure warnings', function () {
     );
     const worker = createDeliveryWorker({ db: srv.db, clock, log: createLogger('silent'), sealer: createSealer(TEST_MASTER_KEY), leaseMs: 30_000, attemptTimeoutMs: 2_000, allowLoopback: true, ca, idleMs: 10, random: () => 0.5 });
     expect(await worker.runOnce()).to.equal(1);
-    const warnings = createFailureWarnings({ db: srv.db, clock, log: createLogger('silent'), mailer: createWarningMailer({ smtpUrl, log: createLogger('silent') }), owner: srv.services.owner, baseUrl: srv.baseUrl });
+    const warnings = createFailureWarnings({ db: srv.db, clock, log: createLogger('silent'), mailer: createWarningMailer({ smtpUrl: sink.url, log: createLogger('silent') }), owner: srv.services.owner, baseUrl: srv.baseUrl });
 
     clock.advance(23 * 3600_000);
     expect(await warnings.runOnce()).to.equal(0);
     clock.advance(3600_000);
     expect(await warnings.runOnce()).to.equal(1);
     expect(await warnings.runOnce()).to.equal(0);
-    expect(mails).to.have.length(1);
-    expect(mails[0]!.to).to.deep.equal([email]);
-    expect(mails[0]!.text).to.contain('failing for 24 hours');
-    expect(mails[0]!.text).to.contain(receiver.url('/flaky'));
-    expect(mails[0]!.text).to.contain('HTTP 503');
-    expect(mails[0]!.text).to.contain(`${srv.baseUrl}/console/#/webhooks/${webhookId}`);
+    const first = await waitUntil('the 24 h warning', async () => sink.texts(email)[0]);
+    expect(sink.received(email)).to.equal(1);
+    expect(first).to.contain('failing for 24 hours');
+    expect(first).to.contain(receiver.url('/flaky'));
+    expect(first).to.contain('HTTP 503');
+    expect(first).to.contain(`${srv.baseUrl}/console/#/webhooks/${webhookId}`);
 
     clock.advance(24 * 3600_000);
     expect(await warnings.runOnce()).to.equal(1);
     expect(await warnings.runOnce()).to.equal(0);
-    expect(mails).to.have.length(2);
-    expect(mails[1]!.text).to.contain('failing for 48 hours');
+    const second = await waitUntil('the 48 h warning', async () => sink.texts(email)[1]);
+    expect(sink.received(email)).to.equal(2);
+    expect(second).to.contain('failing for 48 hours');
 
     const audit = await srv.request('GET', '/v1/owner/audit', { headers: auth });
     const warned = audit.body.items.filter((e: { action: string }) => e.action === 'webhook.failure_warning');

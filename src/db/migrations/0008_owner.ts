@@ -54,6 +54,11 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('warned_48h_at', { useTz: true });
   });
 
+  // Connected apps show when a grant was last used (stamped by bearer verification, at most once a minute).
+  await knex.schema.alterTable('oauth_grants', (t) => {
+    t.timestamp('last_used_at', { useTz: true });
+  });
+
   // Insertion order of events (created_at ties within one transaction, and clocks can step back).
   await knex.raw('ALTER TABLE events ADD COLUMN seq bigserial');
   await knex.raw('CREATE INDEX events_agent_seq ON events (agent_id, seq)');
@@ -68,6 +73,7 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('ALTER TABLE webhook_deliveries DROP COLUMN recovery_seq');
   await knex.raw('ALTER TABLE events DROP COLUMN seq');
+  await knex.raw('ALTER TABLE oauth_grants DROP COLUMN last_used_at');
   await knex.schema.alterTable('webhook_endpoints', (t) => {
     t.dropColumn('warned_24h_at');
     t.dropColumn('warned_48h_at');
