@@ -75,17 +75,15 @@ describe('owner API', function () {
     });
 
     it('is rate limited per owner with 429 and Retry-After', async () => {
-      const { ownerId, auth } = await newOwner();
-      // The write class is 60 per minute, burst 20: the 21st back-to-back write is refused.
-      const answers: number[] = [];
-      for (let i = 0; i < 21; i++) answers.push((await call('PUT', `/v1/owner/agents/${randomUUID()}/window`, auth, {})).status);
-      expect(answers.slice(0, 20).every((s) => s === 404)).to.equal(true);
-      expect(answers[20]).to.equal(429);
-      const refused = await call('PUT', `/v1/owner/agents/${randomUUID()}/window`, auth, {});
-      expect(refused.status).to.equal(429);
-      expect(refused.body.error.code).to.equal('rate_limited');
-      expect(Number(refused.headers.get('retry-after'))).to.be.at.least(1);
-      expect(ownerId).to.be.a('string');
+      const { auth } = await newOwner();
+      // The write class is 60 per minute, burst 20: 30 writes at once cannot all pass.
+      const answers = await Promise.all(Array.from({ length: 30 }, () => call('PUT', `/v1/owner/agents/${randomUUID()}/window`, auth, {})));
+      const refused = answers.filter((r) => r.status === 429);
+      expect(answers.filter((r) => r.status === 404).length).to.be.within(20, 29);
+      expect(refused.length).to.be.at.least(1);
+      expect(refused[0]!.body.error.code).to.equal('rate_limited');
+      expect(refused[0]!.body.error.details.limit_count).to.equal(60);
+      expect(Number(refused[0]!.headers.get('retry-after'))).to.be.at.least(1);
     });
   });
 
@@ -204,5 +202,51 @@ describe('admin API without a token', function () {
     } finally {
       await srv.close();
     }
+  });
+});
+
+describe('every /v1/owner and /v1/admin operation', function () {
+  this.timeout(120_000);
+  let srv: TestServer;
+  before(async () => {
+    srv = await startTestServer({ env: { ADMIN_TOKEN: ADMIN } });
+  });
+  after(async () => srv?.close());
+
+  const sample: Record<string, string> = { class: 'write', asset: 'USDC', address: '0x8888888888888888888888888888888888888888' };
+  const pathOf = (template: string) => template.replace(/\{([^}]+)\}/g, (_m, name: string) => sample[name] ?? randomUUID());
+
+  it('answers 401 in the envelope, with X-Request-Id and rate-limit headers, without credentials', async () => {
+    const ops = srv.built.router.ops.filter((op) => /^\/v1\/(owner|admin)\//.test(op.path));
+    for (const op of ops) {
+      const res = await srv.request(op.method.toUpperCase(), pathOf(op.path), { body: op.method === 'get' || op.method === 'delete' ? undefined : {} });
+      expect(res.status, `${op.operationId}: ${res.text}`).to.equal(401);
+      expect(res.body).to.deep.include({ ok: false });
+      expect(res.body.error.code).to.equal('authentication_failed');
+      expect(res.headers.get('x-request-id'), op.operationId).to.match(/^[0-9a-f-]{36}$/);
+      expect(res.headers.get('x-ratelimit-limit'), op.operationId).to.equal('60');
+    }
+  });
+
+  it('requires the Idempotency-Key header on every write, naming it, before anything happens', async () => {
+    const writes = srv.built.router.ops.filter((op) => /^\/v1\/(owner|admin)\//.test(op.path) && op.method !== 'get');
+    expect(writes.every((op) => op.idempotency === 'required' || op.operationId === 'ownerValidatePolicy')).to.equal(true);
+    // Spread over several owners so no caller exhausts its write budget (burst 20).
+    const tokens: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const owner = await srv.request('POST', '/v1/admin/owners', { headers: { authorization: `Bearer ${ADMIN}` }, body: { email: `sweep-${randomUUID()}@example.com` }, idempotencyKey: randomUUID() });
+      const token = await srv.request('POST', `/v1/admin/owners/${owner.body.owner_id}/tokens`, { headers: { authorization: `Bearer ${ADMIN}` }, body: {}, idempotencyKey: randomUUID() });
+      tokens.push(token.body.token as string);
+    }
+    let n = 0;
+    for (const op of writes.filter((w) => w.idempotency === 'required')) {
+      const token = op.scope === 'admin' ? ADMIN : tokens[n++ % tokens.length]!;
+      const res = await srv.request(op.method.toUpperCase(), pathOf(op.path), { headers: { authorization: `Bearer ${token}` }, body: op.method === 'delete' ? undefined : {} });
+      expect(res.status, `${op.operationId}: ${res.text}`).to.equal(400);
+      expect(res.body.error.code).to.equal('validation_failed');
+      expect(res.body.error.details.errors.map((e: { path: string }) => e.path), op.operationId).to.include('Idempotency-Key');
+      expect(res.headers.get('x-ratelimit-remaining'), op.operationId).to.match(/^\d+$/);
+    }
+    expect(n).to.be.at.least(20);
   });
 });
