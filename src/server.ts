@@ -30,12 +30,15 @@ async function main(): Promise<void> {
   log.info({ address, embedded: !config.databaseUrl, redis: Boolean(config.redisUrl) }, 'agent api listening');
   process.stdout.write(`listening on http://${config.host}:${typeof address === 'object' && address ? address.port : config.port}\n`);
   worker?.start();
-  void built.router.warm().catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
+  // Warm-up is CPU work on the event loop (seconds on a busy machine): a drain must not wait behind it.
+  const warming = new AbortController();
+  void built.router.warm(warming.signal).catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
 
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    warming.abort();
     log.info({ signal }, 'draining');
     const force = setTimeout(() => {
       log.error('drain timed out; exiting');
