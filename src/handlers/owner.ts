@@ -136,6 +136,21 @@ export const ownerListOperations: Handler = async (c, ctx) => {
   return ok(await ctx.services.ledger.operations.list(ctx.db, agent.id, { ...pageQuery(c), status: query(c, 'status'), type: query(c, 'type') }));
 };
 
+export const ownerListRecipients: Handler = async (c, ctx) => {
+  const agent = await agentOf(c, ctx);
+  return ok(await ctx.services.ledger.payments.listRecipients(ctx.db, agent.id, pageQuery(c)));
+};
+
+export const ownerListRecurringPayments: Handler = async (c, ctx) => {
+  const agent = await agentOf(c, ctx);
+  return ok(await ctx.services.ledger.payments.listRecurring(ctx.db, agent.id, pageQuery(c)));
+};
+
+export const ownerListWithdrawalMethods: Handler = async (c, ctx) => {
+  const agent = await agentOf(c, ctx);
+  return ok(await ctx.services.ledger.withdrawals.listMethods(ctx.db, agent.owner_id, pageQuery(c)));
+};
+
 export const ownerAddRecipient: Handler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<{ kind: 'recurring' | 'one_off'; name: string; address: string; asset?: string | null }>(c);

@@ -182,11 +182,19 @@ describe('owner API', function () {
       // The owner's own token reaches the same resources (the 404s above are about ownership).
       expect((await call('GET', `/v1/owner/agents/${agentId}`, b.auth)).status).to.equal(200);
       expect((await call('GET', `/v1/owner/webhooks/${hook.body.webhook.id}/deliveries`, b.auth)).status).to.equal(200);
+      const recipient = await call('POST', `/v1/owner/agents/${agentId}/recipients`, b.auth, { kind: 'recurring', name: 'rent', address: '0x6666666666666666666666666666666666666666' });
+      expect(recipient.status, recipient.text).to.equal(201);
+      const recipients = await call('GET', `/v1/owner/agents/${agentId}/recipients`, b.auth);
+      expect(recipients.body.items.map((r: { id: string }) => r.id)).to.deep.equal([recipient.body.recipient_id]);
+      expect((await call('GET', `/v1/owner/agents/${agentId}/recurring-payments`, b.auth)).status).to.equal(200);
+      expect((await call('GET', `/v1/owner/agents/${agentId}/withdrawal-methods`, b.auth)).status).to.equal(200);
       const grants = await call('GET', '/v1/owner/connected-apps', a.auth);
       expect(grants.body.items).to.deep.equal([]);
       const bAgents = await call('GET', '/v1/owner/agents', a.auth);
       expect(bAgents.body.items).to.deep.equal([]);
-      expect(checked).to.include.members(['ownerGetAgent', 'ownerConfirmTrustedDestination', 'ownerEnableWebhook', 'ownerRevokeConnectedApp', 'ownerCancelOneOffPayment']);
+      expect((await call('GET', '/v1/owner/webhooks', a.auth)).body.items).to.deep.equal([]);
+      expect((await call('GET', '/v1/owner/webhooks', b.auth)).body.items.map((w: { id: string }) => w.id)).to.deep.equal([hook.body.webhook.id]);
+      expect(checked).to.include.members(['ownerListRecipients', 'ownerListWithdrawalMethods', 'ownerGetAgent', 'ownerConfirmTrustedDestination', 'ownerEnableWebhook', 'ownerRevokeConnectedApp', 'ownerCancelOneOffPayment']);
     });
   });
 });
