@@ -474,6 +474,8 @@ function WebhookPage({ id }: { id: string }) {
   const deliveries = useLoad(() => get(`/webhooks/${id}/deliveries?limit=50`), [id]);
   const w = (endpoints.data?.items ?? []).find((e: Json) => e.id === id) as Json | undefined;
   const [since, setSince] = useState(() => new Date(Date.now() - 72 * 3600_000).toISOString().slice(0, 16));
+  // The re-enable form goes away once the endpoint is enabled, so its outcome is announced here.
+  const [notice, setNotice] = useState<string | null>(null);
   return (
     <section>
       <p>
@@ -487,14 +489,15 @@ function WebhookPage({ id }: { id: string }) {
             Agent {w.agent_name}: <span class={`badge ${w.enabled ? 'active' : 'disabled'}`}>{w.enabled ? 'enabled' : `disabled (${w.disabled_reason})`}</span>
             {w.failing_since && <> — failing since {when(w.failing_since)}</>}
           </p>
+          <Status text={notice} />
           <div class="row">
             {!w.enabled && (
               <ActionForm
                 label="Re-enable"
                 action={async () => {
                   await post(`/webhooks/${id}/enable`);
+                  setNotice('Endpoint re-enabled.');
                   endpoints.reload();
-                  return 'Endpoint re-enabled.';
                 }}
               />
             )}
