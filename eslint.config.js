@@ -8,7 +8,7 @@ const layer = (files, patterns, message) => ({
 });
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'generated/', '.data/', 'test-artifacts/', 'dist/'] },
+  { ignores: ['node_modules/', 'generated/', '.data/', 'test-artifacts/', 'dist/', 'console/dist/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1484,6 +1484,984 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agent/webhooks/{id}/deliveries/{delivery_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry one delivery now
+         * @description Sends the delivery's event to this endpoint again now, as a new attempt (whatever its status, unless it is being attempted right now: `invalid_state_transition`). An endpoint disabled for `sustained_failures` only its owner can re-enable (`owner_only_action`); another disabled endpoint is `invalid_state_transition`.
+         *
+         *     Rate class `webhook_management`; scope `agent:webhooks:manage`; Idempotency-Key required.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `owner_only_action` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agent/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List events
+         * @description The agent's events (the webhook envelope of spec 6.2), newest first, whatever its webhook endpoints did with them: the way to catch up after missed deliveries. Filters: `type` and `since` (created at or after).
+         *
+         *     Rate class `read`; scope `agent:read`; Idempotency-Key not used.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agent/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an event
+         * @description One event of the agent, exactly as delivered to webhook endpoints.
+         *
+         *     Rate class `read`; scope `agent:read`; Idempotency-Key not used.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `not_found` (404), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the owner's agents
+         * @description Every agent of the caller (all owners' agents for the admin token), with status and balances.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListAgents"];
+        put?: never;
+        /**
+         * Create an agent
+         * @description Creates an agent and its wallet; the API key is shown once. The admin token names the owner with `owner_id`; an owner token may omit it.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerCreateAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an agent
+         * @description Get an agent.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetAgent"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an agent (soft)
+         * @description Disables the agent for good and hides it from lists; its history stays.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        delete: operations["ownerDeleteAgent"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Disable an agent
+         * @description Disable an agent.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerDisableAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable an agent
+         * @description Enable an agent.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerEnableAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set the activation window
+         * @description Set the activation window.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        put: operations["ownerSetAgentWindow"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/rotate-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the agent's API key
+         * @description Issues a new API key (shown once); the old one stops working at once.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerRotateAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/rate-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Rate limits and live usage
+         * @description Rate limits and live usage.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetRateLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/rate-limits/{class}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Override one rate-limit class
+         * @description Override one rate-limit class.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        put: operations["ownerSetRateLimit"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the agent's policy
+         * @description Get the agent's policy.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetPolicy"];
+        /**
+         * Replace the agent's policy
+         * @description Replaces the policy (contract §9 keys). `{"allow": "all"}` is the permissive development policy. Invalid keys are `validation_failed` with one entry per problem.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        put: operations["ownerReplacePolicy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/policy/validate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Validate a policy without saving it
+         * @description Validate a policy without saving it.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        post: operations["ownerValidatePolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Policy limits and their use
+         * @description Policy limits and their use.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetPolicyLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/fund": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fund the wallet (simulated chain)
+         * @description Credits the wallet on the simulated chain (a deposit with its journal entries and activity).
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerFundWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent's activity
+         * @description The agent's activity.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListActivity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/operations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent's operations
+         * @description The agent's operations.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListOperations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/recipients": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent's recipients
+         * @description The agent's recipients.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListRecipients"];
+        put?: never;
+        /**
+         * Add a recipient
+         * @description Add a recipient.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerAddRecipient"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/recurring-payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent's recurring payee schedules
+         * @description The agent's recurring payee schedules.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListRecurringPayments"];
+        put?: never;
+        /**
+         * Add a recurring payee schedule
+         * @description Add a recurring payee schedule.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerAddRecurringPayment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/withdrawal-methods": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The owner's withdrawal methods (as the agent sees them)
+         * @description The owner's withdrawal methods (as the agent sees them).
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListWithdrawalMethods"];
+        put?: never;
+        /**
+         * Add a withdrawal method
+         * @description Withdrawal methods belong to the owner; the agent names which owner.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerAddWithdrawalMethod"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/trusted-destinations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent's trusted destinations
+         * @description The agent's trusted destinations.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListTrustedDestinations"];
+        put?: never;
+        /**
+         * Propose a trusted destination
+         * @description Adds a destination in `pending` with its time lock (default 24 h).
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerAddTrustedDestination"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/trusted-destinations/{id}/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Confirm a trusted destination
+         * @description Confirm a trusted destination.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerConfirmTrustedDestination"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/trusted-destinations/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a trusted destination
+         * @description Cancel a trusted destination.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerCancelTrustedDestination"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/trusted-destinations/{id}/remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a trusted destination
+         * @description Remove a trusted destination.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerRemoveTrustedDestination"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/one-off-payments/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel an unclaimed one-off payment
+         * @description Cancel an unclaimed one-off payment.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerCancelOneOffPayment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Webhook endpoints of all the owner's agents
+         * @description Webhook endpoints of all the owner's agents.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListWebhooks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Delivery log of one endpoint
+         * @description Delivery log of one endpoint.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/webhooks/{id}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-enable an endpoint
+         * @description Re-enables an endpoint, including one disabled for `sustained_failures` (which only its owner may do).
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerEnableWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/webhooks/{id}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-queue failed and skipped events
+         * @description Re-queues, in their original order, every event of the endpoint's agent since `since` that failed terminally at this endpoint or was not sent while it was disabled. The endpoint must be enabled. Events already delivered are not sent again.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerRecoverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/connected-apps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Connected applications (OAuth grants)
+         * @description Grants of the owner's agents with client name, agent, scopes and last use. The admin token names the owner with `owner_id`.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListConnectedApps"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/connected-apps/{grant_id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke a connected application
+         * @description Revoke a connected application.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerRevokeConnectedApp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Audit log of owner actions
+         * @description Who did what, when and from where, newest first: the owner's own actions, the operator's actions on the owner's agents, and the service's warnings sent to the owner.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/owners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an owner
+         * @description Create an owner.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        post: operations["adminCreateOwner"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/owners/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an owner (soft)
+         * @description Delete an owner (soft).
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        delete: operations["adminDeleteOwner"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/owners/{id}/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an owner API token
+         * @description Returns `{owner_id, token}`; the token is shown once and stored hashed.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        post: operations["adminCreateOwnerToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/prices/{asset}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a price on the simulated feed
+         * @description Set a price on the simulated feed.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        put: operations["adminSetPrice"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/chain/failing-addresses/{address}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Make the simulated chain fail (or stop failing) for an address
+         * @description Make the simulated chain fail (or stop failing) for an address.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        put: operations["adminSetFailingAddress"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/one-off-payments/{id}/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim a one-off payment as its recipient (simulated)
+         * @description Claim a one-off payment as its recipient (simulated).
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        post: operations["adminClaimOneOffPayment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/oauth/clients": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register an OAuth client out of band
+         * @description Register an OAuth client out of band.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        post: operations["adminAddOAuthClient"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/oauth/rotate-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the OAuth signing keys
+         * @description Rotate the OAuth signing keys.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        post: operations["adminRotateOAuthKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/vaults": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List earn vaults
+         * @description List earn vaults.
+         *
+         *     Rate class `read`; admin token only; Idempotency-Key not used.
+         */
+        get: operations["adminListVaults"];
+        put?: never;
+        /**
+         * Add an earn vault
+         * @description Add an earn vault.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        post: operations["adminAddVault"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/markets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a borrow market
+         * @description Add a borrow market.
+         *
+         *     Rate class `write`; admin token only; Idempotency-Key required.
+         */
+        post: operations["adminAddMarket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/oauth-authorization-server": {
         parameters: {
             query?: never;
@@ -2975,6 +3953,102 @@ export interface components {
             ok: true;
             event_id: components["schemas"]["Uuid"];
         };
+        WebhookDeliveryResponse: {
+            /** @constant */
+            ok: true;
+            delivery: components["schemas"]["WebhookDelivery"];
+        };
+        /** @description Body of every webhook delivery (spec 6.2). Receivers dedupe by `id`. */
+        EventEnvelope: {
+            id: components["schemas"]["Uuid"];
+            type: components["schemas"]["EventType"];
+            created_at: components["schemas"]["Timestamp"];
+            agent_id: components["schemas"]["Uuid"];
+            wallet_id: string;
+            /**
+             * Format: uuid
+             * @description Null for `webhook.test` and `agent.webhook_disabled`.
+             */
+            operation_id: string | null;
+            resource: components["schemas"]["ResourceRef"];
+            /** @description Event-specific payload (free-form). `webhook.test` carries `{webhook_id, message}`. */
+            data: {
+                [key: string]: unknown;
+            };
+        };
+        EventListPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["EventEnvelope"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
+        EventResponse: {
+            /** @constant */
+            ok: true;
+            event: components["schemas"]["EventEnvelope"];
+        };
+        OwnerAgent: {
+            agent_id: components["schemas"]["Uuid"];
+            owner_id: components["schemas"]["Uuid"];
+            name: string;
+            enabled: boolean;
+            /** @enum {string} */
+            status: "active" | "disabled" | "not_yet_active" | "expired";
+            starts_at: components["schemas"]["NullableTimestamp"];
+            ends_at: components["schemas"]["NullableTimestamp"];
+            wallet_id: string;
+            wallet_address: components["schemas"]["NullableEvmAddress"];
+            api_key_prefix: string;
+            created_at: components["schemas"]["Timestamp"];
+            balances: {
+                asset: string;
+                amount: components["schemas"]["Decimal"];
+            }[];
+        };
+        OwnerAgentPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["OwnerAgent"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
+        /** @description Success envelope of an owner or admin action; the fields depend on the action. */
+        OwnerResult: {
+            /** @constant */
+            ok: true;
+        } & {
+            [key: string]: unknown;
+        };
+        OwnerAgentDetail: {
+            /** @constant */
+            ok: true;
+            agent: components["schemas"]["OwnerAgent"];
+        };
+        AuditEntry: {
+            id: components["schemas"]["Uuid"];
+            owner_id: components["schemas"]["Uuid"];
+            /**
+             * @description `owner` (an owner token or console session), `admin` (the operator token) or `system` (the service, e.g. failure warnings).
+             * @enum {string}
+             */
+            actor: "owner" | "admin" | "system";
+            /** @description The operationId of the action (or `webhook.failure_warning`). */
+            action: string;
+            target_type: string | null;
+            target_id: string | null;
+            details: Record<string, never>;
+            client_address: string | null;
+            request_id: string | null;
+            created_at: components["schemas"]["Timestamp"];
+        };
+        AuditPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["AuditEntry"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
         /** @description RFC 8414 / OpenID Connect Discovery metadata. */
         AuthorizationServerMetadata: {
             /** Format: uri */
@@ -3129,26 +4203,10 @@ export interface components {
             checks: {
                 /** @enum {string} */
                 database: "ok" | "down";
+                /** @enum {string} */
+                redis?: "ok" | "down";
             } & {
                 [key: string]: "ok" | "down";
-            };
-        };
-        /** @description Body of every webhook delivery (spec 6.2). Receivers dedupe by `id`. */
-        EventEnvelope: {
-            id: components["schemas"]["Uuid"];
-            type: components["schemas"]["EventType"];
-            created_at: components["schemas"]["Timestamp"];
-            agent_id: components["schemas"]["Uuid"];
-            wallet_id: string;
-            /**
-             * Format: uuid
-             * @description Null for `webhook.test` and `agent.webhook_disabled`.
-             */
-            operation_id: string | null;
-            resource: components["schemas"]["ResourceRef"];
-            /** @description Event-specific payload (free-form). `webhook.test` carries `{webhook_id, message}`. */
-            data: {
-                [key: string]: unknown;
             };
         };
     };
@@ -6003,6 +7061,2137 @@ export interface operations {
             431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    retryWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Resource UUID. */
+                id: components["parameters"]["IdPath"];
+                /** @description Delivery UUID. */
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, queued for a new attempt. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Only events of this type. */
+                type?: components["schemas"]["EventType"];
+                /** @description Only items created at or after this instant. */
+                since?: components["parameters"]["Since"];
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events, newest first. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventListPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource UUID. */
+                id: components["parameters"]["IdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventResponse"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListAgents: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerAgentPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerCreateAgent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /** Format: uuid */
+                    owner_id?: string;
+                    /** Format: date-time */
+                    starts_at?: string | null;
+                    /** Format: date-time */
+                    ends_at?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerAgentDetail"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerDeleteAgent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerDisableAgent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerEnableAgent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerSetAgentWindow: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: date-time */
+                    starts_at?: string | null;
+                    /** Format: date-time */
+                    ends_at?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerRotateAgentKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetRateLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerSetRateLimit: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+                /** @description Rate-limit class. */
+                class: "read" | "write" | "simulate" | "webhook_management" | "bulk_write";
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    limit: number;
+                    burst: number;
+                    /** @default 60 */
+                    window_seconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerReplacePolicy: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerValidatePolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetPolicyLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerFundWallet: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    asset: string;
+                    amount: components["schemas"]["Decimal"];
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListActivity: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListOperations: {
+        parameters: {
+            query?: {
+                /** @description Only operations in this status. */
+                status?: components["parameters"]["OperationStatusFilter"];
+                /** @description Only operations of this type. */
+                type?: components["parameters"]["OperationTypeFilter"];
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListRecipients: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerAddRecipient: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    kind: "recurring" | "one_off";
+                    name: string;
+                    address: string;
+                    asset?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListRecurringPayments: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerAddRecurringPayment: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: uuid */
+                    recipient_id: string;
+                    asset: string;
+                    amount: components["schemas"]["Decimal"];
+                    /** @enum {string} */
+                    interval: "day" | "week" | "month";
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListWithdrawalMethods: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerAddWithdrawalMethod: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    kind: string;
+                    label: string;
+                    bank_name?: string | null;
+                    last4?: string | null;
+                    currency?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListTrustedDestinations: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerAddTrustedDestination: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    kind: string;
+                    /** @default base */
+                    chain?: string;
+                    address: string;
+                    label: string;
+                    timelock_seconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerConfirmTrustedDestination: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Trusted destination UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerCancelTrustedDestination: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Trusted destination UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerRemoveTrustedDestination: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Trusted destination UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerCancelOneOffPayment: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description One-off payment (or its operation) UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListWebhooks: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries in this status. */
+                status?: components["parameters"]["DeliveryStatusFilter"];
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Webhook endpoint UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerEnableWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Webhook endpoint UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerRecoverWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Webhook endpoint UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: date-time */
+                    since: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListConnectedApps: {
+        parameters: {
+            query?: {
+                /** @description The owner (admin token only; an owner token lists its own). */
+                owner_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerRevokeConnectedApp: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Grant id. */
+                grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListAudit: {
+        parameters: {
+            query?: {
+                /** @description Only items created at or after this instant. */
+                since?: components["parameters"]["Since"];
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminCreateOwner: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    email: string;
+                    name?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminDeleteOwner: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Owner UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminCreateOwnerToken: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Owner UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    label?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminSetPrice: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Asset symbol. */
+                asset: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    price_usd: components["schemas"]["Decimal"];
+                    /** Format: date-time */
+                    observed_at?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminSetFailingAddress: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description EVM address. */
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    failing: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminClaimOneOffPayment: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description One-off payment (or its operation) UUID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminAddOAuthClient: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    redirect_uris: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminRotateOAuthKeys: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminListVaults: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminAddVault: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    protocol: string;
+                    asset: string;
+                    apy_bps: number;
+                    capacity?: string | null;
+                    address?: string;
+                    decimals_offset?: number;
+                    reward_asset?: string | null;
+                    reward_bps?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminAddMarket: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    asset: string;
+                    protocol?: string;
+                    ltv_bps: number;
+                    liquidation_threshold_bps: number;
+                    borrow_apr_bps: number;
+                    collateral?: boolean;
+                    borrowable?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

@@ -1,7 +1,10 @@
-// agentctl: the owner's side (the app is out of scope). Prints one JSON object; errors exit non-zero.
+// agentctl: the operator's and owners' command line. Prints one JSON object; errors exit non-zero.
+// With a server answering at AGENT_API_BASE_URL every command goes through the owner and admin APIs
+// (admin token); only when none answers does it open the database itself.
 import { parseArgs } from 'node:util';
 import { buildCore } from '../src/app.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { connectToServer } from '../src/cli/client.js';
 import { commands } from '../src/cli/index.js';
 import { CliUsageError, type CliArgs } from '../src/cli/types.js';
 
@@ -39,9 +42,15 @@ async function main(): Promise<number> {
   }
   const { name, args } = parse(argv);
   const config = loadConfig(process.env, () => {});
+  const command = commands.find((c) => c.name === name)!;
+  const server = await connectToServer(config);
+  if (server) {
+    const call = await command.http(args);
+    process.stdout.write(`${JSON.stringify(await server.call(call))}\n`);
+    return 0;
+  }
   const core = await buildCore(config);
   try {
-    const command = commands.find((c) => c.name === name)!;
     const result = await command.run({ db: core.db, services: core.services, config, clock: core.clock }, args);
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;

@@ -27,7 +27,7 @@ walk(doc, "#");
 const methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 let count = 0;
 for (const [path, item] of Object.entries(doc.paths)) {
-  if (!path.startsWith("/v1/agent/")) continue;
+  if (!/^\/v1\/(agent|owner|admin)\//.test(path)) continue;
   for (const m of methods) {
     const op = item[m];
     if (!op) continue;
@@ -37,5 +37,5 @@ for (const [path, item] of Object.entries(doc.paths)) {
   }
 }
 if (problems.length) { console.error(problems.join("\n")); process.exit(1); }
-console.log("generated/openapi.json: " + count + " /v1/agent operations, all with x-rate-limit-class, x-required-scope, x-idempotency; no external refs");
+console.log("generated/openapi.json: " + count + " /v1/agent, /v1/owner and /v1/admin operations, all with x-rate-limit-class, x-required-scope, x-idempotency; no external refs");
 '

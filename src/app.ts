@@ -22,6 +22,7 @@ import type { Services } from './services/registry.js';
 import type { Handler } from './http/types.js';
 import { createSelfService } from './services/self.service.js';
 import { createPollingLoop, type WorkerLoop } from './worker.js';
+import { resolveAdminToken } from './auth/admin-token.js';
 import { createBearerVerifier } from './auth/bearer.js';
 import { createSealer, type Sealer } from './lib/crypto.js';
 import { createOAuthCleanupLoop } from './oauth/cleanup.js';
@@ -29,15 +30,19 @@ import { createLoginCodeMailer } from './oauth/mailer.js';
 import { createOAuthService } from './oauth/oauth.service.js';
 import { mountOAuth } from './oauth/provider.js';
 import { mountMcp } from './mcp/mcp.js';
+import { mountConsole } from './console/console.js';
 import { createDefiArea } from './services/defi-area.js';
 import { createLedgerArea } from './services/ledger-area.js';
 import { createSettlementLoop } from './services/settlement.js';
+import { createEventService } from './services/event.service.js';
+import { createOwnerService } from './services/owner.service.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { createTracing, SpanKind, type Tracing } from './observability/tracing.js';
 import { createUpstreamFetcher, type UpstreamFetcher } from './x402/upstream.js';
+import { createFailureWarnings, createWarningMailer } from './webhooks/failure-warnings.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -119,6 +124,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       tracing,
       connectTimeoutMs: config.db.connectTimeoutMs,
     }).loop,
+    createFailureWarnings({ db, clock, log, mailer: createWarningMailer({ smtpUrl: config.smtpUrl, log }), owner: services.owner, baseUrl: config.baseUrl }).loop(),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
@@ -157,6 +163,8 @@ function buildServices(deps: {
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
+    owner: createOwnerService({ clock, account: ledger.account }),
+    events: createEventService(),
   };
 }
 
@@ -204,6 +212,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     get bearer() {
       return core.getBearer();
     },
+    adminToken: resolveAdminToken(config),
   };
   const pipeline = createPipeline(httpDeps);
 
@@ -220,8 +229,10 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services });
   mountMcp(app, httpDeps);
+  mountConsole(app, { config, db, services, log });
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
   app.use('/v1/agent', pipeline.agentApi);
+  app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);
   app.use((_req, res) => {
     res.status(404).json(errorBody('not_found', 'No route matches this request.'));
   });

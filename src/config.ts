@@ -37,6 +37,10 @@ export interface Config {
   serviceName: string;
   /** Postgres bounds, so an outage or a partition answers 503 quickly instead of hanging (see README). */
   db: DbTimeouts;
+  /** The operator's token for /v1/admin (and any owner on /v1/owner); see src/auth/admin-token.ts. */
+  adminToken: string | null;
+  /** Where agentctl looks for the running server (AGENT_API_BASE_URL, default http://127.0.0.1:$PORT). */
+  agentApiBaseUrl: string;
 }
 
 export interface DbTimeouts {
@@ -181,9 +185,12 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
       statementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', 3_000, 0, 3_600_000),
       queryTimeoutMs: int('DB_QUERY_TIMEOUT_MS', 3_500, 0, 3_600_000),
     },
+    adminToken: get('ADMIN_TOKEN') ?? null,
+    agentApiBaseUrl: (url('AGENT_API_BASE_URL', ['http:', 'https:']) ?? listenUrl(host, port)).replace(/\/+$/, ''),
   };
   if (config.shutdownGraceMs > 0 && config.drainDelayMs >= config.shutdownGraceMs) problems.push('DRAIN_DELAY_MS must be shorter than SHUTDOWN_GRACE_MS');
   if (config.metricsPort !== null && config.metricsPort !== 0 && config.metricsPort === port) problems.push('METRICS_PORT must differ from PORT');
+  if (config.adminToken !== null && config.adminToken.length < 32) problems.push('ADMIN_TOKEN must be at least 32 characters');
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
   // The server's own cancellation (a clean error, the connection kept) should arrive before the client gives up on the socket.
   const { statementTimeoutMs, queryTimeoutMs } = config.db;

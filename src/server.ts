@@ -45,12 +45,15 @@ async function main(): Promise<void> {
   const metricsServer = built.metrics.registry ? await startMetricsServer(built.metrics.registry, config.metricsPort ?? 0, config.metricsHost) : null;
   if (metricsServer) log.info({ address: metricsServer.address() }, 'metrics listening');
   worker?.start();
-  void built.router.warm().catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
+  // Warm-up is CPU work on the event loop (seconds on a busy machine): a drain must not wait behind it.
+  const warming = new AbortController();
+  void built.router.warm(warming.signal).catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
 
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    warming.abort();
     log.info({ signal }, 'draining');
     const force = setTimeout(() => {
       log.error('drain timed out; exiting');

@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
 import { snapshotOf } from './api-key.js';
-import { findLiveGrantBinding } from '../db/repositories/oauth.repository.js';
+import { findLiveGrantBinding, touchGrant } from '../db/repositories/oauth.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
 import { loadPublicJwks, SIGNING_ALG } from '../oauth/keys.js';
@@ -97,6 +97,7 @@ export function createBearerVerifier(deps: { config: Readonly<Config>; db: Db; c
       // Access tokens are not stored, so revocation reaches them through their grant: one lookup per request.
       const grant = await findLiveGrantBinding(db, grantId, clock.now());
       if (!grant || grant.agent_id !== payload.sub || grant.resource !== audience) throw invalid(resource, 'The grant behind this access token has been revoked.');
+      await touchGrant(db, grantId, clock.now());
 
       const row = await findAuthRow(db, grant.agent_id);
       if (!row || !row.owner_exists || row.owner_deleted_at || row.agent.owner_id !== grant.owner_id) {

@@ -1,8 +1,13 @@
-// Who is calling: one agent and its wallet, by header key or OAuth bearer token.
+// Who is calling: one agent and its wallet, by header key or OAuth bearer token; or, on /v1/owner and
+// /v1/admin, an owner (owner token) or the operator (admin token).
 
-export type AuthMethod = 'api_key' | 'oauth';
+export type AuthMethod = 'api_key' | 'oauth' | 'owner_token' | 'owner_session' | 'admin_token';
 
 export interface Principal {
+  /**
+   * The agent; for owner and admin principals the subject that rate limits and idempotency keys
+   * belong to (the owner id, or ADMIN_SUBJECT).
+   */
   agentId: string;
   walletId: string;
   ownerId: string;
@@ -12,6 +17,8 @@ export interface Principal {
   scopes: ReadonlySet<string>;
   clientId: string | null;
   grantId: string | null;
+  /** The owner token used (owner principals only), for the audit log. */
+  ownerTokenId?: string | null;
   /** The agent as authentication read it (one query per request serves auth, limits and /self). */
   snapshot?: AgentSnapshot;
 }
@@ -42,3 +49,8 @@ export type Scope = (typeof ALL_SCOPES)[number];
 export function hasScope(principal: Principal, scope: string): boolean {
   return principal.scopes.has(scope);
 }
+
+/** The rate-limit and idempotency subject of the admin token (no owner or agent has the nil UUID). */
+export const ADMIN_SUBJECT = '00000000-0000-0000-0000-000000000000';
+
+export const isOwnerSide = (p: Principal): boolean => p.method === 'owner_token' || p.method === 'owner_session' || p.method === 'admin_token';

@@ -27,11 +27,27 @@ export const defiCommands: CliCommand[] = [
       });
       return { ...vault };
     },
+    http: (args) => ({
+      method: 'POST',
+      path: '/v1/admin/vaults',
+      body: {
+        name: requireFlag(args, 'name'),
+        protocol: requireFlag(args, 'protocol'),
+        asset: requireFlag(args, 'asset'),
+        apy_bps: parseIntFlag(args, 'apy-bps', true),
+        capacity: optionalFlag(args, 'capacity') ?? null,
+        address: optionalFlag(args, 'address'),
+        decimals_offset: parseIntFlag(args, 'decimals-offset'),
+        reward_asset: optionalFlag(args, 'reward-asset') ?? null,
+        reward_bps: parseIntFlag(args, 'reward-bps'),
+      },
+    }),
   },
   {
     name: 'vault list',
     usage: 'vault list',
     run: async (ctx) => ({ vaults: await ctx.services.defi.earn.listVaults(ctx.db) }),
+    http: () => ({ method: 'GET', path: '/v1/admin/vaults' }),
   },
   {
     name: 'market add',
@@ -46,5 +62,18 @@ export const defiCommands: CliCommand[] = [
         collateralEnabled: boolFlag(args, 'collateral'),
         borrowEnabled: boolFlag(args, 'borrowable'),
       }),
+    http: (args) => ({
+      method: 'POST',
+      path: '/v1/admin/markets',
+      body: {
+        asset: requireFlag(args, 'asset'),
+        protocol: optionalFlag(args, 'protocol'),
+        ltv_bps: parseIntFlag(args, 'ltv-bps', true),
+        liquidation_threshold_bps: parseIntFlag(args, 'liquidation-threshold-bps', true),
+        borrow_apr_bps: parseIntFlag(args, 'borrow-apr-bps', true),
+        collateral: boolFlag(args, 'collateral'),
+        borrowable: boolFlag(args, 'borrowable'),
+      },
+    }),
   },
 ];

@@ -1,12 +1,43 @@
-// agentctl: owners, agents, keys, activation windows and rate-limit overrides.
+// agentctl: owners, owner tokens, agents, keys, activation windows and rate-limit overrides.
 import { RATE_CLASSES } from '../ratelimit/classes.js';
-import { CliUsageError, parseDateFlag, parseIntFlag, requireFlag, requirePositional, optionalFlag, type CliCommand } from './types.js';
+import { CliUsageError, parseDateFlag, parseIntFlag, requireFlag, requirePositional, optionalFlag, seg, type CliArgs, type CliCommand } from './types.js';
+
+function windowFlags(args: CliArgs) {
+  const startsAt = parseDateFlag(args, 'starts-at') ?? null;
+  const endsAt = parseDateFlag(args, 'ends-at') ?? null;
+  if (startsAt && endsAt && startsAt >= endsAt) throw new CliUsageError('--starts-at must be before --ends-at');
+  return { startsAt, endsAt };
+}
+
+function rateLimitFlags(args: CliArgs) {
+  const agentId = requirePositional(args, 0, 'AGENT_ID');
+  const cls = requireFlag(args, 'class');
+  if (!(RATE_CLASSES as readonly string[]).includes(cls)) throw new CliUsageError(`--class must be one of ${RATE_CLASSES.join(', ')}`);
+  const limit = parseIntFlag(args, 'limit', true);
+  const burst = parseIntFlag(args, 'burst', true);
+  const windowSeconds = parseIntFlag(args, 'window') ?? 60;
+  if (limit < 1 || burst < 1 || windowSeconds < 1) throw new CliUsageError('--limit, --burst and --window must be at least 1');
+  if (burst > limit) throw new CliUsageError('--burst cannot exceed --limit');
+  return { agentId, cls, limit, burst, windowSeconds };
+}
+
+const agentAction = (verb: 'disable' | 'enable'): CliCommand => ({
+  name: `agent ${verb}`,
+  usage: `agent ${verb} AGENT_ID`,
+  run: async (ctx, args) => {
+    const agentId = requirePositional(args, 0, 'AGENT_ID');
+    await ctx.services.agents.setEnabled(ctx.db, agentId, verb === 'enable');
+    return { agent_id: agentId, enabled: verb === 'enable' };
+  },
+  http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/${verb}` }),
+});
 
 export const foundationCommands: CliCommand[] = [
   {
     name: 'owner create',
     usage: 'owner create --email E [--name N]',
     run: (ctx, args) => ctx.services.agents.createOwner(ctx.db, { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name') }),
+    http: (args) => ({ method: 'POST', path: '/v1/admin/owners', body: { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name') ?? null } }),
   },
   {
     name: 'owner delete',
@@ -16,6 +47,17 @@ export const foundationCommands: CliCommand[] = [
       await ctx.services.agents.deleteOwner(ctx.db, ownerId);
       return { owner_id: ownerId, deleted: true };
     },
+    http: (args) => ({ method: 'DELETE', path: `/v1/admin/owners/${seg(requirePositional(args, 0, 'OWNER_ID'))}` }),
+  },
+  {
+    name: 'owner token create',
+    usage: 'owner token create --owner OWNER_ID [--label L]',
+    run: async (ctx, args) => {
+      const created = await ctx.services.owner.createToken(ctx.db, requireFlag(args, 'owner'), optionalFlag(args, 'label') ?? null);
+      await ctx.services.owner.audit(ctx.db, { ownerId: created.owner_id, actor: 'system', action: 'adminCreateOwnerToken', targetType: 'owner_token', targetId: created.token_id, details: { via: 'agentctl' } });
+      return { owner_id: created.owner_id, token: created.token };
+    },
+    http: (args) => ({ method: 'POST', path: `/v1/admin/owners/${seg(requireFlag(args, 'owner'))}/tokens`, body: optionalFlag(args, 'label') ? { label: optionalFlag(args, 'label') } : {} }),
   },
   {
     name: 'agent create',
@@ -29,56 +71,44 @@ export const foundationCommands: CliCommand[] = [
       });
       return { ...created };
     },
-  },
-  {
-    name: 'agent disable',
-    usage: 'agent disable AGENT_ID',
-    run: async (ctx, args) => {
-      const agentId = requirePositional(args, 0, 'AGENT_ID');
-      await ctx.services.agents.setEnabled(ctx.db, agentId, false);
-      return { agent_id: agentId, enabled: false };
+    http: (args) => {
+      const { startsAt, endsAt } = windowFlags(args);
+      return { method: 'POST', path: '/v1/owner/agents', body: { owner_id: requireFlag(args, 'owner'), name: requireFlag(args, 'name'), starts_at: startsAt?.toISOString() ?? null, ends_at: endsAt?.toISOString() ?? null } };
     },
   },
-  {
-    name: 'agent enable',
-    usage: 'agent enable AGENT_ID',
-    run: async (ctx, args) => {
-      const agentId = requirePositional(args, 0, 'AGENT_ID');
-      await ctx.services.agents.setEnabled(ctx.db, agentId, true);
-      return { agent_id: agentId, enabled: true };
-    },
-  },
+  agentAction('disable'),
+  agentAction('enable'),
   {
     name: 'agent rotate-key',
     usage: 'agent rotate-key AGENT_ID',
     run: async (ctx, args) => ({ ...(await ctx.services.agents.rotateKey(ctx.db, requirePositional(args, 0, 'AGENT_ID'))) }),
+    http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/rotate-key` }),
   },
   {
     name: 'agent set-window',
     usage: 'agent set-window AGENT_ID --starts-at ISO --ends-at ISO',
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
-      const startsAt = parseDateFlag(args, 'starts-at') ?? null;
-      const endsAt = parseDateFlag(args, 'ends-at') ?? null;
-      if (startsAt && endsAt && startsAt >= endsAt) throw new CliUsageError('--starts-at must be before --ends-at');
+      const { startsAt, endsAt } = windowFlags(args);
       await ctx.services.agents.setWindow(ctx.db, agentId, startsAt, endsAt);
       return { agent_id: agentId, starts_at: startsAt?.toISOString() ?? null, ends_at: endsAt?.toISOString() ?? null };
+    },
+    http: (args) => {
+      const { startsAt, endsAt } = windowFlags(args);
+      return { method: 'PUT', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/window`, body: { starts_at: startsAt?.toISOString() ?? null, ends_at: endsAt?.toISOString() ?? null } };
     },
   },
   {
     name: 'agent set-rate-limit',
     usage: 'agent set-rate-limit AGENT_ID --class C --limit N --burst B [--window SECONDS]',
     run: async (ctx, args) => {
-      const agentId = requirePositional(args, 0, 'AGENT_ID');
-      const cls = requireFlag(args, 'class');
-      if (!(RATE_CLASSES as readonly string[]).includes(cls)) throw new CliUsageError(`--class must be one of ${RATE_CLASSES.join(', ')}`);
-      const limit = parseIntFlag(args, 'limit', true);
-      const burst = parseIntFlag(args, 'burst', true);
-      const windowSeconds = parseIntFlag(args, 'window') ?? 60;
-      if (limit < 1 || burst < 1 || windowSeconds < 1) throw new CliUsageError('--limit, --burst and --window must be at least 1');
-      if (burst > limit) throw new CliUsageError('--burst cannot exceed --limit');
+      const { agentId, cls, limit, burst, windowSeconds } = rateLimitFlags(args);
       await ctx.services.agents.setRateLimit(ctx.db, agentId, { class: cls, limit, burst, windowSeconds });
       return { agent_id: agentId, class: cls, limit, burst, window_seconds: windowSeconds };
+    },
+    http: (args) => {
+      const { agentId, cls, limit, burst, windowSeconds } = rateLimitFlags(args);
+      return { method: 'PUT', path: `/v1/owner/agents/${seg(agentId)}/rate-limits/${seg(cls)}`, body: { limit, burst, window_seconds: windowSeconds } };
     },
   },
 ];

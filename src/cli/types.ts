@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import type { Services } from '../services/registry.js';
 import type { Clock } from '../lib/clock.js';
+import type { HttpCall } from './client.js';
 
 export interface CliContext {
   db: Knex;
@@ -20,8 +21,14 @@ export interface CliCommand {
   /** e.g. "agent create" */
   name: string;
   usage: string;
+  /** Without a reachable server: the services on the database directly. */
   run(ctx: CliContext, args: CliArgs): Promise<Record<string, unknown>>;
+  /** With a reachable server: the owner or admin API call doing the same (same output). */
+  http(args: CliArgs): HttpCall | Promise<HttpCall>;
 }
+
+/** A path segment from user input (ids are validated by the server; this keeps `/` and `?` out). */
+export const seg = (value: string): string => encodeURIComponent(value);
 
 export class CliUsageError extends Error {}
 

@@ -1,5 +1,5 @@
 // agentctl: the owner's webhook actions (re-enable an endpoint disabled for sustained failures).
-import { requirePositional, type CliCommand } from './types.js';
+import { requirePositional, seg, type CliCommand } from './types.js';
 
 export const webhookCommands: CliCommand[] = [
   {
@@ -9,5 +9,6 @@ export const webhookCommands: CliCommand[] = [
       const webhook = await ctx.services.webhooks.enableByOwner(ctx.db, requirePositional(args, 0, 'WEBHOOK_ID'));
       return { webhook: { ...webhook } };
     },
+    http: (args) => ({ method: 'POST', path: `/v1/owner/webhooks/${seg(requirePositional(args, 0, 'WEBHOOK_ID'))}/enable` }),
   },
 ];

@@ -1,5 +1,6 @@
 // Every handler module, merged by operationId. One line per tag file; a missing export answers 501.
 import type { Handler } from '../http/types.js';
+import * as admin from './admin.js';
 import * as agent from './agent.js';
 import * as account from './account.js';
 import * as activity from './activity.js';
@@ -7,7 +8,9 @@ import * as borrow from './borrow.js';
 import * as conversions from './conversions.js';
 import * as deposits from './deposits.js';
 import * as earn from './earn.js';
+import * as events from './events.js';
 import * as ledgerOperations from './operations.js';
+import * as owner from './owner.js';
 import * as payments from './payments.js';
 import * as recipients from './recipients.js';
 import * as simulate from './simulate.js';
@@ -24,6 +27,7 @@ export const handlers: Record<string, Handler> = {
   ...conversions,
   ...deposits,
   ...earn,
+  ...events,
   ...ledgerOperations,
   ...payments,
   ...recipients,
@@ -32,4 +36,6 @@ export const handlers: Record<string, Handler> = {
   ...withdrawals,
   ...webhooks,
   ...x402,
+  ...owner,
+  ...admin,
 };

@@ -79,3 +79,8 @@ export const listWebhookDeliveries: Handler = async (c, ctx) => {
   });
   return { status: 200, body: { ok: true, ...page } };
 };
+
+export const retryWebhookDelivery: Handler = async (c, ctx) => {
+  const delivery = await ctx.services.webhooks.retryDelivery(ctx.db, ctx.principal, param(c, 'id'), param(c, 'delivery_id'));
+  return { status: 200, body: { ok: true, delivery } };
+};

@@ -1,12 +1,16 @@
-// The /v1/agent request pipeline: authenticate -> rate limit -> parse -> route + validate
-// (openapi-backend) -> idempotency -> handler -> validate response -> write (contract §2 order).
+// The request pipeline of /v1/agent, and of /v1/owner + /v1/admin with another authenticate step:
+// authenticate -> rate limit -> parse -> route + validate (openapi-backend) -> idempotency ->
+// handler -> validate response -> write (contract §2 order).
+import { timingSafeEqual } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import { assertAgentActive, createApiKeyAuthenticator } from '../auth/api-key.js';
-import type { Principal } from '../auth/principal.js';
+import { ADMIN_SUBJECT, type Principal } from '../auth/principal.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
 import { fingerprint, validateKey, type Idempotency } from '../idempotency/idempotency.js';
+import { sha256Hex } from '../lib/crypto.js';
+import { OWNER_SESSION_COOKIE, readCookie } from '../console/cookies.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
@@ -37,7 +41,12 @@ export interface PipelineDeps {
   services: Services;
   rateLimits: RateLimitService;
   bearer: BearerVerifier | null;
+  /** The operator's token (ADMIN_TOKEN or the embedded default's generated one); null: /v1/admin is off. */
+  adminToken?: string | null;
 }
+
+type Authenticated = { principal: Principal; overrides: Parameters<RateLimitService['rulesFor']>[0] };
+type AuthenticateStep = (req: Request, res: Response, op: OperationMeta | undefined) => Promise<Authenticated>;
 
 interface Locals {
   requestId: string;
@@ -172,7 +181,8 @@ export function createPipeline(deps: PipelineDeps) {
       });
     });
 
-  const agentApi = async (req: Request, res: Response): Promise<void> => {
+  /** One entry of the pipeline; only the authenticate step differs between /v1/agent and /v1/owner. */
+  const createEntry = (authenticateStep: AuthenticateStep) => async (req: Request, res: Response): Promise<void> => {
     const path = req.originalUrl.split('?')[0]!;
     try {
       const match = router.match(req.method, path);
@@ -187,12 +197,12 @@ export function createPipeline(deps: PipelineDeps) {
         locals(res).rate = decision;
         if (!decision.allowed) throw rateLimitedError(decision);
         if (oversize) throw oversize;
-        const ctx = baseContext(res, null);
+        const ctx = baseContext(req, res, null);
         send(req, res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: undefined }, ctx as RequestContext));
         return;
       }
 
-      const { principal, overrides } = await authenticate(req, res, 'agent').catch((err: unknown) => {
+      const { principal, overrides } = await authenticateStep(req, res, op).catch((err: unknown) => {
         throw oversize && isApiError(err) && err.status === 401 ? oversize : err;
       });
       locals(res).agentId = principal.agentId;
@@ -207,10 +217,11 @@ export function createPipeline(deps: PipelineDeps) {
         throw new ApiError('method_not_allowed', `Allowed methods: ${match.allowed.join(', ')}.`, undefined, { headers: { Allow: match.allowed.join(', ') } });
       }
       checkScope(principal, op!, 'agent');
+      checkOwnerSide(principal, op!);
       assertDecodablePath(path);
       await parseBody(req, res);
       const idempotencyKey = validateKey(header(req, 'idempotency-key'));
-      const ctx: RequestContext = { ...baseContext(res, principal), idempotencyKey };
+      const ctx: RequestContext = { ...baseContext(req, res, principal), idempotencyKey };
       const result = await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: req.body }, ctx);
       send(req, res, result);
     } catch (err) {
@@ -218,7 +229,48 @@ export function createPipeline(deps: PipelineDeps) {
     }
   };
 
-  function baseContext(res: Response, principal: Principal | null): Omit<RequestContext, 'principal' | 'idempotencyKey'> & { principal: Principal; idempotencyKey: string | null } {
+  const agentApi = createEntry((req, res) => authenticate(req, res, 'agent'));
+
+  /**
+   * /v1/owner and /v1/admin: `Authorization: Bearer` with an owner token (owt_…) or the admin token.
+   * Without a configured admin token the /v1/admin routes do not exist (404 before authentication).
+   */
+  const adminDigest = deps.adminToken ? Buffer.from(sha256Hex(deps.adminToken)) : null;
+  const authenticateOwner: AuthenticateStep = async (req, res, op) => {
+    if (!adminDigest && (op?.scope === 'admin' || req.originalUrl.startsWith('/v1/admin'))) throw new ApiError('not_found', 'The /v1/admin routes are off: no admin token is configured.');
+    const failed = () => failAuthentication(req, res, new ApiError('authentication_failed', 'Send an owner token or the admin token as Authorization: Bearer <token>, or sign in to the console.'));
+    const sessionToken = req.headers.authorization === undefined ? readCookie(req, OWNER_SESSION_COOKIE) : undefined;
+    if (sessionToken !== undefined && op?.scope !== 'admin') return authenticateSession(req, res, sessionToken, failed);
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    if (!m) return failed();
+    const token = m[1]!;
+    if (adminDigest && timingSafeEqual(Buffer.from(sha256Hex(token)), adminDigest)) {
+      return { principal: { agentId: ADMIN_SUBJECT, walletId: '', ownerId: '', agentName: '', method: 'admin_token', scopes: new Set(), clientId: null, grantId: null }, overrides: [] };
+    }
+    const owner = await deps.services.owner.authenticateToken(deps.db, token);
+    if (!owner) return failed();
+    return { principal: { agentId: owner.ownerId, walletId: '', ownerId: owner.ownerId, agentName: '', method: 'owner_token', ownerTokenId: owner.tokenId, scopes: new Set(), clientId: null, grantId: null }, overrides: [] };
+  };
+  /** The console's session cookie; a write also needs the session's X-CSRF-Token header. */
+  async function authenticateSession(req: Request, res: Response, token: string, failed: () => Promise<never>): Promise<Authenticated> {
+    const session = await deps.services.owner.authenticateSession(deps.db, token);
+    if (!session) return failed();
+    if (!['GET', 'HEAD'].includes(req.method)) {
+      const given = Buffer.from(sha256Hex(header(req, 'x-csrf-token') ?? ''));
+      if (!timingSafeEqual(given, Buffer.from(sha256Hex(session.csrfToken)))) {
+        return failAuthentication(req, res, new ApiError('authentication_failed', 'A console write needs the X-CSRF-Token header of its session.'));
+      }
+    }
+    return { principal: { agentId: session.ownerId, walletId: '', ownerId: session.ownerId, agentName: '', method: 'owner_session', ownerTokenId: null, scopes: new Set(), clientId: null, grantId: null }, overrides: [] };
+  }
+  const ownerApi = createEntry(authenticateOwner);
+
+  /** Owner and admin credentials stay on their side; an owner token never reaches a /v1/admin route. */
+  function checkOwnerSide(principal: Principal, op: OperationMeta): void {
+    if (op.scope === 'admin' && principal.method !== 'admin_token') throw new ApiError('insufficient_scope', 'This route needs the admin token.', { required_scope: 'admin' });
+  }
+
+  function baseContext(req: Request, res: Response, principal: Principal | null): Omit<RequestContext, 'principal' | 'idempotencyKey'> & { principal: Principal; idempotencyKey: string | null } {
     return {
       requestId: locals(res).requestId,
       principal: principal as Principal,
@@ -229,10 +281,11 @@ export function createPipeline(deps: PipelineDeps) {
       config,
       log,
       router,
+      clientAddress: clientAddress(req),
     };
   }
 
-  return { agentApi, send, sendError, authenticate, checkScope };
+  return { agentApi, ownerApi, send, sendError, authenticate, checkScope };
 }
 
 /** Runs an operation's handler inside the idempotency protocol when the route takes a key. */

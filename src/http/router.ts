@@ -30,8 +30,8 @@ export interface Router {
   /** Problems of a response against the document (empty when it conforms). */
   validateResponse(operationId: string, status: number, body: unknown, headers: Record<string, string>): string[];
   implemented: Set<string>;
-  /** Compiles every operation's validators, yielding to the event loop between operations. */
-  warm(): Promise<void>;
+  /** Compiles every operation's validators, yielding to the event loop between operations; stops when `signal` aborts. */
+  warm(signal?: AbortSignal): Promise<void>;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -187,9 +187,10 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
     byId,
     match,
     implemented,
-    async warm() {
+    async warm(signal) {
       for (const op of ops) {
         await new Promise((resolve) => setImmediate(resolve));
+        if (signal?.aborted) return;
         validator.getRequestValidatorsForOperation!.call(validator, op.operationId);
         validator.getStatusBasedResponseValidatorForOperation!.call(validator, op.operationId);
         validator.getResponseHeadersValidatorForOperation!.call(validator, op.operationId);

@@ -27,6 +27,8 @@ export interface RequestContext {
   log: Logger;
   /** The app's router, for handlers that dispatch a request of their own (simulate). */
   router: Router;
+  /** The caller's address (X-Forwarded-For only with TRUST_PROXY), for the owner audit log. */
+  clientAddress?: string;
   /** A dry run (simulate): the idempotency layer is skipped, the caller rolls everything back. */
   dryRun?: boolean;
 }

@@ -41,6 +41,8 @@ export interface GrantSummary {
   created_at: string;
   revoked_at: string | null;
   revoked_reason: string | null;
+  /** Last time an access token of this grant was accepted (to the minute); null when never. */
+  last_used_at: string | null;
 }
 
 export interface OAuthService {
@@ -128,6 +130,7 @@ export function createOAuthService(deps: { clock: Clock; sealer: Sealer; masterK
         created_at: new Date(g.created_at).toISOString(),
         revoked_at: g.revoked_at ? new Date(g.revoked_at).toISOString() : null,
         revoked_reason: g.revoked_reason,
+        last_used_at: g.last_used_at ? new Date(g.last_used_at).toISOString() : null,
       }));
     },
 

@@ -3,7 +3,9 @@ import type { OAuthService } from '../oauth/oauth.service.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { AgentService } from './agent.service.js';
 import type { DefiArea } from './defi-area.js';
+import type { EventService } from './event.service.js';
 import type { LedgerArea } from './ledger-area.js';
+import type { OwnerService } from './owner.service.js';
 import type { SelfService } from './self.service.js';
 import type { WebhookService } from './webhook.service.js';
 import type { X402Service } from './x402.service.js';
@@ -17,4 +19,6 @@ export interface Services {
   webhooks: WebhookService;
   defi: DefiArea;
   x402: X402Service;
+  owner: OwnerService;
+  events: EventService;
 }

@@ -92,6 +92,10 @@ export interface WebhookService {
   listDeliveries(db: Db, caller: WebhookCaller, id: string, query: { cursor?: string; limit?: number; status?: string; event_id?: string }): Promise<Page<DeliveryView>>;
   /** The owner's re-enable (agentctl): clears `sustained_failures` and the failure counters. */
   enableByOwner(db: Db, id: string): Promise<WebhookView>;
+  /** Owner recovery: re-queues, in event order, what failed terminally or was skipped while disabled since `since`. */
+  recover(db: Db, id: string, since: Date): Promise<{ webhook_id: string; requeued: number }>;
+  /** A new attempt of one delivery now (agent route). */
+  retryDelivery(db: Db, caller: WebhookCaller, id: string, deliveryId: string): Promise<DeliveryView>;
 }
 
 export interface WebhookServiceDeps {
@@ -340,6 +344,31 @@ export function createWebhookService(deps: WebhookServiceDeps): WebhookService {
       const page = rows.slice(0, limit);
       const hasMore = rows.length > limit;
       return { items: page.map(toDeliveryView), next_cursor: hasMore ? page[page.length - 1]!.id : null, has_more: hasMore };
+    },
+
+    async recover(db, id, since) {
+      return withTransaction(db, async (trx) => {
+        const row = isUuid(id) ? await endpoints.findEndpointById(trx, id, { forUpdate: true }) : undefined;
+        if (!row) throw new ApiError('not_found', 'webhook endpoint not found', { id });
+        if (!row.enabled) throw new ApiError('invalid_state_transition', 'the endpoint is disabled: re-enable it before recovering its events', { enabled: false });
+        const requeued = await deliveries.requeueForRecovery(trx, row, since, clock.now());
+        return { webhook_id: row.id, requeued };
+      });
+    },
+
+    async retryDelivery(db, caller, id, deliveryId) {
+      return withTransaction(db, async (trx) => {
+        const row = await loadOwned(trx, caller, id, true);
+        const delivery = isUuid(deliveryId) ? await deliveries.findDelivery(trx, deliveryId) : undefined;
+        if (!delivery || delivery.endpoint_id !== row.id) throw new ApiError('not_found', 'delivery not found', { delivery_id: deliveryId });
+        if (!row.enabled) {
+          if (row.disabled_reason === 'sustained_failures') throw ownerOnly();
+          throw new ApiError('invalid_state_transition', 'the endpoint is disabled; enable it first', { enabled: false });
+        }
+        const requeued = await deliveries.requeueDelivery(trx, delivery.id, clock.now());
+        if (!requeued) throw new ApiError('invalid_state_transition', 'the delivery is being attempted right now; retry when it finishes', { status: delivery.status });
+        return toDeliveryView(requeued);
+      });
     },
 
     async enableByOwner(db, id) {

@@ -24,13 +24,17 @@ export interface ServerProcess {
  * and resolves once it prints `listening on http://127.0.0.1:<port>` (or, in production, its JSON log line with that `url`). Rejects with its stderr
  * when it exits first or does not listen within `timeoutMs`.
  */
-export async function startServerProcess(env: Record<string, string | undefined>, opts: { timeoutMs?: number } = {}): Promise<ServerProcess> {
+export async function startServerProcess(env: Record<string, string | undefined>, opts: { timeoutMs?: number; npmStart?: boolean } = {}): Promise<ServerProcess> {
   const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1' };
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined) delete childEnv[k];
     else childEnv[k] = v;
   }
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: repoRoot, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  // `npmStart`: exactly `npm start`, in its own process group so a signal reaches npm's child too.
+  const child = opts.npmStart
+    ? spawn('npm', ['start'], { cwd: repoRoot, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+    : spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: repoRoot, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const signal = (sig: NodeJS.Signals) => (opts.npmStart ? process.kill(-child.pid!, sig) : child.kill(sig));
   const stdoutLines: string[] = [];
   let stderr = '';
   let partial = '';
@@ -53,7 +57,7 @@ export async function startServerProcess(env: Record<string, string | undefined>
 
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => {
-      child.kill('SIGKILL');
+      signal('SIGKILL');
       reject(new Error(`server did not listen within ${opts.timeoutMs ?? 60_000} ms; stderr:\n${stderr}`));
     }, opts.timeoutMs ?? 60_000);
     const check = (line: string) => {
@@ -79,8 +83,8 @@ export async function startServerProcess(env: Record<string, string | undefined>
     stdoutLines,
     stderr: () => stderr,
     exited,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    async stop(sig: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) signal(sig);
       return exited;
     },
   };

@@ -153,7 +153,14 @@ describe('request pipeline', () => {
     it('has a handler for every /v1/agent operation of the document', () => {
       const missing = server.built.router.ops.filter((op) => op.path.startsWith('/v1/agent') && !server.built.router.implemented.has(op.operationId));
       expect(missing.map((op) => op.operationId)).to.deep.equal([]);
-      expect(server.built.router.ops.filter((op) => op.path.startsWith('/v1/agent')).length).to.equal(67);
+      // 67 + listEvents, getEvent, retryWebhookDelivery (event recovery).
+      expect(server.built.router.ops.filter((op) => op.path.startsWith('/v1/agent')).length).to.equal(70);
+    });
+
+    it('has a handler for every /v1/owner and /v1/admin operation of the document', () => {
+      const ownerSide = server.built.router.ops.filter((op) => /^\/v1\/(owner|admin)\//.test(op.path));
+      expect(ownerSide.length).to.be.greaterThan(40);
+      expect(ownerSide.filter((op) => !server.built.router.implemented.has(op.operationId)).map((op) => op.operationId)).to.deep.equal([]);
     });
   });
 

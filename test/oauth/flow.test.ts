@@ -169,9 +169,12 @@ describe('OAuth authorization code flow (openid-client)', function () {
     const ownerId = (await server.db('agents').where({ id: agentId }).first('owner_id')).owner_id as string;
     const listed = await server.services.oauth.listGrants(server.db, ownerId);
     const mine = listed.find((g) => g.grant_id === gid);
-    expect(mine).to.include({ agent_id: agentId, client_name: 'Flow test app', status: 'active', resource: `${server.baseUrl}/v1/agent` });
+    expect(mine).to.include({ agent_id: agentId, client_name: 'Flow test app', status: 'active', resource: `${server.baseUrl}/v1/agent`, last_used_at: null });
 
     expect((await self(tokens.access_token)).status).to.equal(200);
+    // The accepted token stamps the grant's last use (the connected-apps list shows it).
+    const used = (await server.services.oauth.listGrants(server.db, ownerId)).find((g) => g.grant_id === gid);
+    expect(used?.last_used_at).to.equal(server.clock.now().toISOString());
     expect(await server.services.oauth.revokeGrant(server.db, gid)).to.deep.equal({ grant_id: gid, revoked: true });
     expect((await self(tokens.access_token)).status).to.equal(401);
     const refresh = await oidc.refreshTokenGrant(config, tokens.refresh_token!, { resource: `${server.baseUrl}/v1/agent` }).then(

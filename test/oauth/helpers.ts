@@ -9,12 +9,15 @@ export interface MailSink {
   /** Resolves with the 6-digit code of the next mail to `to` (or one already received and not yet taken). */
   nextCode(to: string, timeoutMs?: number): Promise<string>;
   received(to: string): number;
+  /** Every mail's text (quoted-printable soft breaks joined), in arrival order. */
+  texts(to: string): string[];
   close(): Promise<void>;
 }
 
 export async function startMailSink(): Promise<MailSink> {
   const inbox = new Map<string, string[]>();
   const counts = new Map<string, number>();
+  const texts = new Map<string, string[]>();
   const waiters = new Map<string, ((code: string) => void)[]>();
   const server = new SMTPServer({
     authOptional: true,
@@ -29,6 +32,7 @@ export async function startMailSink(): Promise<MailSink> {
         for (const rcpt of session.envelope.rcptTo) {
           const to = rcpt.address.toLowerCase();
           counts.set(to, (counts.get(to) ?? 0) + 1);
+          texts.set(to, [...(texts.get(to) ?? []), text.replace(/=\r?\n/g, '')]);
           if (!code) continue;
           const waiting = waiters.get(to)?.shift();
           if (waiting) waiting(code);
@@ -43,6 +47,7 @@ export async function startMailSink(): Promise<MailSink> {
   return {
     url: `smtp://127.0.0.1:${port}`,
     received: (to) => counts.get(to.toLowerCase()) ?? 0,
+    texts: (to) => texts.get(to.toLowerCase()) ?? [],
     nextCode(to, timeoutMs = 5000) {
       const key = to.toLowerCase();
       const queued = inbox.get(key);

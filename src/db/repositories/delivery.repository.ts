@@ -122,6 +122,10 @@ export async function claimDueDeliveries(db: Db, options: ClaimOptions): Promise
          CROSS JOIN LATERAL (
            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
            WHERE d.endpoint_id = slots.endpoint_id AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= :now
+             -- Recovered deliveries go one at a time in event order: none while an earlier one waits.
+             AND (d.recovery_seq IS NULL OR NOT EXISTS (
+               SELECT 1 FROM webhook_deliveries p
+               WHERE p.endpoint_id = d.endpoint_id AND p.recovery_seq < d.recovery_seq AND p.status IN ('pending', 'retrying', 'in_flight')))
            ORDER BY d.next_attempt_at, d.id LIMIT slots.free
            FOR UPDATE OF d SKIP LOCKED
          ) c
@@ -188,6 +192,50 @@ export async function failWaitingDeliveries(db: Db, endpointId: string, errorCla
     .where({ endpoint_id: endpointId })
     .whereIn('status', ['pending', 'retrying'])
     .update({ status: 'failed', error_class: errorClass, next_attempt_at: null, terminal_at: at, updated_at: at });
+}
+
+/**
+ * Event recovery for one endpoint (owner re-enable): every event of the agent since `since`, of a
+ * subscribed type, that failed terminally at this endpoint (re-queued) or never reached it because
+ * it was disabled (queued now). Delivered events are left alone. Each carries its event's seq so the
+ * claim keeps their original order. Returns how many were queued.
+ */
+export async function requeueForRecovery(db: Db, endpoint: { id: string; agent_id: string; event_types: string[] }, since: Date, now: Date): Promise<number> {
+  const requeued = await db.raw(
+    `UPDATE webhook_deliveries d
+     SET status = 'pending', attempt = 0, http_status = NULL, error_class = NULL, latency_ms = NULL, response_body = NULL,
+         next_attempt_at = :now, first_attempt_at = NULL, last_attempt_at = NULL, terminal_at = NULL, deadline_at = NULL,
+         recovery_seq = e.seq, updated_at = :now
+     FROM events e
+     WHERE d.endpoint_id = :endpointId AND d.status = 'failed' AND e.id = d.event_id AND e.created_at >= :since
+       AND e.type = ANY(:types)
+     RETURNING 1`,
+    { now, endpointId: endpoint.id, since, types: endpoint.event_types },
+  );
+  const inserted = await db.raw(
+    `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, agent_id, event_type, event_created_at, status, attempt, next_attempt_at, recovery_seq, created_at, updated_at)
+     SELECT gen_random_uuid(), e.id, :endpointId, e.agent_id, e.type, e.created_at, 'pending', 0, :now, e.seq, :now, :now
+     FROM events e
+     WHERE e.agent_id = :agentId AND e.created_at >= :since AND e.type = ANY(:types)
+       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.event_id = e.id AND x.endpoint_id = :endpointId)
+     ON CONFLICT (event_id, endpoint_id) DO NOTHING
+     RETURNING 1`,
+    { now, endpointId: endpoint.id, agentId: endpoint.agent_id, since, types: endpoint.event_types },
+  );
+  const count = (requeued.rows?.length ?? 0) + (inserted.rows?.length ?? 0);
+  if (count > 0) await db.raw(`SELECT pg_notify('${DELIVERY_CHANNEL}', '')`);
+  return count;
+}
+
+/** A new attempt of one delivery now (agent retry): a finished one is queued again, a waiting one is due at once. */
+export async function requeueDelivery(db: Db, id: string, now: Date): Promise<DeliveryRow | undefined> {
+  const [row] = await db('webhook_deliveries')
+    .where({ id })
+    .whereIn('status', ['pending', 'retrying', 'delivered', 'failed'])
+    .update({ status: 'pending', attempt: 0, next_attempt_at: now, first_attempt_at: null, deadline_at: null, terminal_at: null, recovery_seq: null, updated_at: now })
+    .returning('*');
+  if (row) await db.raw(`SELECT pg_notify('${DELIVERY_CHANNEL}', '')`);
+  return row as DeliveryRow | undefined;
 }
 
 export async function findDelivery(db: Db, id: string): Promise<DeliveryRow | undefined> {

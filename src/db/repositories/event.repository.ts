@@ -51,3 +51,22 @@ export async function appendEvent(db: Db, event: NewEvent): Promise<EventEnvelop
   await insertDeliveriesForEvent(db, { id: envelope.id, agentId: envelope.agent_id, type: envelope.type, resource: envelope.resource, createdAt: event.createdAt });
   return envelope;
 }
+
+export interface StoredEventRow {
+  id: string;
+  seq: string;
+  payload: string;
+}
+
+/** The agent's events newest first (insertion order, `seq`), exclusive of the `beforeSeq` cursor. */
+export async function listEvents(db: Db, agentId: string, options: { type?: string; since?: Date; beforeSeq?: string; limit: number }): Promise<StoredEventRow[]> {
+  const q = db('events').where({ agent_id: agentId }).orderBy('seq', 'desc').limit(options.limit).select('id', 'seq', 'payload');
+  if (options.type) q.andWhere({ type: options.type });
+  if (options.since) q.andWhere('created_at', '>=', options.since);
+  if (options.beforeSeq) q.andWhere('seq', '<', options.beforeSeq);
+  return q;
+}
+
+export async function findEvent(db: Db, agentId: string, id: string): Promise<StoredEventRow | undefined> {
+  return db('events').where({ agent_id: agentId, id }).first('id', 'seq', 'payload');
+}

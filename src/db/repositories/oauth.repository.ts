@@ -154,6 +154,14 @@ export async function findGrantBinding(db: Db, id: string): Promise<GrantBinding
   return db('oauth_grants').where({ id }).first();
 }
 
+/** Stamps a grant's last use; at most one write a minute per grant (bearer verification calls it per request). */
+export async function touchGrant(db: Db, id: string, at: Date): Promise<void> {
+  await db('oauth_grants')
+    .where({ id })
+    .andWhere((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', new Date(at.getTime() - 60_000)))
+    .update({ last_used_at: at });
+}
+
 /** The binding of a grant that is still alive: not revoked and its Grant model row still present and unexpired. */
 export async function findLiveGrantBinding(db: Db, id: string, now: Date): Promise<GrantBindingRow | undefined> {
   return db('oauth_grants as g')
@@ -170,6 +178,7 @@ export async function revokeGrantBinding(db: Db, id: string, at: Date, reason: s
 
 export interface GrantListRow extends GrantBindingRow {
   client_name: string | null;
+  last_used_at: Date | null;
   agent_name: string;
 }
 

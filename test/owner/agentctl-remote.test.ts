@@ -1,0 +1,84 @@
+// agentctl through a running server (AGENT_API_BASE_URL + ADMIN_TOKEN): the documented commands
+// print the same JSON as when they open the database, and every one is the server's doing
+// (the operator's actions appear in the owner's audit log).
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { repoRoot } from '../helpers/process.js';
+import { startTestServer, testConfigEnv, type TestServer } from '../helpers/server.js';
+
+const ADMIN = 'test-admin-token-0123456789abcdef0123456789';
+
+describe('agentctl through the server', function () {
+  this.timeout(240_000);
+  let srv: TestServer;
+  let dir: string;
+
+  before(async () => {
+    srv = await startTestServer({ env: { ADMIN_TOKEN: ADMIN } });
+    dir = mkdtempSync(join(tmpdir(), 'agentctl-remote-'));
+  });
+  after(async () => {
+    await srv?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const agentctl = (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+    new Promise((resolve) => {
+      const env = { ...process.env, ...testConfigEnv({ ADMIN_TOKEN: ADMIN, AGENT_API_BASE_URL: srv.baseUrl }) };
+      execFile('npm', ['run', '--silent', 'agentctl', '--', ...args], { cwd: repoRoot, env, timeout: 60_000 }, (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0, stdout, stderr });
+      });
+    });
+  const json = async (...args: string[]) => {
+    const r = await agentctl(...args);
+    expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(0);
+    return JSON.parse(r.stdout.trim()) as Record<string, unknown>;
+  };
+
+  it('prints the documented output for owner, agent, policy, payee, destination, chain and grant commands', async () => {
+    const owner = await json('owner', 'create', '--email', `remote-${randomUUID()}@example.com`, '--json');
+    expect(owner).to.have.all.keys('owner_id');
+    const ownerId = owner.owner_id as string;
+    const token = await json('owner', 'token', 'create', '--owner', ownerId);
+    expect(token).to.have.all.keys('owner_id', 'token');
+    const agent = await json('agent', 'create', '--owner', ownerId, '--name', 'remote bot', '--json');
+    expect(agent).to.have.all.keys('agent_id', 'wallet_id', 'api_key');
+    const agentId = agent.agent_id as string;
+    expect(await json('agent', 'set-rate-limit', agentId, '--class', 'read', '--limit', '7', '--burst', '7')).to.deep.equal({ agent_id: agentId, class: 'read', limit: 7, burst: 7, window_seconds: 60 });
+    expect(await json('agent', 'set-window', agentId, '--starts-at', '2020-01-01T00:00:00.000Z', '--ends-at', '2099-01-01T00:00:00.000Z')).to.deep.equal({ agent_id: agentId, starts_at: '2020-01-01T00:00:00.000Z', ends_at: '2099-01-01T00:00:00.000Z' });
+    expect(await json('agent', 'rotate-key', agentId)).to.have.all.keys('api_key');
+    expect(await json('agent', 'allow', agentId, '--all')).to.have.all.keys('agent_id', 'policy');
+    const file = join(dir, 'policy.json');
+    writeFileSync(file, JSON.stringify({ operation_types: 'all', per_tx_usd: '5' }));
+    expect(((await json('agent', 'set-policy', agentId, '--file', file)).policy as Record<string, unknown>).per_tx_usd).to.equal('5');
+    writeFileSync(file, JSON.stringify({ per_tx_usd: 5 }));
+    const refused = await agentctl('agent', 'set-policy', agentId, '--file', file);
+    expect(refused.code).to.equal(1);
+    expect(refused.stderr).to.include('per_tx_usd');
+    expect(((await json('agent', 'limits', agentId)).limits as Record<string, unknown>).per_tx_usd).to.equal('5');
+    expect(await json('wallet', 'fund', agentId, '--asset', 'USDC', '--amount', '12.5')).to.include({ agent_id: agentId, asset: 'USDC', amount: '12.5', available: '12.5' });
+    const recipient = await json('recipient', 'add', agentId, '--kind', 'recurring', '--name', 'Rent', '--address', '0x1212121212121212121212121212121212121212');
+    expect(recipient).to.have.all.keys('recipient_id');
+    expect(await json('recurring', 'add', agentId, '--recipient', recipient.recipient_id as string, '--asset', 'USDC', '--amount', '1', '--interval', 'month')).to.have.all.keys('recurring_payment_id');
+    const dest = await json('destination', 'add', agentId, '--kind', 'crypto', '--address', '0x3434343434343434343434343434343434343434', '--label', 'cold', '--timelock-seconds', '0');
+    expect(dest).to.have.all.keys('destination_id');
+    expect(await json('destination', 'confirm', dest.destination_id as string)).to.include({ ok: true, status: 'executed' });
+    expect(await json('withdrawal-method', 'add', agentId, '--kind', 'bank', '--label', 'Checking')).to.have.all.keys('method_id');
+    expect(await json('chain', 'fail-address', '0x5656565656565656565656565656565656565656')).to.deep.equal({ address: '0x5656565656565656565656565656565656565656', failing: true });
+    expect(await json('price', 'set', 'WETH', '2000.5', '--at', '2026-03-02T09:30:00.000Z')).to.deep.equal({ asset: 'WETH', price_usd: '2000.5', observed_at: '2026-03-02T09:30:00.000Z' });
+    expect(await json('grants', 'list', '--owner', ownerId)).to.deep.equal({ grants: [] });
+    expect(await json('vault', 'list')).to.have.all.keys('vaults');
+    expect(await json('agent', 'disable', agentId)).to.deep.equal({ agent_id: agentId, enabled: false });
+    const unknown = await agentctl('agent', 'enable', randomUUID());
+    expect(unknown.code).to.equal(1);
+    expect(unknown.stderr).to.include('agent not found');
+
+    const audit = await srv.request('GET', '/v1/owner/audit?limit=100', { headers: { authorization: `Bearer ${token.token as string}` } });
+    const actions = audit.body.items.map((e: { action: string; actor: string }) => `${e.actor}:${e.action}`);
+    expect(actions).to.include.members(['admin:adminCreateOwner', 'admin:ownerCreateAgent', 'admin:ownerSetRateLimit', 'admin:ownerReplacePolicy', 'admin:ownerFundWallet', 'admin:ownerConfirmTrustedDestination', 'admin:ownerDisableAgent']);
+  });
+});
