@@ -21,6 +21,31 @@ export interface Config {
   trustProxy: boolean;
   validateResponses: boolean;
   shutdownGraceMs: number;
+  chain: ChainConfig;
+}
+
+/** Chain-backed settlement (issue 11). `rpcUrl` null = the simulated chain. */
+export interface ChainConfig {
+  rpcUrl: string | null;
+  /** Expected chain id; null = read from the node at start. */
+  chainId: number | null;
+  confirmations: number;
+  submitTimeoutMs: number;
+  /** A broadcast transaction not mined after this long is re-signed with bumped fees. */
+  rebroadcastMs: number;
+  pollMs: number;
+  /** Hex private key of the relayer that submits EIP-3009 transfers and pays their gas; null = generated (dev chain). */
+  relayerKey: string | null;
+  /** Token addresses on a real chain, by asset symbol (CHAIN_ASSET_ADDRESSES=USDC=0x...,EURC=0x...). */
+  assetAddresses: Record<string, string>;
+  /** Deploy the token and fund the relayer on chain id 31337 when no USDC address is configured. */
+  devBootstrap: boolean;
+  /** Wei held beside an ETH transfer for its gas; the transaction's max fee is capped to fit. */
+  ethGasReserveWei: bigint;
+  /** Seconds an EIP-3009 authorization stays valid. */
+  authorizationTtlSeconds: number;
+  /** Seconds between periodic reconciliations by the worker (0 = off). */
+  reconcileIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -104,6 +129,25 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   const logLevel = get('LOG_LEVEL') ?? (nodeEnv === 'test' ? 'silent' : 'info');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) problems.push(`LOG_LEVEL must be a pino level, got "${logLevel}"`);
 
+  const chainRpcUrl = url('CHAIN_RPC_URL', ['http:', 'https:', 'ws:', 'wss:']);
+  const chainIdRaw = get('CHAIN_ID');
+  const chainId = chainIdRaw === undefined ? null : int('CHAIN_ID', 0, 1);
+  const confirmations = int('CHAIN_CONFIRMATIONS', 1, 0, 1000);
+  if (production && chainRpcUrl && confirmations < 1) problems.push('CHAIN_CONFIRMATIONS must be at least 1 in production');
+  const relayerKey = get('CHAIN_RELAYER_KEY') ?? null;
+  if (relayerKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerKey)) problems.push('CHAIN_RELAYER_KEY must be a 32-byte hex private key (0x + 64 hex digits)');
+  if (production && chainRpcUrl && !relayerKey) problems.push('CHAIN_RELAYER_KEY is required in production when CHAIN_RPC_URL is set');
+  const assetAddresses: Record<string, string> = {};
+  for (const pair of (get('CHAIN_ASSET_ADDRESSES') ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([A-Za-z0-9]+)=(0x[0-9a-fA-F]{40})$/.exec(pair);
+    if (m) assetAddresses[m[1]!.toUpperCase()] = m[2]!;
+    else problems.push(`CHAIN_ASSET_ADDRESSES must be SYMBOL=0xADDRESS pairs separated by commas, got "${pair}"`);
+  }
+  const devBootstrap = bool('CHAIN_DEV_BOOTSTRAP', !production);
+  if (production && devBootstrap) problems.push('CHAIN_DEV_BOOTSTRAP is refused when NODE_ENV=production');
+  const gasReserveRaw = get('CHAIN_ETH_GAS_RESERVE_WEI') ?? '2100000000000000';
+  if (!/^[0-9]{1,30}$/.test(gasReserveRaw)) problems.push(`CHAIN_ETH_GAS_RESERVE_WEI must be an integer number of wei, got "${gasReserveRaw}"`);
+
   const config: Config = {
     nodeEnv,
     port,
@@ -125,6 +169,20 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    chain: Object.freeze({
+      rpcUrl: chainRpcUrl,
+      chainId,
+      confirmations,
+      submitTimeoutMs: int('CHAIN_SUBMIT_TIMEOUT_MS', 120_000, 1000, 86_400_000),
+      rebroadcastMs: int('CHAIN_REBROADCAST_MS', 15_000, 100, 3_600_000),
+      pollMs: int('CHAIN_POLL_MS', 1000, 10, 60_000),
+      relayerKey,
+      assetAddresses,
+      devBootstrap,
+      ethGasReserveWei: /^[0-9]{1,30}$/.test(gasReserveRaw) ? BigInt(gasReserveRaw) : 0n,
+      authorizationTtlSeconds: int('CHAIN_AUTHORIZATION_TTL_SECONDS', 3600, 60, 86_400 * 7),
+      reconcileIntervalMs: int('CHAIN_RECONCILE_INTERVAL_MS', 300_000, 0, 86_400_000),
+    }),
   };
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(problems);

@@ -5,6 +5,7 @@ import * as ledger from './0002_ledger.js';
 import * as webhooks from './0003_webhooks.js';
 import * as oauth from './0004_oauth.js';
 import * as defi from './0005_defi.js';
+import * as chain from './0006_chain.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -17,6 +18,7 @@ const migrations: Record<string, Migration> = {
   '0003_webhooks': webhooks,
   '0004_oauth': oauth,
   '0005_defi': defi,
+  '0006_chain': chain,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
