@@ -33,6 +33,10 @@ import { createSettlementLoop } from './services/settlement.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
+import { createPublicClient, http, type PublicClient } from 'viem';
+import { createChainReads } from './chain/reads.js';
+import type { Address } from './chain/port.js';
+import { createChainInbound, type ChainInbound } from './services/chain-inbound.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -86,7 +90,24 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const idempotency = createIdempotency({ db, clock });
   const onAgentCreated: AgentCreatedHook[] = [];
   const sealer = createSealer(config.masterKey);
+  const chainClient = config.chain.rpcUrl ? (createPublicClient({ transport: http(config.chain.rpcUrl), pollingInterval: Math.min(config.chain.pollMs, 4000) }) as PublicClient) : null;
+  const chainId = chainClient ? (config.chain.chainId ?? (await chainClient.getChainId())) : null;
   const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
+  // evm mode: deposits, reconciliation and x402 settlement tracking read the chain.
+  const inbound: ChainInbound | null =
+    chainClient && chainId !== null
+      ? createChainInbound({
+          db,
+          chain: createChainReads(chainClient, chainId),
+          config: config.chain,
+          ledger: services.ledger.ledger,
+          operations: services.ledger.operations,
+          clock,
+          log,
+          isDeployed: async (address: Address) => ((await chainClient.getCode({ address })) ?? '0x') !== '0x',
+        })
+      : null;
+  services.inbound = inbound;
   const loops: WorkerLoop[] = [
     createPollingLoop('idempotency-cleanup', () => idempotency.deleteExpired(), { idleMs: 60_000, log }),
     createOAuthCleanupLoop({ db, clock, log }),
@@ -101,6 +122,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       allowLoopback: config.unsafeAllowLoopbackTargets,
       databaseUrl: config.databaseUrl,
     }).loop,
+    ...(inbound?.loops() ?? []),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
@@ -137,6 +159,7 @@ function buildServices(deps: {
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
+    inbound: null,
   };
 }
 

@@ -51,6 +51,8 @@ export interface ActivityRow {
   amount_usd_e8: string | null;
   counterparty: string | null;
   description: string;
+  /** The on-chain transaction behind the entry (deposits seen on chain); absent elsewhere. */
+  tx_hash?: string | null;
   created_at: Date;
 }
 
