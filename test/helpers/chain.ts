@@ -1,0 +1,104 @@
+// Chain tests: a test server settling on an Anvil node, in its own database (the dev bootstrap rewrites USDC's
+// contract address, which other test files must not see), with agents funded in the ledger and on chain alike.
+import { randomBytes } from 'node:crypto';
+import knexFactory from 'knex';
+import pg from 'pg';
+import { getAddress, parseUnits } from 'viem';
+import type { Address, Hex } from '../../src/chain/port.js';
+import { mintToken } from '../../src/chain/token.js';
+import { runSettlementTick } from '../../src/services/settlement.js';
+import type { OperationRow } from '../../src/db/repositories/operation.repository.js';
+import { migrationSource } from '../../src/db/migrations/index.js';
+import { testEnv } from '../setup.js';
+import type { AnvilNode } from './anvil.js';
+import { startTestServer, type TestAgent, type TestServer } from './server.js';
+
+const adminUrl = process.env.TEST_PG_ADMIN_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+
+async function admin(sql: string) {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A migrated database of its own; `drop()` removes it. */
+export async function createIsolatedDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `agent_api_test_${testEnv.runId}_chain_${randomBytes(3).toString('hex')}`;
+  await admin(`CREATE DATABASE ${name}`);
+  const url = adminUrl.replace(/\/[^/]*$/, `/${name}`);
+  const db = knexFactory({ client: 'pg', connection: url });
+  await db.migrate.latest({ migrationSource });
+  await db.destroy();
+  return { url, drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
+/** The environment of a server settling on `node` (fast polling, one confirmation). */
+export function chainEnv(node: AnvilNode, databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return { DATABASE_URL: databaseUrl, CHAIN_RPC_URL: node.rpcUrl, CHAIN_CONFIRMATIONS: '1', CHAIN_POLL_MS: '50', CHAIN_REBROADCAST_MS: '2000', ...extra };
+}
+
+export interface ChainAgent extends TestAgent {
+  address: Address;
+}
+
+export interface ChainServer extends TestServer {
+  node: AnvilNode;
+  token: Address;
+  /** An agent with an allow-all policy, funded with `fund` in the ledger and the same on chain. */
+  agent(fund?: { USDC?: string; ETH?: string }): Promise<ChainAgent>;
+  /** Runs settlement passes until every operation in `ids` is terminal (or throws after `timeoutMs`). */
+  settle(ids: string[], timeoutMs?: number): Promise<OperationRow[]>;
+  usdcBalance(address: Address): Promise<bigint>;
+}
+
+export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean } = {}): Promise<ChainServer & { dropDatabase(): Promise<void> }> {
+  const database = await createIsolatedDatabase();
+  const server = await startTestServer({ env: chainEnv(node, database.url, opts.env), worker: opts.worker });
+  const usdc = await server.db('assets').where({ symbol: 'USDC' }).first();
+  const token = getAddress(usdc.contract_address) as Address;
+  const faucet = node.devWallet(0);
+  const { ledger } = server.services;
+  const close = server.close;
+  return Object.assign(server, {
+    node,
+    token,
+    async agent(fund: { USDC?: string; ETH?: string } = {}) {
+      const agent = await server.createAgent();
+      await ledger.policy.allowAll(server.db, agent.agentId);
+      const wallet = await server.db('wallets').where({ id: agent.walletId }).first();
+      const address = getAddress(wallet.address) as Address;
+      if (fund.USDC) {
+        await mintToken(faucet, node.client, token, address, parseUnits(fund.USDC, 6));
+        await ledger.account.fund(server.db, agent.agentId, { asset: 'USDC', amount: fund.USDC });
+      }
+      if (fund.ETH) {
+        const hash = await faucet.sendTransaction({ to: address, value: parseUnits(fund.ETH, 18) });
+        await node.client.waitForTransactionReceipt({ hash });
+        await ledger.account.fund(server.db, agent.agentId, { asset: 'ETH', amount: fund.ETH });
+      }
+      return { ...agent, address };
+    },
+    async settle(ids: string[], timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        if (!opts.worker) await runSettlementTick({ db: server.db, ledger });
+        const rows = (await server.db('operations').whereIn('id', ids)) as OperationRow[];
+        if (rows.length === ids.length && rows.every((r) => ['executed', 'execution_failed', 'policy_rejected', 'cancelled'].includes(r.status))) return rows;
+        if (Date.now() > deadline) throw new Error(`operations not terminal after ${timeoutMs} ms: ${rows.map((r) => `${r.id}=${r.status}`).join(', ')}`);
+        await new Promise((r) => setTimeout(r, 30));
+      }
+    },
+    usdcBalance: (address: Address) => node.client.readContract({ address: token, abi: [{ type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] }] as const, functionName: 'balanceOf', args: [address] }),
+    async close() {
+      await close();
+    },
+    dropDatabase: database.drop,
+  });
+}
+
+export const randomAddress = (): Address => getAddress(`0x${randomBytes(20).toString('hex')}`) as Address;
+export type { Hex };
