@@ -1,6 +1,8 @@
 // Chain tests: a test server settling on an Anvil node, in its own database (the dev bootstrap rewrites USDC's
 // contract address, which other test files must not see), with agents funded in the ledger and on chain alike.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import knexFactory from 'knex';
 import pg from 'pg';
 import { getAddress, parseUnits } from 'viem';
@@ -11,7 +13,8 @@ import type { OperationRow } from '../../src/db/repositories/operation.repositor
 import { migrationSource } from '../../src/db/migrations/index.js';
 import { testEnv } from '../setup.js';
 import type { AnvilNode } from './anvil.js';
-import { startTestServer, type TestAgent, type TestServer } from './server.js';
+import { repoRoot } from './process.js';
+import { startTestServer, testConfigEnv, type TestAgent, type TestServer } from './server.js';
 
 const adminUrl = process.env.TEST_PG_ADMIN_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -50,12 +53,12 @@ export interface ChainServer extends TestServer {
   token: Address;
   /** An agent with an allow-all policy, funded with `fund` in the ledger and the same on chain. */
   agent(fund?: { USDC?: string; ETH?: string }): Promise<ChainAgent>;
-  /** Runs settlement passes until every operation in `ids` is terminal (or throws after `timeoutMs`). */
-  settle(ids: string[], timeoutMs?: number): Promise<OperationRow[]>;
+  /** Runs settlement passes (unless `drive` is false: other processes settle) until every operation in `ids` is terminal. */
+  settle(ids: string[], opts?: { timeoutMs?: number; drive?: boolean }): Promise<OperationRow[]>;
   usdcBalance(address: Address): Promise<bigint>;
 }
 
-export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean } = {}): Promise<ChainServer & { dropDatabase(): Promise<void> }> {
+export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean } = {}): Promise<ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> }> {
   const database = await createIsolatedDatabase();
   const server = await startTestServer({ env: chainEnv(node, database.url, opts.env), worker: opts.worker });
   const usdc = await server.db('assets').where({ symbol: 'USDC' }).first();
@@ -82,10 +85,10 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
       }
       return { ...agent, address };
     },
-    async settle(ids: string[], timeoutMs = 30_000) {
+    async settle(ids: string[], { timeoutMs = 30_000, drive = !opts.worker }: { timeoutMs?: number; drive?: boolean } = {}) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        if (!opts.worker) await runSettlementTick({ db: server.db, ledger });
+        if (drive) await runSettlementTick({ db: server.db, ledger });
         const rows = (await server.db('operations').whereIn('id', ids)) as OperationRow[];
         if (rows.length === ids.length && rows.every((r) => ['executed', 'execution_failed', 'policy_rejected', 'cancelled'].includes(r.status))) return rows;
         if (Date.now() > deadline) throw new Error(`operations not terminal after ${timeoutMs} ms: ${rows.map((r) => `${r.id}=${r.status}`).join(', ')}`);
@@ -96,9 +99,33 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
     async close() {
       await close();
     },
+    databaseUrl: database.url,
     dropDatabase: database.drop,
   });
 }
 
 export const randomAddress = (): Address => getAddress(`0x${randomBytes(20).toString('hex')}`) as Address;
 export type { Hex };
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Sends `signal` (SIGTERM by default) and resolves once the process is gone. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** `scripts/worker.ts` as a child process settling on `node` against `databaseUrl` (the same env as the test server). */
+export function startWorkerProcess(node: AnvilNode, databaseUrl: string, extra: Record<string, string> = {}): WorkerProcess {
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...testConfigEnv(chainEnv(node, databaseUrl, extra)) };
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/worker.ts'], { cwd: repoRoot, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = once(child, 'exit');
+  return {
+    child,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+      if (signal === 'SIGTERM' && child.exitCode !== 0) throw new Error(`worker exited with ${child.exitCode}: ${stderr}`);
+    },
+  };
+}
