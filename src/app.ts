@@ -33,9 +33,8 @@ import { createSettlementLoop } from './services/settlement.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
-import { createPublicClient, http, type PublicClient } from 'viem';
-import { createChainReads } from './chain/reads.js';
-import type { Address } from './chain/port.js';
+import { connectChain, createChainClient } from './chain/connect.js';
+import type { Address, Chain } from './chain/port.js';
 import { createChainInbound, type ChainInbound } from './services/chain-inbound.js';
 
 export interface AppOverrides {
@@ -55,6 +54,8 @@ export interface BuiltApp {
   clock: Clock;
   log: Logger;
   loops: WorkerLoop[];
+  /** The evm chain when CHAIN_RPC_URL is set, else null (the simulated chain). */
+  chain: Chain | null;
   close(): Promise<void>;
 }
 
@@ -90,28 +91,29 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const idempotency = createIdempotency({ db, clock });
   const onAgentCreated: AgentCreatedHook[] = [];
   const sealer = createSealer(config.masterKey);
-  const chainClient = config.chain.rpcUrl ? (createPublicClient({ transport: http(config.chain.rpcUrl), pollingInterval: Math.min(config.chain.pollMs, 4000) }) as PublicClient) : null;
-  const chainId = chainClient ? (config.chain.chainId ?? (await chainClient.getChainId())) : null;
-  const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer });
-  // evm mode: deposits, reconciliation and x402 settlement tracking read the chain.
-  const inbound: ChainInbound | null =
-    chainClient && chainId !== null
-      ? createChainInbound({
-          db,
-          chain: createChainReads(chainClient, chainId),
-          config: config.chain,
-          ledger: services.ledger.ledger,
-          operations: services.ledger.operations,
-          clock,
-          log,
-          isDeployed: async (address: Address) => ((await chainClient.getCode({ address })) ?? '0x') !== '0x',
-        })
-      : null;
+  // Before the services: the dev bootstrap records the token's address, which the ledger caches on first read.
+  const chain = await connectChain({ config, db, sealer, clock, log });
+  const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer, chain });
+  // evm mode: deposits, reconciliation and x402 settlement tracking read the chain through the port.
+  let inbound: ChainInbound | null = null;
+  if (chain) {
+    const codeReader = createChainClient(config.chain.rpcUrl!, chain.chainId, config.chain.pollMs);
+    inbound = createChainInbound({
+      db,
+      chain,
+      config: config.chain,
+      ledger: services.ledger.ledger,
+      operations: services.ledger.operations,
+      clock,
+      log,
+      isDeployed: async (address: Address) => ((await codeReader.getCode({ address })) ?? '0x') !== '0x',
+    });
+  }
   services.inbound = inbound;
   const loops: WorkerLoop[] = [
     createPollingLoop('idempotency-cleanup', () => idempotency.deleteExpired(), { idleMs: 60_000, log }),
     createOAuthCleanupLoop({ db, clock, log }),
-    createSettlementLoop({ db, ledger: services.ledger, log }),
+    createSettlementLoop({ db, ledger: services.ledger, log, idleMs: chain ? Math.min(100, config.chain.pollMs) : undefined }),
     createDeliveryWorker({
       db,
       clock,
@@ -134,7 +136,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     else if (redis?.isOpen) redis.destroy();
     await db.destroy();
   };
-  return { config, log, clock, db, redis, rateLimits, document, idempotency, services, loops, onAgentCreated, getBearer: () => bearer, setBearer, close };
+  return { config, log, clock, db, redis, rateLimits, document, idempotency, services, loops, onAgentCreated, chain, getBearer: () => bearer, setBearer, close };
 }
 
 function buildServices(deps: {
@@ -146,10 +148,11 @@ function buildServices(deps: {
   rateLimits: RateLimitService;
   onAgentCreated: AgentCreatedHook[];
   sealer: Sealer;
+  chain: Chain | null;
 }): Services {
   const { clock, document, rateLimits, onAgentCreated, sealer } = deps;
   // The ledger registers its wallet-key hook on onAgentCreated; DeFi registers its settlers on the ledger.
-  const ledger = createLedgerArea({ config: deps.config, clock, log: deps.log, onAgentCreated });
+  const ledger = createLedgerArea({ config: deps.config, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined });
   return {
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
@@ -189,7 +192,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
   app.use(requestIdMiddleware);
-  const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null });
+  const health = createHealthHandlers({ db, pingRedis: core.redis ? () => core.redis!.ping() : null, chainHealth: core.chain ? () => core.chain!.health() : null });
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services });
@@ -210,5 +213,5 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   });
 
-  return { app, config, db, services, router, clock, log, loops: core.loops, close: core.close };
+  return { app, config, db, services, router, clock, log, loops: core.loops, chain: core.chain, close: core.close };
 }

@@ -28,13 +28,24 @@ export type TrackResult =
   | { state: 'pending' }
   /** Mined with receipt status 1 and CHAIN_CONFIRMATIONS confirmations; `feeUnits` = gas paid by the wallet (ETH). */
   | { state: 'confirmed'; txHash: string; feeUnits: bigint; details: Record<string, unknown> }
-  | { state: 'failed'; code: string; message: string; txHash: string | null };
+  | { state: 'failed'; code: string; message: string; txHash: string | null; feeUnits: bigint };
+
+export type SubmitResult = { ok: true; txHash: string; recheckAt: Date } | { ok: false; code: string; message: string };
 
 /** The asset facts the adapters need (a row of `assets`). */
 export interface ChainAsset {
   symbol: string;
   decimals: number;
   contract_address: string | null;
+  eip712_name: string | null;
+  eip712_version: string | null;
+}
+
+/** The node did not answer (connection refused, timeout): the caller leaves its work for a later pass. */
+export class ChainUnavailableError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`chain node unavailable: ${cause instanceof Error ? cause.message.split('\n')[0] : String(cause)}`);
+  }
 }
 
 export interface BlockRef {
@@ -80,15 +91,15 @@ export interface Chain {
   readonly chainId: number;
 
   // --- outbound settlement (the operation service's settlement loop) ---
-  /** Whether this operation's money moves on this chain (else the registered settler alone settles it). */
-  settlesOnChain(op: Pick<OperationRow, 'type' | 'asset_symbol' | 'details'>, asset: ChainAsset | null): boolean;
+  /** Whether this operation's money moves on this chain (else the simulated chain and the type's settler settle it). */
+  settlesOnChain(op: Pick<OperationRow, 'type' | 'details'>, asset: ChainAsset | null): boolean;
   /** The extra hold an outgoing transfer of `asset` needs beside its amount (ETH: the gas reserve); 0n if none. */
   gasReserve(asset: ChainAsset): bigint;
   /**
    * accepted -> submitted, inside the caller's transaction: evm signs the transfer and records the raw transaction
    * (broadcast happens after commit, by `pump`). Returns the tx hash and when to look at the operation again.
    */
-  submit(trx: Knex.Transaction, op: OperationRow): Promise<{ txHash: string; recheckAt: Date }>;
+  submit(trx: Knex.Transaction, op: OperationRow): Promise<SubmitResult>;
   /** A submitted operation: mined, confirmed, reverted, timed out? Simulated: confirmed once due. */
   track(trx: Knex.Transaction, op: OperationRow): Promise<TrackResult>;
   /** Broadcasts recorded transactions not yet sent and rebroadcasts (fee-bumped) stale ones; returns how many. */

@@ -24,6 +24,8 @@ export const DEPOSIT_CURSOR = 'deposits';
 export const NATIVE_LOG_INDEX = -1;
 /** Blocks applied per tick at most (the loop runs again at once while it has work). */
 const BLOCKS_PER_TICK = 50;
+/** How long an asset whose contract has no code on this chain is skipped before it is looked at again. */
+const NOT_DEPLOYED_TTL_MS = 60_000;
 
 export interface DepositWatcherDeps {
   db: Db;
@@ -56,7 +58,8 @@ interface Credit {
 export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
   const { db, chain, ledger, operations, clock, log } = deps;
   const depth = BigInt(Math.max(1, deps.confirmations));
-  const deployed = new Map<string, boolean>();
+  /** Token address -> deployed, or the time (ms) until which "not deployed" is believed (a later deployment is seen). */
+  const deployed = new Map<string, true | number>();
 
   /** The chain's assets: ETH (no contract) and the tokens deployed on this chain. */
   async function chainAssets(): Promise<{ native: AssetRow | undefined; tokens: Map<string, AssetRow> }> {
@@ -65,13 +68,12 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
     for (const a of assets) {
       if (!a.contract_address) continue;
       const key = a.contract_address.toLowerCase();
-      if (!deployed.has(key)) {
+      const known = deployed.get(key);
+      if (known === undefined || (known !== true && known < Date.now())) {
         const yes = await deps.isDeployed(a.contract_address as Address);
-        // Only a positive answer is cached: a token deployed later (dev bootstrap) is picked up.
-        if (yes) deployed.set(key, true);
-        if (!yes) continue;
+        deployed.set(key, yes ? true : Date.now() + NOT_DEPLOYED_TTL_MS);
       }
-      tokens.set(key, a);
+      if (deployed.get(key) === true) tokens.set(key, a);
     }
     return { native: assets.find((a) => a.symbol === 'ETH' && !a.contract_address), tokens };
   }

@@ -1,5 +1,6 @@
 // The ledger area's services, wired once: ledger, policy, operations (with the settlers of this area),
 // payments, withdrawals, trusted destinations, account reads; plus the wallet-key hook and the demo setup.
+import type { Chain } from '../chain/port.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import { setWalletKey } from '../db/repositories/ledger.repository.js';
@@ -30,12 +31,12 @@ export interface LedgerArea {
   setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }): Promise<void>;
 }
 
-export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKey' | 'settlementDelayMs'>>; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number }): LedgerArea {
+export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKey' | 'settlementDelayMs'> & Partial<Pick<Config, 'chain'>>>; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
   const { clock } = deps;
   const sealer = createSealer(deps.config.masterKey);
   const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
   const policy = createPolicyService({ clock });
-  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log });
+  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });
   const destinations = createDestinationService({ clock, operations });
