@@ -108,6 +108,8 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       log,
       isDeployed: async (address: Address) => ((await codeReader.getCode({ address })) ?? '0x') !== '0x',
     });
+    // The deposit cursor starts now (a node down at start: the watcher's first tick creates it).
+    await inbound.deposits.ensureCursor().catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'deposit cursor not created at start'));
   }
   services.inbound = inbound;
   const loops: WorkerLoop[] = [

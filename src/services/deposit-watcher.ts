@@ -14,6 +14,7 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount } from '../lib/money.js';
+import { DEV_CHAIN_ID } from '../chain/dev-accounts.js';
 import type { Address, BlockRef, NativeTransfer, TransferLog } from '../chain/port.js';
 import type { ChainReads } from '../chain/reads.js';
 import type { LedgerService } from './ledger.service.js';
@@ -35,13 +36,15 @@ export interface DepositWatcherDeps {
   clock: Clock;
   log: Logger;
   confirmations: number;
-  /** The first block to scan when no cursor exists yet; null = the newest confirmed block at that moment. */
+  /** The first block to scan when no cursor exists yet; null = block 0 on the development chain (31337), else the newest confirmed block at that moment. */
   startBlock: number | null;
   /** Whether a token contract is deployed at this address on the chain (assets of other chains are skipped). */
   isDeployed(address: Address): Promise<boolean>;
 }
 
 export interface DepositWatcher {
+  /** Creates the cursor unless it exists (at start, so deposits made before the first tick are not skipped). */
+  ensureCursor(): Promise<void>;
   /** Applies the confirmed blocks past the cursor (up to a batch); returns how many blocks it applied or rewound. */
   tick(): Promise<number>;
 }
@@ -83,7 +86,7 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
     if (existing) return existing;
     const head = await chain.head();
     if (!head) return null;
-    const start = deps.startBlock !== null ? BigInt(deps.startBlock) : head.number - depth + 1n;
+    const start = deps.startBlock !== null ? BigInt(deps.startBlock) : chain.chainId === DEV_CHAIN_ID ? 0n : head.number - depth + 1n;
     const before = start - 1n;
     const block = before >= 0n ? await chain.block(before) : null;
     return repo.insertCursorOnce(db, chain.chainId, DEPOSIT_CURSOR, before, block?.hash ?? null, clock.now());
@@ -155,8 +158,9 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
    * cursor back `depth` blocks (re-scanning is safe: credits are unique per tx hash and log index) and reports the
    * deposits credited from the blocks given up, which the ledger cannot take back on its own.
    */
-  async function rewind(cursor: repo.CursorRow): Promise<void> {
-    const target = BigInt(cursor.block_number) - depth;
+  async function rewind(cursor: repo.CursorRow, head: bigint): Promise<void> {
+    const below = BigInt(cursor.block_number) - depth;
+    const target = below < head - depth ? below : head - depth;
     const block = target >= 0n ? await chain.block(target) : null;
     await withTransaction(db, async (trx) => {
       const locked = await repo.lockCursor(trx, chain.chainId, DEPOSIT_CURSOR);
@@ -168,19 +172,27 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
   }
 
   return {
+    async ensureCursor() {
+      await ensureCursor();
+    },
     async tick() {
       let cursor = await ensureCursor();
       if (!cursor) return 0;
       const head = await chain.head();
       if (!head) return 0;
       const tip = head.number - depth + 1n;
+      // A chain shorter than the cursor (a node reset to an earlier state): nothing we applied past its head exists.
+      if (BigInt(cursor.block_number) > head.number) {
+        await rewind(cursor, head.number);
+        return 1;
+      }
       let done = 0;
       while (done < BLOCKS_PER_TICK && BigInt(cursor.block_number) < tip) {
         const number: bigint = BigInt(cursor.block_number) + 1n;
         const block = await chain.block(number);
         if (!block) break;
         if (cursor.block_hash !== null && block.parentHash !== cursor.block_hash) {
-          await rewind(cursor);
+          await rewind(cursor, head.number);
           return done + 1;
         }
         const assets = await chainAssets();

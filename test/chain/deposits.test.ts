@@ -53,14 +53,16 @@ describe('chain deposits (Anvil)', function () {
   it('credits 50 USDC and 1 ETH from an outside account once, after 3 confirmations, across two workers and a restart', async () => {
     const agent = await s.createAgent();
     const address = await depositAddress(agent);
-    const start = await node.client.getBlockNumber();
-    const workerEnv = env({ CHAIN_DEPOSIT_START_BLOCK: String(start + 1n) });
+    const workerEnv = env();
     workers.push(await startLoggedWorker(workerEnv), await startLoggedWorker(workerEnv));
 
     const usdc = await sendUsdc(node, s.token, 3, address, '50');
     const eth = await sendEth(node, 4, address, parseEther('1'));
-    // Mined but short of 3 confirmations: the watchers stop before these blocks.
-    await waitFor(async () => (await cursor())?.block_number === Number(eth.blockNumber) - 3, 20_000, 'the cursor to reach the confirmed tip');
+    // Mined but short of 3 confirmations (the transfer has 2, the ETH 1): the watchers stop before these blocks.
+    expect(eth.blockNumber).to.equal(usdc.blockNumber + 1n);
+    await waitFor(async () => (await cursor())?.block_number === Number(eth.blockNumber) - 2, 20_000, 'the cursor to reach the confirmed tip');
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await cursor())!.block_number).to.equal(Number(eth.blockNumber) - 2);
     expect(await balance(agent, 'USDC')).to.equal('0');
     expect(await depositsOf(usdc.hash)).to.have.length(0);
 

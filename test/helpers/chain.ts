@@ -87,7 +87,7 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
       for (;;) {
         const balances = await Promise.all(expected.map(([asset]) => ledger.ledger.balance(server.db, agent.walletId, asset)));
         if (expected.every(([, units], i) => balances[i]!.available === units)) break;
-        if (Date.now() > deadline) throw new Error(`deposits to ${address} not credited within 20 s`);
+        if (Date.now() > deadline) throw new Error(`deposits to ${address} not credited within 20 s (cursor ${JSON.stringify(await server.db('chain_cursors').first())}, head ${await node.client.getBlockNumber()}, deposits ${JSON.stringify(await server.db('chain_deposits').select('to_address', 'asset_symbol', 'block_number'))})`);
         if ((await server.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 30));
       }
       return { ...agent, address };
