@@ -127,6 +127,8 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       databaseUrl: config.databaseUrl,
     }).loop,
     ...(inbound?.loops() ?? []),
+    // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
+    ...(chain ? [createPollingLoop('x402-onchain', () => services.x402.trackOnChain(db), { idleMs: config.chain.pollMs, log })] : []),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
@@ -160,7 +162,7 @@ function buildServices(deps: {
     ledger,
     defi: createDefiArea({ clock, ledger }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets }),
-    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log }),
+    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log, chain: deps.chain }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,

@@ -165,3 +165,13 @@ export async function findPolicy(db: Db, agentId: string): Promise<PolicyRow | u
 export async function lockPolicy(db: Db, agentId: string): Promise<PolicyRow | undefined> {
   return db('agent_policies').where({ agent_id: agentId }).forUpdate().first();
 }
+
+/** Open (accepted or submitted) operations of `types` recorded against chain `chainId` (`details.chain_id`), oldest first. */
+export async function listOpenOperationsOnChain(db: Db, types: string[], chainId: number, limit: number): Promise<OperationRow[]> {
+  return db('operations')
+    .whereIn('type', types)
+    .whereIn('status', ['accepted', 'submitted'])
+    .whereRaw(`details->>'chain_id' = ?`, [String(chainId)])
+    .orderBy('created_at', 'asc')
+    .limit(limit);
+}
