@@ -1,11 +1,13 @@
 // Reconciliation (evm mode): each wallet's on-chain balances against the ledger. The chain should show
 // available + held, less what the chain has already moved out for operations the ledger has not settled yet
-// (mined transactions of open operations: their amount and, for the wallet's own transactions, the gas).
+// (mined transactions of open operations: their amount and, for the wallet's own transactions, the gas; x402
+// authorizations already used by a seller while their operation is open).
 // Anything else is drift: a transfer straight from the wallet's key, a deposit not yet credited, a bug.
 import { getAddress, parseTransaction, type Hex } from 'viem';
 import type { Db } from '../db/knex.js';
 import * as repo from '../db/repositories/deposit.repository.js';
 import { listAssets, type AssetRow } from '../db/repositories/ledger.repository.js';
+import { listOpenOperationsOnChain } from '../db/repositories/operation.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount } from '../lib/money.js';
@@ -69,6 +71,12 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
       if (t.receipt_status !== 1) continue;
       if (t.kind === 'native' && fromWallet) add(eth, t.transfer_value !== null ? BigInt(t.transfer_value) : parseTransaction(t.raw_tx as Hex).value ?? 0n);
       if (t.kind === 'eip3009' && t.token_address && t.transfer_value !== null) add(bySymbolOfToken.get(t.token_address.toLowerCase()), BigInt(t.transfer_value));
+    }
+    // x402 authorizations a seller already used on chain, before the tracking loop settles their operations.
+    for (const op of await listOpenOperationsOnChain(db, ['x402.sign', 'x402.purchase'], chain.chainId, 1000, walletId)) {
+      const d = op.details as { token?: string; authorizer?: string; nonce?: string };
+      if (!d.token || !d.authorizer || !d.nonce || op.amount === null) continue;
+      if (await chain.authorizationUsed(d.token as Address, d.authorizer as Address, d.nonce as Hex)) add(bySymbolOfToken.get(d.token.toLowerCase()), BigInt(op.amount));
     }
     return out;
   }

@@ -109,6 +109,8 @@ describe('x402 on chain (Anvil)', function () {
     expect(op.tx_hash).to.equal(settledBy[0]!.toLowerCase());
     expect(op.details).to.include({ chain_id: 31337, token: s.token, network: 'eip155:31337' });
     expect(await balance(agent, 'USDC')).to.include({ available: '9.99', held: '0.01' });
+    // Reconcile counts the used authorization of the open operation: no drift meanwhile.
+    expect((await s.services.inbound!.reconciler.run({ agentId: agent.agentId })).drift).to.deep.equal([]);
 
     expect(await s.services.x402.trackOnChain(s.db)).to.equal(1);
     op = await s.db('operations').where({ id: opId }).first();

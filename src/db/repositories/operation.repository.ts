@@ -167,11 +167,13 @@ export async function lockPolicy(db: Db, agentId: string): Promise<PolicyRow | u
 }
 
 /** Open (accepted or submitted) operations of `types` recorded against chain `chainId` (`details.chain_id`), oldest first. */
-export async function listOpenOperationsOnChain(db: Db, types: string[], chainId: number, limit: number): Promise<OperationRow[]> {
-  return db('operations')
+export async function listOpenOperationsOnChain(db: Db, types: string[], chainId: number, limit: number, walletId?: string): Promise<OperationRow[]> {
+  const q = db('operations')
     .whereIn('type', types)
     .whereIn('status', ['accepted', 'submitted'])
     .whereRaw(`details->>'chain_id' = ?`, [String(chainId)])
     .orderBy('created_at', 'asc')
     .limit(limit);
+  if (walletId) q.where({ wallet_id: walletId });
+  return q;
 }
