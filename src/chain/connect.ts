@@ -1,11 +1,12 @@
 // Connecting the chain at start (composition root, agentctl): the adapter for CHAIN_RPC_URL, its relayer, token
 // addresses from configuration, and on the development chain (31337) the bootstrap: deploy the token once, record
 // it as USDC's contract address, fund the relayer from an Anvil dev account. Refused on any other chain id.
-import { createPublicClient, createWalletClient, defineChain, http, parseEther, type PublicClient } from 'viem';
+import { createPublicClient, createWalletClient, defineChain, http, parseEther, parseUnits, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Config } from '../config.js';
 import type { Knex } from '../db/knex.js';
 import { findSetting, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findAsset } from '../db/repositories/ledger.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
@@ -129,3 +130,18 @@ export async function faucet(deps: { config: Readonly<Config>; client: PublicCli
 }
 
 export { resolveChainId, resolveRelayer };
+
+/**
+ * The embedded demo agent on the development chain: the same 1000 USDC and 1 ETH the ledger credits it
+ * (setupDemoAgent) are put on chain, so the README's payment settles.
+ */
+export async function fundDemoWalletOnDevChain(deps: { config: Readonly<Config>; db: Knex; chainId: number }, agentId: string): Promise<void> {
+  if (deps.chainId !== DEV_CHAIN_ID || !deps.config.chain.rpcUrl) return;
+  const wallet = await findWalletByAgent(deps.db, agentId);
+  const usdc = await findAsset(deps.db, 'USDC');
+  if (!wallet?.address || !usdc?.contract_address) return;
+  const client = createChainClient(deps.config.chain.rpcUrl, deps.chainId);
+  const target = { config: deps.config, client, chainId: deps.chainId, token: usdc.contract_address as Address };
+  await faucet(target, wallet.address as Address, 'USDC', parseUnits('1000', 6));
+  await faucet(target, wallet.address as Address, 'ETH', parseEther('1'));
+}
