@@ -64,7 +64,7 @@ export async function connectChain(deps: ConnectDeps): Promise<Chain | null> {
   if (chainId === DEV_CHAIN_ID && config.chain.devBootstrap && !config.chain.assetAddresses.USDC) {
     await bootstrapDevChain({ ...deps, client, chainId, relayer }).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'development chain bootstrap failed; retry with agentctl chain bootstrap'));
   }
-  log.info({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
+  log.debug({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
   return createEvmChain({ config: config.chain, chainId, client, relayer, sealer: deps.sealer, clock: deps.clock, log });
 }
 
@@ -99,7 +99,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       token = await deployToken(wallet, client);
       await upsertSetting(trx, chainId, 'usdc_token', token, deps.clock.now());
       deployed = true;
-      deps.log.info({ token }, 'development chain: token deployed');
+      deps.log.debug({ token }, 'development chain: token deployed');
     }
     const usdc = await findAsset(trx, 'USDC');
     if (usdc?.contract_address !== token) await setAssetContractAddress(trx, 'USDC', token);
