@@ -1,5 +1,5 @@
 # Every target goes through npm so it runs on the pinned Node 24 (node_modules/.bin first on PATH).
-.PHONY: install gen contracts chain lint typecheck test check run worker migrate drift contract-lint bench-read bench-payments bench-webhooks
+.PHONY: install gen contracts chain lint typecheck test check run worker migrate drift contract-lint bench-read bench-payments bench-webhooks bench-chain
 
 install:
 	npm ci
@@ -51,3 +51,6 @@ bench-payments:
 
 bench-webhooks:
 	npm run --silent bench:webhooks
+
+bench-chain:
+	npm run --silent bench:chain

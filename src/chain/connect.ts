@@ -1,11 +1,12 @@
 // Connecting the chain at start (composition root, agentctl): the adapter for CHAIN_RPC_URL, its relayer, token
 // addresses from configuration, and on the development chain (31337) the bootstrap: deploy the token once, record
 // it as USDC's contract address, fund the relayer from an Anvil dev account. Refused on any other chain id.
-import { createPublicClient, createWalletClient, defineChain, http, parseEther, type PublicClient } from 'viem';
+import { createPublicClient, createWalletClient, defineChain, http, parseEther, parseUnits, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Config } from '../config.js';
 import type { Knex } from '../db/knex.js';
 import { findSetting, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findAsset } from '../db/repositories/ledger.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
@@ -13,7 +14,7 @@ import type { Logger } from '../lib/logger.js';
 import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
-import { deployToken, mintToken } from './token.js';
+import { deployToken, mintToken, usdCoinAbi } from './token.js';
 
 export interface ConnectDeps {
   config: Readonly<Config>;
@@ -59,12 +60,28 @@ export async function connectChain(deps: ConnectDeps): Promise<Chain | null> {
   const chainId = await resolveChainId(config, log);
   const client = createChainClient(config.chain.rpcUrl, chainId, config.chain.pollMs);
   const relayer = await resolveRelayer(deps, chainId);
-  for (const [symbol, address] of Object.entries(config.chain.assetAddresses)) await setAssetContractAddress(db, symbol, address);
+  for (const [symbol, address] of Object.entries(config.chain.assetAddresses)) await setAssetContractAddress(db, symbol, address, await readEip712Domain(client, address as Address));
   if (chainId === DEV_CHAIN_ID && config.chain.devBootstrap && !config.chain.assetAddresses.USDC) {
     await bootstrapDevChain({ ...deps, client, chainId, relayer }).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'development chain bootstrap failed; retry with agentctl chain bootstrap'));
   }
-  log.info({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
+  log.debug({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
   return createEvmChain({ config: config.chain, chainId, client, relayer, sealer: deps.sealer, clock: deps.clock, log });
+}
+
+/**
+ * The EIP-712 name and version a configured token signs under (`name()`, `version()`: FiatTokenV2 has both; Base
+ * Sepolia's USDC is named "USDC", not "USD Coin"). Undefined when the node cannot tell (the seeded values stay).
+ */
+async function readEip712Domain(client: PublicClient, token: Address): Promise<{ name: string; version: string } | undefined> {
+  try {
+    const [name, version] = await Promise.all([
+      client.readContract({ address: token, abi: usdCoinAbi, functionName: 'name' }),
+      client.readContract({ address: token, abi: usdCoinAbi, functionName: 'version' }),
+    ]);
+    return { name, version };
+  } catch {
+    return undefined;
+  }
 }
 
 export interface BootstrapResult {
@@ -98,7 +115,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       token = await deployToken(wallet, client);
       await upsertSetting(trx, chainId, 'usdc_token', token, deps.clock.now());
       deployed = true;
-      deps.log.info({ token }, 'development chain: token deployed');
+      deps.log.debug({ token }, 'development chain: token deployed');
     }
     const usdc = await findAsset(trx, 'USDC');
     if (usdc?.contract_address !== token) await setAssetContractAddress(trx, 'USDC', token);
@@ -129,3 +146,18 @@ export async function faucet(deps: { config: Readonly<Config>; client: PublicCli
 }
 
 export { resolveChainId, resolveRelayer };
+
+/**
+ * The embedded demo agent on the development chain: the same 1000 USDC and 1 ETH the ledger credits it
+ * (setupDemoAgent) are put on chain, so the README's payment settles.
+ */
+export async function fundDemoWalletOnDevChain(deps: { config: Readonly<Config>; db: Knex; chainId: number }, agentId: string): Promise<void> {
+  if (deps.chainId !== DEV_CHAIN_ID || !deps.config.chain.rpcUrl) return;
+  const wallet = await findWalletByAgent(deps.db, agentId);
+  const usdc = await findAsset(deps.db, 'USDC');
+  if (!wallet?.address || !usdc?.contract_address) return;
+  const client = createChainClient(deps.config.chain.rpcUrl, deps.chainId);
+  const target = { config: deps.config, client, chainId: deps.chainId, token: usdc.contract_address as Address };
+  await faucet(target, wallet.address as Address, 'USDC', parseUnits('1000', 6));
+  await faucet(target, wallet.address as Address, 'ETH', parseEther('1'));
+}

@@ -52,8 +52,9 @@ function devWalletClient(rpcUrl: string, key: Hex) {
   return createWalletClient({ account: privateKeyToAccount(key), chain: foundry, transport: http(rpcUrl) });
 }
 
-/** Starts Anvil on a free port (instant mining unless `blockTime` is given) and waits until it answers. */
-export async function startAnvil(opts: { blockTime?: number } = {}): Promise<AnvilNode> {
+/** Starts Anvil on a free port (chain id 31337 and instant mining unless told otherwise) and waits until it answers. */
+export async function startAnvil(opts: { blockTime?: number; chainId?: number } = {}): Promise<AnvilNode> {
+  const chainId = opts.chainId ?? 31337;
   const port = await freePort();
   const rpcUrl = `http://127.0.0.1:${port}`;
   const stateDir = mkdtempSync(path.join(tmpdir(), 'anvil-'));
@@ -68,7 +69,7 @@ export async function startAnvil(opts: { blockTime?: number } = {}): Promise<Anv
   };
 
   async function launch(loadState: boolean) {
-    const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', '31337', '--quiet', '--dump-state', stateFile];
+    const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--quiet', '--dump-state', stateFile];
     if (loadState) args.push('--load-state', stateFile);
     if (opts.blockTime) args.push('--block-time', String(opts.blockTime));
     const proc = spawn(anvilBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -79,7 +80,7 @@ export async function startAnvil(opts: { blockTime?: number } = {}): Promise<Anv
     for (;;) {
       if (proc.exitCode !== null) throw new Error(`anvil exited with ${proc.exitCode}: ${stderr}`);
       try {
-        if ((await rpc<string>('eth_chainId')) === '0x7a69') return;
+        if ((await rpc<string>('eth_chainId')) === `0x${chainId.toString(16)}`) return;
       } catch {
         // not listening yet
       }
