@@ -5,7 +5,8 @@ import { expect } from 'chai';
 import { encodeFunctionData, getAddress, parseEther } from 'viem';
 import type { Address, Hex } from '../../src/chain/port.js';
 import { mintToken, usdCoinAbi } from '../../src/chain/token.js';
-import type { DepositWatcher } from '../../src/services/deposit-watcher.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
+import { createDepositWatcher, type DepositWatcher } from '../../src/services/deposit-watcher.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { chainEnv, startChainServer, type ChainServer } from '../helpers/chain.js';
 import type { TestAgent } from '../helpers/server.js';
@@ -163,5 +164,26 @@ describe('chain deposits (Anvil)', function () {
     const canonical = await node.client.getBlock({ blockNumber: BigInt(after.block_number) });
     expect(after.block_hash).to.equal(canonical.hash);
     expect(after.block_number).to.be.at.least(before.block_number);
+  });
+
+  it('starts a new cursor at CHAIN_DEPOSIT_START_BLOCK (validated), before which nothing is scanned', async () => {
+    expect(loadConfig({ CHAIN_DEPOSIT_START_BLOCK: '12' }, () => {}).chain.depositStartBlock).to.equal(12);
+    expect(loadConfig({}, () => {}).chain.depositStartBlock).to.equal(null);
+    expect(() => loadConfig({ CHAIN_DEPOSIT_START_BLOCK: '-1' }, () => {})).to.throw(ConfigError, 'CHAIN_DEPOSIT_START_BLOCK');
+
+    const agent = await s.createAgent();
+    const early = await sendUsdc(node, s.token, 3, await depositAddress(agent), '3');
+    await node.mine(3);
+    const start = early.blockNumber + 1n;
+    await s.db('chain_cursors').where({ chain_id: 31337, name: 'deposits' }).delete();
+    const { ledger } = s.services;
+    const watcher = createDepositWatcher({ db: s.db, chain: s.built.chain!, ledger: ledger.ledger, operations: ledger.operations, clock: s.clock, log: s.built.log, confirmations: 3, startBlock: Number(start), isDeployed: async () => true });
+    await watcher.ensureCursor();
+    const created = (await cursor())!;
+    expect(created.block_number).to.equal(Number(start) - 1);
+    expect(created.block_hash).to.equal((await node.client.getBlock({ blockNumber: start - 1n })).hash);
+    await drain(watcher);
+    expect(await depositsOf(early.hash)).to.have.length(0);
+    expect(await balance(agent, 'USDC')).to.equal('0');
   });
 });
