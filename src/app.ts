@@ -34,8 +34,8 @@ import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
 import { connectChain, createChainClient } from './chain/connect.js';
-import type { Address, Chain } from './chain/port.js';
-import { createChainInbound, type ChainInbound } from './services/chain-inbound.js';
+import { ChainUnavailableError, type Address, type Chain } from './chain/port.js';
+import { createChainInbound, quietWhileDown, type ChainInbound } from './services/chain-inbound.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -106,7 +106,12 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       operations: services.ledger.operations,
       clock,
       log,
-      isDeployed: async (address: Address) => ((await codeReader.getCode({ address })) ?? '0x') !== '0x',
+      isDeployed: async (address: Address) => {
+        const code = await codeReader.getCode({ address }).catch((err: unknown) => {
+          throw new ChainUnavailableError(err);
+        });
+        return (code ?? '0x') !== '0x';
+      },
     });
     // The deposit cursor starts now (a node down at start: the watcher's first tick creates it).
     await inbound.deposits.ensureCursor().catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'deposit cursor not created at start'));
@@ -128,7 +133,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     }).loop,
     ...(inbound?.loops() ?? []),
     // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
-    ...(chain ? [createPollingLoop('x402-onchain', () => services.x402.trackOnChain(db), { idleMs: config.chain.pollMs, log })] : []),
+    ...(chain ? [createPollingLoop('x402-onchain', quietWhileDown('x402-onchain', () => services.x402.trackOnChain(db), log), { idleMs: config.chain.pollMs, log })] : []),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
