@@ -150,6 +150,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   const simulated = createSimulatedChain({ clock, settlementDelayMs: deps.settlementDelayMs });
   const chain = deps.chain ?? simulated;
   const retryMs = deps.chainRetryMs ?? 1000;
+  let lastPumpWarning = 0;
 
   /** The adapter that settles `op`: the configured chain when its money moves there, else the simulated one. */
   async function adapterFor(db: Db, op: Pick<OperationRow, 'type' | 'details' | 'asset_symbol'>): Promise<Chain> {
@@ -360,7 +361,14 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         claimed += due;
         if (due < batch) break;
       }
-      if (chain !== simulated) await chain.pump(db).catch((err: unknown) => deps.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'chain broadcast pass failed'));
+      if (chain !== simulated && !unreachable) {
+        await chain.pump(db).catch((err: unknown) => {
+          // At most one warning a minute while the node stays away (the loop retries every few hundred ms).
+          if (clock.now().getTime() - lastPumpWarning < 60_000) return;
+          lastPumpWarning = clock.now().getTime();
+          deps.log?.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'chain broadcast pass failed; retried');
+        });
+      }
       // Phase 2: due submitted -> executed | execution_failed, one operation per transaction and its settler in a
       // savepoint. One at a time so a transaction holds the balance rows of one transfer only: a batch locking the
       // rows of many transfers in claim order deadlocks with another worker (or a write) locking them in another.
