@@ -44,8 +44,6 @@ export interface ChainConfig {
   ethGasReserveWei: bigint;
   /** Seconds an EIP-3009 authorization stays valid. */
   authorizationTtlSeconds: number;
-  /** Seconds between periodic reconciliations by the worker (0 = off). */
-  reconcileIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -181,7 +179,6 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
       devBootstrap,
       ethGasReserveWei: /^[0-9]{1,30}$/.test(gasReserveRaw) ? BigInt(gasReserveRaw) : 0n,
       authorizationTtlSeconds: int('CHAIN_AUTHORIZATION_TTL_SECONDS', 3600, 60, 86_400 * 7),
-      reconcileIntervalMs: int('CHAIN_RECONCILE_INTERVAL_MS', 300_000, 0, 86_400_000),
     }),
   };
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');
