@@ -44,9 +44,9 @@ export interface ChainConfig {
   ethGasReserveWei: bigint;
   /** Seconds an EIP-3009 authorization stays valid. */
   authorizationTtlSeconds: number;
-  /** Seconds between periodic reconciliations by the worker (0 = off). */
+  /** Milliseconds between the worker's reconciliations of on-chain balances with the ledger (0 = off). */
   reconcileIntervalMs: number;
-  /** The first block the deposit watcher scans when it has no cursor yet; null = the newest confirmed block then. */
+  /** The first block the deposit watcher scans when it has no cursor yet; null = block 0 on chain 31337, else the newest confirmed block then. */
   depositStartBlock: number | null;
 }
 

@@ -5,7 +5,7 @@ import { createPublicClient, createWalletClient, defineChain, http, parseEther, 
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Config } from '../config.js';
 import type { Knex } from '../db/knex.js';
-import { findSetting, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
+import { deleteNonces, findSetting, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findAsset } from '../db/repositories/ledger.repository.js';
 import type { Clock } from '../lib/clock.js';
@@ -112,6 +112,8 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
     const hasCode = token ? ((await client.getCode({ address: token })) ?? '0x') !== '0x' : false;
     let deployed = false;
     if (!token || !hasCode) {
+      // A recorded token without code means a fresh node: its account nonces start again from the node's counts.
+      if (token) await deleteNonces(trx, chainId);
       token = await deployToken(wallet, client);
       await upsertSetting(trx, chainId, 'usdc_token', token, deps.clock.now());
       deployed = true;

@@ -150,6 +150,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   const simulated = createSimulatedChain({ clock, settlementDelayMs: deps.settlementDelayMs });
   const chain = deps.chain ?? simulated;
   const retryMs = deps.chainRetryMs ?? 1000;
+  let lastPumpWarning = 0;
 
   /** The adapter that settles `op`: the configured chain when its money moves there, else the simulated one. */
   async function adapterFor(db: Db, op: Pick<OperationRow, 'type' | 'details' | 'asset_symbol'>): Promise<Chain> {
@@ -325,31 +326,49 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       let moved = 0;
       // Phase 1: accepted -> submitted. The simulated chain makes up a hash and settles SETTLEMENT_DELAY_MS later;
       // the evm chain signs and records the transfer here (broadcast after commit, by the chain's pump). A chain
-      // that cannot be reached leaves the operation accepted (its holds stay) for a later pass.
-      moved += await db.transaction(async (trx) => {
-        const now = clock.now();
-        const due = await repo.claimDueOperations(trx, 'accepted', types, now, limit);
-        let n = 0;
-        for (const [i, op] of due.entries()) {
-          const adapter = await adapterFor(trx, op);
-          let result;
-          try {
-            result = await trx.transaction((sp) => adapter.submit(sp, op));
-          } catch (err) {
-            if (!(err instanceof ChainUnavailableError)) deps.log?.error({ err, operation_id: op.id }, 'chain submission failed; retried later');
-            else if (i === 0) deps.log?.warn({ err: err.message }, 'chain unreachable; accepted operations wait');
-            const later = { status: 'accepted' as const, settle_after: new Date(now.getTime() + retryMs), updated_at: now };
-            for (const rest of err instanceof ChainUnavailableError ? due.slice(i) : [op]) await repo.transitionOperation(trx, rest.id, 'accepted', later);
-            if (err instanceof ChainUnavailableError) break;
-            continue;
+      // that cannot be reached leaves the operation accepted (its holds stay) for a later pass. With a real chain,
+      // one operation per transaction: a nonce row stays locked until commit, and a batch taking the relayer's and
+      // a wallet's rows in claim order could deadlock with another worker taking them in the other order.
+      const batch = chain === simulated ? limit : 1;
+      let claimed = 0;
+      let unreachable = false;
+      while (claimed < limit && !unreachable) {
+        const { due, submitted } = await db.transaction(async (trx) => {
+          const now = clock.now();
+          const rows = await repo.claimDueOperations(trx, 'accepted', types, now, batch);
+          let n = 0;
+          for (const [i, op] of rows.entries()) {
+            const adapter = await adapterFor(trx, op);
+            let result;
+            try {
+              result = await trx.transaction((sp) => adapter.submit(sp, op));
+            } catch (err) {
+              if (!(err instanceof ChainUnavailableError)) deps.log?.error({ err, operation_id: op.id }, 'chain submission failed; retried later');
+              else deps.log?.warn({ err: err.message }, 'chain unreachable; accepted operations wait');
+              const later = { status: 'accepted' as const, settle_after: new Date(now.getTime() + retryMs), updated_at: now };
+              for (const rest of err instanceof ChainUnavailableError ? rows.slice(i) : [op]) await repo.transitionOperation(trx, rest.id, 'accepted', later);
+              if (!(err instanceof ChainUnavailableError)) continue;
+              unreachable = true;
+              break;
+            }
+            if (!result.ok) await service.finish(trx, op.id, 'accepted', result);
+            else await repo.transitionOperation(trx, op.id, 'accepted', { status: 'submitted', submitted_at: now, settle_after: result.recheckAt, tx_hash: result.txHash, updated_at: now });
+            n += 1;
           }
-          if (!result.ok) await service.finish(trx, op.id, 'accepted', result);
-          else await repo.transitionOperation(trx, op.id, 'accepted', { status: 'submitted', submitted_at: now, settle_after: result.recheckAt, tx_hash: result.txHash, updated_at: now });
-          n += 1;
-        }
-        return n;
-      });
-      if (chain !== simulated) await chain.pump(db).catch((err: unknown) => deps.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'chain broadcast pass failed'));
+          return { due: rows.length, submitted: n };
+        });
+        moved += submitted;
+        claimed += due;
+        if (due < batch) break;
+      }
+      if (chain !== simulated && !unreachable) {
+        await chain.pump(db).catch((err: unknown) => {
+          // At most one warning a minute while the node stays away (the loop retries every few hundred ms).
+          if (clock.now().getTime() - lastPumpWarning < 60_000) return;
+          lastPumpWarning = clock.now().getTime();
+          deps.log?.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'chain broadcast pass failed; retried');
+        });
+      }
       // Phase 2: due submitted -> executed | execution_failed, one operation per transaction and its settler in a
       // savepoint. One at a time so a transaction holds the balance rows of one transfer only: a batch locking the
       // rows of many transfers in claim order deadlocks with another worker (or a write) locking them in another.

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { parseEther, parseUnits } from 'viem';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { randomAddress, startChainServer, startWorkerProcess, type WorkerProcess } from '../helpers/chain.js';
+import { waitUntil } from '../webhooks/helpers/context.js';
 
 describe('chain settlement: crash safety', function () {
   this.timeout(180_000);
@@ -24,16 +25,6 @@ describe('chain settlement: crash safety', function () {
     await node?.stop();
   });
 
-  async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 30_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-
   it('pays exactly once across 10 SIGKILLs between broadcast and receipt, every operation terminal', async () => {
     const agent = await s.agent({ USDC: '100', ETH: '1' });
     const to = randomAddress();
@@ -50,12 +41,12 @@ describe('chain settlement: crash safety', function () {
 
       worker = startWorkerProcess(node, s.databaseUrl);
       // Broadcast: the transaction is in the node's pool, not mined (automine is off).
-      const hash = await waitFor('the broadcast', async () => {
+      const hash = await waitUntil('the broadcast', async () => {
         const row = await s.db('chain_transactions').where({ operation_id: res.body.operation_id }).first();
         if (!row) return null;
         const tx = await node.client.getTransaction({ hash: row.tx_hash }).catch(() => null);
         return tx ? (row.tx_hash as `0x${string}`) : null;
-      });
+      }, 30_000);
       await worker.stop('SIGKILL');
       worker = null;
       await node.mine(1);

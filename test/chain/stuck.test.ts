@@ -99,4 +99,38 @@ describe('chain settlement: stuck transactions', function () {
       expect(events).to.include('payment.execution_failed');
     });
   });
+
+  describe('confirmations', () => {
+    let s: Awaited<ReturnType<typeof startChainServer>>;
+    before(async () => {
+      s = await startChainServer(node, { env: { CHAIN_CONFIRMATIONS: '3' } });
+    });
+    after(async () => {
+      await s?.close();
+      await s?.dropDatabase();
+    });
+
+    it('stays submitted once mined until CHAIN_CONFIRMATIONS blocks hold the transaction, then executes', async () => {
+      const agent = await s.agent({ USDC: '10' });
+      const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: randomUUID(), body: { to: randomAddress(), asset: 'USDC', amount: '1' } });
+      const id = res.body.operation_id as string;
+      // Each pass is past the re-check delay (CHAIN_POLL_MS=50), so every one looks at the receipt.
+      for (let i = 0; i < 5; i++) {
+        await tick(s);
+        await sleep(60);
+      }
+      const op = await s.db('operations').where({ id }).first();
+      expect(op.status).to.equal('submitted');
+      expect((await node.client.getTransactionReceipt({ hash: op.tx_hash })).status).to.equal('success');
+      await node.mine(1); // two confirmations
+      for (let i = 0; i < 3; i++) {
+        await sleep(60);
+        await tick(s);
+      }
+      expect((await s.db('operations').where({ id }).first()).status).to.equal('submitted');
+      await node.mine(1); // three
+      const [done] = await s.settle([id]);
+      expect(done!.status).to.equal('executed');
+    });
+  });
 });

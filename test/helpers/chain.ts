@@ -58,8 +58,8 @@ export interface ChainServer extends TestServer {
   usdcBalance(address: Address): Promise<bigint>;
 }
 
-export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean } = {}): Promise<ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> }> {
-  const database = await createIsolatedDatabase();
+export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean; database?: { url: string; drop(): Promise<void> } } = {}): Promise<ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> }> {
+  const database = opts.database ?? (await createIsolatedDatabase());
   const server = await startTestServer({ env: chainEnv(node, database.url, opts.env), worker: opts.worker });
   const usdc = await server.db('assets').where({ symbol: 'USDC' }).first();
   const token = getAddress(usdc.contract_address) as Address;

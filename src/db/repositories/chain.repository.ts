@@ -140,3 +140,8 @@ export async function withChainLock<T>(db: Knex, fn: (trx: Knex.Transaction) => 
     return fn(trx);
   });
 }
+
+/** Forgets the nonces of a chain whose state was lost (a fresh development node): the next take reads the node's count. */
+export async function deleteNonces(db: Db, chainId: number): Promise<number> {
+  return db('chain_nonces').where({ chain_id: chainId }).delete();
+}
