@@ -4,7 +4,8 @@
 // the deposits (unique on chain, tx hash, log index: -1 for ETH), their journal entries and activity rows, and the
 // cursor moved to the block's number and hash. The next block must name that hash as its parent; when it does
 // not, the chain reorganised deeper than the confirmations and the cursor walks back. A block orphaned before its
-// confirmations is never applied, so its deposits are never credited. No public event (deposit.received is
+// confirmations is never applied, so its deposits are never credited. The cursor's own block is checked first on
+// every tick, and the hashes of the last blocks applied are kept to find the fork point. No public event (deposit.received is
 // reserved in v1).
 import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
@@ -25,6 +26,8 @@ export const DEPOSIT_CURSOR = 'deposits';
 export const NATIVE_LOG_INDEX = -1;
 /** Blocks applied per tick at most (the loop runs again at once while it has work). */
 const BLOCKS_PER_TICK = 50;
+/** How many applied block hashes are kept to find where a reorganised chain forks from ours. */
+const REMEMBERED_BLOCKS = 256;
 /** How long an asset whose contract has no code on this chain is skipped before it is looked at again. */
 const NOT_DEPLOYED_TTL_MS = 60_000;
 
@@ -89,7 +92,9 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
     const start = deps.startBlock !== null ? BigInt(deps.startBlock) : chain.chainId === DEV_CHAIN_ID ? 0n : head.number - depth + 1n;
     const before = start - 1n;
     const block = before >= 0n ? await chain.block(before) : null;
-    return repo.insertCursorOnce(db, chain.chainId, DEPOSIT_CURSOR, before, block?.hash ?? null, clock.now());
+    const created = await repo.insertCursorOnce(db, chain.chainId, DEPOSIT_CURSOR, before, block?.hash ?? null, clock.now());
+    if (block) await repo.rememberBlock(db, chain.chainId, DEPOSIT_CURSOR, block.number, block.hash, REMEMBERED_BLOCKS);
+    return created;
   }
 
   /** The deposits of one block into our wallets, minus our own outgoing transactions. */
@@ -149,25 +154,35 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
         log.info({ wallet_id: wallet.id, asset: c.asset.symbol, amount: c.value.toString(), tx_hash: c.txHash, log_index: c.logIndex }, 'deposit credited');
       }
       await repo.moveCursor(trx, chain.chainId, DEPOSIT_CURSOR, block.number, block.hash, now);
+      await repo.rememberBlock(trx, chain.chainId, DEPOSIT_CURSOR, block.number, block.hash, REMEMBERED_BLOCKS);
       return true;
     });
   }
 
   /**
-   * The block after the cursor does not descend from it: a reorganisation deeper than the confirmations. Walks the
-   * cursor back `depth` blocks (re-scanning is safe: credits are unique per tx hash and log index) and reports the
-   * deposits credited from the blocks given up, which the ledger cannot take back on its own.
+   * The cursor's block is no longer on the chain (a reorganisation deeper than the confirmations, or a node reset):
+   * walks back to the newest remembered block the chain still has, or to genesis (-1) when none is left. Re-scanning
+   * is safe (credits are unique per tx hash and log index); deposits credited from the blocks given up are reported,
+   * since the ledger cannot take them back on its own.
    */
-  async function rewind(cursor: repo.CursorRow, head: bigint): Promise<void> {
-    const below = BigInt(cursor.block_number) - depth;
-    const target = below < head - depth ? below : head - depth;
-    const block = target >= 0n ? await chain.block(target) : null;
+  async function rewind(cursor: repo.CursorRow): Promise<void> {
+    let target = -1n;
+    let hash: string | null = null;
+    for (const remembered of await repo.listRememberedBlocks(db, chain.chainId, DEPOSIT_CURSOR, BigInt(cursor.block_number))) {
+      const block = await chain.block(BigInt(remembered.block_number));
+      if (block?.hash === remembered.block_hash) {
+        target = BigInt(remembered.block_number);
+        hash = block.hash;
+        break;
+      }
+    }
     await withTransaction(db, async (trx) => {
       const locked = await repo.lockCursor(trx, chain.chainId, DEPOSIT_CURSOR);
       if (!locked || locked.block_number !== cursor.block_number || locked.block_hash !== cursor.block_hash) return;
       const exposed = await repo.listDepositsAfter(trx, chain.chainId, target);
       log.error({ chain_id: chain.chainId, from_block: cursor.block_number, to_block: target.toString(), credited_after: exposed.map((d) => ({ tx_hash: d.tx_hash, log_index: d.log_index, block_hash: d.block_hash })) }, 'chain reorganised below the confirmation depth; deposit cursor rewound');
-      await repo.moveCursor(trx, chain.chainId, DEPOSIT_CURSOR, target < -1n ? -1n : target, block?.hash ?? null, clock.now());
+      await repo.forgetBlocksAbove(trx, chain.chainId, DEPOSIT_CURSOR, target);
+      await repo.moveCursor(trx, chain.chainId, DEPOSIT_CURSOR, target, hash, clock.now());
     });
   }
 
@@ -181,10 +196,13 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
       const head = await chain.head();
       if (!head) return 0;
       const tip = head.number - depth + 1n;
-      // A chain shorter than the cursor (a node reset to an earlier state): nothing we applied past its head exists.
-      if (BigInt(cursor.block_number) > head.number) {
-        await rewind(cursor, head.number);
-        return 1;
+      // The cursor's own block must still be on the chain (a node reset or a deep reorganisation replaces it).
+      if (cursor.block_number >= 0) {
+        const current = BigInt(cursor.block_number) > head.number ? null : await chain.block(BigInt(cursor.block_number));
+        if (current?.hash !== cursor.block_hash) {
+          await rewind(cursor);
+          return 1;
+        }
       }
       let done = 0;
       while (done < BLOCKS_PER_TICK && BigInt(cursor.block_number) < tip) {
@@ -192,7 +210,7 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
         const block = await chain.block(number);
         if (!block) break;
         if (cursor.block_hash !== null && block.parentHash !== cursor.block_hash) {
-          await rewind(cursor, head.number);
+          await rewind(cursor);
           return done + 1;
         }
         const assets = await chainAssets();

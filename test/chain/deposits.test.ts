@@ -157,8 +157,10 @@ describe('chain deposits (Anvil)', function () {
     await node.mine(1);
     const did = await watcher.tick();
     expect(did).to.be.greaterThan(0);
+    // Back to the fork point: the newest applied block the chain still has.
     const rewound = (await cursor())!;
-    expect(rewound.block_number).to.equal(before.block_number - 3);
+    expect(rewound.block_number).to.equal(before.block_number - 1);
+    expect(rewound.block_hash).to.equal((await node.client.getBlock({ blockNumber: BigInt(rewound.block_number) })).hash);
     await drain(watcher);
     const after = (await cursor())!;
     const canonical = await node.client.getBlock({ blockNumber: BigInt(after.block_number) });

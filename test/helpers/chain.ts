@@ -80,6 +80,8 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
         const hash = await faucet.sendTransaction({ to: address, value: parseUnits(fund.ETH, 18) });
         await node.client.waitForTransactionReceipt({ hash });
       }
+      // Confirmations for the funding blocks (the watcher credits a block once it has CHAIN_CONFIRMATIONS).
+      if ((fund.USDC || fund.ETH) && server.config.chain.confirmations > 1) await node.mine(server.config.chain.confirmations - 1);
       const expected: Array<[string, bigint]> = [];
       if (fund.USDC) expected.push(['USDC', parseUnits(fund.USDC, 6)]);
       if (fund.ETH) expected.push(['ETH', parseUnits(fund.ETH, 18)]);

@@ -17,6 +17,16 @@ export async function up(knex: Knex): Promise<void> {
     t.primary(['chain_id', 'name']);
   });
 
+  // The hashes of the last blocks the watcher applied (a window of 256): after a reorganisation the cursor walks back
+  // to the newest of them the chain still has.
+  await knex.schema.createTable('chain_cursor_blocks', (t) => {
+    t.integer('chain_id').notNullable();
+    t.text('name').notNullable();
+    t.bigInteger('block_number').notNullable();
+    t.text('block_hash').notNullable();
+    t.primary(['chain_id', 'name', 'block_number']);
+  });
+
   // One row per credited deposit. `log_index` is the token Transfer log's index, or -1 for a plain ETH transfer
   // (a transaction carries at most one native value transfer), so (chain_id, tx_hash, log_index) names one credit.
   await knex.schema.createTable('chain_deposits', (t) => {
@@ -47,5 +57,5 @@ export async function down(knex: Knex): Promise<void> {
   await knex.schema.alterTable('activity', (t) => {
     t.dropColumn('tx_hash');
   });
-  for (const table of ['chain_deposits', 'chain_cursors']) await knex.schema.dropTableIfExists(table);
+  for (const table of ['chain_deposits', 'chain_cursor_blocks', 'chain_cursors']) await knex.schema.dropTableIfExists(table);
 }

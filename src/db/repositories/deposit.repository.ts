@@ -56,6 +56,22 @@ export async function moveCursor(db: Db, chainId: number, name: string, blockNum
   await db('chain_cursors').where({ chain_id: chainId, name }).update({ block_number: blockNumber.toString(), block_hash: blockHash, updated_at: at });
 }
 
+/** Remembers an applied block's hash and forgets those more than `window` blocks older. */
+export async function rememberBlock(db: Db, chainId: number, name: string, blockNumber: bigint, blockHash: string, window: number): Promise<void> {
+  await db('chain_cursor_blocks').insert({ chain_id: chainId, name, block_number: blockNumber.toString(), block_hash: blockHash }).onConflict(['chain_id', 'name', 'block_number']).merge();
+  await db('chain_cursor_blocks').where({ chain_id: chainId, name }).where('block_number', '<', (blockNumber - BigInt(window)).toString()).delete();
+}
+
+/** The remembered blocks at or below `blockNumber`, newest first. */
+export async function listRememberedBlocks(db: Db, chainId: number, name: string, blockNumber: bigint): Promise<{ block_number: number; block_hash: string }[]> {
+  return db('chain_cursor_blocks').where({ chain_id: chainId, name }).where('block_number', '<=', blockNumber.toString()).orderBy('block_number', 'desc').select('block_number', 'block_hash');
+}
+
+/** Forgets remembered blocks above `blockNumber` (given up by a rewind). */
+export async function forgetBlocksAbove(db: Db, chainId: number, name: string, blockNumber: bigint): Promise<void> {
+  await db('chain_cursor_blocks').where({ chain_id: chainId, name }).where('block_number', '>', blockNumber.toString()).delete();
+}
+
 /** Records a deposit unless (chain_id, tx_hash, log_index) is already recorded; true when this call inserted it. */
 export async function insertDepositOnce(db: Db, row: NewDepositRow): Promise<boolean> {
   const inserted = await db('chain_deposits')
