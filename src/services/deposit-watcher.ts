@@ -97,7 +97,10 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
     return created;
   }
 
-  /** The deposits of one block into our wallets, minus our own outgoing transactions. */
+  /**
+   * The deposits of one block into our wallets. Transfers between two of our wallets count too: an on-chain payment
+   * captures the payer's hold to `external:onchain` and leaves crediting the recipient to the chain (this watcher).
+   */
   async function creditsOf(block: BlockRef, logs: TransferLog[], natives: NativeTransfer[], assets: Awaited<ReturnType<typeof chainAssets>>): Promise<{ credits: Credit[]; wallets: Map<string, { id: string; agent_id: string }> }> {
     const candidates: Credit[] = [];
     for (const l of logs) {
@@ -107,9 +110,8 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
     if (assets.native) for (const t of natives) candidates.push({ txHash: t.txHash, logIndex: NATIVE_LOG_INDEX, asset: assets.native, from: t.from, to: t.to, value: t.value });
     const wallets = await repo.findWalletsByAddresses(db, candidates.map((c) => c.to));
     const ours = candidates.filter((c) => wallets.has(c.to.toLowerCase()));
-    const own = await repo.ownTransactionHashes(db, chain.chainId, ours.map((c) => c.txHash));
     if (ours.length > 0) log.debug({ block: block.number.toString(), deposits: ours.length }, 'deposits seen');
-    return { credits: ours.filter((c) => !own.has(c.txHash.toLowerCase())), wallets };
+    return { credits: ours, wallets };
   }
 
   /** Applies one block if the cursor is still where this worker read it; false when another worker moved it. */

@@ -63,6 +63,15 @@ describe('chain reconcile (Anvil)', function () {
     expect(paid.status).to.equal(200);
     const [op] = await s.settle([paid.body.operation_id]);
     expect(op!.status).to.equal('executed');
+    // A payment to another wallet of the service: the payer's hold leaves to the chain, the chain credits the payee.
+    const toB = await s.request('POST', '/v1/agent/payments', { agent: a, idempotencyKey: randomUUID(), body: { to: b.address, asset: 'USDC', amount: '2' } });
+    expect(toB.status).to.equal(200);
+    const [opB] = await s.settle([toB.body.operation_id]);
+    expect(opB!.status).to.equal('executed');
+    await waitFor(async () => (await s.services.ledger.ledger.balance(s.db, b.walletId, 'USDC')).available === 7_000_000n || (await s.services.inbound!.deposits.tick(), false), 20_000, 'the payee credited');
+    await s.services.inbound!.deposits.tick();
+    expect((await s.services.ledger.ledger.balance(s.db, b.walletId, 'USDC')).available).to.equal(7_000_000n);
+    expect(await s.db('chain_deposits').whereRaw('lower(tx_hash) = lower(?)', [opB!.tx_hash])).to.have.length(1);
 
     const clean = await agentctl(['chain', 'reconcile']);
     expect(clean.code, clean.stderr).to.equal(0);
@@ -70,7 +79,7 @@ describe('chain reconcile (Anvil)', function () {
     expect(clean.out.assets).to.include.members(['ETH', 'USDC']);
     expect(clean.out.drift).to.deep.equal([]);
 
-    // The agent's key moves 7 USDC on chain without the API: the ledger still says 107.5.
+    // The agent's key moves 7 USDC on chain without the API: the ledger still says 105.5.
     const wallet = await s.db('wallets').where({ id: a.walletId }).first();
     const account = openWalletAccount(createSealer(s.config.masterKey), wallet.sealed_private_key);
     const direct = createWalletClient({ account, chain: foundry, transport: http(node.rpcUrl) });
@@ -83,7 +92,7 @@ describe('chain reconcile (Anvil)', function () {
     expect(drifted.out.wallets_checked).to.equal(1);
     expect(drifted.out.drift_count).to.equal(2);
     const usdc = drifted.out.drift.find((d) => d.asset === 'USDC')!;
-    expect(usdc).to.include({ agent_id: a.agentId, wallet_id: a.walletId, onchain: '100.5', ledger: '107.5', expected_onchain: '107.5', difference: '-7', difference_units: '-7000000' });
+    expect(usdc).to.include({ agent_id: a.agentId, wallet_id: a.walletId, onchain: '98.5', ledger: '105.5', expected_onchain: '105.5', difference: '-7', difference_units: '-7000000' });
     const eth = drifted.out.drift.find((d) => d.asset === 'ETH')!;
     expect(eth.difference_units).to.equal((-gas).toString());
     expect(eth.ledger).to.equal('1');

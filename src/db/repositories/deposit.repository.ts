@@ -100,13 +100,6 @@ export async function findWalletsByAddresses(db: Db, addresses: string[]): Promi
   return new Map(rows.map((r) => [r.address.toLowerCase(), { id: r.id, agent_id: r.agent_id }]));
 }
 
-/** Which of `hashes` are transactions this service signed (its own outgoing transfers, booked by their operations). */
-export async function ownTransactionHashes(db: Db, chainId: number, hashes: string[]): Promise<Set<string>> {
-  if (hashes.length === 0) return new Set();
-  const rows = (await db('chain_transactions').where({ chain_id: chainId }).whereRaw('lower(tx_hash) = ANY(?)', [hashes.map((h) => h.toLowerCase())]).select('tx_hash')) as { tx_hash: string }[];
-  return new Set(rows.map((r) => r.tx_hash.toLowerCase()));
-}
-
 export interface ReconcileWalletRow {
   wallet_id: string;
   agent_id: string;
