@@ -1,5 +1,5 @@
 # Every target goes through npm so it runs on the pinned Node 24 (node_modules/.bin first on PATH).
-.PHONY: install gen lint typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks
+.PHONY: install gen contracts chain lint typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain
 
 install:
 	npm ci
@@ -27,9 +27,18 @@ build:
 soak:
 	npm run --silent soak
 
-# Fails when `make gen` changes a tracked file (generated/ must be committed as generated).
-drift: gen
+# Compiles contracts/*.sol with the npm solc package into contracts/artifacts/ (committed).
+contracts:
+	npm run --silent contracts
+
+# A local development chain (Anvil) on 127.0.0.1:8545, chain id 31337.
+chain:
+	npm run chain
+
+# Fails when `make gen` or `make contracts` changes a tracked file (their output must be committed as generated).
+drift: gen contracts
 	@git diff --exit-code --stat -- generated/ || (echo "generated/ drifted from openapi/: run 'make gen' and commit" && exit 1)
+	@git diff --exit-code --stat -- contracts/artifacts/ || (echo "contracts/artifacts/ drifted from contracts/: run 'make contracts' and commit" && exit 1)
 
 test:
 	npm test
@@ -53,3 +62,6 @@ bench-payments:
 
 bench-webhooks:
 	npm run --silent bench:webhooks
+
+bench-chain:
+	npm run --silent bench:chain

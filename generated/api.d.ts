@@ -3087,10 +3087,10 @@ export interface components {
          * @example 0x1111111111111111111111111111111111111111
          */
         EvmAddress: string;
-        /** @description Onchain details (`include=onchain`). */
+        /** @description Onchain details (`include=onchain`). On a real chain (`CHAIN_RPC_URL`), the transaction that moved the money; fields are null before submission and the receipt fields until it is mined with its confirmations. On the simulated chain, the hash and block are derived and the receipt fields are null. */
         OnchainDetails: {
             /**
-             * @description EIP-155 chain id (8453 for Base).
+             * @description EIP-155 chain id (8453 for Base, 31337 for the development chain).
              * @example 8453
              */
             chain_id: number;
@@ -3099,6 +3099,20 @@ export interface components {
             tx_hash: string | null;
             to_address: components["schemas"]["NullableEvmAddress"];
             block_number: number | null;
+            /** @description Hash of the block that holds the transaction, once confirmed. */
+            block_hash: string | null;
+            /** @description Sender of the transaction (the wallet for ETH; the relayer for an EIP-3009 token transfer). */
+            from: components["schemas"]["NullableEvmAddress"];
+            /** @description Recipient of the transaction (the token contract for a token transfer). */
+            to: components["schemas"]["NullableEvmAddress"];
+            /** @description The token contract, null for ETH. */
+            token_address: components["schemas"]["NullableEvmAddress"];
+            /** @description Index of the token `Transfer` log in its block, null for ETH. */
+            log_index: number | null;
+            /** @description Gas used by the transaction (decimal string). */
+            gas_used: string | null;
+            /** @description Effective gas price in wei (decimal string). */
+            effective_gas_price: string | null;
         };
         Operation: {
             id: components["schemas"]["Uuid"];

@@ -43,8 +43,8 @@ async function main(): Promise<number> {
   const { name, args } = parse(argv);
   const config = loadConfig(process.env, () => {});
   const command = commands.find((c) => c.name === name)!;
-  const server = await connectToServer(config);
-  if (server) {
+  const server = command.http ? await connectToServer(config) : null;
+  if (server && command.http) {
     const call = await command.http(args);
     process.stdout.write(`${JSON.stringify(await server.call(call))}\n`);
     return 0;

@@ -43,6 +43,9 @@ import { createMetrics, type Metrics } from './observability/metrics.js';
 import { createTracing, SpanKind, type Tracing } from './observability/tracing.js';
 import { createUpstreamFetcher, type UpstreamFetcher } from './x402/upstream.js';
 import { createFailureWarnings, createWarningMailer } from './webhooks/failure-warnings.js';
+import { connectChain, createChainClient } from './chain/connect.js';
+import { ChainUnavailableError, type Address, type Chain } from './chain/port.js';
+import { createChainInbound, quietWhileDown, type ChainInbound } from './services/chain-inbound.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -65,6 +68,8 @@ export interface BuiltApp {
   tracing: Tracing;
   /** Turns /readyz to 503 (draining) while in-flight requests finish. */
   startDraining(): void;
+  /** The evm chain when CHAIN_RPC_URL is set, else null (the simulated chain). */
+  chain: Chain | null;
   close(): Promise<void>;
 }
 
@@ -106,11 +111,36 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const sealer = createSealer(config.masterKey, config.masterKeyPrevious);
   const idempotency = createIdempotency({ db, clock, sealer, metrics });
   const onAgentCreated: AgentCreatedHook[] = [];
-  const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer, tracing });
+  // Before the services: the dev bootstrap records the token's address, which the ledger caches on first read.
+  const chain = await connectChain({ config, db, sealer, clock, log });
+  const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer, tracing, chain });
+  // evm mode: deposits, reconciliation and x402 settlement tracking read the chain through the port.
+  let inbound: ChainInbound | null = null;
+  if (chain) {
+    const codeReader = createChainClient(config.chain.rpcUrl!, chain.chainId, config.chain.pollMs);
+    inbound = createChainInbound({
+      db,
+      chain,
+      config: config.chain,
+      ledger: services.ledger.ledger,
+      operations: services.ledger.operations,
+      clock,
+      log,
+      isDeployed: async (address: Address) => {
+        const code = await codeReader.getCode({ address }).catch((err: unknown) => {
+          throw new ChainUnavailableError(err);
+        });
+        return (code ?? '0x') !== '0x';
+      },
+    });
+    // The deposit cursor starts now (a node down at start: the watcher's first tick creates it).
+    await inbound.deposits.ensureCursor().catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'deposit cursor not created at start'));
+  }
+  services.inbound = inbound;
   const loops: WorkerLoop[] = [
     createPollingLoop('idempotency-cleanup', async () => (await idempotency.sealLegacyRecords()) + (await idempotency.deleteExpired()), { idleMs: 60_000, log }),
     createOAuthCleanupLoop({ db, clock, log, sealer }),
-    createSettlementLoop({ db, ledger: services.ledger, log }),
+    createSettlementLoop({ db, ledger: services.ledger, log, idleMs: chain ? Math.min(100, config.chain.pollMs) : undefined }),
     createDeliveryWorker({
       db,
       clock,
@@ -125,6 +155,9 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       connectTimeoutMs: config.db.connectTimeoutMs,
     }).loop,
     createFailureWarnings({ db, clock, log, mailer: createWarningMailer({ smtpUrl: config.smtpUrl, log }), owner: services.owner, baseUrl: config.baseUrl }).loop(),
+    ...(inbound?.loops() ?? []),
+    // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
+    ...(chain ? [createPollingLoop('x402-onchain', quietWhileDown('x402-onchain', () => services.x402.trackOnChain(db), log), { idleMs: config.chain.pollMs, log })] : []),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
@@ -137,7 +170,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     await db.destroy();
     await tracing.shutdown();
   };
-  return { config, log, clock, db, redis, metrics, tracing, rateLimits, document, idempotency, services, loops, onAgentCreated, getBearer: () => bearer, setBearer, close };
+  return { config, log, clock, db, redis, metrics, tracing, rateLimits, document, idempotency, services, loops, onAgentCreated, chain, getBearer: () => bearer, setBearer, close };
 }
 
 function buildServices(deps: {
@@ -150,21 +183,23 @@ function buildServices(deps: {
   onAgentCreated: AgentCreatedHook[];
   sealer: Sealer;
   tracing: Tracing;
+  chain: Chain | null;
 }): Services {
   const { clock, document, rateLimits, onAgentCreated, sealer } = deps;
   // The ledger registers its wallet-key hook on onAgentCreated; DeFi registers its settlers on the ledger.
-  const ledger = createLedgerArea({ config: deps.config, clock, log: deps.log, onAgentCreated });
+  const ledger = createLedgerArea({ config: deps.config, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined });
   return {
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
     defi: createDefiArea({ clock, ledger }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
-    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config) }),
+    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config), chain: deps.chain }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
     owner: createOwnerService({ clock, account: ledger.account }),
     events: createEventService(),
+    inbound: null,
   };
 }
 
@@ -224,7 +259,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.use(createAccessLog(log));
   if (core.metrics.registry) app.use(createRequestMetricsMiddleware(core.metrics));
   if (core.tracing.enabled) app.use(createRequestTracingMiddleware(core.tracing));
-  const health = createHealthHandlers({ checks: readinessChecks(core) });
+  const health = createHealthHandlers({ checks: readinessChecks(core), chainHealth: core.chain ? () => core.chain!.health() : null });
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services });
@@ -253,5 +288,5 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   });
 
-  return { app, config, db, services, router, clock, log, loops: core.loops, metrics: core.metrics, tracing: core.tracing, startDraining: health.startDraining, close: core.close };
+  return { app, config, db, services, router, clock, log, loops: core.loops, metrics: core.metrics, tracing: core.tracing, startDraining: health.startDraining, chain: core.chain, close: core.close };
 }

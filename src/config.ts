@@ -39,8 +39,9 @@ export interface Config {
   db: DbTimeouts;
   /** The operator's token for /v1/admin (and any owner on /v1/owner); see src/auth/admin-token.ts. */
   adminToken: string | null;
-  /** Where agentctl looks for the running server (AGENT_API_BASE_URL, default http://127.0.0.1:$PORT). */
+  /** Where agentctl looks for the running server (AGENT_API_BASE_URL, default the printed listening address). */
   agentApiBaseUrl: string;
+  chain: ChainConfig;
 }
 
 export interface DbTimeouts {
@@ -52,6 +53,32 @@ export interface DbTimeouts {
   statementTimeoutMs: number;
   /** Client-side wait for a query's answer (a silent network); the connection is discarded after it. 0 = none. */
   queryTimeoutMs: number;
+}
+
+/** Chain-backed settlement (issue 11). `rpcUrl` null = the simulated chain. */
+export interface ChainConfig {
+  rpcUrl: string | null;
+  /** Expected chain id; null = read from the node at start. */
+  chainId: number | null;
+  confirmations: number;
+  submitTimeoutMs: number;
+  /** A broadcast transaction not mined after this long is re-signed with bumped fees. */
+  rebroadcastMs: number;
+  pollMs: number;
+  /** Hex private key of the relayer that submits EIP-3009 transfers and pays their gas; null = generated (dev chain). */
+  relayerKey: string | null;
+  /** Token addresses on a real chain, by asset symbol (CHAIN_ASSET_ADDRESSES=USDC=0x...,EURC=0x...). */
+  assetAddresses: Record<string, string>;
+  /** Deploy the token and fund the relayer on chain id 31337 when no USDC address is configured. */
+  devBootstrap: boolean;
+  /** Wei held beside an ETH transfer for its gas; the transaction's max fee is capped to fit. */
+  ethGasReserveWei: bigint;
+  /** Seconds an EIP-3009 authorization stays valid. */
+  authorizationTtlSeconds: number;
+  /** Milliseconds between the worker's reconciliations of on-chain balances with the ledger (0 = off). */
+  reconcileIntervalMs: number;
+  /** The first block the deposit watcher scans when it has no cursor yet; null = block 0 on chain 31337, else the newest confirmed block then. */
+  depositStartBlock: number | null;
 }
 
 export class ConfigError extends Error {
@@ -147,6 +174,24 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   const smtpUrl = url('SMTP_URL', ['smtp:', 'smtps:']);
   // Without SMTP the one-time sign-in codes go to the log, where any log reader could use them.
   if (production && !smtpUrl) problems.push('SMTP_URL is required in production (without it one-time sign-in codes are written to the log)');
+  const chainRpcUrl = url('CHAIN_RPC_URL', ['http:', 'https:', 'ws:', 'wss:']);
+  const chainIdRaw = get('CHAIN_ID');
+  const chainId = chainIdRaw === undefined ? null : int('CHAIN_ID', 0, 1);
+  const confirmations = int('CHAIN_CONFIRMATIONS', 1, 0, 1000);
+  if (production && chainRpcUrl && confirmations < 1) problems.push('CHAIN_CONFIRMATIONS must be at least 1 in production');
+  const relayerKey = get('CHAIN_RELAYER_KEY') ?? null;
+  if (relayerKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerKey)) problems.push('CHAIN_RELAYER_KEY must be a 32-byte hex private key (0x + 64 hex digits)');
+  if (production && chainRpcUrl && !relayerKey) problems.push('CHAIN_RELAYER_KEY is required in production when CHAIN_RPC_URL is set');
+  const assetAddresses: Record<string, string> = {};
+  for (const pair of (get('CHAIN_ASSET_ADDRESSES') ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([A-Za-z0-9]+)=(0x[0-9a-fA-F]{40})$/.exec(pair);
+    if (m) assetAddresses[m[1]!.toUpperCase()] = m[2]!;
+    else problems.push(`CHAIN_ASSET_ADDRESSES must be SYMBOL=0xADDRESS pairs separated by commas, got "${pair}"`);
+  }
+  const devBootstrap = bool('CHAIN_DEV_BOOTSTRAP', !production);
+  if (production && devBootstrap) problems.push('CHAIN_DEV_BOOTSTRAP is refused when NODE_ENV=production');
+  const gasReserveRaw = get('CHAIN_ETH_GAS_RESERVE_WEI') ?? '2100000000000000';
+  if (!/^[0-9]{1,30}$/.test(gasReserveRaw)) problems.push(`CHAIN_ETH_GAS_RESERVE_WEI must be an integer number of wei, got "${gasReserveRaw}"`);
 
   const config: Config = {
     nodeEnv,
@@ -187,6 +232,21 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     },
     adminToken: get('ADMIN_TOKEN') ?? null,
     agentApiBaseUrl: (url('AGENT_API_BASE_URL', ['http:', 'https:']) ?? listenUrl(host, port)).replace(/\/+$/, ''),
+    chain: Object.freeze({
+      rpcUrl: chainRpcUrl,
+      chainId,
+      confirmations,
+      submitTimeoutMs: int('CHAIN_SUBMIT_TIMEOUT_MS', 120_000, 1000, 86_400_000),
+      rebroadcastMs: int('CHAIN_REBROADCAST_MS', 15_000, 100, 3_600_000),
+      pollMs: int('CHAIN_POLL_MS', 1000, 10, 60_000),
+      relayerKey,
+      assetAddresses,
+      devBootstrap,
+      ethGasReserveWei: /^[0-9]{1,30}$/.test(gasReserveRaw) ? BigInt(gasReserveRaw) : 0n,
+      authorizationTtlSeconds: int('CHAIN_AUTHORIZATION_TTL_SECONDS', 3600, 60, 86_400 * 7),
+      reconcileIntervalMs: int('CHAIN_RECONCILE_INTERVAL_MS', 300_000, 0, 86_400_000),
+      depositStartBlock: get('CHAIN_DEPOSIT_START_BLOCK') === undefined ? null : int('CHAIN_DEPOSIT_START_BLOCK', 0, 0),
+    }),
   };
   if (config.shutdownGraceMs > 0 && config.drainDelayMs >= config.shutdownGraceMs) problems.push('DRAIN_DELAY_MS must be shorter than SHUTDOWN_GRACE_MS');
   if (config.metricsPort !== null && config.metricsPort !== 0 && config.metricsPort === port) problems.push('METRICS_PORT must differ from PORT');

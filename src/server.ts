@@ -1,6 +1,7 @@
 // HTTP entry: config -> app -> listen (+ in-process worker loops); drains in-flight requests on SIGTERM.
 import type { Server } from 'node:http';
 import { createApp } from './app.js';
+import { fundDemoWalletOnDevChain } from './chain/connect.js';
 import { ConfigError, listenUrl, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
 import { ensureDemoAgent } from './demo.js';
@@ -29,7 +30,14 @@ async function main(): Promise<void> {
   const { log } = built;
   routeConsoleTo(log);
   if (!config.databaseUrl) {
-    const line = await ensureDemoAgent(built.db, built.services, [(db, services, agent) => services.ledger.setupDemoAgent(db, agent)]);
+    const chainId = built.chain?.chainId;
+    const line = await ensureDemoAgent(built.db, built.services, [
+      (db, services, agent) => services.ledger.setupDemoAgent(db, agent, { fund: chainId === undefined }),
+      // On the development chain the demo funds are put on chain; the deposit watcher credits the ledger.
+      async (db, _services, agent) => {
+        if (chainId !== undefined) await fundDemoWalletOnDevChain({ config, db, chainId }, agent.agentId).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'demo wallet not funded on the development chain'));
+      },
+    ]);
     if (line) process.stdout.write(`${line}\n`);
   }
   const worker = config.runWorker ? createWorker({ loops: built.loops, log }) : null;

@@ -4,6 +4,7 @@ import { ledgerCommands } from './ledger.js';
 import { webhookCommands } from './webhooks.js';
 import { oauthCommands } from './oauth.js';
 import { defiCommands } from './defi.js';
+import { chainCommands } from './chain.js';
 import type { CliCommand } from './types.js';
 
-export const commands: CliCommand[] = [...foundationCommands, ...ledgerCommands, ...webhookCommands, ...oauthCommands, ...defiCommands];
+export const commands: CliCommand[] = [...foundationCommands, ...ledgerCommands, ...webhookCommands, ...oauthCommands, ...defiCommands, ...chainCommands];

@@ -23,8 +23,11 @@ export interface CliCommand {
   usage: string;
   /** Without a reachable server: the services on the database directly. */
   run(ctx: CliContext, args: CliArgs): Promise<Record<string, unknown>>;
-  /** With a reachable server: the owner or admin API call doing the same (same output). */
-  http(args: CliArgs): HttpCall | Promise<HttpCall>;
+  /**
+   * With a reachable server: the owner or admin API call doing the same (same output). Absent for the
+   * chain's operator commands (bootstrap, faucet, reconcile), which act on the chain and always run here.
+   */
+  http?(args: CliArgs): HttpCall | Promise<HttpCall>;
 }
 
 /** A path segment from user input (ids are validated by the server; this keeps `/` and `?` out). */

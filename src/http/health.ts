@@ -1,5 +1,7 @@
-// /healthz (process up) and /readyz (every named dependency check passes, and the process is not draining); outside the API envelope.
+// /healthz (process up) and /readyz (every named dependency check passes, and the process is not draining; the
+// chain's state is reported beside them); outside the API envelope.
 import type { Request, Response } from 'express';
+import type { ChainHealth } from '../chain/port.js';
 
 /** One named dependency of readiness (database, redis, chain, ...): resolves when reachable, rejects or hangs when not. */
 export interface ReadinessCheck {
@@ -17,7 +19,7 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   return Promise.race([p, expiry]).finally(() => clearTimeout(timer));
 }
 
-export function createHealthHandlers(deps: { checks: ReadinessCheck[]; timeoutMs?: number }) {
+export function createHealthHandlers(deps: { checks: ReadinessCheck[]; timeoutMs?: number; chainHealth?: (() => Promise<ChainHealth>) | null }) {
   let draining = false;
   return {
     healthz(_req: Request, res: Response) {
@@ -34,7 +36,16 @@ export function createHealthHandlers(deps: { checks: ReadinessCheck[]; timeoutMs
       const checks = Object.fromEntries(results);
       const allOk = results.every(([, status]) => status === 'ok');
       const status = draining ? 'draining' : allOk ? 'ready' : 'unavailable';
-      res.status(status === 'ready' ? 200 : 503).json({ status, checks });
+      const body: Record<string, unknown> = { status, checks };
+      // Reported, not gating: with the node down, writes are still accepted (holds placed) and settle when it returns.
+      if (deps.chainHealth) {
+        body.chain = await withTimeout(deps.chainHealth(), deps.timeoutMs ?? CHECK_TIMEOUT_MS).catch((err: unknown) => ({
+          mode: 'evm',
+          state: 'unreachable',
+          error: err instanceof Error ? err.message : String(err),
+        }));
+      }
+      res.status(status === 'ready' ? 200 : 503).json(body);
     },
     /** From now on /readyz answers 503 `draining` (the load balancer stops routing here); /healthz stays 200. */
     startDraining() {

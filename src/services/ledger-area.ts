@@ -1,5 +1,6 @@
 // The ledger area's services, wired once: ledger, policy, operations (with the settlers of this area),
 // payments, withdrawals, trusted destinations, account reads; plus the wallet-key hook and the demo setup.
+import type { Chain } from '../chain/port.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import { setWalletKey } from '../db/repositories/ledger.repository.js';
@@ -27,15 +28,15 @@ export interface LedgerArea {
   /** Gives a new wallet its secp256k1 key (sealed) and address; registered as an `onAgentCreated` hook. */
   assignWalletKey: AgentCreatedHook;
   /** Embedded demo: a permissive policy and funds, so the README's examples work. */
-  setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }): Promise<void>;
+  setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }, opts?: { fund?: boolean }): Promise<void>;
 }
 
-export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKey' | 'settlementDelayMs'> & Partial<Pick<Config, 'masterKeyPrevious'>>>; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number }): LedgerArea {
+export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKey' | 'settlementDelayMs'> & Partial<Pick<Config, 'masterKeyPrevious' | 'chain'>>>; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
   const { clock } = deps;
   const sealer = createSealer(deps.config.masterKey, deps.config.masterKeyPrevious);
   const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
   const policy = createPolicyService({ clock });
-  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log });
+  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });
   const destinations = createDestinationService({ clock, operations });
@@ -61,8 +62,10 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKe
     destinations,
     account,
     assignWalletKey,
-    async setupDemoAgent(db, agent) {
+    async setupDemoAgent(db, agent, opts = {}) {
       await policy.allowAll(db, agent.agentId);
+      // On an evm chain the funds are put on chain instead and the deposit watcher credits them.
+      if (opts.fund === false) return;
       await account.fund(db, agent.agentId, { asset: 'USDC', amount: '1000' });
       await account.fund(db, agent.agentId, { asset: 'ETH', amount: '1' });
     },

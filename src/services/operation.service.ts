@@ -1,6 +1,7 @@
 // Operations (contract §8): creation with policy and hold in the caller's transaction, guarded status transitions,
 // settlement by registered settlers, and the activity row plus outbox event of every terminal transition.
-import { keccak256, toHex } from 'viem';
+import { ChainUnavailableError, type Chain, type OnchainView, type TrackResult } from '../chain/port.js';
+import { createSimulatedChain, txHashOf } from '../chain/simulated.js';
 import type { Db, Knex } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
@@ -102,7 +103,7 @@ export interface PublicOperation {
   submitted_at: string | null;
   executed_at: string | null;
   failed_at: string | null;
-  onchain?: { chain_id: number; wallet_address: string | null; to_address: string | null; tx_hash: string | null; block_number: number | null };
+  onchain?: OnchainView;
 }
 
 export interface WriteResponse {
@@ -128,7 +129,7 @@ export interface OperationService {
   toPublic(db: Db, op: OperationRow, opts?: { onchain?: boolean }): Promise<PublicOperation>;
   writeResponse(op: OperationRow): WriteResponse;
   /** Writes an activity row (the ledger area's and other areas' financial events). */
-  recordActivity(db: Db, input: { principal: OwnerRef; type: string; status: string; operationId: string | null; direction: 'in' | 'out' | 'none'; asset?: string | null; amount?: bigint | null; amountUsdE8?: bigint | null; counterparty?: string | null; description: string }): Promise<void>;
+  recordActivity(db: Db, input: { principal: OwnerRef; type: string; status: string; operationId: string | null; direction: 'in' | 'out' | 'none'; asset?: string | null; amount?: bigint | null; amountUsdE8?: bigint | null; counterparty?: string | null; description: string; txHash?: string | null }): Promise<void>;
 }
 
 const usd = (v: string | bigint | null): string | null => (v === null ? null : formatAmount(BigInt(v), USD_DECIMALS));
@@ -141,9 +142,41 @@ function family(type: string): string {
   return type.replace(/\./g, '_');
 }
 
-export function createOperationService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService; settlementDelayMs: number; log?: Logger }): OperationService {
+export function createOperationService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService; settlementDelayMs: number; log?: Logger; chain?: Chain; chainRetryMs?: number }): OperationService {
   const { clock, ledger, policy } = deps;
   const settlers = new Map<string, Settler>();
+  // Operations whose money does not move on the configured chain (and every operation without CHAIN_RPC_URL)
+  // settle on the simulated chain through their registered settler.
+  const simulated = createSimulatedChain({ clock, settlementDelayMs: deps.settlementDelayMs });
+  const chain = deps.chain ?? simulated;
+  const retryMs = deps.chainRetryMs ?? 1000;
+  let lastPumpWarning = 0;
+
+  /** The adapter that settles `op`: the configured chain when its money moves there, else the simulated one. */
+  async function adapterFor(db: Db, op: Pick<OperationRow, 'type' | 'details' | 'asset_symbol'>): Promise<Chain> {
+    if (chain === simulated || !op.asset_symbol) return simulated;
+    const asset = (await ledger.assets(db)).get(op.asset_symbol) ?? null;
+    return chain.settlesOnChain(op, asset) ? chain : simulated;
+  }
+
+  /** On-chain confirmation: the amount's hold leaves the wallet (the recipient is credited by the chain itself); other holds (the gas reserve) are released. */
+  async function captureOnChain(trx: Knex.Transaction, op: OperationRow, tracked: Extract<TrackResult, { state: 'confirmed' }>): Promise<SettleOutcome> {
+    let captured = false;
+    for (const hold of await findHeldByOperation(trx, op.id)) {
+      if (!captured && hold.asset_symbol === op.asset_symbol && hold.amount === op.amount) {
+        captured = await ledger.capture(trx, hold.id, { kind: 'external', name: 'onchain' }, op.type === 'payment' ? 'payment' : 'withdrawal');
+      } else {
+        await ledger.release(trx, hold.id);
+      }
+    }
+    return { ok: true, details: tracked.details };
+  }
+
+  /** Gas the wallet itself paid (ETH transfers), out of its available balance once the holds are resolved. */
+  async function postGasFee(trx: Knex.Transaction, op: OperationRow, feeUnits: bigint) {
+    if (feeUnits <= 0n) return;
+    await ledger.post(trx, { operationId: op.id, entryType: 'gas_fee', postings: [{ account: { kind: 'available', walletId: op.wallet_id }, asset: 'ETH', amount: -feeUnits }, { account: { kind: 'external', name: 'gas' }, asset: 'ETH', amount: feeUnits }] });
+  }
 
   async function decimalsOf(db: Db, symbol: string | null): Promise<number | null> {
     if (!symbol) return null;
@@ -221,6 +254,11 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
         const holdIds: string[] = [];
         const holds = input.holds ?? (settlement !== 'immediate' && asset && amount !== null ? [{ asset: asset.symbol, amount }] : []);
+        // An ETH transfer on a real chain also holds its gas reserve (the wallet pays the gas).
+        if (!input.holds && settlement === 'worker' && asset && amount !== null && chain.settlesOnChain({ type: input.type, details: input.details ?? {} }, asset)) {
+          const reserve = chain.gasReserve(asset);
+          if (reserve > 0n) holds.push({ asset: asset.symbol, amount: reserve });
+        }
         for (const h of holds) holdIds.push((await ledger.hold(trx, { walletId: input.principal.walletId, asset: h.asset, amount: h.amount, operationId: id })).holdId);
 
         const immediate = settlement === 'immediate';
@@ -286,15 +324,51 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       const limit = opts.limit ?? 50;
       const types = service.settlerTypes();
       let moved = 0;
-      // Phase 1: accepted -> submitted (the simulated broadcast), settling SETTLEMENT_DELAY_MS later.
-      moved += await db.transaction(async (trx) => {
-        const now = clock.now();
-        const due = await repo.claimDueOperations(trx, 'accepted', types, now, limit);
-        for (const op of due) {
-          await repo.transitionOperation(trx, op.id, 'accepted', { status: 'submitted', submitted_at: now, settle_after: new Date(now.getTime() + deps.settlementDelayMs), tx_hash: txHashOf(op.id), updated_at: now });
-        }
-        return due.length;
-      });
+      // Phase 1: accepted -> submitted. The simulated chain makes up a hash and settles SETTLEMENT_DELAY_MS later;
+      // the evm chain signs and records the transfer here (broadcast after commit, by the chain's pump). A chain
+      // that cannot be reached leaves the operation accepted (its holds stay) for a later pass. With a real chain,
+      // one operation per transaction: a nonce row stays locked until commit, and a batch taking the relayer's and
+      // a wallet's rows in claim order could deadlock with another worker taking them in the other order.
+      const batch = chain === simulated ? limit : 1;
+      let claimed = 0;
+      let unreachable = false;
+      while (claimed < limit && !unreachable) {
+        const { due, submitted } = await db.transaction(async (trx) => {
+          const now = clock.now();
+          const rows = await repo.claimDueOperations(trx, 'accepted', types, now, batch);
+          let n = 0;
+          for (const [i, op] of rows.entries()) {
+            const adapter = await adapterFor(trx, op);
+            let result;
+            try {
+              result = await trx.transaction((sp) => adapter.submit(sp, op));
+            } catch (err) {
+              if (!(err instanceof ChainUnavailableError)) deps.log?.error({ err, operation_id: op.id }, 'chain submission failed; retried later');
+              else deps.log?.warn({ err: err.message }, 'chain unreachable; accepted operations wait');
+              const later = { status: 'accepted' as const, settle_after: new Date(now.getTime() + retryMs), updated_at: now };
+              for (const rest of err instanceof ChainUnavailableError ? rows.slice(i) : [op]) await repo.transitionOperation(trx, rest.id, 'accepted', later);
+              if (!(err instanceof ChainUnavailableError)) continue;
+              unreachable = true;
+              break;
+            }
+            if (!result.ok) await service.finish(trx, op.id, 'accepted', result);
+            else await repo.transitionOperation(trx, op.id, 'accepted', { status: 'submitted', submitted_at: now, settle_after: result.recheckAt, tx_hash: result.txHash, updated_at: now });
+            n += 1;
+          }
+          return { due: rows.length, submitted: n };
+        });
+        moved += submitted;
+        claimed += due;
+        if (due < batch) break;
+      }
+      if (chain !== simulated && !unreachable) {
+        await chain.pump(db).catch((err: unknown) => {
+          // At most one warning a minute while the node stays away (the loop retries every few hundred ms).
+          if (clock.now().getTime() - lastPumpWarning < 60_000) return;
+          lastPumpWarning = clock.now().getTime();
+          deps.log?.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'chain broadcast pass failed; retried');
+        });
+      }
       // Phase 2: due submitted -> executed | execution_failed, one operation per transaction and its settler in a
       // savepoint. One at a time so a transaction holds the balance rows of one transfer only: a batch locking the
       // rows of many transfers in claim order deadlocks with another worker (or a write) locking them in another.
@@ -306,27 +380,46 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           const settled = await db.transaction(async (trx) => {
             [claimed] = await repo.claimDueOperations(trx, 'submitted', types, clock.now(), 1, skipped);
             const op = claimed;
-            if (!op) return false;
-            const settler = settlers.get(op.type)!;
+            if (!op) return 'none' as const;
+            const adapter = await adapterFor(trx, op);
+            const tracked = await adapter.track(trx, op);
+            if (tracked.state === 'pending') {
+              await repo.transitionOperation(trx, op.id, 'submitted', { status: 'submitted', settle_after: new Date(clock.now().getTime() + retryMs), updated_at: clock.now() });
+              return 'pending' as const;
+            }
+            if (tracked.txHash && tracked.txHash !== op.tx_hash) await repo.transitionOperation(trx, op.id, 'submitted', { status: 'submitted', tx_hash: tracked.txHash, updated_at: clock.now() });
             let outcome: SettleOutcome;
-            try {
-              outcome = await trx.transaction(async (sp) => {
-                const result = await settler(sp, op);
-                if (!result.ok) throw new SettlementFailed(result);
-                return result;
-              });
-            } catch (err) {
-              if (err instanceof SettlementFailed) outcome = err.outcome;
-              else if (err instanceof ApiError) outcome = { ok: false, code: err.code, message: err.message };
-              else throw err;
+            if (tracked.state === 'failed') {
+              outcome = { ok: false, code: tracked.code, message: tracked.message };
+            } else if (adapter !== simulated) {
+              outcome = await captureOnChain(trx, op, tracked);
+            } else {
+              const settler = settlers.get(op.type)!;
+              try {
+                outcome = await trx.transaction(async (sp) => {
+                  const result = await settler(sp, op);
+                  if (!result.ok) throw new SettlementFailed(result);
+                  return result;
+                });
+              } catch (err) {
+                if (err instanceof SettlementFailed) outcome = err.outcome;
+                else if (err instanceof ApiError) outcome = { ok: false, code: err.code, message: err.message };
+                else throw err;
+              }
             }
             await service.finish(trx, op.id, 'submitted', outcome);
-            return true;
+            await postGasFee(trx, op, tracked.feeUnits);
+            return 'settled' as const;
           });
-          if (!settled) break;
-          moved += 1;
+          if (settled === 'none') break;
+          if (settled === 'pending') skipped.push(claimed!.id);
+          else moved += 1;
         } catch (err) {
           if (!claimed) throw err;
+          if (err instanceof ChainUnavailableError) {
+            deps.log?.warn({ err: err.message }, 'chain unreachable; submitted operations wait');
+            break;
+          }
           skipped.push(claimed.id);
           deps.log?.error({ err, operation_id: claimed.id, type: claimed.type }, 'settlement of an operation failed; retried on a later pass');
         }
@@ -374,7 +467,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       };
       if (opts.onchain) {
         const wallet = await findWalletByAgent(db, op.agent_id);
-        out.onchain = { chain_id: 8453, wallet_address: wallet?.address ?? null, to_address: op.to_address, tx_hash: op.tx_hash, block_number: simulatedBlock(op.executed_at ?? op.failed_at) };
+        out.onchain = await (await adapterFor(db, op)).onchain(db, op, wallet?.address ?? null);
       }
       return out;
     },
@@ -397,6 +490,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         amount_usd_e8: input.amountUsdE8 ?? null,
         counterparty: input.counterparty ?? null,
         description: input.description,
+        ...(input.txHash ? { tx_hash: input.txHash } : {}),
         created_at: clock.now(),
       });
     },
@@ -438,9 +532,4 @@ class SettlementFailed extends Error {
   }
 }
 
-/** The simulated chain's block at a time (Base: a block every 2 s since its genesis), null before settlement. */
-const BASE_GENESIS_MS = Date.UTC(2023, 5, 15);
-export const simulatedBlock = (at: Date | null): number | null => (at && at.getTime() > BASE_GENESIS_MS ? Math.floor((at.getTime() - BASE_GENESIS_MS) / 2000) : null);
-
-/** The simulated chain's transaction hash: deterministic per operation. */
-export const txHashOf = (operationId: string): string => keccak256(toHex(`agent-api:tx:${operationId}`));
+export { simulatedBlock, txHashOf } from '../chain/simulated.js';

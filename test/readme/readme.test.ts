@@ -17,6 +17,11 @@ const NOT_RUN: Array<[RegExp, string]> = [
   [/^npm run --silent lint\b/, 'CI runs lint, contract lint and typecheck as their own steps'],
   [/^npm run --silent bench:/, 'a benchmark of minutes, not an example'],
   [/^npm run --silent soak\b/, 'a scale-out run of minutes (make soak), not an example'],
+  // "A real chain" needs Anvil running beside the server: test/chain/start.test.ts runs these on Anvil.
+  [/^npm run chain\b/, 'a long-running Anvil node; test/chain/start.test.ts starts one'],
+  [/^CHAIN_RPC_URL=/, 'needs the Anvil node; test/chain/start.test.ts starts the server on one'],
+  [/include=onchain/, 'reads an on-chain payment; test/chain/start.test.ts checks it'],
+  [/agentctl -- chain (bootstrap|faucet)\b/, 'development chain only; test/chain/start.test.ts runs both'],
 ];
 
 /** The shell commands of every ```sh block, continuation lines joined, comments and blanks dropped. */
@@ -103,8 +108,9 @@ describe('README examples', function () {
     }
     expect(ran.filter((c) => /^npm run --silent call -- POST/.test(c)), 'the payment example ran').to.have.length(1);
     expect(ran.filter((c) => /agentctl -- wallet fund/.test(c)), 'the agentctl examples ran').to.have.length(1);
-    // `npm ci && npm test`, and six lines of Development (lint:deploy runs as a CI step): a new example is run unless listed above.
-    expect(skipped, skipped.join('\n')).to.have.length(7);
+    // `npm ci && npm test`, five chain lines, and seven lines of Development (lint:deploy runs as a CI step):
+    // a new example is run unless listed above.
+    expect(skipped, skipped.join('\n')).to.have.length(13);
   });
 });
 

@@ -5,6 +5,8 @@ import * as ledger from './0002_ledger.js';
 import * as webhooks from './0003_webhooks.js';
 import * as oauth from './0004_oauth.js';
 import * as defi from './0005_defi.js';
+import * as chain from './0006_chain.js';
+import * as chainDeposits from './0007_chain_deposits.js';
 import * as owner from './0008_owner.js';
 import * as idempotencySealed from './0010_idempotency_sealed.js';
 import * as oauthHashedIds from './0011_oauth_hashed_ids.js';
@@ -20,6 +22,8 @@ const migrations: Record<string, Migration> = {
   '0003_webhooks': webhooks,
   '0004_oauth': oauth,
   '0005_defi': defi,
+  '0006_chain': chain,
+  '0007_chain_deposits': chainDeposits,
   '0008_owner': owner,
   '0010_idempotency_sealed': idempotencySealed,
   '0011_oauth_hashed_ids': oauthHashedIds,

@@ -1,0 +1,165 @@
+// Connecting the chain at start (composition root, agentctl): the adapter for CHAIN_RPC_URL, its relayer, token
+// addresses from configuration, and on the development chain (31337) the bootstrap: deploy the token once, record
+// it as USDC's contract address, fund the relayer from an Anvil dev account. Refused on any other chain id.
+import { createPublicClient, createWalletClient, defineChain, http, parseEther, parseUnits, type PublicClient } from 'viem';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { Config } from '../config.js';
+import type { Knex } from '../db/knex.js';
+import { deleteNonces, findSetting, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
+import { findAsset } from '../db/repositories/ledger.repository.js';
+import type { Clock } from '../lib/clock.js';
+import type { Sealer } from '../lib/crypto.js';
+import type { Logger } from '../lib/logger.js';
+import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
+import { createEvmChain } from './evm.js';
+import type { Address, Chain, Hex } from './port.js';
+import { deployToken, mintToken, usdCoinAbi } from './token.js';
+
+export interface ConnectDeps {
+  config: Readonly<Config>;
+  db: Knex;
+  sealer: Sealer;
+  clock: Clock;
+  log: Logger;
+}
+
+/** A viem client with short timeouts and no retries: the settlement loops retry, and a down node must fail fast. */
+export function createChainClient(rpcUrl: string, chainId: number, pollMs = 1000): PublicClient {
+  const chain = defineChain({ id: chainId, name: `chain ${chainId}`, nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  return createPublicClient({ chain, transport: http(rpcUrl, { timeout: 5000, retryCount: 0 }), pollingInterval: Math.min(pollMs, 1000) }) as PublicClient;
+}
+
+/** The chain id: CHAIN_ID when set (checked against the node when it answers), else the node's. */
+async function resolveChainId(config: Readonly<Config>, log: Logger): Promise<number> {
+  const rpcUrl = config.chain.rpcUrl!;
+  const probe = createPublicClient({ transport: http(rpcUrl, { timeout: 3000, retryCount: 0 }) });
+  const fromNode = await probe.getChainId().catch((err: unknown) => {
+    if (config.chain.chainId !== null) {
+      log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'chain node unreachable at start; settling when it returns');
+      return null;
+    }
+    throw new Error(`CHAIN_RPC_URL ${rpcUrl} did not answer eth_chainId and CHAIN_ID is not set`);
+  });
+  if (fromNode !== null && config.chain.chainId !== null && fromNode !== config.chain.chainId) throw new Error(`CHAIN_ID is ${config.chain.chainId} but the node at CHAIN_RPC_URL reports ${fromNode}`);
+  return fromNode ?? config.chain.chainId!;
+}
+
+/** The relayer: CHAIN_RELAYER_KEY, or on the development chain a key generated once and stored sealed. */
+async function resolveRelayer(deps: ConnectDeps, chainId: number): Promise<PrivateKeyAccount> {
+  if (deps.config.chain.relayerKey) return privateKeyToAccount(deps.config.chain.relayerKey as Hex);
+  if (chainId !== DEV_CHAIN_ID) throw new Error(`CHAIN_RELAYER_KEY is required on chain ${chainId} (a relayer key is generated on the development chain ${DEV_CHAIN_ID} only)`);
+  const sealed = await insertSettingOnce(deps.db, chainId, 'relayer_key', deps.sealer.seal(generatePrivateKey()), deps.clock.now());
+  return privateKeyToAccount(deps.sealer.open(sealed) as Hex);
+}
+
+/** Builds the evm adapter, or null when CHAIN_RPC_URL is unset (the simulated chain). */
+export async function connectChain(deps: ConnectDeps): Promise<Chain | null> {
+  const { config, db, log } = deps;
+  if (!config.chain.rpcUrl) return null;
+  const chainId = await resolveChainId(config, log);
+  const client = createChainClient(config.chain.rpcUrl, chainId, config.chain.pollMs);
+  const relayer = await resolveRelayer(deps, chainId);
+  for (const [symbol, address] of Object.entries(config.chain.assetAddresses)) await setAssetContractAddress(db, symbol, address, await readEip712Domain(client, address as Address));
+  if (chainId === DEV_CHAIN_ID && config.chain.devBootstrap && !config.chain.assetAddresses.USDC) {
+    await bootstrapDevChain({ ...deps, client, chainId, relayer }).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'development chain bootstrap failed; retry with agentctl chain bootstrap'));
+  }
+  log.debug({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
+  return createEvmChain({ config: config.chain, chainId, client, relayer, sealer: deps.sealer, clock: deps.clock, log });
+}
+
+/**
+ * The EIP-712 name and version a configured token signs under (`name()`, `version()`: FiatTokenV2 has both; Base
+ * Sepolia's USDC is named "USDC", not "USD Coin"). Undefined when the node cannot tell (the seeded values stay).
+ */
+async function readEip712Domain(client: PublicClient, token: Address): Promise<{ name: string; version: string } | undefined> {
+  try {
+    const [name, version] = await Promise.all([
+      client.readContract({ address: token, abi: usdCoinAbi, functionName: 'name' }),
+      client.readContract({ address: token, abi: usdCoinAbi, functionName: 'version' }),
+    ]);
+    return { name, version };
+  } catch {
+    return undefined;
+  }
+}
+
+export interface BootstrapResult {
+  chain_id: number;
+  token_address: string;
+  deployed: boolean;
+  relayer: string;
+  relayer_funded_wei: string;
+}
+
+function faucetWallet(rpcUrl: string, chainId: number) {
+  const client = createChainClient(rpcUrl, chainId);
+  return createWalletClient({ account: privateKeyToAccount(FAUCET_KEY), chain: client.chain, transport: http(rpcUrl, { timeout: 10_000, retryCount: 0 }) });
+}
+
+/**
+ * Development chain only: deploys the token unless the recorded one still has code (a fresh Anvil has none), records
+ * it as USDC's contract address, and tops the relayer up to 100 ETH from Anvil's first account. One process at a
+ * time (an advisory lock), so two workers starting together deploy once.
+ */
+export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClient; chainId: number; relayer: PrivateKeyAccount }): Promise<BootstrapResult> {
+  const { db, client, chainId, relayer, config } = deps;
+  if (chainId !== DEV_CHAIN_ID) throw new Error(`the development bootstrap runs on chain ${DEV_CHAIN_ID} only; this node is chain ${chainId}`);
+  if (config.nodeEnv === 'production') throw new Error('the development bootstrap is refused when NODE_ENV=production');
+  return withChainLock(db, async (trx) => {
+    const wallet = faucetWallet(config.chain.rpcUrl!, chainId);
+    let token = (await findSetting(trx, chainId, 'usdc_token')) as Address | undefined;
+    const hasCode = token ? ((await client.getCode({ address: token })) ?? '0x') !== '0x' : false;
+    let deployed = false;
+    if (!token || !hasCode) {
+      // A recorded token without code means a fresh node: its account nonces start again from the node's counts.
+      if (token) await deleteNonces(trx, chainId);
+      token = await deployToken(wallet, client);
+      await upsertSetting(trx, chainId, 'usdc_token', token, deps.clock.now());
+      deployed = true;
+      deps.log.debug({ token }, 'development chain: token deployed');
+    }
+    const usdc = await findAsset(trx, 'USDC');
+    if (usdc?.contract_address !== token) await setAssetContractAddress(trx, 'USDC', token);
+    const target = parseEther('100');
+    const balance = await client.getBalance({ address: relayer.address });
+    let funded = 0n;
+    if (balance < target / 10n) {
+      const hash = await wallet.sendTransaction({ to: relayer.address, value: target - balance, account: wallet.account, chain: wallet.chain });
+      await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+      funded = target - balance;
+    }
+    return { chain_id: chainId, token_address: token, deployed, relayer: relayer.address, relayer_funded_wei: funded.toString() };
+  });
+}
+
+/** Development chain only: mints USDC (the faucet deployed the token) or sends ETH to `address`. */
+export async function faucet(deps: { config: Readonly<Config>; client: PublicClient; chainId: number; token: Address | null }, address: Address, asset: 'USDC' | 'ETH', units: bigint): Promise<Hex> {
+  if (deps.chainId !== DEV_CHAIN_ID) throw new Error(`the faucet runs on the development chain ${DEV_CHAIN_ID} only; this node is chain ${deps.chainId}`);
+  if (deps.config.nodeEnv === 'production') throw new Error('the faucet is refused when NODE_ENV=production');
+  const wallet = faucetWallet(deps.config.chain.rpcUrl!, deps.chainId);
+  if (asset === 'USDC') {
+    if (!deps.token) throw new Error('no USDC token on this chain yet: run agentctl chain bootstrap');
+    return mintToken(wallet, deps.client, deps.token, address, units);
+  }
+  const hash = await wallet.sendTransaction({ to: address, value: units, account: wallet.account, chain: wallet.chain });
+  await deps.client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  return hash;
+}
+
+export { resolveChainId, resolveRelayer };
+
+/**
+ * The embedded demo agent on the development chain: the same 1000 USDC and 1 ETH the ledger credits it
+ * (setupDemoAgent) are put on chain, so the README's payment settles.
+ */
+export async function fundDemoWalletOnDevChain(deps: { config: Readonly<Config>; db: Knex; chainId: number }, agentId: string): Promise<void> {
+  if (deps.chainId !== DEV_CHAIN_ID || !deps.config.chain.rpcUrl) return;
+  const wallet = await findWalletByAgent(deps.db, agentId);
+  const usdc = await findAsset(deps.db, 'USDC');
+  if (!wallet?.address || !usdc?.contract_address) return;
+  const client = createChainClient(deps.config.chain.rpcUrl, deps.chainId);
+  const target = { config: deps.config, client, chainId: deps.chainId, token: usdc.contract_address as Address };
+  await faucet(target, wallet.address as Address, 'USDC', parseUnits('1000', 6));
+  await faucet(target, wallet.address as Address, 'ETH', parseEther('1'));
+}

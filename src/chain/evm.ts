@@ -1,0 +1,351 @@
+// The evm adapter (CHAIN_RPC_URL set): payments and crypto withdrawals of ETH and EIP-3009 tokens settle on a real
+// node through viem. USDC moves by `transferWithAuthorization` signed by the wallet and submitted (gas paid) by the
+// relayer; ETH by a plain transaction from the wallet. Every transaction is signed inside the settlement transaction
+// with a nonce allocated in Postgres and recorded (raw bytes + hash) before `pump` broadcasts it after commit; after
+// a crash the same bytes are rebroadcast. A stale transaction is re-signed with bumped fees at the same nonce; past
+// CHAIN_SUBMIT_TIMEOUT_MS a zero-value self-transfer replaces it, and whichever of them is mined decides.
+import {
+  encodeFunctionData,
+  getAddress,
+  keccak256,
+  parseEventLogs,
+  parseSignature,
+  parseTransaction,
+  type PrivateKeyAccount,
+  type PublicClient,
+  type TransactionReceipt,
+  type TransactionSerializableEIP1559,
+} from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import type { ChainConfig } from '../config.js';
+import type { Db, Knex } from '../db/knex.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
+import * as repo from '../db/repositories/chain.repository.js';
+import type { ChainTxRow } from '../db/repositories/chain.repository.js';
+import { findAsset, type AssetRow } from '../db/repositories/ledger.repository.js';
+import type { Clock } from '../lib/clock.js';
+import type { Sealer } from '../lib/crypto.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import { openWalletAccount } from '../lib/wallet-keys.js';
+import { randomNonce } from '../x402/signing.js';
+import { ChainUnavailableError, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
+import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
+
+/** Gas of a plain ETH transfer to an account without code. */
+export const NATIVE_TRANSFER_GAS = 21_000n;
+/** Gas limit of a relayed `transferWithAuthorization` (about 60-80k used; fixed, so a transfer that would revert is still mined and fails visibly). */
+export const EIP3009_GAS = 150_000n;
+const CHAIN_SETTLED_TYPES = new Set(['payment', 'withdrawal.crypto']);
+
+export interface EvmChainDeps {
+  config: ChainConfig;
+  chainId: number;
+  client: PublicClient;
+  relayer: PrivateKeyAccount;
+  sealer: Sealer;
+  clock: Clock;
+  log: Logger;
+}
+
+/** A transaction before signing (chain id and type are added by `record`). */
+interface UnsignedTx {
+  to: Address;
+  value: bigint;
+  data?: Hex;
+  nonce: number;
+  gas: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+}
+
+const isNative = (asset: Pick<ChainAsset, 'contract_address'>) => asset.contract_address === null;
+const maxOf = (a: bigint, b: bigint) => (a > b ? a : b);
+const minOf = (a: bigint, b: bigint) => (a < b ? a : b);
+
+/** Node errors meaning "this transaction (or one at its nonce) is already in the pool or mined": safe to treat as sent. */
+const ALREADY_SENT = /already known|known transaction|nonce too low|already imported|replacement transaction underpriced|transaction already exists/i;
+/** Errors of the transport (node down, refused, timed out) rather than of the request. */
+function isUnreachable(err: unknown): boolean {
+  const text = `${(err as { name?: string })?.name ?? ''} ${(err as Error)?.message ?? ''} ${String((err as { cause?: unknown })?.cause ?? '')}`;
+  return /HttpRequestError|TimeoutError|ECONNREFUSED|ECONNRESET|fetch failed|socket|timed out|SocketClosed/i.test(text);
+}
+
+export function createEvmChain(deps: EvmChainDeps): Chain {
+  const { config, chainId, client, relayer, sealer, clock, log } = deps;
+  const confirmations = BigInt(Math.max(1, config.confirmations));
+
+  /** Any call to the node: transport failures become ChainUnavailableError (the loops back off on it). */
+  async function node<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (isUnreachable(err)) throw new ChainUnavailableError(err);
+      throw err;
+    }
+  }
+
+  let feeCache: { at: number; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | null = null;
+  async function currentFees() {
+    const now = Date.now();
+    if (!feeCache || now - feeCache.at > 1000) {
+      const fees = await node(() => client.estimateFeesPerGas());
+      feeCache = { at: now, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+    }
+    return feeCache;
+  }
+
+  async function nextNonce(trx: Knex.Transaction, address: Address): Promise<bigint> {
+    const at = clock.now();
+    const taken = await repo.takeNonce(trx, chainId, address, at);
+    if (taken !== undefined) return taken;
+    const pending = await node(() => client.getTransactionCount({ address, blockTag: 'pending' }));
+    return (await repo.takeNonce(trx, chainId, address, at, BigInt(pending)))!;
+  }
+
+  async function signerFor(db: Db, address: string): Promise<PrivateKeyAccount> {
+    if (address.toLowerCase() === relayer.address.toLowerCase()) return relayer;
+    const sealed = await repo.findWalletKeyByAddress(db, address);
+    if (!sealed) throw new Error(`no key for sender ${address}`);
+    return openWalletAccount(sealer, sealed);
+  }
+
+  async function record(trx: Knex.Transaction, signer: PrivateKeyAccount, tx: UnsignedTx, row: Omit<repo.NewChainTxRow, 'id' | 'chain_id' | 'from_address' | 'to_address' | 'nonce' | 'raw_tx' | 'tx_hash' | 'max_fee_per_gas' | 'max_priority_fee_per_gas' | 'created_at'>): Promise<Hex> {
+    const raw = await signer.signTransaction({ ...tx, chainId, type: 'eip1559' });
+    const hash = keccak256(raw);
+    await repo.insertChainTx(trx, {
+      ...row,
+      id: newId(),
+      chain_id: chainId,
+      from_address: signer.address,
+      to_address: tx.to,
+      nonce: BigInt(tx.nonce),
+      raw_tx: raw,
+      tx_hash: hash,
+      max_fee_per_gas: tx.maxFeePerGas,
+      max_priority_fee_per_gas: tx.maxPriorityFeePerGas,
+      created_at: clock.now(),
+    });
+    return hash;
+  }
+
+  /** The fee cap of a native transfer: its gas must fit in the reserve held beside the amount. */
+  const nativeFeeCap = () => config.ethGasReserveWei / NATIVE_TRANSFER_GAS;
+
+  async function receiptOf(hash: string): Promise<TransactionReceipt | null> {
+    return node(() => client.getTransactionReceipt({ hash: hash as Hex })).catch((err: unknown) => {
+      if (err instanceof ChainUnavailableError) throw err;
+      return null; // TransactionReceiptNotFoundError
+    });
+  }
+
+  /** Re-signs `row` at the same nonce with fees raised by a quarter (nodes require at least +10%), or as a cancel. */
+  async function replace(db: Db, row: ChainTxRow, asCancel: boolean): Promise<boolean> {
+    const fees = await currentFees();
+    const old = parseTransaction(row.raw_tx as Hex) as TransactionSerializableEIP1559;
+    const signer = await signerFor(db, row.from_address);
+    let maxFee = maxOf((BigInt(row.max_fee_per_gas) * 5n) / 4n + 1n, fees.maxFeePerGas);
+    let tip = maxOf((BigInt(row.max_priority_fee_per_gas) * 5n) / 4n + 1n, fees.maxPriorityFeePerGas);
+    if (row.kind === 'native' || (asCancel && signer !== relayer)) maxFee = minOf(maxFee, nativeFeeCap());
+    tip = minOf(tip, maxFee);
+    if (maxFee <= BigInt(row.max_fee_per_gas) || tip <= BigInt(row.max_priority_fee_per_gas)) return false; // capped: no valid replacement
+    const tx: UnsignedTx = asCancel
+      ? { to: signer.address, value: 0n, nonce: Number(row.nonce), gas: NATIVE_TRANSFER_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: tip }
+      : { to: old.to as Address, value: old.value ?? 0n, data: old.data, nonce: Number(row.nonce), gas: old.gas ?? EIP3009_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: tip };
+    await db.transaction(async (trx) => {
+      await record(trx, signer, tx, {
+        operation_id: row.operation_id,
+        kind: asCancel ? 'cancel' : row.kind,
+        attempt: row.attempt + 1,
+        token_address: asCancel ? null : row.token_address,
+        transfer_to: asCancel ? null : row.transfer_to,
+        transfer_value: asCancel ? null : row.transfer_value === null ? null : BigInt(row.transfer_value),
+        authorization_nonce: asCancel ? null : row.authorization_nonce,
+        valid_before: asCancel || row.valid_before === null ? null : BigInt(row.valid_before),
+      });
+    });
+    log.info({ operation_id: row.operation_id, nonce: row.nonce, attempt: row.attempt + 1, cancel: asCancel }, 'chain transaction re-signed with bumped fees');
+    return true;
+  }
+
+  function transferLogIndex(receipt: TransactionReceipt, token: string | null): number | null {
+    if (!token) return null;
+    const logs = parseEventLogs({ abi: usdCoinAbi, eventName: 'Transfer', logs: receipt.logs.filter((l) => l.address.toLowerCase() === token.toLowerCase()) });
+    return logs[0]?.logIndex ?? null;
+  }
+
+  const chain: Chain = {
+    mode: 'evm',
+    chainId,
+
+    settlesOnChain(op, asset) {
+      if (!asset || !CHAIN_SETTLED_TYPES.has(op.type)) return false;
+      const deliverAs = (op.details as { deliver_as?: string } | null)?.deliver_as;
+      if (deliverAs && deliverAs !== asset.symbol) return false; // a conversion on delivery keeps its present settlement
+      if (isNative(asset)) return asset.symbol === 'ETH';
+      return asset.eip712_name !== null && (asset.symbol === 'USDC' || asset.symbol in config.assetAddresses);
+    },
+
+    gasReserve: (asset) => (isNative(asset) ? config.ethGasReserveWei : 0n),
+
+    async submit(trx, op) {
+      const asset = (await findAsset(trx, op.asset_symbol!))!;
+      const wallet = await findWalletByAgent(trx, op.agent_id);
+      if (!wallet?.sealed_private_key) return { ok: false, code: 'settlement_failed', message: 'the wallet has no key' };
+      const account = openWalletAccount(sealer, wallet.sealed_private_key);
+      const amount = BigInt(op.amount!);
+      const to = getAddress(op.to_address!);
+      const fees = await currentFees();
+      let hash: Hex;
+      if (isNative(asset)) {
+        const maxFee = minOf(fees.maxFeePerGas, nativeFeeCap());
+        // Refused before a nonce is taken: a transaction the node would never accept would leave a gap behind it.
+        const onchain = await node(() => client.getBalance({ address: account.address }));
+        if (onchain < amount + maxFee * NATIVE_TRANSFER_GAS) {
+          return { ok: false, code: 'insufficient_onchain_balance', message: `the wallet holds ${onchain} wei on chain ${chainId}, below the amount plus gas` };
+        }
+        const nonce = await nextNonce(trx, account.address);
+        const tx = { to, value: amount, nonce: Number(nonce), gas: NATIVE_TRANSFER_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: minOf(fees.maxPriorityFeePerGas, maxFee) };
+        hash = await record(trx, account, tx, { operation_id: op.id, kind: 'native', attempt: 0, token_address: null, transfer_to: to, transfer_value: amount, authorization_nonce: null, valid_before: null });
+      } else {
+        const token = getAddress(asset.contract_address!);
+        const message = { from: account.address, to, value: amount, validAfter: 0n, validBefore: BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds), nonce: randomNonce() };
+        const signature = await account.signTypedData({ domain: tokenDomain(chainId, token, asset.eip712_name ?? undefined, asset.eip712_version ?? undefined), types: transferWithAuthorizationTypes, primaryType: 'TransferWithAuthorization', message });
+        const { v, r, s } = parseSignature(signature);
+        const data = encodeFunctionData({ abi: usdCoinAbi, functionName: 'transferWithAuthorization', args: [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, Number(v), r, s] });
+        const nonce = await nextNonce(trx, relayer.address);
+        const tx = { to: token, value: 0n, data, nonce: Number(nonce), gas: EIP3009_GAS, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+        hash = await record(trx, relayer, tx, { operation_id: op.id, kind: 'eip3009', attempt: 0, token_address: token, transfer_to: to, transfer_value: amount, authorization_nonce: message.nonce, valid_before: message.validBefore });
+      }
+      return { ok: true, txHash: hash, recheckAt: new Date(clock.now().getTime() + config.pollMs) };
+    },
+
+    async track(trx, op): Promise<TrackResult> {
+      const rows = await repo.listChainTxsByOperation(trx, op.id);
+      if (rows.length === 0) return { state: 'failed', code: 'settlement_failed', message: 'no transaction was recorded for this operation', txHash: null, feeUnits: 0n };
+      const head = await node(() => client.getBlockNumber({ cacheTime: 0 }));
+      for (const row of rows) {
+        if (row.status === 'replaced' || row.status === 'dropped') continue;
+        const receipt = await receiptOf(row.tx_hash);
+        if (!receipt) continue;
+        if (head - receipt.blockNumber + 1n < confirmations) return { state: 'pending' };
+        const logIndex = transferLogIndex(receipt, row.token_address);
+        await repo.markChainTxMined(trx, row, { block_number: receipt.blockNumber, block_hash: receipt.blockHash, receipt_status: receipt.status === 'success' ? 1 : 0, gas_used: receipt.gasUsed, effective_gas_price: receipt.effectiveGasPrice, log_index: logIndex }, clock.now());
+        const feeUnits = row.from_address.toLowerCase() === relayer.address.toLowerCase() ? 0n : receipt.gasUsed * receipt.effectiveGasPrice;
+        if (row.kind === 'cancel') {
+          return { state: 'failed', code: 'submission_timeout', message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`, txHash: row.tx_hash, feeUnits };
+        }
+        if (receipt.status !== 'success') return { state: 'failed', code: 'execution_reverted', message: `transaction ${row.tx_hash} reverted on chain ${chainId}`, txHash: row.tx_hash, feeUnits };
+        return { state: 'confirmed', txHash: row.tx_hash, feeUnits, details: { tx_hash: row.tx_hash, block_number: Number(receipt.blockNumber) } };
+      }
+      // Nothing mined yet. Past the deadline, a cancellation at the same nonce is queued (once); the pool then
+      // mines either it or the original, and the next pass sees which.
+      const submittedAt = op.submitted_at?.getTime() ?? op.created_at.getTime();
+      if (clock.now().getTime() - submittedAt > config.submitTimeoutMs && !rows.some((r) => r.kind === 'cancel')) {
+        const latest = rows[rows.length - 1]!;
+        if (!(await replace(trx, latest, true))) log.warn({ operation_id: op.id }, 'submission timed out but no cancellation fits the fee cap; waiting for the original');
+      }
+      return { state: 'pending' };
+    },
+
+    async pump(db) {
+      let sent = 0;
+      const now = clock.now();
+      // Fee bumps first, so their replacements go out below in the same pass.
+      for (const row of await repo.listStaleChainTxs(db, chainId, new Date(now.getTime() - config.rebroadcastMs), 20)) {
+        if (await receiptOf(row.tx_hash)) continue; // mined: tracking finishes it
+        if (!(await replace(db, row, false))) {
+          // No room to bump (a native transfer at its fee cap): send the same bytes again.
+          await node(() => client.sendRawTransaction({ serializedTransaction: row.raw_tx as Hex })).catch((err: unknown) => {
+            if (err instanceof ChainUnavailableError) throw err;
+          });
+          await repo.touchChainTxBroadcast(db, row.id, clock.now());
+        }
+      }
+      for (const row of await repo.listUnsentChainTxs(db, chainId, 200)) {
+        try {
+          await node(() => client.sendRawTransaction({ serializedTransaction: row.raw_tx as Hex }));
+        } catch (err) {
+          if (err instanceof ChainUnavailableError) throw err;
+          if (!ALREADY_SENT.test(String((err as Error).message))) {
+            await repo.markChainTxError(db, row.id, String((err as Error).message).split('\n')[0]!, clock.now());
+            log.warn({ tx_hash: row.tx_hash, operation_id: row.operation_id, err: String((err as Error).message).split('\n')[0] }, 'broadcast refused; retried on a later pass');
+            continue;
+          }
+        }
+        await repo.markChainTxBroadcast(db, row.id, clock.now());
+        sent += 1;
+      }
+      return sent;
+    },
+
+    async onchain(db, op, walletAddress) {
+      const rows = await repo.listChainTxsByOperation(db, op.id);
+      const row = rows.find((r) => r.status === 'mined') ?? rows.find((r) => r.tx_hash === op.tx_hash) ?? rows[rows.length - 1];
+      return {
+        chain_id: chainId,
+        wallet_address: walletAddress,
+        from: row ? getAddress(row.from_address) : null,
+        to: row ? getAddress(row.to_address) : null,
+        to_address: op.to_address,
+        token_address: row?.token_address ?? null,
+        tx_hash: row?.tx_hash ?? null,
+        block_number: row?.block_number === null || row?.block_number === undefined ? null : Number(row.block_number),
+        block_hash: row?.block_hash ?? null,
+        log_index: row?.log_index ?? null,
+        gas_used: row?.gas_used ?? null,
+        effective_gas_price: row?.effective_gas_price ?? null,
+      } satisfies OnchainView;
+    },
+
+    async health() {
+      try {
+        const head = await node(() => client.getBlockNumber({ cacheTime: 0 }));
+        return { mode: 'evm', chain_id: chainId, state: 'ok', head_block: Number(head) };
+      } catch (err) {
+        return { mode: 'evm', chain_id: chainId, state: 'unreachable', head_block: null, error: err instanceof Error ? err.message.split('\n')[0]! : String(err) };
+      }
+    },
+
+    async head() {
+      const block = await node(() => client.getBlock({ blockTag: 'latest' }));
+      return { number: block.number!, hash: block.hash!, parentHash: block.parentHash, timestamp: block.timestamp };
+    },
+
+    async block(number) {
+      const block = await node(() => client.getBlock({ blockNumber: number })).catch((err: unknown) => {
+        if (err instanceof ChainUnavailableError) throw err;
+        return null;
+      });
+      return block ? { number: block.number!, hash: block.hash!, parentHash: block.parentHash, timestamp: block.timestamp } : null;
+    },
+
+    async balanceOf(address, asset) {
+      if (isNative(asset)) return node(() => client.getBalance({ address }));
+      return node(() => client.readContract({ address: getAddress(asset.contract_address!), abi: usdCoinAbi, functionName: 'balanceOf', args: [address] }));
+    },
+
+    async transferLogs(tokens, fromBlock, toBlock) {
+      if (tokens.length === 0) return [];
+      const logs = await node(() => client.getContractEvents({ address: tokens, abi: usdCoinAbi, eventName: 'Transfer', fromBlock, toBlock }));
+      return logs.map((l) => ({ token: getAddress(l.address), from: l.args.from!, to: l.args.to!, value: l.args.value!, txHash: l.transactionHash, logIndex: l.logIndex, blockNumber: l.blockNumber, blockHash: l.blockHash }));
+    },
+
+    async nativeTransfers(blockNumber) {
+      const block = await node(() => client.getBlock({ blockNumber, includeTransactions: true }));
+      return block.transactions
+        .filter((tx) => tx.to && tx.value > 0n)
+        .map((tx) => ({ from: tx.from, to: getAddress(tx.to!), value: tx.value, txHash: tx.hash, blockNumber: block.number!, blockHash: block.hash! }));
+    },
+
+    async authorizationUsed(token, authorizer, nonce) {
+      return node(() => client.readContract({ address: token, abi: usdCoinAbi, functionName: 'authorizationState', args: [authorizer, nonce] }));
+    },
+  };
+  return chain;
+}
+
+/** The relayer's account from CHAIN_RELAYER_KEY; the key itself is never logged. */
+export const relayerFromKey = (key: string): PrivateKeyAccount => privateKeyToAccount(key as Hex);
+
+export type { AssetRow };

@@ -1,0 +1,123 @@
+// The settlement port (issue 11): what the ledger needs from a chain. Two adapters: `simulated` (the embedded
+// default and sandbox: hashes of the operation id, blocks from the clock) and `evm` (viem against CHAIN_RPC_URL).
+// Ledger holds, policy, idempotency, events and every route stay above this port.
+import type { Db, Knex } from '../db/knex.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
+
+export type Hex = `0x${string}`;
+export type Address = `0x${string}`;
+
+/** What `include=onchain` shows (nulls before submission; the simulated chain fills what it can). */
+export interface OnchainView {
+  chain_id: number;
+  wallet_address: string | null;
+  from: string | null;
+  to: string | null;
+  to_address: string | null;
+  token_address: string | null;
+  tx_hash: string | null;
+  block_number: number | null;
+  block_hash: string | null;
+  log_index: number | null;
+  gas_used: string | null;
+  effective_gas_price: string | null;
+}
+
+/** The state of a submitted transfer on the chain. */
+export type TrackResult =
+  | { state: 'pending' }
+  /** Mined with receipt status 1 and CHAIN_CONFIRMATIONS confirmations; `feeUnits` = gas paid by the wallet (ETH). */
+  | { state: 'confirmed'; txHash: string; feeUnits: bigint; details: Record<string, unknown> }
+  | { state: 'failed'; code: string; message: string; txHash: string | null; feeUnits: bigint };
+
+export type SubmitResult = { ok: true; txHash: string; recheckAt: Date } | { ok: false; code: string; message: string };
+
+/** The asset facts the adapters need (a row of `assets`). */
+export interface ChainAsset {
+  symbol: string;
+  decimals: number;
+  contract_address: string | null;
+  eip712_name: string | null;
+  eip712_version: string | null;
+}
+
+/** The node did not answer (connection refused, timeout): the caller leaves its work for a later pass. */
+export class ChainUnavailableError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`chain node unavailable: ${cause instanceof Error ? cause.message.split('\n')[0] : String(cause)}`);
+  }
+}
+
+export interface BlockRef {
+  number: bigint;
+  hash: Hex;
+  parentHash: Hex;
+  timestamp: bigint;
+}
+
+/** A token `Transfer` log (deposits, reconcile). */
+export interface TransferLog {
+  token: Address;
+  from: Address;
+  to: Address;
+  value: bigint;
+  txHash: Hex;
+  logIndex: number;
+  blockNumber: bigint;
+  blockHash: Hex;
+}
+
+/** A plain ETH transfer found in a block (deposits). */
+export interface NativeTransfer {
+  from: Address;
+  to: Address;
+  value: bigint;
+  txHash: Hex;
+  blockNumber: bigint;
+  blockHash: Hex;
+}
+
+export interface ChainHealth {
+  mode: 'simulated' | 'evm';
+  chain_id: number;
+  state: 'ok' | 'unreachable';
+  head_block: number | null;
+  error?: string;
+}
+
+export interface Chain {
+  readonly mode: 'simulated' | 'evm';
+  /** The chain id (evm: read from the node at start, or CHAIN_ID). */
+  readonly chainId: number;
+
+  // --- outbound settlement (the operation service's settlement loop) ---
+  /** Whether this operation's money moves on this chain (else the simulated chain and the type's settler settle it). */
+  settlesOnChain(op: Pick<OperationRow, 'type' | 'details'>, asset: ChainAsset | null): boolean;
+  /** The extra hold an outgoing transfer of `asset` needs beside its amount (ETH: the gas reserve); 0n if none. */
+  gasReserve(asset: ChainAsset): bigint;
+  /**
+   * accepted -> submitted, inside the caller's transaction: evm signs the transfer and records the raw transaction
+   * (broadcast happens after commit, by `pump`). Returns the tx hash and when to look at the operation again.
+   */
+  submit(trx: Knex.Transaction, op: OperationRow): Promise<SubmitResult>;
+  /** A submitted operation: mined, confirmed, reverted, timed out? Simulated: confirmed once due. */
+  track(trx: Knex.Transaction, op: OperationRow): Promise<TrackResult>;
+  /** Broadcasts recorded transactions not yet sent and rebroadcasts (fee-bumped) stale ones; returns how many. */
+  pump(db: Knex): Promise<number>;
+  /** The on-chain view of an operation. */
+  onchain(db: Db, op: OperationRow, walletAddress: string | null): Promise<OnchainView>;
+
+  // --- reads (deposits, x402, reconcile) ---
+  health(): Promise<ChainHealth>;
+  /** The head block (evm); null on the simulated chain. */
+  head(): Promise<BlockRef | null>;
+  block(number: bigint): Promise<BlockRef | null>;
+  /** Balance of `address` in `asset` (native when the asset has no contract address). */
+  balanceOf(address: Address, asset: ChainAsset): Promise<bigint>;
+  /** Token `Transfer` logs of `tokens` in [fromBlock, toBlock]. */
+  transferLogs(tokens: Address[], fromBlock: bigint, toBlock: bigint): Promise<TransferLog[]>;
+  /** Plain ETH transfers (value > 0, to an EOA) in one block. */
+  nativeTransfers(blockNumber: bigint): Promise<NativeTransfer[]>;
+  /** Whether an EIP-3009 authorization (`authorizer`, `nonce`) was used on `token`. */
+  authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean>;
+}

@@ -1,0 +1,40 @@
+// The USDC-like token of development chains (contracts/UsdCoin.sol): deploy, mint, and the EIP-3009 typed data.
+import { getAddress, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
+import { usdCoinAbi, usdCoinBytecode } from '../../contracts/artifacts/UsdCoin.js';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/signing.js';
+import type { Address, Hex } from './port.js';
+
+export { usdCoinAbi };
+
+/** EIP-712 types of EIP-3009 `transferWithAuthorization` (FiatTokenV2 and @x402/evm use the same). */
+export const transferWithAuthorizationTypes = TRANSFER_WITH_AUTHORIZATION_TYPES;
+
+export interface Authorization {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+}
+
+/** The EIP-712 domain of a USDC-like token (name "USD Coin", version "2" unless the asset row says otherwise). */
+export const tokenDomain = (chainId: number, token: Address, name = 'USD Coin', version = '2') => ({ name, version, chainId, verifyingContract: token });
+
+type Wallet = WalletClient<Transport, ViemChain | undefined, Account>;
+
+/** Deploys the token from `deployer` (who becomes its owner and minter); resolves with its address once mined. */
+export async function deployToken(wallet: Wallet, client: PublicClient): Promise<Address> {
+  const hash = await wallet.deployContract({ abi: usdCoinAbi, bytecode: usdCoinBytecode, account: wallet.account, chain: wallet.chain });
+  const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  if (receipt.status !== 'success' || !receipt.contractAddress) throw new Error(`token deployment failed (tx ${hash})`);
+  return getAddress(receipt.contractAddress);
+}
+
+/** Mints `value` base units to `to` (the deployer only); resolves with the mined transaction's hash. */
+export async function mintToken(wallet: Wallet, client: PublicClient, token: Address, to: Address, value: bigint): Promise<Hex> {
+  const hash = await wallet.writeContract({ address: token, abi: usdCoinAbi, functionName: 'mint', args: [to, value], account: wallet.account, chain: wallet.chain });
+  const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  if (receipt.status !== 'success') throw new Error(`mint failed (tx ${hash})`);
+  return hash;
+}

@@ -1,0 +1,67 @@
+// agentctl chain commands for a real chain (CHAIN_RPC_URL): the development chain's bootstrap and faucet, and the
+// reconciliation of on-chain balances with the ledger.
+import { getAddress, parseUnits } from 'viem';
+import { bootstrapDevChain, createChainClient, faucet, resolveChainId, resolveRelayer } from '../chain/connect.js';
+import type { Address } from '../chain/port.js';
+import { findAgent } from '../db/repositories/agent.repository.js';
+import { findAsset } from '../db/repositories/ledger.repository.js';
+import { createSealer } from '../lib/crypto.js';
+import { createLogger } from '../lib/logger.js';
+import { CliUsageError, optionalFlag, requireFlag, requirePositional, type CliCommand, type CliContext } from './types.js';
+
+async function connect(ctx: CliContext) {
+  const { config } = ctx;
+  if (!config.chain.rpcUrl) throw new CliUsageError('CHAIN_RPC_URL is not set: the simulated chain has no bootstrap or faucet');
+  const log = createLogger(config.logLevel);
+  const chainId = await resolveChainId(config, log);
+  return { config, log, chainId, client: createChainClient(config.chain.rpcUrl, chainId) };
+}
+
+export const chainCommands: CliCommand[] = [
+  {
+    name: 'chain bootstrap',
+    usage: 'chain bootstrap (development chain 31337 only: deploy the USDC token once, fund the relayer)',
+    run: async (ctx) => {
+      const { config, log, chainId, client } = await connect(ctx);
+      const sealer = createSealer(config.masterKey);
+      const deps = { config, db: ctx.db, sealer, clock: ctx.clock, log };
+      const relayer = await resolveRelayer(deps, chainId);
+      return { ...(await bootstrapDevChain({ ...deps, client, chainId, relayer })) };
+    },
+  },
+  {
+    name: 'chain faucet',
+    usage: 'chain faucet ADDRESS --asset USDC|ETH --amount X (development chain 31337 only)',
+    run: async (ctx, args) => {
+      const raw = requirePositional(args, 0, 'ADDRESS');
+      if (!/^0x[0-9a-fA-F]{40}$/.test(raw)) throw new CliUsageError('ADDRESS must be a 0x EVM address');
+      const asset = requireFlag(args, 'asset').toUpperCase();
+      if (asset !== 'USDC' && asset !== 'ETH') throw new CliUsageError('--asset must be USDC or ETH');
+      const amount = requireFlag(args, 'amount');
+      let units: bigint;
+      try {
+        units = parseUnits(amount, asset === 'USDC' ? 6 : 18);
+      } catch {
+        throw new CliUsageError('--amount must be a decimal number');
+      }
+      if (units <= 0n) throw new CliUsageError('--amount must be positive');
+      const { config, chainId, client } = await connect(ctx);
+      const usdc = await findAsset(ctx.db, 'USDC');
+      const token = usdc?.contract_address ? (getAddress(usdc.contract_address) as Address) : null;
+      const address = getAddress(raw) as Address;
+      const txHash = await faucet({ config, client, chainId, token }, address, asset, units);
+      return { address, asset, amount, tx_hash: txHash, chain_id: chainId };
+    },
+  },
+  {
+    name: 'chain reconcile',
+    usage: 'chain reconcile [--agent AGENT_ID] (on-chain balances against the ledger: one JSON object with the drift)',
+    run: async (ctx, args) => {
+      const inbound = ctx.services.inbound;
+      if (!inbound) throw new CliUsageError('CHAIN_RPC_URL is not set: the simulated chain has nothing to reconcile');
+      const agentId = optionalFlag(args, 'agent');
+      if (agentId !== undefined && !(/^[0-9a-f-]{36}$/i.test(agentId) && (await findAgent(ctx.db, agentId)))) throw new CliUsageError(`agent ${agentId} not found`);
+      return { ...(await inbound.reconciler.run({ agentId })) };
+    },
+  },
+];
