@@ -4222,6 +4222,16 @@ export interface components {
             } & {
                 [key: string]: "ok" | "down";
             };
+            /** @description The settlement chain's state when `CHAIN_RPC_URL` is set (evm mode). Reported, not gating: with the node unreachable, writes are still accepted and settle when it returns. */
+            chain?: {
+                /** @enum {string} */
+                mode: "simulated" | "evm";
+                chain_id?: number;
+                /** @enum {string} */
+                state: "ok" | "unreachable";
+                head_block?: number | null;
+                error?: string;
+            };
         };
     };
     responses: {
