@@ -45,6 +45,7 @@ if (errors.length > 0) process.exit(1);
 const compiler = `solc ${solc.version()}`;
 for (const file of sources) {
   for (const [name, contract] of Object.entries(output.contracts[file] ?? {})) {
+    if (!contract.evm.bytecode.object) continue; // interfaces
     const artifact = { contractName: name, source: `contracts/${file}`, compiler, abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` };
     writeFileSync(path.join(outDir, `${name}.json`), `${JSON.stringify(artifact, null, 2)}\n`);
     const ts = [

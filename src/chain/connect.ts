@@ -12,6 +12,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
 import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
+import { DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
 import { deployToken, mintToken } from './token.js';
@@ -72,6 +73,7 @@ export interface BootstrapResult {
   chain_id: number;
   token_address: string;
   deployed: boolean;
+  dex: DexContracts;
   relayer: string;
   relayer_funded_wei: string;
 }
@@ -103,6 +105,16 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
     }
     const usdc = await findAsset(trx, 'USDC');
     if (usdc?.contract_address !== token) await setAssetContractAddress(trx, 'USDC', token);
+    // The conversion venue (issue 16): tokens, Uniswap v2 pairs and the router, redeployed with a new token.
+    const recorded = await findSetting(trx, chainId, DEX_SETTING);
+    let dex = recorded ? (JSON.parse(recorded) as DexContracts) : null;
+    const dexHasCode = dex && dex.tokens.USDC === token ? ((await client.getCode({ address: dex.router })) ?? '0x') !== '0x' : false;
+    if (!dex || !dexHasCode) {
+      dex = await deployDevDex(wallet, client, token);
+      await upsertSetting(trx, chainId, DEX_SETTING, JSON.stringify(dex), deps.clock.now());
+      deps.log.info({ factory: dex.factory, router: dex.router, pairs: dex.pairs }, 'development chain: Uniswap v2 pairs deployed and seeded');
+    }
+    for (const [symbol, address] of Object.entries(dex.tokens)) if (symbol !== 'USDC') await setAssetContractAddress(trx, symbol, address);
     const target = parseEther('100');
     const balance = await client.getBalance({ address: relayer.address });
     let funded = 0n;
@@ -111,7 +123,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
       funded = target - balance;
     }
-    return { chain_id: chainId, token_address: token, deployed, relayer: relayer.address, relayer_funded_wei: funded.toString() };
+    return { chain_id: chainId, token_address: token, deployed, dex, relayer: relayer.address, relayer_funded_wei: funded.toString() };
   });
 }
 

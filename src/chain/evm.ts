@@ -30,6 +30,7 @@ import type { Logger } from '../lib/logger.js';
 import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
 import { ChainUnavailableError, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
+import { createDex, swapRouterAbi } from './dex.js';
 import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
 
 /** Gas of a plain ETH transfer to an account without code. */
@@ -37,6 +38,28 @@ export const NATIVE_TRANSFER_GAS = 21_000n;
 /** Gas limit of a relayed `transferWithAuthorization` (about 60-80k used; fixed, so a transfer that would revert is still mined and fails visibly). */
 export const EIP3009_GAS = 150_000n;
 const CHAIN_SETTLED_TYPES = new Set(['payment', 'withdrawal.crypto']);
+/** Gas limit of a routed swap with its permit (about 110k per hop + 60k; fixed, so a swap that would revert is still mined and fails visibly). */
+export const SWAP_GAS = 400_000n;
+
+/** What a conversion executed on chain records in its operation's details (see conversion.service.ts). */
+export interface OnchainSwapDetails {
+  onchain_route: { router: Address; pairs: Address[]; path: Address[] };
+  min_amount_out: string;
+}
+
+const permitTypes = {
+  Permit: [
+    { name: 'owner', type: 'address' },
+    { name: 'spender', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+} as const;
+const eip5267Abi = [
+  { type: 'function', name: 'eip712Domain', stateMutability: 'view', inputs: [], outputs: [{ name: 'fields', type: 'bytes1' }, { name: 'name', type: 'string' }, { name: 'version', type: 'string' }, { name: 'chainId', type: 'uint256' }, { name: 'verifyingContract', type: 'address' }, { name: 'salt', type: 'bytes32' }, { name: 'extensions', type: 'uint256[]' }] },
+  { type: 'function', name: 'nonces', stateMutability: 'view', inputs: [{ name: 'owner', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] },
+] as const;
 
 export interface EvmChainDeps {
   config: ChainConfig;
@@ -74,6 +97,7 @@ function isUnreachable(err: unknown): boolean {
 export function createEvmChain(deps: EvmChainDeps): Chain {
   const { config, chainId, client, relayer, sealer, clock, log } = deps;
   const confirmations = BigInt(Math.max(1, config.confirmations));
+  const dex = createDex({ client, chainId });
 
   /** Any call to the node: transport failures become ChainUnavailableError (the loops back off on it). */
   async function node<T>(call: () => Promise<T>): Promise<T> {
@@ -174,11 +198,53 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     return logs[0]?.logIndex ?? null;
   }
 
+  /**
+   * A conversion: the wallet signs an EIP-2612 permit of the input to the router and the relayer submits
+   * `swapExactInWithPermit` (one transaction: the input leaves the wallet, every hop swaps, and it reverts below the
+   * minimum output). A swap that would revert at the current reserves is refused here, before anything is recorded.
+   */
+  async function submitSwap(trx: Knex.Transaction, operationId: string, account: PrivateKeyAccount, amountIn: bigint, details: OnchainSwapDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
+    const { router, pairs, path } = details.onchain_route;
+    const minOut = BigInt(details.min_amount_out);
+    const tokenIn = getAddress(path[0]!);
+    const [domain, onchainNonce] = await Promise.all([
+      node(() => client.readContract({ address: tokenIn, abi: eip5267Abi, functionName: 'eip712Domain' })),
+      node(() => client.readContract({ address: tokenIn, abi: eip5267Abi, functionName: 'nonces', args: [account.address] })),
+    ]);
+    const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds);
+    const nonce = await repo.takePermitNonce(trx, chainId, tokenIn, account.address, onchainNonce, clock.now());
+    const signature = await account.signTypedData({ domain: { name: domain[1], version: domain[2], chainId, verifyingContract: tokenIn }, types: permitTypes, primaryType: 'Permit', message: { owner: account.address, spender: router, value: amountIn, nonce, deadline } });
+    const { v, r, s } = parseSignature(signature);
+    const args = [account.address, pairs, path, amountIn, minOut, { deadline, v: Number(v), r, s }] as const;
+    if (nonce === onchainNonce) {
+      // Nothing of this wallet in flight: the swap can be tried against the current state.
+      const reverted = await node(() => client.simulateContract({ address: router, abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args, account: relayer.address })).then(
+        () => null,
+        (err: unknown) => {
+          if (err instanceof ChainUnavailableError) throw err;
+          return String((err as Error).message).split('\n')[0]!;
+        },
+      );
+      if (reverted !== null) {
+        const slippage = /InsufficientOutputAmount/.test(reverted);
+        return { ok: false, code: slippage ? 'slippage_exceeded' : 'settlement_failed', message: slippage ? `the reserves moved: the swap would return less than the minimum ${minOut}` : `the swap would revert: ${reverted}` };
+      }
+    }
+    const data = encodeFunctionData({ abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args });
+    const fees = await currentFees();
+    const txNonce = await nextNonce(trx, relayer.address);
+    const tx = { to: router, value: 0n, data, nonce: Number(txNonce), gas: SWAP_GAS * BigInt(pairs.length), maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+    const hash = await record(trx, relayer, tx, { operation_id: operationId, kind: 'swap', attempt: 0, token_address: tokenIn.toLowerCase(), transfer_to: account.address.toLowerCase(), transfer_value: amountIn, authorization_nonce: null, valid_before: deadline });
+    return { ok: true, hash };
+  }
+
   const chain: Chain = {
     mode: 'evm',
     chainId,
+    dex,
 
     settlesOnChain(op, asset) {
+      if (op.type === 'conversion') return Boolean((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route);
       if (!asset || !CHAIN_SETTLED_TYPES.has(op.type)) return false;
       const deliverAs = (op.details as { deliver_as?: string } | null)?.deliver_as;
       if (deliverAs && deliverAs !== asset.symbol) return false; // a conversion on delivery keeps its present settlement
@@ -197,7 +263,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       const to = getAddress(op.to_address!);
       const fees = await currentFees();
       let hash: Hex;
-      if (isNative(asset)) {
+      if (op.type === 'conversion') {
+        const swap = await submitSwap(trx, op.id, account, amount, op.details as unknown as OnchainSwapDetails);
+        if (!swap.ok) return swap;
+        hash = swap.hash;
+      } else if (isNative(asset)) {
         const maxFee = minOf(fees.maxFeePerGas, nativeFeeCap());
         // Refused before a nonce is taken: a transaction the node would never accept would leave a gap behind it.
         const onchain = await node(() => client.getBalance({ address: account.address }));
@@ -229,14 +299,17 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         const receipt = await receiptOf(row.tx_hash);
         if (!receipt) continue;
         if (head - receipt.blockNumber + 1n < confirmations) return { state: 'pending' };
-        const logIndex = transferLogIndex(receipt, row.token_address);
+        const logIndex = transferLogIndex(receipt, row.kind === 'swap' ? null : row.token_address);
         await repo.markChainTxMined(trx, row, { block_number: receipt.blockNumber, block_hash: receipt.blockHash, receipt_status: receipt.status === 'success' ? 1 : 0, gas_used: receipt.gasUsed, effective_gas_price: receipt.effectiveGasPrice, log_index: logIndex }, clock.now());
         const feeUnits = row.from_address.toLowerCase() === relayer.address.toLowerCase() ? 0n : receipt.gasUsed * receipt.effectiveGasPrice;
         if (row.kind === 'cancel') {
           return { state: 'failed', code: 'submission_timeout', message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`, txHash: row.tx_hash, feeUnits };
         }
         if (receipt.status !== 'success') return { state: 'failed', code: 'execution_reverted', message: `transaction ${row.tx_hash} reverted on chain ${chainId}`, txHash: row.tx_hash, feeUnits };
-        return { state: 'confirmed', txHash: row.tx_hash, feeUnits, details: { tx_hash: row.tx_hash, block_number: Number(receipt.blockNumber) } };
+        const swapped = row.kind === 'swap' ? parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) })[0] : undefined;
+        if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
+        const extra = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
+        return { state: 'confirmed', txHash: row.tx_hash, feeUnits, details: { tx_hash: row.tx_hash, block_number: Number(receipt.blockNumber), ...extra } };
       }
       // Nothing mined yet. Past the deadline, a cancellation at the same nonce is queued (once); the pool then
       // mines either it or the original, and the next pass sees which.

@@ -3,6 +3,7 @@
 // Ledger holds, policy, idempotency, events and every route stay above this port.
 import type { Db, Knex } from '../db/knex.js';
 import type { OperationRow } from '../db/repositories/operation.repository.js';
+import type { Dex } from './dex.js';
 
 export type Hex = `0x${string}`;
 export type Address = `0x${string}`;
@@ -89,6 +90,8 @@ export interface Chain {
   readonly mode: 'simulated' | 'evm';
   /** The chain id (evm: read from the node at start, or CHAIN_ID). */
   readonly chainId: number;
+  /** The conversion venue on this chain (Uniswap v2 pairs of the development bootstrap); null on the simulated chain. */
+  readonly dex: Dex | null;
 
   // --- outbound settlement (the operation service's settlement loop) ---
   /** Whether this operation's money moves on this chain (else the simulated chain and the type's settler settle it). */

@@ -1,5 +1,6 @@
 // The DeFi area's services, wired once on top of the ledger area: earn vaults, conversions (whose
 // settler joins the operation service's settlement loop) and borrow markets.
+import type { Dex } from '../chain/dex.js';
 import type { Clock } from '../lib/clock.js';
 import { createBorrowService, type BorrowService } from './borrow.service.js';
 import { createConversionService, type ConversionService } from './conversion.service.js';
@@ -12,11 +13,11 @@ export interface DefiArea {
   borrow: BorrowService;
 }
 
-export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations'> }): DefiArea {
+export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations'>; dex?: Dex | null }): DefiArea {
   const { clock } = deps;
   const { ledger, policy, operations } = deps.ledger;
   const earn = createEarnService({ clock, ledger, operations, policy });
-  const conversions = createConversionService({ clock, ledger, operations, policy, earn });
+  const conversions = createConversionService({ clock, ledger, operations, policy, earn, dex: deps.dex });
   const borrow = createBorrowService({ clock, ledger, operations, policy });
   return { earn, conversions, borrow };
 }

@@ -160,6 +160,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
   /** On-chain confirmation: the amount's hold leaves the wallet (the recipient is credited by the chain itself); other holds (the gas reserve) are released. */
   async function captureOnChain(trx: Knex.Transaction, op: OperationRow, tracked: Extract<TrackResult, { state: 'confirmed' }>): Promise<SettleOutcome> {
+    if (op.type === 'conversion') return captureSwap(trx, op, tracked);
     let captured = false;
     for (const hold of await findHeldByOperation(trx, op.id)) {
       if (!captured && hold.asset_symbol === op.asset_symbol && hold.amount === op.amount) {
@@ -168,6 +169,22 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         await ledger.release(trx, hold.id);
       }
     }
+    return { ok: true, details: tracked.details };
+  }
+
+  /** A conversion swapped on chain: the input's hold goes to the pool, the wallet is credited what the router paid it (its Swapped event). */
+  async function captureSwap(trx: Knex.Transaction, op: OperationRow, tracked: Extract<TrackResult, { state: 'confirmed' }>): Promise<SettleOutcome> {
+    const toAsset = (op.details as { to_asset: string }).to_asset;
+    const out = BigInt(String(tracked.details.settled_amount_out));
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, { kind: 'external', name: 'conversion' }, 'conversion');
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'conversion',
+      postings: [
+        { account: { kind: 'external', name: 'conversion' }, asset: toAsset, amount: -out },
+        { account: { kind: 'available', walletId: op.wallet_id }, asset: toAsset, amount: out },
+      ],
+    });
     return { ok: true, details: tracked.details };
   }
 

@@ -2,7 +2,7 @@
 import type { Db, Knex } from '../knex.js';
 
 export type ChainTxStatus = 'signed' | 'broadcast' | 'mined' | 'replaced' | 'dropped';
-export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding';
+export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap';
 
 export interface ChainTxRow {
   id: string;
@@ -111,6 +111,23 @@ export async function markChainTxMined(db: Db, row: Pick<ChainTxRow, 'id' | 'cha
 /** Open (signed or broadcast) transactions of an account, oldest first: reconcile's "outgoing not yet mined". */
 export async function listOpenChainTxsFrom(db: Db, chainId: number, fromAddress: string): Promise<ChainTxRow[]> {
   return db('chain_transactions').where({ chain_id: chainId, from_address: fromAddress.toLowerCase() }).whereIn('status', ['signed', 'broadcast']).orderBy('nonce');
+}
+
+/**
+ * The EIP-2612 permit nonce to sign for `owner` on `token`: the chain's when no swap of the owner is in flight
+ * (a reverted swap does not consume its permit, so the count restarts from the chain), else the next after those in
+ * flight, allocated under the row lock of chain_nonces (key `permit:<token>:<owner>`) like account nonces.
+ */
+export async function takePermitNonce(db: Db, chainId: number, token: string, owner: string, onchain: bigint, at: Date): Promise<bigint> {
+  const key = { chain_id: chainId, address: `permit:${token}:${owner}`.toLowerCase() };
+  await db('chain_nonces').insert({ ...key, next_nonce: onchain, updated_at: at }).onConflict(['chain_id', 'address']).ignore();
+  await db('chain_nonces').where(key).forUpdate().first();
+  const open = await db('chain_transactions').where({ chain_id: chainId, kind: 'swap', token_address: token.toLowerCase(), transfer_to: owner.toLowerCase() }).whereIn('status', ['signed', 'broadcast']).first('id');
+  const [row] = await db('chain_nonces')
+    .where(key)
+    .update({ next_nonce: open ? db.raw('greatest(next_nonce, ?) + 1', [onchain.toString()]) : (onchain + 1n).toString(), updated_at: at })
+    .returning(db.raw('(next_nonce - 1)::text as nonce'));
+  return BigInt((row as { nonce: string }).nonce);
 }
 
 /** A re-sent transaction (same bytes): its staleness restarts. */
