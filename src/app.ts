@@ -138,7 +138,7 @@ function buildServices(deps: {
   return {
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
-    defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null }),
+    defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets }),
     x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),

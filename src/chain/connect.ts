@@ -12,7 +12,9 @@ import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
 import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
+import { setVaultAddress } from '../db/repositories/vault.repository.js';
 import { DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
+import { EARN_SETTING, accrueVault, deployDevVaults, type EarnContracts } from './vaults.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
 import { deployToken, mintToken } from './token.js';
@@ -74,6 +76,7 @@ export interface BootstrapResult {
   token_address: string;
   deployed: boolean;
   dex: DexContracts;
+  earn: EarnContracts;
   relayer: string;
   relayer_funded_wei: string;
 }
@@ -115,6 +118,15 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       deps.log.info({ factory: dex.factory, router: dex.router, pairs: dex.pairs }, 'development chain: Uniswap v2 pairs deployed and seeded');
     }
     for (const [symbol, address] of Object.entries(dex.tokens)) if (symbol !== 'USDC') await setAssetContractAddress(trx, symbol, address);
+    // Earn (issue 16): ERC-4626 vaults for the seeded USDC vault rows, and the router acting on the wallets' permits.
+    const recordedEarn = await findSetting(trx, chainId, EARN_SETTING);
+    let earn = recordedEarn && dexHasCode ? (JSON.parse(recordedEarn) as EarnContracts) : null;
+    if (!earn || ((await client.getCode({ address: earn.router })) ?? '0x') === '0x') {
+      earn = await deployDevVaults(wallet, client, dex.tokens);
+      await upsertSetting(trx, chainId, EARN_SETTING, JSON.stringify(earn), deps.clock.now());
+      deps.log.info({ router: earn.router, vaults: earn.vaults }, 'development chain: ERC-4626 vaults deployed');
+    }
+    for (const [vaultId, address] of Object.entries(earn.vaults)) await setVaultAddress(trx, vaultId, address);
     const target = parseEther('100');
     const balance = await client.getBalance({ address: relayer.address });
     let funded = 0n;
@@ -123,8 +135,15 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
       funded = target - balance;
     }
-    return { chain_id: chainId, token_address: token, deployed, dex, relayer: relayer.address, relayer_funded_wei: funded.toString() };
+    return { chain_id: chainId, token_address: token, deployed, dex, earn, relayer: relayer.address, relayer_funded_wei: funded.toString() };
   });
+}
+
+/** Development chain only: the yield of an ERC-4626 vault, `units` of its asset minted into it (agentctl vault accrue). */
+export async function accrueDevVault(deps: { config: Readonly<Config>; client: PublicClient; chainId: number }, vault: Address, units: bigint): Promise<Hex> {
+  if (deps.chainId !== DEV_CHAIN_ID) throw new Error(`vault accrue runs on the development chain ${DEV_CHAIN_ID} only; this node is chain ${deps.chainId}`);
+  if (deps.config.nodeEnv === 'production') throw new Error('vault accrue is refused when NODE_ENV=production');
+  return accrueVault(faucetWallet(deps.config.chain.rpcUrl!, deps.chainId), deps.client, vault, units);
 }
 
 /** Development chain only: mints USDC (the faucet deployed the token) or sends ETH to `address`. */

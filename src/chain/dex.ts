@@ -10,7 +10,7 @@ import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
 import { getAmountOut } from '../lib/defi/amm.js';
 import type { Address, Hex } from './port.js';
-import { mintToken } from './token.js';
+import { deployContract, mintToken } from './token.js';
 
 export { swapRouterAbi };
 
@@ -126,13 +126,6 @@ export function createDex(deps: { client: PublicClient; chainId: number }): Dex 
 
 type Wallet = WalletClient<Transport, ViemChain | undefined, Account>;
 
-async function deploy(wallet: Wallet, client: PublicClient, args: Parameters<Wallet['deployContract']>[0]): Promise<Address> {
-  const hash = await wallet.deployContract(args);
-  const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
-  if (receipt.status !== 'success' || !receipt.contractAddress) throw new Error(`deployment failed (tx ${hash})`);
-  return getAddress(receipt.contractAddress);
-}
-
 async function send(wallet: Wallet, client: PublicClient, hash: Promise<Hex>): Promise<void> {
   const receipt = await client.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
   if (receipt.status !== 'success') throw new Error(`transaction ${receipt.transactionHash} reverted`);
@@ -157,11 +150,11 @@ export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: A
   const decimals: Record<string, number> = { USDC: 6 };
   const tokens: Record<string, Address> = { USDC: usdc };
   for (const t of DEV_TOKENS) {
-    tokens[t.symbol] = await deploy(wallet, client, { abi: devTokenAbi, bytecode: devTokenBytecode, args: [t.name, t.symbol, t.decimals], account: wallet.account, chain: wallet.chain });
+    tokens[t.symbol] = await deployContract(wallet, client, { abi: devTokenAbi, bytecode: devTokenBytecode, args: [t.name, t.symbol, t.decimals], account: wallet.account, chain: wallet.chain });
     decimals[t.symbol] = t.decimals;
   }
-  const factory = await deploy(wallet, client, { abi: uniswapV2FactoryAbi, bytecode: `0x${v2Artifact('UniswapV2Factory').bytecode.replace(/^0x/, '')}`, args: [wallet.account.address], account: wallet.account, chain: wallet.chain });
-  const router = await deploy(wallet, client, { abi: swapRouterAbi, bytecode: swapRouterBytecode, account: wallet.account, chain: wallet.chain });
+  const factory = await deployContract(wallet, client, { abi: uniswapV2FactoryAbi, bytecode: `0x${v2Artifact('UniswapV2Factory').bytecode.replace(/^0x/, '')}`, args: [wallet.account.address], account: wallet.account, chain: wallet.chain });
+  const router = await deployContract(wallet, client, { abi: swapRouterAbi, bytecode: swapRouterBytecode, account: wallet.account, chain: wallet.chain });
   const pairs: Record<string, Address> = {};
   for (const p of DEV_POOLS) {
     const [ta, tb] = [tokens[p.a]!, tokens[p.b]!];

@@ -4,6 +4,7 @@
 import type { Db, Knex } from '../db/knex.js';
 import type { OperationRow } from '../db/repositories/operation.repository.js';
 import type { Dex } from './dex.js';
+import type { EarnVenue } from './vaults.js';
 
 export type Hex = `0x${string}`;
 export type Address = `0x${string}`;
@@ -92,6 +93,8 @@ export interface Chain {
   readonly chainId: number;
   /** The conversion venue on this chain (Uniswap v2 pairs of the development bootstrap); null on the simulated chain. */
   readonly dex: Dex | null;
+  /** The ERC-4626 vaults on this chain (development bootstrap); null on the simulated chain. */
+  readonly earn: EarnVenue | null;
 
   // --- outbound settlement (the operation service's settlement loop) ---
   /** Whether this operation's money moves on this chain (else the simulated chain and the type's settler settle it). */

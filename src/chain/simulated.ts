@@ -19,6 +19,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     mode: 'simulated',
     chainId: SIMULATED_CHAIN_ID,
     dex: null,
+    earn: null,
     settlesOnChain: () => false,
     gasReserve: () => 0n,
     async submit(_trx, op) {

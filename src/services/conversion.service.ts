@@ -301,5 +301,20 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
   };
 
   operations.registerSettler('conversion', service.settle);
+  // Swapped on chain: the input's hold goes to the pool, the wallet is credited what the router paid it (its Swapped event).
+  operations.registerChainSettler('conversion', async (trx, op, tracked) => {
+    const toAsset = (op.details as { to_asset: string }).to_asset;
+    const out = BigInt(String(tracked.settled_amount_out));
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, { kind: 'external', name: 'conversion' }, 'conversion');
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'conversion',
+      postings: [
+        { account: { kind: 'external', name: 'conversion' }, asset: toAsset, amount: -out },
+        { account: { kind: 'available', walletId: op.wallet_id }, asset: toAsset, amount: out },
+      ],
+    });
+    return { ok: true, details: tracked };
+  });
   return service;
 }

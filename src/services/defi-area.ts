@@ -1,6 +1,7 @@
 // The DeFi area's services, wired once on top of the ledger area: earn vaults, conversions (whose
 // settler joins the operation service's settlement loop) and borrow markets.
 import type { Dex } from '../chain/dex.js';
+import type { EarnVenue } from '../chain/vaults.js';
 import type { Clock } from '../lib/clock.js';
 import { createBorrowService, type BorrowService } from './borrow.service.js';
 import { createConversionService, type ConversionService } from './conversion.service.js';
@@ -13,10 +14,10 @@ export interface DefiArea {
   borrow: BorrowService;
 }
 
-export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations'>; dex?: Dex | null }): DefiArea {
+export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations'>; dex?: Dex | null; venue?: EarnVenue | null }): DefiArea {
   const { clock } = deps;
   const { ledger, policy, operations } = deps.ledger;
-  const earn = createEarnService({ clock, ledger, operations, policy });
+  const earn = createEarnService({ clock, ledger, operations, policy, venue: deps.venue });
   const conversions = createConversionService({ clock, ledger, operations, policy, earn, dex: deps.dex });
   const borrow = createBorrowService({ clock, ledger, operations, policy });
   return { earn, conversions, borrow };
