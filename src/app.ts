@@ -33,8 +33,9 @@ import { createSettlementLoop } from './services/settlement.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402.service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
-import { connectChain } from './chain/connect.js';
-import type { Chain } from './chain/port.js';
+import { connectChain, createChainClient } from './chain/connect.js';
+import type { Address, Chain } from './chain/port.js';
+import { createChainInbound, type ChainInbound } from './services/chain-inbound.js';
 
 export interface AppOverrides {
   clock?: Clock;
@@ -93,6 +94,24 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   // Before the services: the dev bootstrap records the token's address, which the ledger caches on first read.
   const chain = await connectChain({ config, db, sealer, clock, log });
   const services = buildServices({ config, db, clock, log, document, rateLimits, onAgentCreated, sealer, chain });
+  // evm mode: deposits, reconciliation and x402 settlement tracking read the chain through the port.
+  let inbound: ChainInbound | null = null;
+  if (chain) {
+    const codeReader = createChainClient(config.chain.rpcUrl!, chain.chainId, config.chain.pollMs);
+    inbound = createChainInbound({
+      db,
+      chain,
+      config: config.chain,
+      ledger: services.ledger.ledger,
+      operations: services.ledger.operations,
+      clock,
+      log,
+      isDeployed: async (address: Address) => ((await codeReader.getCode({ address })) ?? '0x') !== '0x',
+    });
+    // The deposit cursor starts now (a node down at start: the watcher's first tick creates it).
+    await inbound.deposits.ensureCursor().catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'deposit cursor not created at start'));
+  }
+  services.inbound = inbound;
   const loops: WorkerLoop[] = [
     createPollingLoop('idempotency-cleanup', () => idempotency.deleteExpired(), { idleMs: 60_000, log }),
     createOAuthCleanupLoop({ db, clock, log }),
@@ -107,6 +126,9 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       allowLoopback: config.unsafeAllowLoopbackTargets,
       databaseUrl: config.databaseUrl,
     }).loop,
+    ...(inbound?.loops() ?? []),
+    // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
+    ...(chain ? [createPollingLoop('x402-onchain', () => services.x402.trackOnChain(db), { idleMs: config.chain.pollMs, log })] : []),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
@@ -140,10 +162,11 @@ function buildServices(deps: {
     ledger,
     defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets }),
-    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log }),
+    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log, chain: deps.chain }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
+    inbound: null,
   };
 }
 

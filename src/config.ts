@@ -46,6 +46,8 @@ export interface ChainConfig {
   authorizationTtlSeconds: number;
   /** Seconds between periodic reconciliations by the worker (0 = off). */
   reconcileIntervalMs: number;
+  /** The first block the deposit watcher scans when it has no cursor yet; null = the newest confirmed block then. */
+  depositStartBlock: number | null;
 }
 
 export class ConfigError extends Error {
@@ -182,6 +184,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
       ethGasReserveWei: /^[0-9]{1,30}$/.test(gasReserveRaw) ? BigInt(gasReserveRaw) : 0n,
       authorizationTtlSeconds: int('CHAIN_AUTHORIZATION_TTL_SECONDS', 3600, 60, 86_400 * 7),
       reconcileIntervalMs: int('CHAIN_RECONCILE_INTERVAL_MS', 300_000, 0, 86_400_000),
+      depositStartBlock: get('CHAIN_DEPOSIT_START_BLOCK') === undefined ? null : int('CHAIN_DEPOSIT_START_BLOCK', 0, 0),
     }),
   };
   if (config.webhookLeaseMs <= config.webhookAttemptTimeoutMs) problems.push('WEBHOOK_LEASE_MS must exceed WEBHOOK_ATTEMPT_TIMEOUT_MS');

@@ -22,8 +22,8 @@ async function main(): Promise<void> {
   if (!config.databaseUrl) {
     const chainId = built.chain?.chainId;
     const line = await ensureDemoAgent(built.db, built.services, [
-      (db, services, agent) => services.ledger.setupDemoAgent(db, agent),
-      // On the development chain the demo funds exist on chain too.
+      (db, services, agent) => services.ledger.setupDemoAgent(db, agent, { fund: chainId === undefined }),
+      // On the development chain the demo funds are put on chain; the deposit watcher credits the ledger.
       async (db, _services, agent) => {
         if (chainId !== undefined) await fundDemoWalletOnDevChain({ config, db, chainId }, agent.agentId).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'demo wallet not funded on the development chain'));
       },

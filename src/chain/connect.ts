@@ -17,7 +17,7 @@ import { DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
 import { EARN_SETTING, accrueVault, deployDevVaults, type EarnContracts } from './vaults.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
-import { deployToken, mintToken } from './token.js';
+import { deployToken, mintToken, usdCoinAbi } from './token.js';
 
 export interface ConnectDeps {
   config: Readonly<Config>;
@@ -63,12 +63,28 @@ export async function connectChain(deps: ConnectDeps): Promise<Chain | null> {
   const chainId = await resolveChainId(config, log);
   const client = createChainClient(config.chain.rpcUrl, chainId, config.chain.pollMs);
   const relayer = await resolveRelayer(deps, chainId);
-  for (const [symbol, address] of Object.entries(config.chain.assetAddresses)) await setAssetContractAddress(db, symbol, address);
+  for (const [symbol, address] of Object.entries(config.chain.assetAddresses)) await setAssetContractAddress(db, symbol, address, await readEip712Domain(client, address as Address));
   if (chainId === DEV_CHAIN_ID && config.chain.devBootstrap && !config.chain.assetAddresses.USDC) {
     await bootstrapDevChain({ ...deps, client, chainId, relayer }).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'development chain bootstrap failed; retry with agentctl chain bootstrap'));
   }
-  log.info({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
+  log.debug({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
   return createEvmChain({ config: config.chain, chainId, client, relayer, sealer: deps.sealer, clock: deps.clock, log });
+}
+
+/**
+ * The EIP-712 name and version a configured token signs under (`name()`, `version()`: FiatTokenV2 has both; Base
+ * Sepolia's USDC is named "USDC", not "USD Coin"). Undefined when the node cannot tell (the seeded values stay).
+ */
+async function readEip712Domain(client: PublicClient, token: Address): Promise<{ name: string; version: string } | undefined> {
+  try {
+    const [name, version] = await Promise.all([
+      client.readContract({ address: token, abi: usdCoinAbi, functionName: 'name' }),
+      client.readContract({ address: token, abi: usdCoinAbi, functionName: 'version' }),
+    ]);
+    return { name, version };
+  } catch {
+    return undefined;
+  }
 }
 
 export interface BootstrapResult {
@@ -104,7 +120,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       token = await deployToken(wallet, client);
       await upsertSetting(trx, chainId, 'usdc_token', token, deps.clock.now());
       deployed = true;
-      deps.log.info({ token }, 'development chain: token deployed');
+      deps.log.debug({ token }, 'development chain: token deployed');
     }
     const usdc = await findAsset(trx, 'USDC');
     if (usdc?.contract_address !== token) await setAssetContractAddress(trx, 'USDC', token);

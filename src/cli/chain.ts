@@ -1,12 +1,14 @@
-// agentctl chain commands for a real chain (CHAIN_RPC_URL): the development chain's bootstrap and faucet.
+// agentctl chain commands for a real chain (CHAIN_RPC_URL): the development chain's bootstrap and faucet, and the
+// reconciliation of on-chain balances with the ledger.
 import { getAddress, parseUnits } from 'viem';
 import { accrueDevVault, bootstrapDevChain, createChainClient, faucet, resolveChainId, resolveRelayer } from '../chain/connect.js';
 import { findVault, findVaultByAddress } from '../db/repositories/vault.repository.js';
 import type { Address } from '../chain/port.js';
+import { findAgent } from '../db/repositories/agent.repository.js';
 import { findAsset } from '../db/repositories/ledger.repository.js';
 import { createSealer } from '../lib/crypto.js';
 import { createLogger } from '../lib/logger.js';
-import { CliUsageError, requireFlag, requirePositional, type CliCommand, type CliContext } from './types.js';
+import { CliUsageError, optionalFlag, requireFlag, requirePositional, type CliCommand, type CliContext } from './types.js';
 
 async function connect(ctx: CliContext) {
   const { config } = ctx;
@@ -50,6 +52,17 @@ export const chainCommands: CliCommand[] = [
       const address = getAddress(raw) as Address;
       const txHash = await faucet({ config, client, chainId, token }, address, asset, units);
       return { address, asset, amount, tx_hash: txHash, chain_id: chainId };
+    },
+  },
+  {
+    name: 'chain reconcile',
+    usage: 'chain reconcile [--agent AGENT_ID] (on-chain balances against the ledger: one JSON object with the drift)',
+    run: async (ctx, args) => {
+      const inbound = ctx.services.inbound;
+      if (!inbound) throw new CliUsageError('CHAIN_RPC_URL is not set: the simulated chain has nothing to reconcile');
+      const agentId = optionalFlag(args, 'agent');
+      if (agentId !== undefined && !(/^[0-9a-f-]{36}$/i.test(agentId) && (await findAgent(ctx.db, agentId)))) throw new CliUsageError(`agent ${agentId} not found`);
+      return { ...(await inbound.reconciler.run({ agentId })) };
     },
   },
   {

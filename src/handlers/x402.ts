@@ -8,6 +8,6 @@ const who = (ctx: RequestContext) => ({ agentId: ctx.principal.agentId, walletId
 
 export const signX402Payment: Handler = async (c, ctx) => ({ status: 200, body: await ctx.services.x402.sign(ctx.db, who(ctx), body<X402SignBody>(c), ctx.idempotencyKey, { dryRun: ctx.dryRun }) });
 
-export const quoteX402: Handler = async (c, ctx) => ({ status: 200, body: await ctx.services.x402.quote(body<X402QuoteBody>(c)) });
+export const quoteX402: Handler = async (c, ctx) => ({ status: 200, body: await ctx.services.x402.quote(body<X402QuoteBody>(c), ctx.db) });
 
 export const purchaseX402: Handler = async (c, ctx) => ({ status: 200, body: await ctx.services.x402.purchase(ctx.db, who(ctx), body<X402PurchaseBody>(c), ctx.idempotencyKey, { dryRun: ctx.dryRun }) });

@@ -28,7 +28,7 @@ export interface LedgerArea {
   /** Gives a new wallet its secp256k1 key (sealed) and address; registered as an `onAgentCreated` hook. */
   assignWalletKey: AgentCreatedHook;
   /** Embedded demo: a permissive policy and funds, so the README's examples work. */
-  setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }): Promise<void>;
+  setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }, opts?: { fund?: boolean }): Promise<void>;
 }
 
 export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKey' | 'settlementDelayMs'> & Partial<Pick<Config, 'chain'>>>; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
@@ -62,8 +62,10 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKe
     destinations,
     account,
     assignWalletKey,
-    async setupDemoAgent(db, agent) {
+    async setupDemoAgent(db, agent, opts = {}) {
       await policy.allowAll(db, agent.agentId);
+      // On an evm chain the funds are put on chain instead and the deposit watcher credits them.
+      if (opts.fund === false) return;
       await account.fund(db, agent.agentId, { asset: 'USDC', amount: '1000' });
       await account.fund(db, agent.agentId, { asset: 'ETH', amount: '1' });
     },

@@ -133,7 +133,7 @@ export interface OperationService {
   toPublic(db: Db, op: OperationRow, opts?: { onchain?: boolean }): Promise<PublicOperation>;
   writeResponse(op: OperationRow): WriteResponse;
   /** Writes an activity row (the ledger area's and other areas' financial events). */
-  recordActivity(db: Db, input: { principal: OwnerRef; type: string; status: string; operationId: string | null; direction: 'in' | 'out' | 'none'; asset?: string | null; amount?: bigint | null; amountUsdE8?: bigint | null; counterparty?: string | null; description: string }): Promise<void>;
+  recordActivity(db: Db, input: { principal: OwnerRef; type: string; status: string; operationId: string | null; direction: 'in' | 'out' | 'none'; asset?: string | null; amount?: bigint | null; amountUsdE8?: bigint | null; counterparty?: string | null; description: string; txHash?: string | null }): Promise<void>;
 }
 
 const usd = (v: string | bigint | null): string | null => (v === null ? null : formatAmount(BigInt(v), USD_DECIMALS));
@@ -482,6 +482,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         amount_usd_e8: input.amountUsdE8 ?? null,
         counterparty: input.counterparty ?? null,
         description: input.description,
+        ...(input.txHash ? { tx_hash: input.txHash } : {}),
         created_at: clock.now(),
       });
     },

@@ -2,6 +2,7 @@
 import type { OAuthService } from '../oauth/oauth.service.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { AgentService } from './agent.service.js';
+import type { ChainInbound } from './chain-inbound.js';
 import type { DefiArea } from './defi-area.js';
 import type { LedgerArea } from './ledger-area.js';
 import type { SelfService } from './self.service.js';
@@ -17,4 +18,6 @@ export interface Services {
   webhooks: WebhookService;
   defi: DefiArea;
   x402: X402Service;
+  /** evm mode (CHAIN_RPC_URL): deposits, reconciliation, x402 settlement tracking; null on the simulated chain. */
+  inbound: ChainInbound | null;
 }

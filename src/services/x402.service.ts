@@ -4,8 +4,10 @@
 import type { Config } from '../config.js';
 import type { Db, Knex } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
-import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
-import type { OperationRow } from '../db/repositories/operation.repository.js';
+import { findAsset, findHeldByOperation } from '../db/repositories/ledger.repository.js';
+import { listOpenOperationsOnChain, transitionOperation, type OperationRow } from '../db/repositories/operation.repository.js';
+import type { Address, Hex } from '../chain/port.js';
+import type { ChainReads } from '../chain/reads.js';
 import type { Clock } from '../lib/clock.js';
 import { createSealer } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
@@ -15,14 +17,15 @@ import { formatAmount, parseAmount } from '../lib/money.js';
 import { isEvmAddress, openWalletAccount } from '../lib/wallet-keys.js';
 import { parsePublicHttpsUrl, UrlRejectedError, type Resolver } from '../webhooks/url-safety.js';
 import {
-  BASE_NETWORKS,
+  BASE_PAYABLE,
   chooseRequirement,
   parseChallenge,
+  payableOnChain,
   readRequirement,
   readSettlement,
   unsupportedReason,
-  USDC_BASE_ADDRESS,
   USDC_DECIMALS,
+  type PayableNetwork,
   type RawRequirement,
   type Requirement,
   type X402Version,
@@ -108,8 +111,15 @@ export interface X402PurchaseResult {
 export interface X402Service {
   /** `dryRun` (POST /simulate): policy, hold and operation are evaluated but nothing is signed or sent to a seller. */
   sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402SignResult>;
-  quote(body: X402QuoteBody): Promise<X402QuoteResult>;
+  /** `db` reads the evm chain's USDC token (evm mode); without it the price is read against USDC on Base. */
+  quote(body: X402QuoteBody, db?: Db): Promise<X402QuoteResult>;
   purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult>;
+  /**
+   * evm mode, one pass of the worker loop: each open x402 operation becomes `executed` (hold captured) once the chain
+   * shows its authorization used, or `execution_failed` (hold released; no public event, spec 6.3) once a block at
+   * or past `valid_before` shows it unused. Returns how many operations it finished.
+   */
+  trackOnChain(db: Knex): Promise<number>;
 }
 
 export interface X402ServiceDeps {
@@ -122,7 +132,11 @@ export interface X402ServiceDeps {
   ca?: string | Buffer | Array<string | Buffer>;
   /** Replaces the HTTPS fetcher entirely (tests of the service without a seller). */
   fetcher?: UpstreamFetcher;
+  /** evm mode: authorizations are signed for the USDC token of this chain and tracked on it. */
+  chain?: ChainReads | null;
 }
+
+const X402_TYPES = ['x402.sign', 'x402.purchase'];
 
 const invalid = (message: string, field: string, details: Record<string, unknown> = {}) =>
   new ApiError('validation_failed', message, { field, ...details, errors: [{ location: 'body', path: `/${field}`, message }] });
@@ -155,8 +169,8 @@ function resourceUrl(req: Requirement, challengeResource: unknown): string | nul
   return null;
 }
 
-function priceOf(req: Requirement, challengeResource: unknown): X402Price {
-  const isUsdc = (req.network === BASE_NETWORKS[1] || req.network === BASE_NETWORKS[2]) && req.asset.toLowerCase() === USDC_BASE_ADDRESS.toLowerCase();
+function priceOf(req: Requirement, challengeResource: unknown, payable: PayableNetwork): X402Price {
+  const isUsdc = (req.network === payable.networks[1] || req.network === payable.networks[2]) && req.asset.toLowerCase() === payable.usdc.toLowerCase();
   const description = req.description ?? (challengeResource && typeof (challengeResource as { description?: unknown }).description === 'string' ? (challengeResource as { description: string }).description : null);
   return {
     // Unknown assets have unknown decimals: their amount stays in base units.
@@ -195,6 +209,15 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   const sealer = createSealer(deps.config.masterKey);
   const allowLoopback = deps.config.unsafeAllowLoopbackTargets;
   const fetchUpstream = deps.fetcher ?? createUpstreamFetcher({ allowLoopback, resolver: deps.resolver, ca: deps.ca });
+  const chain = deps.chain ?? null;
+
+  /** Where payments are made: USDC on Base (simulated), or the USDC token recorded for the evm chain. */
+  async function payableNetwork(db: Db): Promise<PayableNetwork> {
+    if (!chain) return BASE_PAYABLE;
+    const usdc = await findAsset(db, 'USDC');
+    if (!usdc?.contract_address) throw new ApiError('service_unavailable', 'no USDC token is recorded for this chain yet');
+    return payableOnChain(chain.chainId, usdc.contract_address, { name: usdc.eip712_name ?? 'USD Coin', version: usdc.eip712_version ?? '2' });
+  }
 
   async function captureHolds(trx: Db, operationId: string): Promise<void> {
     const { ledger } = deps.ledger;
@@ -208,18 +231,21 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     await captureHolds(trx, op.id);
     return { ok: true, details: { ...(op.details as Record<string, unknown>), settled_by: 'worker' } };
   }
-  operations.registerSettler('x402.sign', settleSign);
+  // On an evm chain the chain itself tells when a signed authorization is used (trackOnChain).
+  if (!chain) operations.registerSettler('x402.sign', settleSign);
 
   /** Policy, hold and the operation row first (a refusal signs nothing), then the signature. */
-  async function authorize(trx: Knex.Transaction, who: OwnerRef, input: AuthorizeInput) {
+  async function authorize(trx: Knex.Transaction, who: OwnerRef, input: AuthorizeInput & { payable: PayableNetwork }) {
     const wallet = await findWalletByAgent(trx, who.agentId);
     if (!wallet?.sealed_private_key) throw new Error(`wallet of agent ${who.agentId} has no key`);
     const nonce = randomNonce();
     const nowSeconds = BigInt(Math.floor(clock.now().getTime() / 1000));
     const validBefore = nowSeconds + BigInt(input.timeoutSeconds);
     const validBeforeIso = new Date(Number(validBefore) * 1000).toISOString();
-    const network = BASE_NETWORKS[input.version];
+    const network = input.payable.networks[input.version] ?? input.payable.networks[2];
     const operationId = newId();
+    // evm mode: what the tracking loop needs to ask the chain whether this authorization was used.
+    const onChain = chain ? { chain_id: chain.chainId, token: input.payable.usdc, authorizer: wallet.address } : {};
     const { operation } = await operations.create(trx, {
       id: operationId,
       principal: who,
@@ -228,15 +254,15 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       amount: input.amount,
       toAddress: input.payTo,
       policy: { recipient: { ids: [], address: input.payTo } },
-      details: { x402_version: input.version, network, pay_to: input.payTo, nonce, valid_before: validBeforeIso, target_url: input.targetUrl },
+      details: { x402_version: input.version, network, pay_to: input.payTo, nonce, valid_before: validBeforeIso, target_url: input.targetUrl, ...onChain },
       humanMessage: input.humanMessage,
       idempotencyKey: input.idempotencyKey,
-      settlement: input.settlement,
+      settlement: chain ? 'manual' : input.settlement,
     });
     if (input.dryRun) return { operation, nonce, validBeforeIso, network, header: { name: PAYMENT_HEADER_NAMES[input.version], value: '', payload: {} } };
     const account = openWalletAccount(sealer, wallet.sealed_private_key);
-    const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore });
-    const header = encodePaymentHeader({ version: input.version, authorization, signature, requirement: input.requirement, resource: input.resource });
+    const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore, payable: input.payable });
+    const header = encodePaymentHeader({ version: input.version, authorization, signature, requirement: input.requirement, resource: input.resource, payable: input.payable });
     return { operation, nonce, validBeforeIso, network, header };
   }
 
@@ -250,7 +276,35 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     return { ok: true, ...extra, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
   }
 
+  async function trackOnChain(db: Knex): Promise<number> {
+    if (!chain) return 0;
+    const open = await listOpenOperationsOnChain(db, X402_TYPES, chain.chainId, 100);
+    if (open.length === 0) return 0;
+    // The head first: an authorization unused at or after a block past valid_before can never be used.
+    const head = await chain.head();
+    if (!head) return 0;
+    let finished = 0;
+    for (const op of open) {
+      const d = op.details as { token?: string; authorizer?: string; nonce?: string; valid_before?: string };
+      if (!d.token || !d.authorizer || !d.nonce || !d.valid_before) continue;
+      const used = await chain.authorizationUsed(d.token as Address, d.authorizer as Address, d.nonce as Hex);
+      const expired = !used && head.timestamp >= BigInt(Math.floor(new Date(d.valid_before).getTime() / 1000));
+      if (!used && !expired) continue;
+      const done = await db.transaction(async (trx) => {
+        if (used) {
+          const row = await operations.finish(trx, op.id, op.status, { ok: true, details: { ...(op.details as Record<string, unknown>), settled_on_chain: true } });
+          if (row) await captureHolds(trx, op.id);
+          return row;
+        }
+        return operations.finish(trx, op.id, op.status, { ok: false, code: 'authorization_expired', message: `the authorization was not used on chain before ${d.valid_before}` });
+      });
+      if (done) finished += 1;
+    }
+    return finished;
+  }
+
   const service: X402Service = {
+    trackOnChain,
     async sign(db, who, body, idempotencyKey, opts = {}) {
       const hasRequirements = body.payment_requirements !== undefined && body.payment_requirements !== null;
       const hasPayTo = body.pay_to !== undefined || body.amount !== undefined;
@@ -265,7 +319,9 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         }
       }
 
-      let version: X402Version = 1;
+      const payable = await payableNetwork(db);
+      // A chain without a v1 network name (anything but Base) is paid with v2 payloads.
+      let version: X402Version = payable.networks[1] ? 1 : 2;
       let payTo: string;
       let amount: bigint;
       let requirement: RawRequirement | null = null;
@@ -275,7 +331,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         if (typeof raw !== 'object' || Array.isArray(raw)) throw invalid('payment_requirements must be an object', 'payment_requirements');
         const read = readRequirement(raw);
         if ('problems' in read) throw invalid(`payment_requirements is not an x402 requirement: ${read.problems.join('; ')}`, 'payment_requirements', { problems: read.problems });
-        const reason = unsupportedReason(read);
+        const reason = unsupportedReason(read, payable);
         if (reason) throw invalid(`cannot sign this requirement: ${reason}`, 'payment_requirements', { reason });
         ({ version, payTo, amount } = read);
         requirement = version === 2 ? raw : null;
@@ -289,6 +345,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
 
       return withWriteTransaction(db, async (trx) => {
         const signed = await authorize(trx, who, {
+          payable,
           type: 'x402.sign',
           version,
           payTo,
@@ -318,15 +375,16 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       });
     },
 
-    async quote(body) {
+    async quote(body, db) {
       const res = refuse5xx(await fetchUpstream({ url: body.url, method: body.method ?? 'GET', body: body.body, timeoutMs: body.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS }));
       const none = { ok: true as const, supported: false, x402_required: false, upstream_status: res.status, price: null };
       if (res.status !== 402) return none;
       const challenge = parseChallenge({ paymentRequiredHeader: res.headers['payment-required'], body: decodeBody(res) });
       if (!challenge) return none;
-      const choice = chooseRequirement(challenge);
+      const payable = db ? await payableNetwork(db) : BASE_PAYABLE;
+      const choice = chooseRequirement(challenge, payable);
       const shown = choice.supported ?? choice.readable[0] ?? null;
-      return { ok: true, supported: choice.supported !== null, x402_required: true, upstream_status: res.status, price: shown ? priceOf(shown, challenge.resource) : null };
+      return { ok: true, supported: choice.supported !== null, x402_required: true, upstream_status: res.status, price: shown ? priceOf(shown, challenge.resource, payable) : null };
     },
 
     async purchase(db, who, body, idempotencyKey, opts = {}) {
@@ -338,11 +396,12 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       const challenge = parseChallenge({ paymentRequiredHeader: first.headers['payment-required'], body: decodeBody(first) });
       // A 402 without an x402 challenge is the seller's own answer: hand it back unpaid.
       if (!challenge) return upstreamResult(first, { operation_id: null, paid: false, settled: false });
-      const choice = chooseRequirement(challenge);
+      const payable = await payableNetwork(db);
+      const choice = chooseRequirement(challenge, payable);
       const req = choice.supported;
       if (!req) {
-        const reasons = choice.readable.map((r) => unsupportedReason(r));
-        throw invalid('the target asks for no payment this service can make (only exact USDC on Base)', 'url', { reasons });
+        const reasons = choice.readable.map((r) => unsupportedReason(r, payable));
+        throw invalid(`the target asks for no payment this service can make (only exact USDC on ${payable === BASE_PAYABLE ? 'Base' : `chain ${payable.chainId}`})`, 'url', { reasons });
       }
       if (req.amount > maxAmount) {
         throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: usdc(req.amount), max_amount: usdc(maxAmount) });
@@ -350,6 +409,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
 
       return withWriteTransaction(db, async (trx) => {
         const signed = await authorize(trx, who, {
+          payable,
           type: 'x402.purchase',
           version: req.version,
           payTo: req.payTo,
@@ -371,7 +431,18 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         const { settled, transaction } = readSettlement(paidRes.headers);
         if (!settled) refuse5xx(paidRes);
         const paid = settled || (paidRes.status >= 200 && paidRes.status < 300);
-        if (paid) {
+        if (chain) {
+          // evm mode: whatever the seller says, the chain decides (the seller holds a usable authorization until
+          // valid_before). The operation waits, submitted, for trackOnChain.
+          const now = clock.now();
+          await transitionOperation(trx, signed.operation.id, 'accepted', {
+            status: 'submitted',
+            submitted_at: now,
+            updated_at: now,
+            tx_hash: transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null,
+            details: { upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction },
+          });
+        } else if (paid) {
           await captureHolds(trx, signed.operation.id);
           await operations.finish(trx, signed.operation.id, 'accepted', { ok: true, details: { ...(signed.operation.details as Record<string, unknown>), upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction } });
         } else {

@@ -11,6 +11,30 @@ export const BASE_NETWORKS = { 1: 'base', 2: 'eip155:8453' } as const;
 
 export type X402Version = 1 | 2;
 
+/**
+ * Where x402 payments are made: USDC on Base in simulated mode; in evm mode (issue 11) the configured token on the
+ * node's chain (v2 network `eip155:<id>`; a v1 name only for Base and Base Sepolia).
+ */
+export interface PayableNetwork {
+  chainId: number;
+  networks: { 1: string | null; 2: string };
+  usdc: string;
+  eip712: { name: string; version: string };
+}
+
+export const BASE_PAYABLE: PayableNetwork = { chainId: BASE_CHAIN_ID, networks: BASE_NETWORKS, usdc: USDC_BASE_ADDRESS, eip712: USDC_EIP712 };
+
+/** v1 network names of the chains that have one. */
+const V1_NETWORK_NAMES: Record<number, string> = { 8453: 'base', 84532: 'base-sepolia' };
+
+/** The payable network of an EVM chain whose USDC is the token at `usdc`. */
+export const payableOnChain = (chainId: number, usdc: string, eip712: { name: string; version: string }): PayableNetwork => ({
+  chainId,
+  networks: { 1: V1_NETWORK_NAMES[chainId] ?? null, 2: `eip155:${chainId}` },
+  usdc,
+  eip712,
+});
+
 /** One entry of a challenge's `accepts[]`, as the seller sent it (kept verbatim: v2 echoes it back). */
 export type RawRequirement = Record<string, unknown>;
 
@@ -98,11 +122,14 @@ export function readRequirement(raw: RawRequirement, version?: X402Version): Req
   return { version: v, scheme: scheme!, network: network!, asset: asset!, payTo: payTo!, amount: BigInt(amountText!), maxTimeoutSeconds, resource, description: str(raw.description), raw };
 }
 
-/** Why this service cannot pay a requirement, or null when it can (scheme `exact`, USDC on Base, amount > 0). */
-export function unsupportedReason(req: Requirement): string | null {
+/** Why this service cannot pay a requirement, or null when it can (scheme `exact`, USDC on the payable network, amount > 0). */
+export function unsupportedReason(req: Requirement, payable: PayableNetwork = BASE_PAYABLE): string | null {
   if (req.scheme !== 'exact') return `scheme ${req.scheme} is not supported (only exact)`;
-  if (req.network !== BASE_NETWORKS[1] && req.network !== BASE_NETWORKS[2]) return `network ${req.network} is not supported (only Base: base or eip155:8453)`;
-  if (req.asset.toLowerCase() !== USDC_BASE_ADDRESS.toLowerCase()) return `asset ${req.asset} is not USDC on Base (${USDC_BASE_ADDRESS})`;
+  const base = payable === BASE_PAYABLE;
+  if (req.network !== payable.networks[1] && req.network !== payable.networks[2]) {
+    return `network ${req.network} is not supported (${base ? 'only Base: base or eip155:8453' : `only ${[payable.networks[1], payable.networks[2]].filter(Boolean).join(' or ')}`})`;
+  }
+  if (req.asset.toLowerCase() !== payable.usdc.toLowerCase()) return `asset ${req.asset} is not USDC on ${base ? 'Base' : `chain ${payable.chainId}`} (${payable.usdc})`;
   if (req.amount <= 0n) return 'the required amount must be greater than zero';
   return null;
 }
@@ -114,14 +141,14 @@ export interface Choice {
   readable: Requirement[];
 }
 
-export function chooseRequirement(challenge: Challenge): Choice {
+export function chooseRequirement(challenge: Challenge, payable: PayableNetwork = BASE_PAYABLE): Choice {
   const readable: Requirement[] = [];
   for (const raw of challenge.accepts) {
     const req = readRequirement(raw, challenge.version);
     if ('problems' in req) continue;
     readable.push(req);
   }
-  return { supported: readable.find((r) => unsupportedReason(r) === null) ?? null, readable };
+  return { supported: readable.find((r) => unsupportedReason(r, payable) === null) ?? null, readable };
 }
 
 /** Reads a seller's `X-PAYMENT-RESPONSE` / `PAYMENT-RESPONSE` header: settled when it decodes with `success: true`. */

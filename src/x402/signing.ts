@@ -2,7 +2,7 @@
 // payment header built from it (v1 `X-PAYMENT`, v2 `PAYMENT-SIGNATURE`). Pure apart from the random nonce.
 import { randomBytes } from 'node:crypto';
 import { getAddress, type Hex, type LocalAccount } from 'viem';
-import { BASE_CHAIN_ID, BASE_NETWORKS, encodeBase64Json, USDC_BASE_ADDRESS, USDC_EIP712, type RawRequirement, type X402Version } from './challenge.js';
+import { BASE_CHAIN_ID, BASE_PAYABLE, encodeBase64Json, USDC_BASE_ADDRESS, USDC_EIP712, type PayableNetwork, type RawRequirement, type X402Version } from './challenge.js';
 
 export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   TransferWithAuthorization: [
@@ -40,14 +40,20 @@ export interface SignInput {
   /** Unix seconds. */
   validAfter: bigint;
   validBefore: bigint;
+  /** The payable network (its chain id, token and EIP-712 name/version); USDC on Base by default. */
+  payable?: PayableNetwork;
 }
+
+/** The EIP-712 domain of the payable network's USDC. */
+export const domainOf = (payable: PayableNetwork) =>
+  payable === BASE_PAYABLE ? USDC_BASE_DOMAIN : { name: payable.eip712.name, version: payable.eip712.version, chainId: payable.chainId, verifyingContract: getAddress(payable.usdc) };
 
 /** Signs exactly `amount` base units from the account to `payTo`; deterministic for a fixed key, nonce and window. */
 export async function signTransferAuthorization(input: SignInput): Promise<{ authorization: Authorization; signature: Hex }> {
   const from = input.account.address;
   const to = getAddress(input.payTo);
   const signature = await input.account.signTypedData({
-    domain: USDC_BASE_DOMAIN,
+    domain: domainOf(input.payable ?? BASE_PAYABLE),
     types: TRANSFER_WITH_AUTHORIZATION_TYPES,
     primaryType: 'TransferWithAuthorization',
     message: { from, to, value: input.amount, validAfter: input.validAfter, validBefore: input.validBefore, nonce: input.nonce },
@@ -63,13 +69,14 @@ export async function signTransferAuthorization(input: SignInput): Promise<{ aut
  * v1 `{ x402Version: 1, scheme, network: "base", payload: { signature, authorization } }`;
  * v2 `{ x402Version: 2, resource?, accepted: <the requirement verbatim>, payload: { signature, authorization } }`.
  */
-export function encodePaymentHeader(input: { version: X402Version; authorization: Authorization; signature: Hex; requirement?: RawRequirement | null; resource?: unknown }): { name: (typeof PAYMENT_HEADER_NAMES)[X402Version]; value: string; payload: Record<string, unknown> } {
+export function encodePaymentHeader(input: { version: X402Version; authorization: Authorization; signature: Hex; requirement?: RawRequirement | null; resource?: unknown; payable?: PayableNetwork }): { name: (typeof PAYMENT_HEADER_NAMES)[X402Version]; value: string; payload: Record<string, unknown> } {
   const inner = { signature: input.signature, authorization: input.authorization };
+  const payable = input.payable ?? BASE_PAYABLE;
   let payload: Record<string, unknown>;
   if (input.version === 1) {
-    payload = { x402Version: 1, scheme: 'exact', network: BASE_NETWORKS[1], payload: inner };
+    payload = { x402Version: 1, scheme: 'exact', network: payable.networks[1], payload: inner };
   } else {
-    const accepted = input.requirement ?? { scheme: 'exact', network: BASE_NETWORKS[2], asset: USDC_BASE_ADDRESS, amount: input.authorization.value, payTo: input.authorization.to, maxTimeoutSeconds: 60, extra: { ...USDC_EIP712 } };
+    const accepted = input.requirement ?? { scheme: 'exact', network: payable.networks[2], asset: payable.usdc, amount: input.authorization.value, payTo: input.authorization.to, maxTimeoutSeconds: 60, extra: { ...payable.eip712 } };
     payload = { x402Version: 2, ...(input.resource ? { resource: input.resource } : {}), accepted, payload: inner };
   }
   return { name: PAYMENT_HEADER_NAMES[input.version], value: encodeBase64Json(payload), payload };

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getAddress, parseUnits } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { ANVIL_DEV_KEYS } from '../../src/chain/dev-accounts.js';
 import { usdCoinAbi } from '../../src/chain/token.js';
@@ -21,7 +22,9 @@ describe('npm start on the development chain', function () {
   let node: AnvilNode;
   let dataDir: string;
   let current: ServerProcess | null = null;
-  const env = () => ({ DATABASE_URL: undefined, REDIS_URL: undefined, REDIS_PREFIX: undefined, MASTER_KEY: undefined, DATA_DIR: dataDir, NODE_ENV: 'development', LOG_LEVEL: 'warn', CHAIN_RPC_URL: node.rpcUrl, CHAIN_POLL_MS: '100' });
+  const relayerKey = generatePrivateKey();
+  const env = () => ({ DATABASE_URL: undefined, REDIS_URL: undefined, REDIS_PREFIX: undefined, MASTER_KEY: undefined, DATA_DIR: dataDir, NODE_ENV: 'development', LOG_LEVEL: 'debug', CHAIN_RPC_URL: node.rpcUrl, CHAIN_POLL_MS: '100', CHAIN_RELAYER_KEY: relayerKey });
+  const logs: string[] = [];
 
   before(async () => {
     node = await startAnvil();
@@ -50,6 +53,14 @@ describe('npm start on the development chain', function () {
     const deposit = await get('/v1/agent/deposit-address');
     const wallet = getAddress(deposit.deposit_address.address);
     expect(await node.client.readContract({ address: token, abi: usdCoinAbi, functionName: 'balanceOf', args: [wallet] })).to.equal(parseUnits('1000', 6));
+    // The deposit watcher credits the on-chain funds to the ledger once (no separate ledger funding).
+    let balances: Array<{ asset_symbol: string; available: string }> = [];
+    for (let i = 0; i < 200 && !(balances.find((b) => b.asset_symbol === 'USDC')?.available === '1000' && balances.find((b) => b.asset_symbol === 'ETH')?.available === '1'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      balances = (await get('/v1/agent/balances')).items;
+    }
+    expect(balances.find((b) => b.asset_symbol === 'USDC')).to.include({ available: '1000' });
+    expect(balances.find((b) => b.asset_symbol === 'ETH')).to.include({ available: '1' });
 
     const to = randomAddress();
     const paid = await fetch(`${current.baseUrl}/v1/agent/payments`, { method: 'POST', headers: { ...headers, 'Idempotency-Key': 'readme-payment-1' }, body: JSON.stringify({ to, asset: 'USDC', amount: '12.5' }) });
@@ -64,20 +75,28 @@ describe('npm start on the development chain', function () {
     expect(await node.client.readContract({ address: token, abi: usdCoinAbi, functionName: 'balanceOf', args: [to] })).to.equal(parseUnits('12.5', 6));
 
     expect(await current.stop()).to.equal(0);
+    logs.push(current.stdoutLines.join('\n'), current.stderr());
     current = await startServerProcess(env(), { timeoutMs: 90_000 });
     const again = (await (await fetch(`${current.baseUrl}/v1/agent/assets?limit=100`, { headers })).json()) as { items: { symbol: string; contract_address: string }[] };
     expect(getAddress(again.items.find((a) => a.symbol === 'USDC')!.contract_address)).to.equal(token);
     expect(await current.stop()).to.equal(0);
+    logs.push(current.stdoutLines.join('\n'), current.stderr());
     current = null;
+    // The relayer (funded by the bootstrap) settled the payment; its key never reached the logs.
+    expect(logs.join('\n')).to.contain('settling on chain');
+    expect(logs.join('\n')).to.not.contain(relayerKey.slice(2));
+    expect(await node.client.getTransactionCount({ address: privateKeyToAccount(relayerKey).address })).to.equal(1);
 
-    // agentctl against the same data: bootstrap is a no-op now; the faucet mints and sends ETH.
-    const bootstrap = await agentctl(env(), ['chain', 'bootstrap']);
+    // agentctl against the same data (default log level: stdout stays one JSON object): bootstrap is a no-op now;
+    // the faucet mints and sends ETH.
+    const ctlEnv = { ...env(), LOG_LEVEL: undefined };
+    const bootstrap = await agentctl(ctlEnv, ['chain', 'bootstrap']);
     expect(bootstrap.code, bootstrap.stderr).to.equal(0);
     expect(JSON.parse(bootstrap.stdout)).to.include({ chain_id: 31337, token_address: token, deployed: false });
     const outsider = randomAddress();
-    const minted = await agentctl(env(), ['chain', 'faucet', outsider, '--asset', 'USDC', '--amount', '5']);
+    const minted = await agentctl(ctlEnv, ['chain', 'faucet', outsider, '--asset', 'USDC', '--amount', '5']);
     expect(minted.code, minted.stderr).to.equal(0);
-    const sent = await agentctl(env(), ['chain', 'faucet', outsider, '--asset', 'ETH', '--amount', '0.5']);
+    const sent = await agentctl(ctlEnv, ['chain', 'faucet', outsider, '--asset', 'ETH', '--amount', '0.5']);
     expect(sent.code, sent.stderr).to.equal(0);
     expect(await node.client.readContract({ address: token, abi: usdCoinAbi, functionName: 'balanceOf', args: [outsider] })).to.equal(parseUnits('5', 6));
     expect(await node.client.getBalance({ address: outsider })).to.equal(parseUnits('0.5', 18));

@@ -8,7 +8,9 @@ import { formatUnits, getAddress, maxUint256, parseUnits } from 'viem';
 import { swapRouterAbi, uniswapV2PairAbi, type DexContracts } from '../../src/chain/dex.js';
 import { mintToken } from '../../src/chain/token.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
-import { startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
+import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
+import { agentctl } from '../helpers/process.js';
+import { testConfigEnv } from '../helpers/server.js';
 
 const erc20Abi = [
   { type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] },
@@ -18,7 +20,7 @@ const erc20Abi = [
 describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
   this.timeout(120_000);
   let node: AnvilNode;
-  let s: ChainServer & { dropDatabase(): Promise<void> };
+  let s: ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> };
   let dex: DexContracts;
 
   before(async () => {
@@ -137,5 +139,14 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     expect(await onchainBalance(dex.tokens.WETH!, agent.address)).to.equal(0n);
     expect(await ledgerBalance(agent, 'WETH')).to.equal(0n);
     expect(await ledgerBalance(agent, 'USDC')).to.equal(await onchainBalance(s.token, agent.address));
+  });
+
+  it('agentctl chain reconcile reports zero drift after the swaps above (USDC, WETH and EURC per wallet)', async () => {
+    const res = await agentctl(testConfigEnv(chainEnv(node, s.databaseUrl)), ['chain', 'reconcile']);
+    expect(res.code, res.stderr).to.equal(0);
+    const report = JSON.parse(res.stdout);
+    expect(report.assets).to.include.members(['USDC', 'WETH', 'EURC']);
+    expect(report.wallets_checked).to.be.greaterThan(2);
+    expect(report.drift).to.deep.equal([]);
   });
 });

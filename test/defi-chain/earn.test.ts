@@ -4,12 +4,14 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { formatUnits, getAddress, parseUnits } from 'viem';
+import { mintToken } from '../../src/chain/token.js';
 import { devVaultAbi, type EarnContracts } from '../../src/chain/vaults.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
 import { agentctl } from '../helpers/process.js';
 import { testConfigEnv } from '../helpers/server.js';
 
+const erc20ApproveAbi = [{ type: 'function', name: 'approve', stateMutability: 'nonpayable', inputs: [{ name: 's', type: 'address' }, { name: 'v', type: 'uint256' }], outputs: [{ name: '', type: 'bool' }] }] as const;
 const PRIME = '6f1d2a10-0000-4000-8000-000000000001';
 const AAVE = '6f1d2a10-0000-4000-8000-000000000002';
 
@@ -105,5 +107,28 @@ describe('DeFi on chain: earn in ERC-4626 vaults', function () {
     // Nothing left the wallet's control: its USDC is untouched, on chain and in the ledger.
     expect(await s.usdcBalance(agent.address)).to.equal(0n);
     expect(await usdcAvailable(agent)).to.equal(0n);
+  });
+
+  it('agentctl chain reconcile covers the shares: zero drift after the above, and a deposit made outside the API shows as share drift', async () => {
+    const reconcile = () => agentctl(testConfigEnv(chainEnv(node, s.databaseUrl)), ['chain', 'reconcile']);
+    const clean = await reconcile();
+    expect(clean.code, clean.stderr).to.equal(0);
+    const report = JSON.parse(clean.stdout);
+    expect(report.wallets_checked).to.be.greaterThan(2);
+    expect(report.drift).to.deep.equal([]);
+
+    // Someone else deposits into the PRIME vault for one of our wallets: its on-chain shares exceed the ledger's.
+    const agent = await s.agent();
+    const outsider = node.devWallet(3);
+    const vault = earn.vaults[PRIME]!;
+    await mintToken(node.devWallet(0), node.client, s.token, outsider.account.address, parseUnits('10', 6));
+    await node.client.waitForTransactionReceipt({ hash: await outsider.writeContract({ address: s.token, abi: erc20ApproveAbi, functionName: 'approve', args: [vault, parseUnits('10', 6)] }) });
+    await node.client.waitForTransactionReceipt({ hash: await outsider.writeContract({ address: vault, abi: devVaultAbi, functionName: 'deposit', args: [parseUnits('10', 6), agent.address] }) });
+    await s.db('earn_positions').insert({ id: randomUUID(), agent_id: agent.agentId, wallet_id: agent.walletId, vault_id: PRIME, reward_checkpoint_ray: '0', created_at: new Date(), updated_at: new Date() });
+    const drifted = await reconcile();
+    expect(drifted.code, drifted.stderr).to.equal(0);
+    const rows = JSON.parse(drifted.stdout).drift;
+    expect(rows).to.have.length(1);
+    expect(rows[0]).to.include({ agent_id: agent.agentId, asset: `shares:${vault}`, ledger: '0', difference_units: (await shares(vault, agent.address)).toString() });
   });
 });

@@ -74,14 +74,21 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
       await ledger.policy.allowAll(server.db, agent.agentId);
       const wallet = await server.db('wallets').where({ id: agent.walletId }).first();
       const address = getAddress(wallet.address) as Address;
-      if (fund.USDC) {
-        await mintToken(faucet, node.client, token, address, parseUnits(fund.USDC, 6));
-        await ledger.account.fund(server.db, agent.agentId, { asset: 'USDC', amount: fund.USDC });
-      }
+      // Funded on chain; the deposit watcher credits the ledger (ticked here, and by any running worker).
+      if (fund.USDC) await mintToken(faucet, node.client, token, address, parseUnits(fund.USDC, 6));
       if (fund.ETH) {
         const hash = await faucet.sendTransaction({ to: address, value: parseUnits(fund.ETH, 18) });
         await node.client.waitForTransactionReceipt({ hash });
-        await ledger.account.fund(server.db, agent.agentId, { asset: 'ETH', amount: fund.ETH });
+      }
+      const expected: Array<[string, bigint]> = [];
+      if (fund.USDC) expected.push(['USDC', parseUnits(fund.USDC, 6)]);
+      if (fund.ETH) expected.push(['ETH', parseUnits(fund.ETH, 18)]);
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const balances = await Promise.all(expected.map(([asset]) => ledger.ledger.balance(server.db, agent.walletId, asset)));
+        if (expected.every(([, units], i) => balances[i]!.available === units)) break;
+        if (Date.now() > deadline) throw new Error(`deposits to ${address} not credited within 20 s (cursor ${JSON.stringify(await server.db('chain_cursors').first())}, head ${await node.client.getBlockNumber()}, deposits ${JSON.stringify(await server.db('chain_deposits').select('to_address', 'asset_symbol', 'block_number'))})`);
+        if ((await server.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 30));
       }
       return { ...agent, address };
     },

@@ -6,6 +6,7 @@ import * as webhooks from './0003_webhooks.js';
 import * as oauth from './0004_oauth.js';
 import * as defi from './0005_defi.js';
 import * as chain from './0006_chain.js';
+import * as chainDeposits from './0007_chain_deposits.js';
 import * as defiChain from './0009_defi_chain.js';
 
 interface Migration {
@@ -20,6 +21,7 @@ const migrations: Record<string, Migration> = {
   '0004_oauth': oauth,
   '0005_defi': defi,
   '0006_chain': chain,
+  '0007_chain_deposits': chainDeposits,
   '0009_defi_chain': defiChain,
 };
 

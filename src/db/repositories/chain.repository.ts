@@ -141,9 +141,9 @@ export async function findWalletKeyByAddress(db: Db, address: string): Promise<s
   return (row as { sealed_private_key: string | null } | undefined)?.sealed_private_key ?? undefined;
 }
 
-/** Records the token's address on this chain as the asset's contract address (dev bootstrap, configured addresses). */
-export async function setAssetContractAddress(db: Db, symbol: string, address: string): Promise<number> {
-  return db('assets').where({ symbol }).update({ contract_address: address });
+/** Records the token's address on this chain as the asset's contract address (dev bootstrap, configured addresses), and its EIP-712 domain when read from the token. */
+export async function setAssetContractAddress(db: Db, symbol: string, address: string, eip712?: { name: string; version: string }): Promise<number> {
+  return db('assets').where({ symbol }).update({ contract_address: address, ...(eip712 ? { eip712_name: eip712.name, eip712_version: eip712.version } : {}) });
 }
 
 export async function upsertSetting(db: Db, chainId: number, key: string, value: string, at: Date): Promise<void> {

@@ -51,6 +51,8 @@ export interface ActivityRow {
   amount_usd_e8: string | null;
   counterparty: string | null;
   description: string;
+  /** The on-chain transaction behind the entry (deposits seen on chain); absent elsewhere. */
+  tx_hash?: string | null;
   created_at: Date;
 }
 
@@ -162,4 +164,16 @@ export async function findPolicy(db: Db, agentId: string): Promise<PolicyRow | u
 /** Locks the agent's policy row for the rest of the transaction: writes of one agent evaluate usage one at a time. */
 export async function lockPolicy(db: Db, agentId: string): Promise<PolicyRow | undefined> {
   return db('agent_policies').where({ agent_id: agentId }).forUpdate().first();
+}
+
+/** Open (accepted or submitted) operations of `types` recorded against chain `chainId` (`details.chain_id`), oldest first. */
+export async function listOpenOperationsOnChain(db: Db, types: string[], chainId: number, limit: number, walletId?: string): Promise<OperationRow[]> {
+  const q = db('operations')
+    .whereIn('type', types)
+    .whereIn('status', ['accepted', 'submitted'])
+    .whereRaw(`details->>'chain_id' = ?`, [String(chainId)])
+    .orderBy('created_at', 'asc')
+    .limit(limit);
+  if (walletId) q.where({ wallet_id: walletId });
+  return q;
 }

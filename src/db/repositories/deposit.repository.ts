@@ -1,0 +1,133 @@
+// Inbound chain state (migration 0007): the deposit watcher's block cursor, credited deposits, and the reads
+// reconcile needs (wallet balances, outgoing transfers the chain has mined but the ledger has not yet settled).
+import type { Db } from '../knex.js';
+
+export interface CursorRow {
+  chain_id: number;
+  name: string;
+  block_number: number;
+  block_hash: string | null;
+}
+
+export interface NewDepositRow {
+  id: string;
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  block_number: bigint;
+  block_hash: string;
+  wallet_id: string;
+  asset_symbol: string;
+  token_address: string | null;
+  from_address: string;
+  to_address: string;
+  amount: bigint;
+  credited_at: Date;
+}
+
+export interface DepositRow {
+  id: string;
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  block_number: number;
+  block_hash: string;
+  wallet_id: string;
+  asset_symbol: string;
+  amount: string;
+}
+
+export async function findCursor(db: Db, chainId: number, name: string): Promise<CursorRow | undefined> {
+  return db('chain_cursors').where({ chain_id: chainId, name }).first('chain_id', 'name', 'block_number', 'block_hash');
+}
+
+/** Creates the cursor unless one exists; returns the stored one (the first writer's under a race). */
+export async function insertCursorOnce(db: Db, chainId: number, name: string, blockNumber: bigint, blockHash: string | null, at: Date): Promise<CursorRow> {
+  await db('chain_cursors').insert({ chain_id: chainId, name, block_number: blockNumber.toString(), block_hash: blockHash, updated_at: at }).onConflict(['chain_id', 'name']).ignore();
+  return (await findCursor(db, chainId, name))!;
+}
+
+/** The cursor under its row lock (held to the end of the caller's transaction). */
+export async function lockCursor(db: Db, chainId: number, name: string): Promise<CursorRow | undefined> {
+  return db('chain_cursors').where({ chain_id: chainId, name }).forUpdate().first('chain_id', 'name', 'block_number', 'block_hash');
+}
+
+export async function moveCursor(db: Db, chainId: number, name: string, blockNumber: bigint, blockHash: string | null, at: Date): Promise<void> {
+  await db('chain_cursors').where({ chain_id: chainId, name }).update({ block_number: blockNumber.toString(), block_hash: blockHash, updated_at: at });
+}
+
+/** Records a deposit unless (chain_id, tx_hash, log_index) is already recorded; true when this call inserted it. */
+export async function insertDepositOnce(db: Db, row: NewDepositRow): Promise<boolean> {
+  const inserted = await db('chain_deposits')
+    .insert({ ...row, tx_hash: row.tx_hash.toLowerCase(), block_number: row.block_number.toString(), amount: row.amount.toString() })
+    .onConflict(['chain_id', 'tx_hash', 'log_index'])
+    .ignore()
+    .returning('id');
+  return inserted.length > 0;
+}
+
+export async function listDepositsByWallet(db: Db, walletId: string): Promise<DepositRow[]> {
+  return db('chain_deposits').where({ wallet_id: walletId }).orderBy([{ column: 'block_number' }, { column: 'log_index' }]);
+}
+
+/** Deposits credited from blocks after `blockNumber` (a deep reorganisation rewinds past them). */
+export async function listDepositsAfter(db: Db, chainId: number, blockNumber: bigint): Promise<DepositRow[]> {
+  return db('chain_deposits').where({ chain_id: chainId }).where('block_number', '>', blockNumber.toString());
+}
+
+/** Our wallets among `addresses` (any case): address (lower case) -> wallet. */
+export async function findWalletsByAddresses(db: Db, addresses: string[]): Promise<Map<string, { id: string; agent_id: string }>> {
+  if (addresses.length === 0) return new Map();
+  const rows = (await db('wallets')
+    .whereRaw('lower(address) = ANY(?)', [[...new Set(addresses.map((a) => a.toLowerCase()))]])
+    .select('id', 'agent_id', 'address')) as { id: string; agent_id: string; address: string }[];
+  return new Map(rows.map((r) => [r.address.toLowerCase(), { id: r.id, agent_id: r.agent_id }]));
+}
+
+/** Which of `hashes` are transactions this service signed (its own outgoing transfers, booked by their operations). */
+export async function ownTransactionHashes(db: Db, chainId: number, hashes: string[]): Promise<Set<string>> {
+  if (hashes.length === 0) return new Set();
+  const rows = (await db('chain_transactions').where({ chain_id: chainId }).whereRaw('lower(tx_hash) = ANY(?)', [hashes.map((h) => h.toLowerCase())]).select('tx_hash')) as { tx_hash: string }[];
+  return new Set(rows.map((r) => r.tx_hash.toLowerCase()));
+}
+
+export interface ReconcileWalletRow {
+  wallet_id: string;
+  agent_id: string;
+  address: string;
+}
+
+export async function listWalletsWithAddress(db: Db, agentId?: string): Promise<ReconcileWalletRow[]> {
+  const q = db('wallets').whereNotNull('address').orderBy('id').select('id as wallet_id', 'agent_id', 'address');
+  if (agentId) q.where({ agent_id: agentId });
+  return q;
+}
+
+/** available + held per asset of one wallet, as strings of base units. */
+export async function walletLedgerTotals(db: Db, walletId: string): Promise<Map<string, bigint>> {
+  const rows = (await db('balances').where({ wallet_id: walletId }).select('asset_symbol', 'available', 'held')) as { asset_symbol: string; available: string; held: string }[];
+  return new Map(rows.map((r) => [r.asset_symbol, BigInt(r.available) + BigInt(r.held)]));
+}
+
+export interface InFlightRow {
+  kind: string;
+  token_address: string | null;
+  transfer_value: string | null;
+  receipt_status: number | null;
+  gas_used: string | null;
+  effective_gas_price: string | null;
+  from_address: string;
+  raw_tx: string;
+}
+
+/**
+ * Transactions of `walletId`'s operations that the chain has mined while the operation is still open (the ledger
+ * still holds the money): the chain already shows them, the ledger not yet.
+ */
+export async function listMinedUnsettled(db: Db, chainId: number, walletId: string): Promise<InFlightRow[]> {
+  return db('chain_transactions as t')
+    .join('operations as o', 'o.id', 't.operation_id')
+    .where({ 't.chain_id': chainId, 't.status': 'mined', 'o.wallet_id': walletId })
+    .whereIn('o.status', ['accepted', 'submitted'])
+    .select('t.kind', 't.token_address', 't.transfer_value', 't.receipt_status', 't.gas_used', 't.effective_gas_price', 't.from_address', 't.raw_tx');
+}

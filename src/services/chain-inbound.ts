@@ -1,0 +1,57 @@
+// The inbound side of an EVM chain (issue 11), built by the composition root when CHAIN_RPC_URL is set: the
+// deposit watcher, reconciliation, and the reads x402 uses to see its authorizations settled. Its worker loops
+// run in evm mode only.
+import type { Knex } from 'knex';
+import type { Address } from '../chain/port.js';
+import type { ChainReads } from '../chain/reads.js';
+import type { ChainConfig } from '../config.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import { createPollingLoop, type WorkerLoop } from '../worker.js';
+import { createDepositWatcher, type DepositWatcher } from './deposit-watcher.js';
+import type { LedgerService } from './ledger.service.js';
+import type { OperationService } from './operation.service.js';
+import { createReconciler, reconcileAndWarn, type Reconciler } from './reconcile.js';
+
+export interface ChainInbound {
+  chain: ChainReads;
+  deposits: DepositWatcher;
+  reconciler: Reconciler;
+  loops(): WorkerLoop[];
+}
+
+export function createChainInbound(deps: {
+  db: Knex;
+  chain: ChainReads;
+  config: Readonly<ChainConfig>;
+  ledger: LedgerService;
+  operations: OperationService;
+  clock: Clock;
+  log: Logger;
+  isDeployed(address: Address): Promise<boolean>;
+}): ChainInbound {
+  const { db, chain, config, clock, log } = deps;
+  const deposits = createDepositWatcher({ db, chain, ledger: deps.ledger, operations: deps.operations, clock, log, confirmations: config.confirmations, startBlock: config.depositStartBlock, isDeployed: deps.isDeployed });
+  const reconciler = createReconciler({ db, chain, clock, isDeployed: deps.isDeployed });
+  return {
+    chain,
+    deposits,
+    reconciler,
+    loops() {
+      const loops = [createPollingLoop('chain-deposits', () => deposits.tick(), { idleMs: config.pollMs, log })];
+      if (config.reconcileIntervalMs > 0) {
+        loops.push(
+          createPollingLoop(
+            'chain-reconcile',
+            async () => {
+              await reconcileAndWarn(reconciler, log);
+              return 0;
+            },
+            { idleMs: config.reconcileIntervalMs, log },
+          ),
+        );
+      }
+      return loops;
+    },
+  };
+}
