@@ -5,7 +5,7 @@ import { createPublicClient, createWalletClient, defineChain, http, parseEther, 
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Config } from '../config.js';
 import type { Knex } from '../db/knex.js';
-import { findSetting, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
+import { findSetting, insertProtocolOnce, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findAsset } from '../db/repositories/ledger.repository.js';
 import type { Clock } from '../lib/clock.js';
@@ -13,7 +13,7 @@ import type { Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
 import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
 import { setVaultAddress } from '../db/repositories/vault.repository.js';
-import { DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
+import { DEX_PROTOCOL, DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
 import { EARN_SETTING, accrueVault, deployDevVaults, type EarnContracts } from './vaults.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
@@ -134,6 +134,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       deps.log.info({ factory: dex.factory, router: dex.router, pairs: dex.pairs }, 'development chain: Uniswap v2 pairs deployed and seeded');
     }
     for (const [symbol, address] of Object.entries(dex.tokens)) if (symbol !== 'USDC') await setAssetContractAddress(trx, symbol, address);
+    await insertProtocolOnce(trx, { id: DEX_PROTOCOL, name: 'Uniswap v2', kinds: ['conversion'], asset_symbols: Object.keys(dex.tokens) });
     // Earn (issue 16): ERC-4626 vaults for the seeded USDC vault rows, and the router acting on the wallets' permits.
     const recordedEarn = await findSetting(trx, chainId, EARN_SETTING);
     let earn = recordedEarn && dexHasCode ? (JSON.parse(recordedEarn) as EarnContracts) : null;

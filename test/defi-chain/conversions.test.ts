@@ -51,12 +51,26 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     return node.client.readContract({ address: dex.router, abi: swapRouterAbi, functionName: 'getAmountOut', args: [amountIn, rin, rout] });
   }
 
-  it('deploys the pairs from @uniswap/v2-core and records the dev tokens as the WETH and EURC contracts', async () => {
+  it('deploys the pairs from @uniswap/v2-core, records the dev tokens as the WETH and EURC contracts, and lists the contracts under /protocols', async () => {
     for (const symbol of ['WETH', 'EURC']) {
       const asset = await s.db('assets').where({ symbol }).first();
       expect(getAddress(asset.contract_address)).to.equal(dex.tokens[symbol]);
     }
     const [r0, r1] = await node.client.readContract({ address: pairOf('USDC', 'WETH'), abi: uniswapV2PairAbi, functionName: 'getReserves' });
+    const agent = await s.agent();
+    const protocols = await s.request('GET', '/v1/agent/protocols?limit=100', { agent });
+    expect(protocols.status).to.equal(200);
+    const v2 = protocols.body.items.find((p: { id: string }) => p.id === 'uniswap-v2');
+    expect(v2.contracts).to.deep.include.members([
+      { role: 'factory', address: dex.factory },
+      { role: 'router', address: dex.router },
+      { role: 'pool', name: 'USDC/WETH', address: pairOf('USDC', 'WETH') },
+      { role: 'pool', name: 'EURC/USDC', address: pairOf('USDC', 'EURC') },
+    ]);
+    const earn = JSON.parse((await s.db('chain_settings').where({ chain_id: 31337, key: 'earn' }).first()).value) as { vaults: Record<string, string> };
+    const morpho = protocols.body.items.find((p: { id: string }) => p.id === 'morpho');
+    expect(morpho.contracts).to.deep.include({ role: 'vault', name: 'Morpho USDC Prime', address: earn.vaults['6f1d2a10-0000-4000-8000-000000000001'] });
+    expect(protocols.body.items.find((p: { id: string }) => p.id === 'moonwell')).to.not.have.property('contracts');
     const sorted = (xs: bigint[]) => [...xs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     expect(sorted([r0, r1])).to.deep.equal(sorted([parseUnits('1000', 18), parseUnits('3000000', 6)]));
   });

@@ -157,3 +157,8 @@ export async function withChainLock<T>(db: Knex, fn: (trx: Knex.Transaction) => 
     return fn(trx);
   });
 }
+
+/** A protocol the development bootstrap deployed (Uniswap v2), listed by /protocols beside the seeded ones. */
+export async function insertProtocolOnce(db: Db, p: { id: string; name: string; kinds: string[]; asset_symbols: string[] }): Promise<void> {
+  await db('protocols').insert({ ...p, kinds: JSON.stringify(p.kinds), asset_symbols: JSON.stringify(p.asset_symbols) }).onConflict('id').ignore();
+}
