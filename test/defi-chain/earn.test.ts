@@ -86,11 +86,15 @@ describe('DeFi on chain: earn in ERC-4626 vaults', function () {
     expect((after.body.position ?? after.body).shares).to.equal('0');
   });
 
-  it('moves the shares between two vaults on chain', async () => {
+  it('deposits with use_best_available into the best on-chain vault, then moves the shares to another vault on chain', async () => {
     const agent = await s.agent({ USDC: '300' });
     const [from, to] = [earn.vaults[PRIME]!, earn.vaults[AAVE]!];
-    const dep = await post(agent, 'deposit', { asset: 'USDC', vault_id: PRIME, amount: '300' });
-    await s.settle([dep.body.operation_id]);
+    // use_best_available picks the highest-APY USDC vault the policy allows: Morpho USDC Prime, on chain.
+    const dep = await post(agent, 'deposit', { asset: 'USDC', use_best_available: true, amount: '300' });
+    expect(dep.status, JSON.stringify(dep.body)).to.equal(200);
+    const [deposited] = await s.settle([dep.body.operation_id]);
+    expect(deposited!.status).to.equal('executed');
+    expect(deposited!.to_address).to.equal(from);
     const held = await shares(from, agent.address);
     const assets = await node.client.readContract({ address: from, abi: devVaultAbi, functionName: 'previewRedeem', args: [held] });
     const expectedShares = await node.client.readContract({ address: to, abi: devVaultAbi, functionName: 'previewDeposit', args: [assets] });
