@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { formatUnits, getAddress, maxUint256, parseUnits } from 'viem';
 import { swapRouterAbi, uniswapV2PairAbi, type DexContracts } from '../../src/chain/dex.js';
 import { mintToken } from '../../src/chain/token.js';
+import { runSettlementTick } from '../../src/services/settlement.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
 import { agentctl } from '../helpers/process.js';
@@ -128,6 +129,48 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     const usdc = await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC');
     expect([usdc.available, usdc.held]).to.deep.equal([parseUnits('1000', 6), 0n]);
     expect(await ledgerBalance(agent, 'WETH')).to.equal(0n);
+  });
+
+  it('enforces min_amount_out on chain: a swap front-run in the same block reverts, fails the operation and releases the hold', async () => {
+    const agent = await s.agent({ USDC: '1000' });
+    const q = await quote(agent, { from_asset: 'USDC', to_asset: 'WETH', amount: '500', slippage_percent: 0.5 });
+    const exec = await execute(agent, q.body.quote.quote_id);
+    expect(exec.status).to.equal(200);
+    const whale = node.devWallet(2);
+    await mintToken(node.devWallet(0), node.client, s.token, whale.account.address, parseUnits('300000', 6));
+    await node.client.waitForTransactionReceipt({ hash: await whale.writeContract({ address: s.token, abi: erc20Abi, functionName: 'approve', args: [dex.router, maxUint256] }) });
+
+    await node.rpc('evm_setAutomine', [false]);
+    try {
+      // One settlement pass: the swap is simulated (fine at these reserves), signed, recorded and broadcast.
+      await runSettlementTick({ db: s.db, ledger: s.services.ledger });
+      const row = await s.db('chain_transactions').where({ operation_id: exec.body.operation_id }).first();
+      expect(row).to.include({ kind: 'swap', status: 'broadcast' });
+      // Another account's large swap with a much higher tip lands first in the same block.
+      const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
+      const tip = 100_000_000_000n;
+      await whale.writeContract({ address: dex.router, abi: swapRouterAbi, functionName: 'swapExactIn', args: [[pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], parseUnits('300000', 6), 0n, whale.account.address, deadline], gas: 300_000n, maxPriorityFeePerGas: tip, maxFeePerGas: tip * 2n });
+      await node.rpc('evm_mine');
+    } finally {
+      await node.rpc('evm_setAutomine', [true]);
+    }
+    const [op] = await s.settle([exec.body.operation_id]);
+    expect(op!.status).to.equal('execution_failed');
+    expect(op!.error_code).to.equal('execution_reverted');
+    const receipt = await node.client.getTransactionReceipt({ hash: op!.tx_hash as `0x${string}` });
+    expect(receipt.status).to.equal('reverted');
+    expect(await onchainBalance(s.token, agent.address)).to.equal(parseUnits('1000', 6));
+    expect(await onchainBalance(dex.tokens.WETH!, agent.address)).to.equal(0n);
+    const usdc = await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC');
+    expect([usdc.available, usdc.held]).to.deep.equal([parseUnits('1000', 6), 0n]);
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(0n);
+
+    // The reverted swap did not consume its permit: the wallet's next conversion signs at the chain's nonce and settles.
+    const again = await quote(agent, { from_asset: 'USDC', to_asset: 'WETH', amount: '100' });
+    const [next] = await s.settle([(await execute(agent, again.body.quote.quote_id)).body.operation_id]);
+    expect(next!.status).to.equal('executed');
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(await onchainBalance(dex.tokens.WETH!, agent.address));
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(parseUnits(again.body.quote.expected_out, 18));
   });
 
   it('routes WETH -> EURC through USDC (two pairs) in one transaction, ledger equal to the chain', async () => {
