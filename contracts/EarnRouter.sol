@@ -2,7 +2,8 @@
 // Vault actions of a wallet submitted by the relayer (which pays the gas) on the wallet's EIP-2612 permit, each in
 // one transaction: deposit the wallet's assets (permit on the asset), redeem its shares (permit on the shares), or
 // move shares from one vault to another of the same asset (redeem into this contract, deposit for the wallet).
-// Minimums are enforced on chain; nothing stays in the router.
+// Minimums are enforced on chain; nothing stays in the router. Only the relayer may act on a permit: the signature
+// does not name the vault, so anyone else holding it (or front-running its `permit`) could otherwise pick one.
 pragma solidity ^0.8.24;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -21,6 +22,14 @@ contract EarnRouter {
     }
 
     error Expired(uint256 deadline);
+    error NotRelayer(address caller);
+
+    /// The account allowed to act on a wallet's permit.
+    address public immutable relayer;
+
+    constructor(address relayer_) {
+        relayer = relayer_;
+    }
     error AssetMismatch();
     error BelowMinimum(uint256 amount, uint256 minimum);
 
@@ -50,6 +59,7 @@ contract EarnRouter {
 
     /// A permit already used (front-run) is fine when the allowance is there: the transfer decides.
     function _permit(address token, address owner, uint256 value, Permit calldata p) private {
+        if (msg.sender != relayer) revert NotRelayer(msg.sender);
         if (block.timestamp > p.deadline) revert Expired(p.deadline);
         try IERC20Permit(token).permit(owner, address(this), value, p.deadline, p.v, p.r, p.s) {} catch {}
     }

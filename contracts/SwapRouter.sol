@@ -4,7 +4,9 @@
 // pair, each pair swaps into the next (the last pays the owner), and the whole transaction reverts unless the owner
 // received at least `minAmountOut` of the last token. v2-core has no router of its own; this one is a few lines of
 // Uniswap v2 periphery's exact-input path (getAmountOut with the pair's 0.3% fee) plus an EIP-2612 permit, so the
-// relayer can submit it and pay the gas while the wallet only signs.
+// relayer can submit it and pay the gas while the wallet only signs. Only that relayer may act on a permit: the
+// signature does not name the route, so anyone else who saw it (or front-ran its `permit`) could otherwise send
+// the allowance through pairs of their own.
 pragma solidity ^0.8.24;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -32,6 +34,14 @@ contract SwapRouter {
 
     error Expired(uint256 deadline);
     error BadRoute();
+    error NotRelayer(address caller);
+
+    /// The account allowed to act on a wallet's permit.
+    address public immutable relayer;
+
+    constructor(address relayer_) {
+        relayer = relayer_;
+    }
     error InsufficientOutputAmount(uint256 amountOut, uint256 minAmountOut);
 
     /// Uniswap v2 `getAmountOut` (fee 0.3%: 997/1000).
@@ -48,6 +58,7 @@ contract SwapRouter {
 
     /// The same for `owner`, authorised by its EIP-2612 permit to this router (anyone may submit it).
     function swapExactInWithPermit(address owner, address[] memory pairs, address[] memory path, uint256 amountIn, uint256 minAmountOut, Permit calldata permit) external returns (uint256) {
+        if (msg.sender != relayer) revert NotRelayer(msg.sender);
         if (block.timestamp > permit.deadline) revert Expired(permit.deadline);
         _permit(path[0], owner, amountIn, permit);
         return _swap(owner, pairs, path, amountIn, minAmountOut, owner);

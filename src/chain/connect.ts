@@ -124,12 +124,13 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
     }
     const usdc = await findAsset(trx, 'USDC');
     if (usdc?.contract_address !== token) await setAssetContractAddress(trx, 'USDC', token);
-    // The conversion venue (issue 16): tokens, Uniswap v2 pairs and the router, redeployed with a new token.
+    // The conversion venue (issue 16): tokens, Uniswap v2 pairs and the router (bound to this relayer), redeployed
+    // with a new token or relayer.
     const recorded = await findSetting(trx, chainId, DEX_SETTING);
     let dex = recorded ? (JSON.parse(recorded) as DexContracts) : null;
-    const dexHasCode = dex && dex.tokens.USDC === token ? ((await client.getCode({ address: dex.router })) ?? '0x') !== '0x' : false;
+    const dexHasCode = dex && dex.tokens.USDC === token && dex.relayer === relayer.address ? ((await client.getCode({ address: dex.router })) ?? '0x') !== '0x' : false;
     if (!dex || !dexHasCode) {
-      dex = await deployDevDex(wallet, client, token);
+      dex = await deployDevDex(wallet, client, token, relayer.address);
       await upsertSetting(trx, chainId, DEX_SETTING, JSON.stringify(dex), deps.clock.now());
       deps.log.info({ factory: dex.factory, router: dex.router, pairs: dex.pairs }, 'development chain: Uniswap v2 pairs deployed and seeded');
     }
@@ -139,7 +140,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
     const recordedEarn = await findSetting(trx, chainId, EARN_SETTING);
     let earn = recordedEarn && dexHasCode ? (JSON.parse(recordedEarn) as EarnContracts) : null;
     if (!earn || ((await client.getCode({ address: earn.router })) ?? '0x') === '0x') {
-      earn = await deployDevVaults(wallet, client, dex.tokens);
+      earn = await deployDevVaults(wallet, client, dex.tokens, relayer.address);
       await upsertSetting(trx, chainId, EARN_SETTING, JSON.stringify(earn), deps.clock.now());
       deps.log.info({ router: earn.router, vaults: earn.vaults }, 'development chain: ERC-4626 vaults deployed');
     }

@@ -40,6 +40,8 @@ export const DEX_PROTOCOL = 'uniswap-v2';
 export const DEX_SETTING = 'dex';
 
 export interface DexContracts {
+  /** The only account the router lets act on a wallet's permit. */
+  relayer: Address;
   factory: Address;
   router: Address;
   /** Token addresses by asset symbol (USDC, WETH, EURC). */
@@ -146,7 +148,7 @@ export const DEV_TOKENS: { symbol: string; name: string; decimals: number }[] = 
  * artifact), the router, and one pair per DEV_POOLS entry seeded with its liquidity (minted by the faucet, which owns
  * the tokens and keeps the LP shares).
  */
-export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: Address): Promise<DexContracts> {
+export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: Address, relayer: Address): Promise<DexContracts> {
   const decimals: Record<string, number> = { USDC: 6 };
   const tokens: Record<string, Address> = { USDC: usdc };
   for (const t of DEV_TOKENS) {
@@ -154,7 +156,7 @@ export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: A
     decimals[t.symbol] = t.decimals;
   }
   const factory = await deployContract(wallet, client, { abi: uniswapV2FactoryAbi, bytecode: `0x${v2Artifact('UniswapV2Factory').bytecode.replace(/^0x/, '')}`, args: [wallet.account.address], account: wallet.account, chain: wallet.chain });
-  const router = await deployContract(wallet, client, { abi: swapRouterAbi, bytecode: swapRouterBytecode, account: wallet.account, chain: wallet.chain });
+  const router = await deployContract(wallet, client, { abi: swapRouterAbi, bytecode: swapRouterBytecode, args: [relayer], account: wallet.account, chain: wallet.chain });
   const pairs: Record<string, Address> = {};
   for (const p of DEV_POOLS) {
     const [ta, tb] = [tokens[p.a]!, tokens[p.b]!];
@@ -166,5 +168,5 @@ export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: A
     await send(wallet, client, wallet.writeContract({ address: pair, abi: uniswapV2PairAbi, functionName: 'mint', args: [wallet.account.address], account: wallet.account, chain: wallet.chain }));
     pairs[pairKey(p.a, p.b)] = pair;
   }
-  return { factory, router, tokens, pairs };
+  return { relayer, factory, router, tokens, pairs };
 }

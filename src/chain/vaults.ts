@@ -16,6 +16,8 @@ export { devVaultAbi, earnRouterAbi };
 export const EARN_SETTING = 'earn';
 
 export interface EarnContracts {
+  /** The only account the router lets act on a wallet's permit. */
+  relayer: Address;
   router: Address;
   /** On-chain vault address by the ledger's vault id. */
   vaults: Record<string, Address>;
@@ -72,13 +74,13 @@ export const DEV_VAULTS: { vaultId: string; name: string; symbol: string; asset:
 ];
 
 /** Development chain only: deploys the router and one DevVault per DEV_VAULTS entry over the given asset tokens. */
-export async function deployDevVaults(wallet: Wallet, client: PublicClient, tokens: Record<string, Address>): Promise<EarnContracts> {
-  const router = await deployContract(wallet, client, { abi: earnRouterAbi, bytecode: earnRouterBytecode, account: wallet.account, chain: wallet.chain });
+export async function deployDevVaults(wallet: Wallet, client: PublicClient, tokens: Record<string, Address>, relayer: Address): Promise<EarnContracts> {
+  const router = await deployContract(wallet, client, { abi: earnRouterAbi, bytecode: earnRouterBytecode, args: [relayer], account: wallet.account, chain: wallet.chain });
   const vaults: Record<string, Address> = {};
   for (const v of DEV_VAULTS) {
     vaults[v.vaultId] = await deployContract(wallet, client, { abi: devVaultAbi, bytecode: devVaultBytecode, args: [tokens[v.asset]!, v.name, v.symbol, v.decimalsOffset], account: wallet.account, chain: wallet.chain });
   }
-  return { router, vaults };
+  return { relayer, router, vaults };
 }
 
 /** `agentctl vault accrue`: the yield source of a development vault, `amount` of its asset minted into it by the faucet. */

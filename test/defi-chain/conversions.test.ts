@@ -72,6 +72,14 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     const morpho = protocols.body.items.find((p: { id: string }) => p.id === 'morpho');
     expect(morpho.contracts).to.deep.include({ role: 'vault', name: 'Morpho USDC Prime', address: earn.vaults['6f1d2a10-0000-4000-8000-000000000001'] });
     expect(protocols.body.items.find((p: { id: string }) => p.id === 'moonwell')).to.not.have.property('contracts');
+    // Only the relayer acts on a wallet's permit (a permit does not name the route).
+    const outsider = node.devWallet(4);
+    const permit = { deadline: BigInt(Math.floor(Date.now() / 1000) + 600), v: 27, r: `0x${'11'.repeat(32)}` as const, s: `0x${'22'.repeat(32)}` as const };
+    const stolen = node.client.simulateContract({ account: outsider.account, address: dex.router, abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args: [agent.address, [pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], 1n, 0n, permit] }).then(
+      () => 'accepted',
+      (err: Error) => err.message,
+    );
+    expect(await stolen).to.match(/NotRelayer/);
     const sorted = (xs: bigint[]) => [...xs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     expect(sorted([r0, r1])).to.deep.equal(sorted([parseUnits('1000', 18), parseUnits('3000000', 6)]));
   });
