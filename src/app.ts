@@ -20,6 +20,7 @@ import type { Services } from './services/registry.js';
 import type { Handler } from './http/types.js';
 import { createSelfService } from './services/self.service.js';
 import { createPollingLoop, type WorkerLoop } from './worker.js';
+import { createPoolPriceRecorder } from './services/pool-prices.js';
 import { createBearerVerifier } from './auth/bearer.js';
 import { createSealer, type Sealer } from './lib/crypto.js';
 import { createOAuthCleanupLoop } from './oauth/cleanup.js';
@@ -129,6 +130,8 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     ...(inbound?.loops() ?? []),
     // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
     ...(chain ? [createPollingLoop('x402-onchain', () => services.x402.trackOnChain(db), { idleMs: config.chain.pollMs, log })] : []),
+    // evm mode with the DeFi bootstrap: USD prices of the pooled assets from the pools' time-weighted prices.
+    ...(chain?.dex && config.chain.poolPriceIntervalMs > 0 ? [poolPriceLoop(createPoolPriceRecorder({ db, dex: chain.dex, ledger: services.ledger.ledger, clock }), config.chain.poolPriceIntervalMs, log)] : []),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
@@ -218,4 +221,9 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   });
 
   return { app, config, db, services, router, clock, log, loops: core.loops, chain: core.chain, close: core.close };
+}
+
+/** Records pool prices every `idleMs` (a pass is never "work": the loop always waits). */
+function poolPriceLoop(record: () => Promise<unknown>, idleMs: number, log: Logger): WorkerLoop {
+  return createPollingLoop('pool-prices', async () => (await record(), 0), { idleMs, log });
 }

@@ -72,6 +72,16 @@ export interface DexQuote {
   block: bigint;
 }
 
+/** A pool price of an asset in USDC, as the ledger records it (USD with 8 decimals, USDC taken at its own price). */
+export interface PoolPrice {
+  symbol: string;
+  usdE8: bigint;
+  /** `uniswap-v2:twap:<seconds>s` over the window since the previous observation, or `uniswap-v2:spot` on the first. */
+  source: string;
+}
+
+const Q112 = 2n ** 112n;
+
 export interface Dex {
   /** The deployed contracts on this chain, or null when none were deployed (no development bootstrap). */
   contracts(db: Db): Promise<DexContracts | null>;
@@ -80,6 +90,12 @@ export interface Dex {
    * asset has no token or no route exists (the conversion then stays on the simulated venue).
    */
   quote(db: Db, fromSymbol: string, toSymbol: string, amountIn: bigint): Promise<DexQuote | null>;
+  /**
+   * The price of every asset paired with USDC, time-weighted from the pair's cumulative price (Uniswap v2's
+   * `price{0,1}CumulativeLast`, extended to the head block's timestamp) since the previous observation; that
+   * observation rolls forward once it is `windowSeconds` old. The first observation gives the spot price.
+   */
+  observePrices(db: Db, usdcUsdE8: bigint, windowSeconds: number, decimals: Record<string, number>): Promise<PoolPrice[]>;
 }
 
 const pairKey = (a: string, b: string) => [a, b].sort().join('/');
@@ -87,6 +103,8 @@ const pairKey = (a: string, b: string) => [a, b].sort().join('/');
 export function createDex(deps: { client: PublicClient; chainId: number }): Dex {
   const { client, chainId } = deps;
   let cached: DexContracts | null = null;
+  /** The previous observation per pair: its cumulative price of the non-USDC token (UQ112x112·s) and timestamp. */
+  const observations = new Map<string, { cumulative: bigint; at: bigint }>();
 
   const dex: Dex = {
     async contracts(db) {
@@ -121,6 +139,38 @@ export function createDex(deps: { client: PublicClient; chainId: number }): Dex 
         amount = out;
       }
       return { router: c.router, legs, pairs: legs.map((l) => l.pair), path: [legs[0]!.tokenIn, ...legs.map((l) => l.tokenOut)], amountOut: amount, block };
+    },
+
+    async observePrices(db, usdcUsdE8, windowSeconds, decimals) {
+      const c = await dex.contracts(db);
+      if (!c) return [];
+      const head = await client.getBlock({ blockTag: 'latest' });
+      const out: PoolPrice[] = [];
+      for (const [key, pair] of Object.entries(c.pairs)) {
+        const symbol = key.split('/').find((x) => x !== 'USDC');
+        if (!symbol || !key.includes('USDC') || decimals[symbol] === undefined) continue;
+        const read = <F extends 'token0' | 'getReserves' | 'price0CumulativeLast' | 'price1CumulativeLast'>(functionName: F) => client.readContract({ address: pair, abi: uniswapV2PairAbi, functionName, blockNumber: head.number! } as never);
+        const [token0, [r0, r1, last], cum0, cum1] = (await Promise.all([read('token0'), read('getReserves'), read('price0CumulativeLast'), read('price1CumulativeLast')])) as [Address, [bigint, bigint, number], bigint, bigint];
+        const tokenIs0 = getAddress(token0) === getAddress(c.tokens[symbol]!);
+        // price0 = reserve1/reserve0: USDC per token when the token is token0.
+        const [rToken, rUsdc, cumulativeLast] = tokenIs0 ? [r0, r1, cum0] : [r1, r0, cum1];
+        if (rToken === 0n) continue;
+        const spot = (rUsdc * Q112) / rToken;
+        const now = head.timestamp;
+        const cumulative = cumulativeLast + spot * (now - BigInt(last));
+        const prev = observations.get(pair);
+        let priceQ112 = spot;
+        let source = `${DEX_PROTOCOL}:spot`;
+        if (prev && now > prev.at) {
+          priceQ112 = (cumulative - prev.cumulative) / (now - prev.at);
+          source = `${DEX_PROTOCOL}:twap:${now - prev.at}s`;
+        }
+        if (!prev || now - prev.at >= BigInt(windowSeconds)) observations.set(pair, { cumulative, at: now });
+        // USDC base units per token base unit (·2^112) -> USD (8 decimals) per whole token.
+        const usdE8 = (priceQ112 * 10n ** BigInt(decimals[symbol]!) * usdcUsdE8) / (Q112 * 10n ** 6n);
+        out.push({ symbol, usdE8, source });
+      }
+      return out;
     },
   };
   return dex;
