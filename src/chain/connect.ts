@@ -14,6 +14,7 @@ import type { Logger } from '../lib/logger.js';
 import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
 import { setVaultAddress } from '../db/repositories/vault.repository.js';
 import { DEX_PROTOCOL, DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
+import { LENDING_SETTING, deployDevLending, type LendingContracts } from './lending.js';
 import { EARN_SETTING, accrueVault, deployDevVaults, type EarnContracts } from './vaults.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
@@ -93,6 +94,7 @@ export interface BootstrapResult {
   deployed: boolean;
   dex: DexContracts;
   earn: EarnContracts;
+  lending: LendingContracts;
   relayer: string;
   relayer_funded_wei: string;
 }
@@ -145,6 +147,14 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       deps.log.info({ router: earn.router, vaults: earn.vaults }, 'development chain: ERC-4626 vaults deployed');
     }
     for (const [vaultId, address] of Object.entries(earn.vaults)) await setVaultAddress(trx, vaultId, address);
+    // Borrow, first step: Morpho Blue and its WETH/USDC market (the borrow routes still settle in the ledger).
+    const recordedLending = await findSetting(trx, chainId, LENDING_SETTING);
+    let lending = recordedLending && dexHasCode ? (JSON.parse(recordedLending) as LendingContracts) : null;
+    if (!lending || ((await client.getCode({ address: lending.morpho })) ?? '0x') === '0x') {
+      lending = await deployDevLending(wallet, client, dex.tokens);
+      await upsertSetting(trx, chainId, LENDING_SETTING, JSON.stringify(lending), deps.clock.now());
+      deps.log.info({ morpho: lending.morpho, market: lending.market.id }, 'development chain: Morpho Blue market deployed');
+    }
     const target = parseEther('100');
     const balance = await client.getBalance({ address: relayer.address });
     let funded = 0n;
@@ -153,7 +163,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
       funded = target - balance;
     }
-    return { chain_id: chainId, token_address: token, deployed, dex, earn, relayer: relayer.address, relayer_funded_wei: funded.toString() };
+    return { chain_id: chainId, token_address: token, deployed, dex, earn, lending, relayer: relayer.address, relayer_funded_wei: funded.toString() };
   });
 }
 

@@ -6,6 +6,8 @@ import type { Db } from '../db/knex.js';
 import { setWalletKey } from '../db/repositories/ledger.repository.js';
 import { findVault } from '../db/repositories/vault.repository.js';
 import { DEX_PROTOCOL } from '../chain/dex.js';
+import { LENDING_SETTING, type LendingContracts } from '../chain/lending.js';
+import { findSetting } from '../db/repositories/chain.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { createSealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
@@ -92,6 +94,11 @@ async function protocolContractsOn(chain: Chain, db: Db): ReturnType<ProtocolCon
     const list = out.get(v.protocol_id) ?? [{ role: 'router' as const, address: earn!.router }];
     list.push({ role: 'vault', name: v.name, address });
     out.set(v.protocol_id, list);
+  }
+  const lending = await findSetting(db, chain.chainId, LENDING_SETTING);
+  if (lending) {
+    const { morpho, market } = JSON.parse(lending) as LendingContracts;
+    out.set('morpho', [...(out.get('morpho') ?? []), { role: 'market', name: market.name, address: morpho }]);
   }
   return out;
 }

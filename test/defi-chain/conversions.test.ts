@@ -6,6 +6,7 @@ import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { formatUnits, getAddress, maxUint256, parseUnits } from 'viem';
 import { swapRouterAbi, uniswapV2PairAbi, type DexContracts } from '../../src/chain/dex.js';
+import { morphoAbi, type LendingContracts } from '../../src/chain/lending.js';
 import { mintToken } from '../../src/chain/token.js';
 import { runSettlementTick } from '../../src/services/settlement.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
@@ -72,6 +73,13 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     const morpho = protocols.body.items.find((p: { id: string }) => p.id === 'morpho');
     expect(morpho.contracts).to.deep.include({ role: 'vault', name: 'Morpho USDC Prime', address: earn.vaults['6f1d2a10-0000-4000-8000-000000000001'] });
     expect(protocols.body.items.find((p: { id: string }) => p.id === 'moonwell')).to.not.have.property('contracts');
+    // Borrow, first step: Morpho Blue's WETH/USDC market, deployed from sources compiled with solc 0.8.19.
+    const lending = JSON.parse((await s.db('chain_settings').where({ chain_id: 31337, key: 'lending' }).first()).value) as LendingContracts;
+    expect(morpho.contracts).to.deep.include({ role: 'market', name: 'WETH/USDC', address: lending.morpho });
+    const params = await node.client.readContract({ address: lending.morpho, abi: morphoAbi, functionName: 'idToMarketParams', args: [lending.market.id] });
+    expect(params).to.deep.equal([s.token, dex.tokens.WETH, lending.oracle, lending.irm, 860_000_000_000_000_000n]);
+    const market = await node.client.readContract({ address: lending.morpho, abi: morphoAbi, functionName: 'market', args: [lending.market.id] });
+    expect(market[0]).to.equal(parseUnits('1000000', 6)); // totalSupplyAssets
     // Only the relayer acts on a wallet's permit (a permit does not name the route).
     const outsider = node.devWallet(4);
     const permit = { deadline: BigInt(Math.floor(Date.now() / 1000) + 600), v: 27, r: `0x${'11'.repeat(32)}` as const, s: `0x${'22'.repeat(32)}` as const };
