@@ -9,8 +9,8 @@ import { swapRouterAbi, swapRouterBytecode } from '../../contracts/artifacts/Swa
 import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
 import { getAmountOut } from '../lib/defi/amm.js';
-import type { Address, Hex } from './port.js';
-import { deployContract, mintToken } from './token.js';
+import type { Address } from './port.js';
+import { deployContract, mintToken, waitMined } from './token.js';
 
 export { swapRouterAbi };
 
@@ -178,11 +178,6 @@ export function createDex(deps: { client: PublicClient; chainId: number }): Dex 
 
 type Wallet = WalletClient<Transport, ViemChain | undefined, Account>;
 
-async function send(wallet: Wallet, client: PublicClient, hash: Promise<Hex>): Promise<void> {
-  const receipt = await client.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
-  if (receipt.status !== 'success') throw new Error(`transaction ${receipt.transactionHash} reverted`);
-}
-
 /** The seeded liquidity of the development pools (at the seed prices: 1 WETH = 3000 USDC, 1 EURC = 1.08 USDC). */
 export const DEV_POOLS: { a: string; b: string; amountA: string; amountB: string }[] = [
   { a: 'USDC', b: 'WETH', amountA: '3000000', amountB: '1000' },
@@ -210,12 +205,12 @@ export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: A
   const pairs: Record<string, Address> = {};
   for (const p of DEV_POOLS) {
     const [ta, tb] = [tokens[p.a]!, tokens[p.b]!];
-    await send(wallet, client, wallet.writeContract({ address: factory, abi: uniswapV2FactoryAbi, functionName: 'createPair', args: [ta, tb], account: wallet.account, chain: wallet.chain }));
+    await waitMined(client, wallet.writeContract({ address: factory, abi: uniswapV2FactoryAbi, functionName: 'createPair', args: [ta, tb], account: wallet.account, chain: wallet.chain }));
     const pair = getAddress(await client.readContract({ address: factory, abi: uniswapV2FactoryAbi, functionName: 'getPair', args: [ta, tb] }));
     if (pair === zeroAddress) throw new Error(`pair ${p.a}/${p.b} was not created`);
     await mintToken(wallet, client, ta, pair, parseUnits(p.amountA, decimals[p.a]!));
     await mintToken(wallet, client, tb, pair, parseUnits(p.amountB, decimals[p.b]!));
-    await send(wallet, client, wallet.writeContract({ address: pair, abi: uniswapV2PairAbi, functionName: 'mint', args: [wallet.account.address], account: wallet.account, chain: wallet.chain }));
+    await waitMined(client, wallet.writeContract({ address: pair, abi: uniswapV2PairAbi, functionName: 'mint', args: [wallet.account.address], account: wallet.account, chain: wallet.chain }));
     pairs[pairKey(p.a, p.b)] = pair;
   }
   return { relayer, factory, router, tokens, pairs };

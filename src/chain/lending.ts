@@ -7,7 +7,7 @@ import { irmMockAbi, irmMockBytecode } from '../../contracts/artifacts/IrmMock.j
 import { morphoAbi, morphoBytecode } from '../../contracts/artifacts/Morpho.js';
 import { oracleMockAbi, oracleMockBytecode } from '../../contracts/artifacts/OracleMock.js';
 import type { Address, Hex } from './port.js';
-import { deployContract, mintToken, usdCoinAbi } from './token.js';
+import { deployContract, mintToken, usdCoinAbi, waitMined } from './token.js';
 
 export { morphoAbi };
 
@@ -42,11 +42,6 @@ export const marketId = (p: MarketParams): Hex =>
 
 type Wallet = WalletClient<Transport, ViemChain | undefined, Account>;
 
-async function send(client: PublicClient, hash: Promise<Hex>): Promise<void> {
-  const receipt = await client.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
-  if (receipt.status !== 'success') throw new Error(`transaction ${receipt.transactionHash} reverted`);
-}
-
 /**
  * Development chain only: Morpho Blue owned by the faucet, the oracle mock at the seeded 3000 USDC per WETH, the
  * IRM mock, the WETH/USDC market, and 1,000,000 USDC of liquidity supplied by the faucet.
@@ -57,14 +52,14 @@ export async function deployDevLending(wallet: Wallet, client: PublicClient, tok
   const oracle = await deployContract(wallet, client, { abi: oracleMockAbi, bytecode: oracleMockBytecode, ...opts });
   const irm = await deployContract(wallet, client, { abi: irmMockAbi, bytecode: irmMockBytecode, ...opts });
   // 3000 USDC (6 decimals) per WETH (18 decimals), scaled by 1e36.
-  await send(client, wallet.writeContract({ address: oracle, abi: oracleMockAbi, functionName: 'setPrice', args: [(3000n * 10n ** 6n * ORACLE_PRICE_SCALE) / 10n ** 18n], ...opts }));
-  await send(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'enableIrm', args: [irm], ...opts }));
-  await send(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'enableLltv', args: [DEV_LLTV], ...opts }));
+  await waitMined(client, wallet.writeContract({ address: oracle, abi: oracleMockAbi, functionName: 'setPrice', args: [(3000n * 10n ** 6n * ORACLE_PRICE_SCALE) / 10n ** 18n], ...opts }));
+  await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'enableIrm', args: [irm], ...opts }));
+  await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'enableLltv', args: [DEV_LLTV], ...opts }));
   const params: MarketParams = { loanToken: tokens.USDC!, collateralToken: tokens.WETH!, oracle, irm, lltv: DEV_LLTV.toString() };
-  await send(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'createMarket', args: [paramsTuple(params)], ...opts }));
+  await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'createMarket', args: [paramsTuple(params)], ...opts }));
   const liquidity = parseUnits('1000000', 6);
   await mintToken(wallet, client, tokens.USDC!, wallet.account.address, liquidity);
-  await send(client, wallet.writeContract({ address: tokens.USDC!, abi: usdCoinAbi, functionName: 'approve', args: [morpho, maxUint256], ...opts }));
-  await send(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'supply', args: [paramsTuple(params), liquidity, 0n, wallet.account.address, '0x'], ...opts }));
+  await waitMined(client, wallet.writeContract({ address: tokens.USDC!, abi: usdCoinAbi, functionName: 'approve', args: [morpho, maxUint256], ...opts }));
+  await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'supply', args: [paramsTuple(params), liquidity, 0n, wallet.account.address, '0x'], ...opts }));
   return { morpho, oracle, irm, market: { id: marketId(params), name: 'WETH/USDC', params } };
 }
