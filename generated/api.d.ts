@@ -2986,12 +2986,25 @@ export interface components {
                 message: string;
             }[];
         };
+        /**
+         * @description EVM address, 0x-prefixed hex (checksummed or lower case).
+         * @example 0x1111111111111111111111111111111111111111
+         */
+        EvmAddress: string;
         Protocol: {
             id: components["schemas"]["ProtocolId"];
             name: string;
             kinds: ("earn" | "borrow" | "conversion")[];
             chain: components["schemas"]["Chain"];
             asset_symbols: components["schemas"]["AssetSymbol"][];
+            /** @description The protocol's contracts on the configured chain (a development chain with the DeFi bootstrap): a conversion protocol's factory, router and pools, an earn protocol's ERC-4626 vaults and router, a lending protocol's markets. Absent when the protocol settles in the ledger only. */
+            contracts?: {
+                /** @enum {string} */
+                role: "factory" | "router" | "pool" | "vault" | "market";
+                /** @description The pool's pair (`USDC/WETH`), the vault's name, or the lending market's (`WETH/USDC`, collateral/loan; its address is the lending contract's). */
+                name?: string;
+                address: components["schemas"]["EvmAddress"];
+            }[];
         };
         ProtocolListPage: {
             /** @constant */
@@ -3082,11 +3095,6 @@ export interface components {
             code: string;
             message: string;
         } | null;
-        /**
-         * @description EVM address, 0x-prefixed hex (checksummed or lower case).
-         * @example 0x1111111111111111111111111111111111111111
-         */
-        EvmAddress: string;
         /** @description Onchain details (`include=onchain`). On a real chain (`CHAIN_RPC_URL`), the transaction that moved the money; fields are null before submission and the receipt fields until it is mined with its confirmations. On the simulated chain, the hash and block are derived and the receipt fields are null. */
         OnchainDetails: {
             /**

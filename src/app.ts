@@ -23,6 +23,7 @@ import type { Handler } from './http/types.js';
 import { createSelfService } from './services/self.service.js';
 import { createPollingLoop, type WorkerLoop } from './worker.js';
 import { resolveAdminToken } from './auth/admin-token.js';
+import { createPoolPriceRecorder } from './services/pool-prices.js';
 import { createBearerVerifier } from './auth/bearer.js';
 import { createSealer, type Sealer } from './lib/crypto.js';
 import { createOAuthCleanupLoop } from './oauth/cleanup.js';
@@ -158,6 +159,8 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     ...(inbound?.loops() ?? []),
     // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
     ...(chain ? [createPollingLoop('x402-onchain', quietWhileDown('x402-onchain', () => services.x402.trackOnChain(db), log), { idleMs: config.chain.pollMs, log })] : []),
+    // evm mode with the DeFi bootstrap: USD prices of the pooled assets from the pools' time-weighted prices.
+    ...(chain?.dex && config.chain.poolPriceIntervalMs > 0 ? [poolPriceLoop(createPoolPriceRecorder({ db, dex: chain.dex, ledger: services.ledger.ledger, clock }), config.chain.poolPriceIntervalMs, log)] : []),
   ];
   let bearer: BearerVerifier | null = null;
   const setBearer = (verifier: BearerVerifier) => {
@@ -191,7 +194,7 @@ function buildServices(deps: {
   return {
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
-    defi: createDefiArea({ clock, ledger }),
+    defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
     x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config), chain: deps.chain }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
@@ -289,4 +292,9 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   });
 
   return { app, config, db, services, router, clock, log, loops: core.loops, metrics: core.metrics, tracing: core.tracing, startDraining: health.startDraining, chain: core.chain, close: core.close };
+}
+
+/** Records pool prices every `idleMs` (a pass is never "work": the loop always waits). */
+function poolPriceLoop(record: () => Promise<unknown>, idleMs: number, log: Logger): WorkerLoop {
+  return createPollingLoop('pool-prices', async () => (await record(), 0), { idleMs, log });
 }

@@ -77,6 +77,8 @@ export interface ChainConfig {
   authorizationTtlSeconds: number;
   /** Milliseconds between the worker's reconciliations of on-chain balances with the ledger (0 = off). */
   reconcileIntervalMs: number;
+  /** Milliseconds between pool price observations on a chain with the DeFi bootstrap (0 = off: the feed's prices stay). */
+  poolPriceIntervalMs: number;
   /** The first block the deposit watcher scans when it has no cursor yet; null = block 0 on chain 31337, else the newest confirmed block then. */
   depositStartBlock: number | null;
 }
@@ -245,6 +247,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
       ethGasReserveWei: /^[0-9]{1,30}$/.test(gasReserveRaw) ? BigInt(gasReserveRaw) : 0n,
       authorizationTtlSeconds: int('CHAIN_AUTHORIZATION_TTL_SECONDS', 3600, 60, 86_400 * 7),
       reconcileIntervalMs: int('CHAIN_RECONCILE_INTERVAL_MS', 300_000, 0, 86_400_000),
+      poolPriceIntervalMs: int('CHAIN_POOL_PRICE_INTERVAL_MS', 15_000, 0, 86_400_000),
       depositStartBlock: get('CHAIN_DEPOSIT_START_BLOCK') === undefined ? null : int('CHAIN_DEPOSIT_START_BLOCK', 0, 0),
     }),
   };

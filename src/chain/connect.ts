@@ -5,13 +5,17 @@ import { createPublicClient, createWalletClient, defineChain, http, parseEther, 
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Config } from '../config.js';
 import type { Knex } from '../db/knex.js';
-import { deleteNonces, findSetting, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
+import { deleteNonces, findSetting, insertProtocolOnce, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findAsset } from '../db/repositories/ledger.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
 import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
+import { setVaultAddress } from '../db/repositories/vault.repository.js';
+import { DEX_PROTOCOL, DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
+import { LENDING_SETTING, deployDevLending, type LendingContracts } from './lending.js';
+import { EARN_SETTING, accrueVault, deployDevVaults, type EarnContracts } from './vaults.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
 import { deployToken, mintToken, usdCoinAbi } from './token.js';
@@ -88,6 +92,9 @@ export interface BootstrapResult {
   chain_id: number;
   token_address: string;
   deployed: boolean;
+  dex: DexContracts;
+  earn: EarnContracts;
+  lending: LendingContracts;
   relayer: string;
   relayer_funded_wei: string;
 }
@@ -121,6 +128,35 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
     }
     const usdc = await findAsset(trx, 'USDC');
     if (usdc?.contract_address !== token) await setAssetContractAddress(trx, 'USDC', token);
+    // The conversion venue (issue 16): tokens, Uniswap v2 pairs and the router (bound to this relayer), redeployed
+    // with a new token or relayer.
+    const recorded = await findSetting(trx, chainId, DEX_SETTING);
+    let dex = recorded ? (JSON.parse(recorded) as DexContracts) : null;
+    const dexHasCode = dex && dex.tokens.USDC === token && dex.relayer === relayer.address ? ((await client.getCode({ address: dex.router })) ?? '0x') !== '0x' : false;
+    if (!dex || !dexHasCode) {
+      dex = await deployDevDex(wallet, client, token, relayer.address);
+      await upsertSetting(trx, chainId, DEX_SETTING, JSON.stringify(dex), deps.clock.now());
+      deps.log.info({ factory: dex.factory, router: dex.router, pairs: dex.pairs }, 'development chain: Uniswap v2 pairs deployed and seeded');
+    }
+    for (const [symbol, address] of Object.entries(dex.tokens)) if (symbol !== 'USDC') await setAssetContractAddress(trx, symbol, address);
+    await insertProtocolOnce(trx, { id: DEX_PROTOCOL, name: 'Uniswap v2', kinds: ['conversion'], asset_symbols: Object.keys(dex.tokens) });
+    // Earn (issue 16): ERC-4626 vaults for the seeded USDC vault rows, and the router acting on the wallets' permits.
+    const recordedEarn = await findSetting(trx, chainId, EARN_SETTING);
+    let earn = recordedEarn && dexHasCode ? (JSON.parse(recordedEarn) as EarnContracts) : null;
+    if (!earn || ((await client.getCode({ address: earn.router })) ?? '0x') === '0x') {
+      earn = await deployDevVaults(wallet, client, dex.tokens, relayer.address);
+      await upsertSetting(trx, chainId, EARN_SETTING, JSON.stringify(earn), deps.clock.now());
+      deps.log.info({ router: earn.router, vaults: earn.vaults }, 'development chain: ERC-4626 vaults deployed');
+    }
+    for (const [vaultId, address] of Object.entries(earn.vaults)) await setVaultAddress(trx, vaultId, address);
+    // Borrow, first step: Morpho Blue and its WETH/USDC market (the borrow routes still settle in the ledger).
+    const recordedLending = await findSetting(trx, chainId, LENDING_SETTING);
+    let lending = recordedLending && dexHasCode ? (JSON.parse(recordedLending) as LendingContracts) : null;
+    if (!lending || ((await client.getCode({ address: lending.morpho })) ?? '0x') === '0x') {
+      lending = await deployDevLending(wallet, client, dex.tokens);
+      await upsertSetting(trx, chainId, LENDING_SETTING, JSON.stringify(lending), deps.clock.now());
+      deps.log.info({ morpho: lending.morpho, market: lending.market.id }, 'development chain: Morpho Blue market deployed');
+    }
     const target = parseEther('100');
     const balance = await client.getBalance({ address: relayer.address });
     let funded = 0n;
@@ -129,8 +165,15 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
       funded = target - balance;
     }
-    return { chain_id: chainId, token_address: token, deployed, relayer: relayer.address, relayer_funded_wei: funded.toString() };
+    return { chain_id: chainId, token_address: token, deployed, dex, earn, lending, relayer: relayer.address, relayer_funded_wei: funded.toString() };
   });
+}
+
+/** Development chain only: the yield of an ERC-4626 vault, `units` of its asset minted into it (agentctl vault accrue). */
+export async function accrueDevVault(deps: { config: Readonly<Config>; client: PublicClient; chainId: number }, vault: Address, units: bigint): Promise<Hex> {
+  if (deps.chainId !== DEV_CHAIN_ID) throw new Error(`vault accrue runs on the development chain ${DEV_CHAIN_ID} only; this node is chain ${deps.chainId}`);
+  if (deps.config.nodeEnv === 'production') throw new Error('vault accrue is refused when NODE_ENV=production');
+  return accrueVault(faucetWallet(deps.config.chain.rpcUrl!, deps.chainId), deps.client, vault, units);
 }
 
 /** Development chain only: mints USDC (the faucet deployed the token) or sends ETH to `address`. */

@@ -30,6 +30,8 @@ import type { Logger } from '../lib/logger.js';
 import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
 import { ChainUnavailableError, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
+import { createDex, swapRouterAbi } from './dex.js';
+import { createEarnVenue, devVaultAbi, earnRouterAbi } from './vaults.js';
 import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
 
 /** Gas of a plain ETH transfer to an account without code. */
@@ -37,6 +39,45 @@ export const NATIVE_TRANSFER_GAS = 21_000n;
 /** Gas limit of a relayed `transferWithAuthorization` (about 60-80k used; fixed, so a transfer that would revert is still mined and fails visibly). */
 export const EIP3009_GAS = 150_000n;
 const CHAIN_SETTLED_TYPES = new Set(['payment', 'withdrawal.crypto']);
+/** Gas limit of a routed swap with its permit (about 110k per hop + 60k; fixed, so a swap that would revert is still mined and fails visibly). */
+export const SWAP_GAS = 400_000n;
+/** Gas limit of a vault action through the EarnRouter (a move redeems and deposits: about 200k). */
+export const VAULT_GAS = 500_000n;
+
+/** What a conversion executed on chain records in its operation's details (see conversion.service.ts). */
+export interface OnchainSwapDetails {
+  onchain_route: { router: Address; pairs: Address[]; path: Address[] };
+  min_amount_out: string;
+}
+
+/** What an earn operation acting on an ERC-4626 vault records in its details (see earn.service.ts). */
+export interface OnchainVaultDetails {
+  onchain_vault: {
+    router: Address;
+    action: 'deposit' | 'redeem' | 'move';
+    vault: Address;
+    /** move: the vault receiving the assets. */
+    to_vault?: Address;
+    /** deposit: assets; redeem and move: shares of `vault`. */
+    amount: string;
+    /** deposit and move: the least shares minted; redeem: the least assets paid. */
+    minimum: string;
+  };
+}
+
+const permitTypes = {
+  Permit: [
+    { name: 'owner', type: 'address' },
+    { name: 'spender', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+} as const;
+const eip5267Abi = [
+  { type: 'function', name: 'eip712Domain', stateMutability: 'view', inputs: [], outputs: [{ name: 'fields', type: 'bytes1' }, { name: 'name', type: 'string' }, { name: 'version', type: 'string' }, { name: 'chainId', type: 'uint256' }, { name: 'verifyingContract', type: 'address' }, { name: 'salt', type: 'bytes32' }, { name: 'extensions', type: 'uint256[]' }] },
+  { type: 'function', name: 'nonces', stateMutability: 'view', inputs: [{ name: 'owner', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] },
+] as const;
 
 export interface EvmChainDeps {
   config: ChainConfig;
@@ -74,6 +115,8 @@ function isUnreachable(err: unknown): boolean {
 export function createEvmChain(deps: EvmChainDeps): Chain {
   const { config, chainId, client, relayer, sealer, clock, log } = deps;
   const confirmations = BigInt(Math.max(1, config.confirmations));
+  const dex = createDex({ client, chainId });
+  const earn = createEarnVenue({ client, chainId });
 
   /** Any call to the node: transport failures become ChainUnavailableError (the loops back off on it). */
   async function node<T>(call: () => Promise<T>): Promise<T> {
@@ -174,11 +217,96 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     return logs[0]?.logIndex ?? null;
   }
 
+  /**
+   * The wallet's EIP-2612 permit of `value` of `token` to `spender`, at the next permit nonce (see takePermitNonce);
+   * `inFlight` when another action of the wallet on this token is not mined yet (then the call cannot be simulated
+   * against the present state).
+   */
+  async function signPermit(trx: Knex.Transaction, account: PrivateKeyAccount, token: Address, spender: Address, value: bigint) {
+    const [domain, onchainNonce] = await Promise.all([
+      node(() => client.readContract({ address: token, abi: eip5267Abi, functionName: 'eip712Domain' })),
+      node(() => client.readContract({ address: token, abi: eip5267Abi, functionName: 'nonces', args: [account.address] })),
+    ]);
+    const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds);
+    const nonce = await repo.takePermitNonce(trx, chainId, token, account.address, onchainNonce, clock.now());
+    const signature = await account.signTypedData({ domain: { name: domain[1], version: domain[2], chainId, verifyingContract: token }, types: permitTypes, primaryType: 'Permit', message: { owner: account.address, spender, value, nonce, deadline } });
+    const { v, r, s } = parseSignature(signature);
+    return { permit: { deadline, v: Number(v), r, s }, deadline, inFlight: nonce !== onchainNonce };
+  }
+
+  /** A vault action through the EarnRouter on the wallet's permit (asset for deposits, shares otherwise), simulated first. */
+  async function submitVaultCall(trx: Knex.Transaction, operationId: string, account: PrivateKeyAccount, details: OnchainVaultDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
+    const c = details.onchain_vault;
+    const vault = getAddress(c.vault);
+    const amount = BigInt(c.amount);
+    const minimum = BigInt(c.minimum);
+    const token = c.action === 'deposit' ? getAddress(await node(() => client.readContract({ address: vault, abi: devVaultAbi, functionName: 'asset' }))) : vault;
+    const { permit, deadline, inFlight } = await signPermit(trx, account, token, c.router, amount);
+    const data =
+      c.action === 'deposit'
+        ? encodeFunctionData({ abi: earnRouterAbi, functionName: 'depositWithPermit', args: [account.address, vault, amount, minimum, permit] })
+        : c.action === 'redeem'
+          ? encodeFunctionData({ abi: earnRouterAbi, functionName: 'redeemWithPermit', args: [account.address, vault, amount, minimum, permit] })
+          : encodeFunctionData({ abi: earnRouterAbi, functionName: 'moveWithPermit', args: [account.address, vault, getAddress(c.to_vault!), amount, minimum, permit] });
+    if (!inFlight) {
+      const reverted = await node(() => client.call({ to: c.router, data, account: relayer.address })).then(
+        () => null,
+        (err: unknown) => {
+          if (err instanceof ChainUnavailableError) throw err;
+          return String((err as Error).message).split('\n')[0]!;
+        },
+      );
+      if (reverted !== null) return { ok: false, code: 'settlement_failed', message: `the vault ${c.action} would revert: ${reverted}` };
+    }
+    const fees = await currentFees();
+    const txNonce = await nextNonce(trx, relayer.address);
+    const tx = { to: c.router, value: 0n, data, nonce: Number(txNonce), gas: VAULT_GAS, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+    const hash = await record(trx, relayer, tx, { operation_id: operationId, kind: 'vault', attempt: 0, token_address: token.toLowerCase(), transfer_to: account.address.toLowerCase(), transfer_value: amount, authorization_nonce: null, valid_before: deadline });
+    return { ok: true, hash };
+  }
+
+  /**
+   * A conversion: the wallet signs an EIP-2612 permit of the input to the router and the relayer submits
+   * `swapExactInWithPermit` (one transaction: the input leaves the wallet, every hop swaps, and it reverts below the
+   * minimum output). A swap that would revert at the current reserves is refused here, before anything is recorded.
+   */
+  async function submitSwap(trx: Knex.Transaction, operationId: string, account: PrivateKeyAccount, amountIn: bigint, details: OnchainSwapDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
+    const { router, pairs, path } = details.onchain_route;
+    const minOut = BigInt(details.min_amount_out);
+    const tokenIn = getAddress(path[0]!);
+    const { permit, deadline, inFlight } = await signPermit(trx, account, tokenIn, router, amountIn);
+    const args = [account.address, pairs, path, amountIn, minOut, permit] as const;
+    if (!inFlight) {
+      // Nothing of this wallet in flight: the swap can be tried against the current state.
+      const reverted = await node(() => client.simulateContract({ address: router, abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args, account: relayer.address })).then(
+        () => null,
+        (err: unknown) => {
+          if (err instanceof ChainUnavailableError) throw err;
+          return String((err as Error).message).split('\n')[0]!;
+        },
+      );
+      if (reverted !== null) {
+        const slippage = /InsufficientOutputAmount/.test(reverted);
+        return { ok: false, code: slippage ? 'slippage_exceeded' : 'settlement_failed', message: slippage ? `the reserves moved: the swap would return less than the minimum ${minOut}` : `the swap would revert: ${reverted}` };
+      }
+    }
+    const data = encodeFunctionData({ abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args });
+    const fees = await currentFees();
+    const txNonce = await nextNonce(trx, relayer.address);
+    const tx = { to: router, value: 0n, data, nonce: Number(txNonce), gas: SWAP_GAS * BigInt(pairs.length), maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+    const hash = await record(trx, relayer, tx, { operation_id: operationId, kind: 'swap', attempt: 0, token_address: tokenIn.toLowerCase(), transfer_to: account.address.toLowerCase(), transfer_value: amountIn, authorization_nonce: null, valid_before: deadline });
+    return { ok: true, hash };
+  }
+
   const chain: Chain = {
     mode: 'evm',
     chainId,
+    dex,
+    earn,
 
     settlesOnChain(op, asset) {
+      if (op.type === 'conversion') return Boolean((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route);
+      if (op.type.startsWith('earn.')) return Boolean((op.details as Partial<OnchainVaultDetails> | null)?.onchain_vault);
       if (!asset || !CHAIN_SETTLED_TYPES.has(op.type)) return false;
       const deliverAs = (op.details as { deliver_as?: string } | null)?.deliver_as;
       if (deliverAs && deliverAs !== asset.symbol) return false; // a conversion on delivery keeps its present settlement
@@ -197,7 +325,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       const to = getAddress(op.to_address!);
       const fees = await currentFees();
       let hash: Hex;
-      if (isNative(asset)) {
+      if (op.type === 'conversion' || op.type.startsWith('earn.')) {
+        const call = op.type === 'conversion' ? await submitSwap(trx, op.id, account, amount, op.details as unknown as OnchainSwapDetails) : await submitVaultCall(trx, op.id, account, op.details as unknown as OnchainVaultDetails);
+        if (!call.ok) return call;
+        hash = call.hash;
+      } else if (isNative(asset)) {
         const maxFee = minOf(fees.maxFeePerGas, nativeFeeCap());
         // Refused before a nonce is taken: a transaction the node would never accept would leave a gap behind it.
         const onchain = await node(() => client.getBalance({ address: account.address }));
@@ -229,14 +361,22 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         const receipt = await receiptOf(row.tx_hash);
         if (!receipt) continue;
         if (head - receipt.blockNumber + 1n < confirmations) return { state: 'pending' };
-        const logIndex = transferLogIndex(receipt, row.token_address);
+        const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'vault' ? null : row.token_address);
         await repo.markChainTxMined(trx, row, { block_number: receipt.blockNumber, block_hash: receipt.blockHash, receipt_status: receipt.status === 'success' ? 1 : 0, gas_used: receipt.gasUsed, effective_gas_price: receipt.effectiveGasPrice, log_index: logIndex }, clock.now());
         const feeUnits = row.from_address.toLowerCase() === relayer.address.toLowerCase() ? 0n : receipt.gasUsed * receipt.effectiveGasPrice;
         if (row.kind === 'cancel') {
           return { state: 'failed', code: 'submission_timeout', message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`, txHash: row.tx_hash, feeUnits };
         }
         if (receipt.status !== 'success') return { state: 'failed', code: 'execution_reverted', message: `transaction ${row.tx_hash} reverted on chain ${chainId}`, txHash: row.tx_hash, feeUnits };
-        return { state: 'confirmed', txHash: row.tx_hash, feeUnits, details: { tx_hash: row.tx_hash, block_number: Number(receipt.blockNumber) } };
+        const swapped = row.kind === 'swap' ? parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) })[0] : undefined;
+        if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
+        const extra: Record<string, unknown> = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
+        if (row.kind === 'vault') {
+          // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
+          const events = parseEventLogs({ abi: devVaultAbi, logs: receipt.logs }).filter((e) => e.eventName === 'Deposit' || e.eventName === 'Withdraw');
+          extra.vault_events = events.map((e) => ({ event: e.eventName, vault: getAddress(e.address), assets: e.args.assets.toString(), shares: e.args.shares.toString() }));
+        }
+        return { state: 'confirmed', txHash: row.tx_hash, feeUnits, details: { tx_hash: row.tx_hash, block_number: Number(receipt.blockNumber), ...extra } };
       }
       // Nothing mined yet. Past the deadline, a cancellation at the same nonce is queued (once); the pool then
       // mines either it or the original, and the next pass sees which.

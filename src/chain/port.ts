@@ -3,6 +3,8 @@
 // Ledger holds, policy, idempotency, events and every route stay above this port.
 import type { Db, Knex } from '../db/knex.js';
 import type { OperationRow } from '../db/repositories/operation.repository.js';
+import type { Dex } from './dex.js';
+import type { EarnVenue } from './vaults.js';
 
 export type Hex = `0x${string}`;
 export type Address = `0x${string}`;
@@ -89,6 +91,10 @@ export interface Chain {
   readonly mode: 'simulated' | 'evm';
   /** The chain id (evm: read from the node at start, or CHAIN_ID). */
   readonly chainId: number;
+  /** The conversion venue on this chain (Uniswap v2 pairs of the development bootstrap); null on the simulated chain. */
+  readonly dex: Dex | null;
+  /** The ERC-4626 vaults on this chain (development bootstrap); null on the simulated chain. */
+  readonly earn: EarnVenue | null;
 
   // --- outbound settlement (the operation service's settlement loop) ---
   /** Whether this operation's money moves on this chain (else the simulated chain and the type's settler settle it). */

@@ -18,6 +18,8 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
   return {
     mode: 'simulated',
     chainId: SIMULATED_CHAIN_ID,
+    dex: null,
+    earn: null,
     settlesOnChain: () => false,
     gasReserve: () => 0n,
     async submit(_trx, op) {

@@ -31,6 +31,20 @@ export async function deployToken(wallet: Wallet, client: PublicClient): Promise
   return getAddress(receipt.contractAddress);
 }
 
+/** Deploys any contract from `wallet`; resolves with its address once mined. */
+export async function deployContract(wallet: Wallet, client: PublicClient, args: Parameters<Wallet['deployContract']>[0]): Promise<Address> {
+  const hash = await wallet.deployContract(args);
+  const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  if (receipt.status !== 'success' || !receipt.contractAddress) throw new Error(`deployment failed (tx ${hash})`);
+  return getAddress(receipt.contractAddress);
+}
+
+/** Resolves once the transaction `hash` resolves to is mined with status success (throws on a revert). */
+export async function waitMined(client: PublicClient, hash: Promise<Hex>): Promise<void> {
+  const receipt = await client.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
+  if (receipt.status !== 'success') throw new Error(`transaction ${receipt.transactionHash} reverted`);
+}
+
 /** Mints `value` base units to `to` (the deployer only); resolves with the mined transaction's hash. */
 export async function mintToken(wallet: Wallet, client: PublicClient, token: Address, to: Address, value: bigint): Promise<Hex> {
   const hash = await wallet.writeContract({ address: token, abi: usdCoinAbi, functionName: 'mint', args: [to, value], account: wallet.account, chain: wallet.chain });

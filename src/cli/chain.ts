@@ -1,7 +1,8 @@
 // agentctl chain commands for a real chain (CHAIN_RPC_URL): the development chain's bootstrap and faucet, and the
 // reconciliation of on-chain balances with the ledger.
 import { getAddress, parseUnits } from 'viem';
-import { bootstrapDevChain, createChainClient, faucet, resolveChainId, resolveRelayer } from '../chain/connect.js';
+import { accrueDevVault, bootstrapDevChain, createChainClient, faucet, resolveChainId, resolveRelayer } from '../chain/connect.js';
+import { findVault, findVaultByAddress } from '../db/repositories/vault.repository.js';
 import type { Address } from '../chain/port.js';
 import { findAgent } from '../db/repositories/agent.repository.js';
 import { findAsset } from '../db/repositories/ledger.repository.js';
@@ -62,6 +63,28 @@ export const chainCommands: CliCommand[] = [
       const agentId = optionalFlag(args, 'agent');
       if (agentId !== undefined && !(/^[0-9a-f-]{36}$/i.test(agentId) && (await findAgent(ctx.db, agentId)))) throw new CliUsageError(`agent ${agentId} not found`);
       return { ...(await inbound.reconciler.run({ agentId })) };
+    },
+  },
+  {
+    name: 'vault accrue',
+    usage: 'vault accrue VAULT --amount X (development chain 31337 only: transfers X of the vault\'s asset into the ERC-4626 vault, its yield; VAULT = vault id or address)',
+    run: async (ctx, args) => {
+      const ref = requirePositional(args, 0, 'VAULT');
+      const vault = /^0x[0-9a-fA-F]{40}$/.test(ref) ? await findVaultByAddress(ctx.db, ref) : /^[0-9a-f-]{36}$/i.test(ref) ? await findVault(ctx.db, ref) : undefined;
+      if (!vault) throw new CliUsageError(`no vault ${ref}`);
+      const asset = await findAsset(ctx.db, vault.asset_symbol);
+      let units: bigint;
+      try {
+        units = parseUnits(requireFlag(args, 'amount'), asset!.decimals);
+      } catch {
+        throw new CliUsageError('--amount must be a decimal number');
+      }
+      if (units <= 0n) throw new CliUsageError('--amount must be positive');
+      const { config, chainId, client } = await connect(ctx);
+      const address = getAddress(vault.address) as Address;
+      if (((await client.getCode({ address })) ?? '0x') === '0x') throw new CliUsageError(`vault ${vault.id} (${address}) is not a contract on chain ${chainId}: run agentctl chain bootstrap`);
+      const txHash = await accrueDevVault({ config, client, chainId }, address, units);
+      return { vault_id: vault.id, vault_address: address, asset: vault.asset_symbol, amount: requireFlag(args, 'amount'), tx_hash: txHash, chain_id: chainId };
     },
   },
 ];

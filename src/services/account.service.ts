@@ -44,7 +44,10 @@ export function derivedUuid(name: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h.slice(16, 18), 16) & 0x3f) | 0x80).toString(16)}${h.slice(18, 20)}-${h.slice(20, 32)}`;
 }
 
-export function createAccountService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService }): AccountService {
+/** The contracts of a protocol on the configured chain, by protocol id (null when nothing is deployed). */
+export type ProtocolContracts = (db: Db) => Promise<Map<string, { role: 'factory' | 'router' | 'pool' | 'vault' | 'market'; name?: string; address: string }[]>>;
+
+export function createAccountService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; protocolContracts?: ProtocolContracts }): AccountService {
   const { clock, ledger, operations } = deps;
 
   async function priceOrNull(db: Db, symbol: string): Promise<bigint | null> {
@@ -116,7 +119,8 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
     async listProtocols(db, query) {
       const limit = pageLimit(query.limit);
       const rows = await ledgerRepo.listProtocols(db, { after: decodeKey(query.cursor), limit: limit + 1 });
-      return toPage(rows, limit, (p) => ({ id: p.id, name: p.name, kinds: p.kinds, chain: p.chain, asset_symbols: p.asset_symbols }), (p) => encodeKey(p.id));
+      const contracts = deps.protocolContracts ? await deps.protocolContracts(db) : new Map();
+      return toPage(rows, limit, (p) => ({ id: p.id, name: p.name, kinds: p.kinds, chain: p.chain, asset_symbols: p.asset_symbols, ...(contracts.has(p.id) ? { contracts: contracts.get(p.id) } : {}) }), (p) => encodeKey(p.id));
     },
 
     async listBalances(db, who, query) {

@@ -7,8 +7,10 @@ import { findHeldByOperation, type AssetRow } from '../db/repositories/ledger.re
 import { lockPolicy, type OperationRow } from '../db/repositories/operation.repository.js';
 import * as repo from '../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../db/repositories/vault.repository.js';
-import type { QuoteRow } from '../db/repositories/quote.repository.js';
-import { minAmountOut, slippagePercentToBps } from '../lib/defi/amm.js';
+import type { QuoteRoute, QuoteRow } from '../db/repositories/quote.repository.js';
+import { DEX_PROTOCOL, UNISWAP_V2_FEE_BPS, type Dex, type DexQuote } from '../chain/dex.js';
+import type { OnchainSwapDetails } from '../chain/evm.js';
+import { getAmountOut, minAmountOut, slippagePercentToBps } from '../lib/defi/amm.js';
 import { convertAtPrice, humanRate, toUsd, type PricedAsset } from '../lib/defi/pricing.js';
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/crypto.js';
@@ -70,8 +72,18 @@ export const feeBpsFor = (from: AssetRow, to: AssetRow): bigint => (from.categor
 /** A deterministic simulated pool address per unordered pair (fault injection targets it: `agentctl chain fail-address`). */
 export const poolAddressFor = (a: string, b: string): string => `0x${sha256Hex(`${CONVERSION_PROTOCOL}:pool:${[a, b].sort().join('/')}`).slice(0, 40)}`;
 
-export function createConversionService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; earn: EarnService }): ConversionService {
+/** The output a route would give without the pairs' fee (the fee of a quote = this minus its expected output). */
+const outWithoutFee = (q: DexQuote): bigint => q.legs.reduce((amount, leg) => (amount > 0n ? getAmountOut(amount, leg.reserveIn, leg.reserveOut, 0n) : 0n), q.legs[0]!.amountIn);
+
+const routeOf = (q: DexQuote): QuoteRoute => ({
+  router: q.router,
+  block: q.block.toString(),
+  legs: q.legs.map((l) => ({ pair: l.pair, from_asset: l.fromSymbol, to_asset: l.toSymbol, token_in: l.tokenIn, token_out: l.tokenOut, reserve_in: l.reserveIn.toString(), reserve_out: l.reserveOut.toString(), amount_in: l.amountIn.toString(), amount_out: l.amountOut.toString() })),
+});
+
+export function createConversionService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; earn: EarnService; dex?: Dex | null }): ConversionService {
   const { clock, ledger, operations, policy, earn } = deps;
+  const dex = deps.dex ?? null;
 
   async function priced(db: Db, asset: AssetRow): Promise<PricedAsset & { source: string }> {
     const p = await ledger.price(db, asset.symbol);
@@ -95,7 +107,13 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
       min_amount_out: formatAmount(BigInt(q.min_amount_out), to.decimals),
       slippage_percent: q.slippage_bps / 100,
       human_rate: humanRate(fromAmount, expected, from, to),
-      route: { legs: [{ protocol: q.protocol_id, pool_address: q.pool_address, fee_bps: q.fee_bps, from_asset: q.from_asset, to_asset: q.to_asset, from_amount: formatAmount(fromAmount, from.decimals), expected_out: formatAmount(expected, to.decimals) }] },
+      route: {
+        legs: q.route
+          ? await Promise.all(
+              q.route.legs.map(async (l) => ({ protocol: q.protocol_id, pool_address: l.pair, fee_bps: q.fee_bps, from_asset: l.from_asset, to_asset: l.to_asset, from_amount: formatAmount(BigInt(l.amount_in), (await ledger.requireAsset(db, l.from_asset)).decimals), expected_out: formatAmount(BigInt(l.amount_out), (await ledger.requireAsset(db, l.to_asset)).decimals) })),
+            )
+          : [{ protocol: q.protocol_id, pool_address: q.pool_address, fee_bps: q.fee_bps, from_asset: q.from_asset, to_asset: q.to_asset, from_amount: formatAmount(fromAmount, from.decimals), expected_out: formatAmount(expected, to.decimals) }],
+      },
       from_vault_address: await vaultAddress(q.from_vault_id),
       to_vault_address: await vaultAddress(q.to_vault_id),
       expires_at: q.expires_at.toISOString(),
@@ -132,12 +150,16 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const toVault = await vaultFor(trx, body.to_vault_address, to, 'to_vault_address');
         const amount = await resolveAmount(trx, from, body);
         const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
-        const fee = feeBpsFor(from, to);
-        const q = convertAtPrice(amount, pf, pt, fee);
+        // On a chain with pools (evm mode, development bootstrap), a wallet-to-wallet conversion reads the route's
+        // reserves; a conversion into or out of a vault, or of an asset without a pool, stays at the price feed.
+        const onchain = dex && !fromVault && !toVault && amount > 0n ? await dex.quote(trx, from.symbol, to.symbol, amount) : null;
+        const fee = onchain ? UNISWAP_V2_FEE_BPS : feeBpsFor(from, to);
+        const q = onchain ? { netOut: onchain.amountOut, fee: outWithoutFee(onchain) - onchain.amountOut } : convertAtPrice(amount, pf, pt, fee);
         if (q.netOut <= 0n) throw new ApiError('validation_failed', 'the amount is too small to convert', { field: 'amount' });
+        const protocol = onchain ? DEX_PROTOCOL : CONVERSION_PROTOCOL;
         const usdE8 = toUsd(amount, pf);
-        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: from.symbol, usdE8, protocol: CONVERSION_PROTOCOL, slippageBps: Number(slippageBps) });
-        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: to.symbol, protocol: CONVERSION_PROTOCOL });
+        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: from.symbol, usdE8, protocol, slippageBps: Number(slippageBps) });
+        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: to.symbol, protocol });
         if (fromVault) await checkPolicy(trx, who.agentId, { type: 'earn.withdraw', asset: from.symbol, protocol: fromVault.protocol_id });
         if (toVault) await checkPolicy(trx, who.agentId, { type: 'earn.deposit', asset: to.symbol, protocol: toVault.protocol_id });
         if (!fromVault) {
@@ -160,9 +182,10 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
           fee_usd_e8: toUsd(q.fee, pt, 'up'),
           from_price_e8: pf.priceE8,
           to_price_e8: pt.priceE8,
-          price_source: `price-feed:${pf.source === pt.source ? pf.source : `${pf.source}+${pt.source}`}`,
-          protocol_id: CONVERSION_PROTOCOL,
-          pool_address: poolAddressFor(from.symbol, to.symbol),
+          price_source: onchain ? `${DEX_PROTOCOL}:reserves@${onchain.block}` : `price-feed:${pf.source === pt.source ? pf.source : `${pf.source}+${pt.source}`}`,
+          protocol_id: protocol,
+          pool_address: onchain ? onchain.pairs[0]! : poolAddressFor(from.symbol, to.symbol),
+          route: onchain ? routeOf(onchain) : null,
           from_vault_id: fromVault?.id ?? null,
           to_vault_id: toVault?.id ?? null,
           expires_at: new Date(now.getTime() + QUOTE_TTL_MS),
@@ -188,7 +211,17 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const to = await ledger.requireAsset(trx, quote.to_asset);
         const fromAmount = BigInt(quote.from_amount);
         const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
-        const repriced = convertAtPrice(fromAmount, pf, pt, BigInt(quote.fee_bps));
+        let repriced: { netOut: bigint; fee: bigint } | null = quote.route ? null : convertAtPrice(fromAmount, pf, pt, BigInt(quote.fee_bps));
+        let onchainRoute: OnchainSwapDetails['onchain_route'] | null = null;
+        if (quote.route) {
+          // Re-read the reserves now: a swap that would fall below the minimum is refused before submission.
+          const now = dex ? await dex.quote(trx, from.symbol, to.symbol, fromAmount) : null;
+          const samePairs = now !== null && now.pairs.length === quote.route.legs.length && now.pairs.every((p, i) => p.toLowerCase() === quote.route!.legs[i]!.pair.toLowerCase());
+          if (!now || !samePairs) throw new ApiError('quote_expired', 'the route of this quote is no longer available; request a new one', { quote_id: quote.id });
+          repriced = { netOut: now.amountOut, fee: outWithoutFee(now) - now.amountOut };
+          onchainRoute = { router: now.router, pairs: now.pairs, path: now.path };
+        }
+        if (!repriced) throw new Error('unreachable: a quote without a price');
         const minOut = BigInt(quote.min_amount_out);
         if (repriced.netOut < minOut) {
           throw new ApiError('slippage_exceeded', `the price moved: ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol} is below the minimum ${formatAmount(minOut, to.decimals)}`, {
@@ -197,7 +230,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
             amount_out: formatAmount(repriced.netOut, to.decimals),
           });
         }
-        const policyFacts = { protocol: CONVERSION_PROTOCOL, slippageBps: quote.slippage_bps };
+        const policyFacts = { protocol: quote.protocol_id, slippageBps: quote.slippage_bps };
         // Redeem out of the vault only when the policy will allow the conversion: a refusal commits its record, and
         // must not commit a redemption with it (operations.create below re-evaluates under the same lock and records it).
         if (quote.from_vault_id && (await policy.evaluate(trx, who.agentId, { ...policyFacts, type: 'conversion', asset: from.symbol, usdE8: toUsd(fromAmount, pf) })).allowed) {
@@ -222,6 +255,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
               min_amount_out: quote.min_amount_out,
               fee_amount: repriced.fee.toString(),
               to_vault_id: quote.to_vault_id,
+              ...(onchainRoute ? ({ onchain_route: onchainRoute } satisfies Partial<OnchainSwapDetails>) : {}),
             },
             eventData: { quote_id: quote.id },
             humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
@@ -267,5 +301,20 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
   };
 
   operations.registerSettler('conversion', service.settle);
+  // Swapped on chain: the input's hold goes to the pool, the wallet is credited what the router paid it (its Swapped event).
+  operations.registerChainSettler('conversion', async (trx, op, tracked) => {
+    const toAsset = (op.details as { to_asset: string }).to_asset;
+    const out = BigInt(String(tracked.settled_amount_out));
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, { kind: 'external', name: 'conversion' }, 'conversion');
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'conversion',
+      postings: [
+        { account: { kind: 'external', name: 'conversion' }, asset: toAsset, amount: -out },
+        { account: { kind: 'available', walletId: op.wallet_id }, asset: toAsset, amount: out },
+      ],
+    });
+    return { ok: true, details: tracked };
+  });
   return service;
 }

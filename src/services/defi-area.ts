@@ -1,6 +1,8 @@
 // The DeFi area's services, wired once on top of the ledger area: earn vaults, conversions (whose
 // settler joins the operation service's settlement loop) and borrow markets, whose values join
 // the account summary.
+import type { Dex } from '../chain/dex.js';
+import type { EarnVenue } from '../chain/vaults.js';
 import type { Clock } from '../lib/clock.js';
 import { createBorrowService, type BorrowService } from './borrow.service.js';
 import { createConversionService, type ConversionService } from './conversion.service.js';
@@ -13,11 +15,11 @@ export interface DefiArea {
   borrow: BorrowService;
 }
 
-export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account'> }): DefiArea {
+export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account'>; dex?: Dex | null; venue?: EarnVenue | null }): DefiArea {
   const { clock } = deps;
   const { ledger, policy, operations } = deps.ledger;
-  const earn = createEarnService({ clock, ledger, operations, policy });
-  const conversions = createConversionService({ clock, ledger, operations, policy, earn });
+  const earn = createEarnService({ clock, ledger, operations, policy, venue: deps.venue });
+  const conversions = createConversionService({ clock, ledger, operations, policy, earn, dex: deps.dex });
   const borrow = createBorrowService({ clock, ledger, operations, policy });
   deps.ledger.account.registerHoldings(async (db, who) => ({ earnUsd: await earn.valueUsd(db, who), ...(await borrow.totalsUsd(db, who)) }));
   return { earn, conversions, borrow };

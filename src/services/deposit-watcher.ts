@@ -25,6 +25,8 @@ export const DEPOSIT_CURSOR = 'deposits';
 /** The log index recorded for a plain ETH transfer (a transaction carries one native value at most). */
 export const NATIVE_LOG_INDEX = -1;
 /** Blocks applied per tick at most (the loop runs again at once while it has work). */
+/** chain_transactions kinds whose settlement books the wallet's inbound leg itself (DeFi on chain). */
+const SELF_BOOKED_KINDS = ['swap', 'vault'] as const;
 const BLOCKS_PER_TICK = 50;
 /** How many applied block hashes are kept to find where a reorganised chain forks from ours. */
 const REMEMBERED_BLOCKS = 256;
@@ -100,6 +102,7 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
   /**
    * The deposits of one block into our wallets. Transfers between two of our wallets count too: an on-chain payment
    * captures the payer's hold to `external:onchain` and leaves crediting the recipient to the chain (this watcher).
+   * Swaps and vault actions are the exception: their settlement books what the wallet receives from the receipt.
    */
   async function creditsOf(block: BlockRef, logs: TransferLog[], natives: NativeTransfer[], assets: Awaited<ReturnType<typeof chainAssets>>): Promise<{ credits: Credit[]; wallets: Map<string, { id: string; agent_id: string }> }> {
     const candidates: Credit[] = [];
@@ -110,8 +113,9 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
     if (assets.native) for (const t of natives) candidates.push({ txHash: t.txHash, logIndex: NATIVE_LOG_INDEX, asset: assets.native, from: t.from, to: t.to, value: t.value });
     const wallets = await repo.findWalletsByAddresses(db, candidates.map((c) => c.to));
     const ours = candidates.filter((c) => wallets.has(c.to.toLowerCase()));
+    const selfBooked = await repo.selfBookedTransactionHashes(db, chain.chainId, ours.map((c) => c.txHash), SELF_BOOKED_KINDS);
     if (ours.length > 0) log.debug({ block: block.number.toString(), deposits: ours.length }, 'deposits seen');
-    return { credits: ours, wallets };
+    return { credits: ours.filter((c) => !selfBooked.has(c.txHash.toLowerCase())), wallets };
   }
 
   /** Applies one block if the cursor is still where this worker read it; false when another worker moved it. */

@@ -1,9 +1,14 @@
 // Earn: ERC-4626 vaults on the ledger. Deposits mint shares (rounded down), withdrawals burn shares
 // (rounded up) or redeem them (assets rounded down); interest accrues lazily as a rising share price
 // from the vault's APY and the injectable clock; rewards accrue per share and are claimed by protocol.
+import type { OnchainVaultDetails } from '../chain/evm.js';
+import type { Address } from '../chain/port.js';
+import type { EarnVenue } from '../chain/vaults.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
+import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
 import type { Db, Knex } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
-import { lockPolicy } from '../db/repositories/operation.repository.js';
+import { lockPolicy, type OperationRow } from '../db/repositories/operation.repository.js';
 import * as repo from '../db/repositories/vault.repository.js';
 import type { PositionRow, VaultRow } from '../db/repositories/vault.repository.js';
 import { findPrice, type AssetRow } from '../db/repositories/ledger.repository.js';
@@ -120,8 +125,29 @@ export interface AccruedVault {
 
 const bpsToFraction = (bps: number): number => bps / 10_000;
 
-export function createEarnService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService }): EarnService {
+export function createEarnService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; venue?: EarnVenue | null }): EarnService {
   const { clock, ledger, operations, policy } = deps;
+  const venue = deps.venue ?? null;
+
+  /** Whether the vault is an ERC-4626 contract on the configured chain (evm mode, development bootstrap). */
+  const onchain = async (db: Db, v: VaultRow): Promise<boolean> => venue !== null && (await venue.isOnchain(db, v.address));
+  async function walletAddress(db: Db, agentId: string): Promise<Address> {
+    const w = await findWalletByAgent(db, agentId);
+    if (!w?.address) throw new ApiError('invalid_state_transition', 'the wallet has no on-chain address');
+    return w.address as Address;
+  }
+  async function onchainDetails(db: Db, c: Omit<OnchainVaultDetails['onchain_vault'], 'router'>): Promise<OnchainVaultDetails> {
+    return { onchain_vault: { router: (await venue!.router(db))!, ...c } };
+  }
+  /** Shares (and assets) of a withdrawal from an on-chain vault: all the wallet's shares, or the vault's previewWithdraw. */
+  async function onchainWithdrawal(db: Db, who: OwnerRef, v: VaultRow, p: PositionRow, amount: bigint | 'all'): Promise<{ shares: bigint; assets: bigint; minimum: bigint }> {
+    const vault = v.address as Address;
+    const held = await venue!.sharesOf(vault, await walletAddress(db, who.agentId));
+    if (amount === 'all') return { shares: held, assets: await venue!.previewRedeem(vault, held), minimum: 0n };
+    const shares = await venue!.previewWithdraw(vault, amount);
+    if (shares > held) throw new ApiError('insufficient_funds', 'the position is worth less than the amount requested', { position_id: p.id });
+    return { shares, assets: amount, minimum: amount };
+  }
 
   /** Lazy accrual: whole seconds since last_accrued_at; the sub-second remainder carries over. */
   function accruedVault(v: VaultRow): AccruedVault {
@@ -193,8 +219,10 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
     const v = vault ?? (await repo.findVault(db, p.vault_id))!;
     const asset = await assetOf(db, v.asset_symbol);
     const a = accruedVault(v);
-    const shares = BigInt(p.shares);
-    const value = erc.previewRedeem(a.state, shares);
+    const isOnchain = await onchain(db, v);
+    // On chain the position is the wallet's shares, valued by the vault's own convertToAssets.
+    const shares = isOnchain ? await venue!.sharesOf(v.address as Address, await walletAddress(db, p.agent_id)) : BigInt(p.shares);
+    const value = isOnchain ? await venue!.convertToAssets(v.address as Address, shares) : erc.previewRedeem(a.state, shares);
     const principal = BigInt(p.principal);
     let valueUsd: string | null;
     try {
@@ -238,7 +266,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
       protocol: v.protocol_id,
       asset_symbol: v.asset_symbol,
       apy: bpsToFraction(v.apy_bps),
-      tvl: formatAmount(a.state.totalAssets, asset.decimals),
+      tvl: formatAmount((await onchain(db, v)) ? await venue!.totalAssets(v.address as Address) : a.state.totalAssets, asset.decimals),
       capacity: capacity === null ? null : formatAmount(capacity, asset.decimals),
       available_capacity: room === null ? null : formatAmount(room, asset.decimals),
     };
@@ -347,6 +375,25 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
         const a = accruedVault(v);
         const existing = await repo.findPositionByVault(trx, who.walletId, v.id);
         const positionId = existing?.id ?? newId();
+        if (await onchain(trx, v)) {
+          // Settled by the worker on chain: the amount is held now, the shares are what the vault's Deposit event says.
+          const estimate = await venue!.previewDeposit(v.address as Address, amount);
+          if (estimate <= 0n) throw new ApiError('validation_failed', 'the amount is too small to mint a vault share', { field: 'amount' });
+          const { operation } = await operations.create(trx, {
+            principal: who,
+            type: 'earn.deposit',
+            resource: { type: 'earn_position', id: positionId },
+            asset: asset.symbol,
+            amount,
+            policy: { protocol: v.protocol_id },
+            toAddress: v.address,
+            details: { vault_id: v.id, position_id: positionId, shares: estimate.toString(), ...(await onchainDetails(trx, { action: 'deposit', vault: v.address as Address, amount: amount.toString(), minimum: '0' })) },
+            eventData: { vault_id: v.id, position_id: positionId },
+            humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`,
+            idempotencyKey,
+          });
+          return operations.writeResponse(operation);
+        }
         const shares = erc.previewDeposit(a.state, amount);
         const { operation } = await operations.create(trx, {
           principal: who,
@@ -388,6 +435,26 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           throw new ApiError('validation_failed', `the position holds ${asset.symbol}; paying out ${destination.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
         }
         const amount = await resolveAmount(trx, asset, body, { name: 'withdraw_all', value: body.withdraw_all });
+        if (await onchain(trx, v)) {
+          if (destination.symbol !== asset.symbol) throw new ApiError('validation_failed', `an on-chain vault pays out ${asset.symbol} only; convert afterwards`, { field: 'destination_asset' });
+          const w = await onchainWithdrawal(trx, who, v, p, amount);
+          if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to withdraw', { position_id: p.id });
+          const { operation } = await operations.create(trx, {
+            principal: who,
+            type: 'earn.withdraw',
+            resource: { type: 'earn_position', id: p.id },
+            asset: asset.symbol,
+            amount: w.assets,
+            holds: [],
+            policy: { protocol: v.protocol_id },
+            toAddress: v.address,
+            details: { vault_id: v.id, position_id: p.id, shares: w.shares.toString(), destination_asset: asset.symbol, amount_out: w.assets.toString(), ...(await onchainDetails(trx, { action: 'redeem', vault: v.address as Address, amount: w.shares.toString(), minimum: w.minimum.toString() })) },
+            eventData: { vault_id: v.id, position_id: p.id },
+            humanMessage: `Withdrawing ${formatAmount(w.assets, asset.decimals)} ${asset.symbol} from ${v.name}`,
+            idempotencyKey,
+          });
+          return operations.writeResponse(operation);
+        }
         const a = accruedVault(v);
         const { shares, assets } = withdrawalOf(a, p, amount);
         if (assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to withdraw', { position_id: p.id });
@@ -442,6 +509,29 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
         const from = locked.find((x) => x.id === source.id)!;
         const to = locked.find((x) => x.id === target.id)!;
         const p = (await repo.lockPosition(trx, who.walletId, found.id))!;
+        const [fromOnchain, toOnchain] = [await onchain(trx, from), await onchain(trx, to)];
+        if (fromOnchain !== toOnchain) throw new ApiError('validation_failed', 'a position moves between two on-chain vaults or two ledger vaults only', { field: 'to_vault_id' });
+        if (fromOnchain) {
+          const w = await onchainWithdrawal(trx, who, from, p, amount);
+          if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to move', { position_id: p.id });
+          const existingTo = await repo.findPositionByVault(trx, who.walletId, to.id);
+          const toPositionId = existingTo?.id ?? newId();
+          const { operation } = await operations.create(trx, {
+            principal: who,
+            type: 'earn.move',
+            resource: { type: 'earn_position', id: toPositionId },
+            asset: asset.symbol,
+            amount: w.assets,
+            holds: [],
+            policy: { protocol: to.protocol_id },
+            toAddress: to.address,
+            details: { from_vault_id: from.id, to_vault_id: to.id, from_position_id: p.id, position_id: toPositionId, shares_burned: w.shares.toString(), ...(await onchainDetails(trx, { action: 'move', vault: from.address as Address, to_vault: to.address as Address, amount: w.shares.toString(), minimum: '0' })) },
+            eventData: { from_position_id: p.id, position_id: toPositionId, from_vault_id: from.id, to_vault_id: to.id },
+            humanMessage: `Moving ${formatAmount(w.assets, asset.decimals)} ${asset.symbol} from ${from.name} to ${to.name}`,
+            idempotencyKey,
+          });
+          return operations.writeResponse(operation);
+        }
         const fromState = accruedVault(from);
         const { shares, assets } = withdrawalOf(fromState, p, amount);
         if (assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to move', { position_id: p.id });
@@ -585,5 +675,76 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
       return { positionId: position.id, shares };
     },
   };
+
+  // --- on-chain settlement: the ledger follows the vaults' own Deposit and Withdraw events ---
+  interface VaultEvent {
+    event: 'Deposit' | 'Withdraw';
+    vault: string;
+    assets: string;
+    shares: string;
+  }
+  const eventsOf = (details: Record<string, unknown>) => (details.vault_events ?? []) as VaultEvent[];
+  const findEvent = (events: VaultEvent[], event: VaultEvent['event'], vault: string) => {
+    const e = events.find((x) => x.event === event && x.vault.toLowerCase() === vault.toLowerCase());
+    if (!e) throw new Error(`no ${event} event of vault ${vault} in the receipt`);
+    return { assets: BigInt(e.assets), shares: BigInt(e.shares) };
+  };
+  /** Adds (or removes) shares and principal on the wallet's position in `v`; principal leaves in proportion to the shares. */
+  async function shiftPosition(trx: Knex.Transaction, op: OperationRow, v: VaultRow, positionId: string, shares: bigint, assets: bigint): Promise<void> {
+    const now = clock.now();
+    const p = await repo.ensurePosition(trx, { id: positionId, agent_id: op.agent_id, wallet_id: op.wallet_id, vault_id: v.id, reward_checkpoint_ray: BigInt(v.acc_reward_per_share_ray), at: now });
+    const held = BigInt(p.shares);
+    const principal = BigInt(p.principal);
+    let next: { shares: bigint; principal: bigint };
+    if (shares >= 0n) next = { shares: held + shares, principal: principal + assets };
+    else {
+      const burned = -shares;
+      const principalOut = burned >= held ? principal : mulDiv(principal, burned, held, 'up');
+      next = { shares: held > burned ? held - burned : 0n, principal: principal > principalOut ? principal - principalOut : 0n };
+    }
+    await repo.updatePosition(trx, p.id, { ...next, reward_checkpoint_ray: BigInt(p.reward_checkpoint_ray), rewards_accrued: BigInt(p.rewards_accrued), updated_at: now });
+  }
+
+  operations.registerChainSettler('earn.deposit', async (trx, op, tracked) => {
+    const d = op.details as { vault_id: string; position_id: string };
+    const v = await lockedVault(trx, d.vault_id);
+    const minted = findEvent(eventsOf(tracked), 'Deposit', v.address);
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, vaultAccount(v), 'earn.deposit');
+    await shiftPosition(trx, op, v, d.position_id, minted.shares, minted.assets);
+    return { ok: true, details: { ...tracked, shares: minted.shares.toString() } };
+  });
+  operations.registerChainSettler('earn.withdraw', async (trx, op, tracked) => {
+    const d = op.details as { vault_id: string; position_id: string };
+    const v = await lockedVault(trx, d.vault_id);
+    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', v.address);
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'earn.withdraw',
+      postings: [
+        { account: vaultAccount(v), asset: v.asset_symbol, amount: -redeemed.assets },
+        { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: redeemed.assets },
+      ],
+    });
+    await shiftPosition(trx, op, v, d.position_id, -redeemed.shares, 0n);
+    return { ok: true, details: { ...tracked, amount_out: redeemed.assets.toString(), shares: redeemed.shares.toString() } };
+  });
+  operations.registerChainSettler('earn.move', async (trx, op, tracked) => {
+    const d = op.details as { from_vault_id: string; to_vault_id: string; from_position_id: string; position_id: string };
+    const [from, to] = await Promise.all([repo.findVault(trx, d.from_vault_id), repo.findVault(trx, d.to_vault_id)]);
+    await repo.lockVaults(trx, [d.from_vault_id, d.to_vault_id]);
+    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', from!.address);
+    const minted = findEvent(eventsOf(tracked), 'Deposit', to!.address);
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'earn.move',
+      postings: [
+        { account: vaultAccount(from!), asset: from!.asset_symbol, amount: -redeemed.assets },
+        { account: vaultAccount(to!), asset: to!.asset_symbol, amount: minted.assets },
+      ],
+    });
+    await shiftPosition(trx, op, from!, d.from_position_id, -redeemed.shares, 0n);
+    await shiftPosition(trx, op, to!, d.position_id, minted.shares, minted.assets);
+    return { ok: true, details: { ...tracked, shares_burned: redeemed.shares.toString(), shares_minted: minted.shares.toString() } };
+  });
   return service;
 }

@@ -4,11 +4,15 @@ import type { Chain } from '../chain/port.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import { setWalletKey } from '../db/repositories/ledger.repository.js';
+import { findVault } from '../db/repositories/vault.repository.js';
+import { DEX_PROTOCOL } from '../chain/dex.js';
+import { LENDING_SETTING, type LendingContracts } from '../chain/lending.js';
+import { findSetting } from '../db/repositories/chain.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { createSealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
 import { generateWalletKey } from '../lib/wallet-keys.js';
-import { createAccountService, type AccountService } from './account.service.js';
+import { createAccountService, type AccountService, type ProtocolContracts } from './account.service.js';
 import type { AgentCreatedHook } from './agent.service.js';
 import { createDestinationService, type DestinationService } from './destination.service.js';
 import { createLedgerService, type LedgerService } from './ledger.service.js';
@@ -40,7 +44,7 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKe
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });
   const destinations = createDestinationService({ clock, operations });
-  const account = createAccountService({ clock, ledger, operations });
+  const account = createAccountService({ clock, ledger, operations, protocolContracts: deps.chain && (deps.chain.dex || deps.chain.earn) ? (db) => protocolContractsOn(deps.chain!, db) : undefined });
 
   operations.registerSettler('payment', payments.settlePayment);
   operations.registerSettler('one_off_payment.create', payments.settleOneOffCreate);
@@ -70,4 +74,31 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKe
       await account.fund(db, agent.agentId, { asset: 'ETH', amount: '1' });
     },
   };
+}
+
+/** `/protocols` contracts on a chain with the DeFi bootstrap: Uniswap v2's factory, router and pairs, each earn protocol's vaults. */
+async function protocolContractsOn(chain: Chain, db: Db): ReturnType<ProtocolContracts> {
+  const out: Awaited<ReturnType<ProtocolContracts>> = new Map();
+  const dex = await chain.dex?.contracts(db);
+  if (dex) {
+    out.set(DEX_PROTOCOL, [
+      { role: 'factory', address: dex.factory },
+      { role: 'router', address: dex.router },
+      ...Object.entries(dex.pairs).map(([name, address]) => ({ role: 'pool' as const, name, address })),
+    ]);
+  }
+  const earn = await chain.earn?.contracts(db);
+  for (const [vaultId, address] of Object.entries(earn?.vaults ?? {})) {
+    const v = await findVault(db, vaultId);
+    if (!v) continue;
+    const list = out.get(v.protocol_id) ?? [{ role: 'router' as const, address: earn!.router }];
+    list.push({ role: 'vault', name: v.name, address });
+    out.set(v.protocol_id, list);
+  }
+  const lending = await findSetting(db, chain.chainId, LENDING_SETTING);
+  if (lending) {
+    const { morpho, market } = JSON.parse(lending) as LendingContracts;
+    out.set('morpho', [...(out.get('morpho') ?? []), { role: 'market', name: market.name, address: morpho }]);
+  }
+  return out;
 }

@@ -86,6 +86,8 @@ export type SettleOutcome = { ok: true; details?: Record<string, unknown> } | { 
 
 /** A settler moves the money of one submitted operation; returning `ok: false` rolls its writes back and releases the holds. */
 export type Settler = (trx: Knex.Transaction, op: OperationRow) => Promise<SettleOutcome>;
+/** The ledger side of an operation confirmed on chain (`details`: what the adapter read from the receipt). */
+export type ChainSettler = (trx: Knex.Transaction, op: OperationRow, details: Record<string, unknown>) => Promise<SettleOutcome>;
 
 export interface PublicOperation {
   id: string;
@@ -120,6 +122,8 @@ export interface OperationService {
   /** Terminal transition from `from` (guarded in SQL): captures nothing itself; on failure releases the operation's holds. */
   finish(db: Db, operationId: string, from: OperationStatus, outcome: SettleOutcome): Promise<OperationRow | undefined>;
   registerSettler(type: string, settler: Settler): void;
+  /** How a confirmed on-chain settlement of `type` moves the ledger, when not the default (capture the amount's hold). */
+  registerChainSettler(type: string, settler: ChainSettler): void;
   settlerTypes(): string[];
   /** One settlement pass: accepted -> submitted, then due submitted -> executed | execution_failed. Returns rows moved. */
   settleDue(db: Knex, opts?: { limit?: number }): Promise<number>;
@@ -145,6 +149,7 @@ function family(type: string): string {
 export function createOperationService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService; settlementDelayMs: number; log?: Logger; chain?: Chain; chainRetryMs?: number }): OperationService {
   const { clock, ledger, policy } = deps;
   const settlers = new Map<string, Settler>();
+  const chainSettlers = new Map<string, ChainSettler>();
   // Operations whose money does not move on the configured chain (and every operation without CHAIN_RPC_URL)
   // settle on the simulated chain through their registered settler.
   const simulated = createSimulatedChain({ clock, settlementDelayMs: deps.settlementDelayMs });
@@ -161,6 +166,8 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
   /** On-chain confirmation: the amount's hold leaves the wallet (the recipient is credited by the chain itself); other holds (the gas reserve) are released. */
   async function captureOnChain(trx: Knex.Transaction, op: OperationRow, tracked: Extract<TrackResult, { state: 'confirmed' }>): Promise<SettleOutcome> {
+    const custom = chainSettlers.get(op.type);
+    if (custom) return custom(trx, op, tracked.details);
     let captured = false;
     for (const hold of await findHeldByOperation(trx, op.id)) {
       if (!captured && hold.asset_symbol === op.asset_symbol && hold.amount === op.amount) {
@@ -314,11 +321,15 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       });
     },
 
+    registerChainSettler(type, settler) {
+      chainSettlers.set(type, settler);
+    },
+
     registerSettler(type, settler) {
       settlers.set(type, settler);
     },
 
-    settlerTypes: () => [...settlers.keys()],
+    settlerTypes: () => [...new Set([...settlers.keys(), ...chainSettlers.keys()])],
 
     async settleDue(db, opts = {}) {
       const limit = opts.limit ?? 50;

@@ -3,11 +3,14 @@
 // (mined transactions of open operations: their amount and, for the wallet's own transactions, the gas; x402
 // authorizations already used by a seller while their operation is open).
 // Anything else is drift: a transfer straight from the wallet's key, a deposit not yet credited, a bug.
+// Earn positions in on-chain ERC-4626 vaults are reconciled too: the wallet's shares (`balanceOf`) against the
+// position's shares in the ledger (drift rows with asset `shares:<vault address>`).
 import { getAddress, parseTransaction, type Hex } from 'viem';
 import type { Db } from '../db/knex.js';
 import * as repo from '../db/repositories/deposit.repository.js';
 import { listAssets, type AssetRow } from '../db/repositories/ledger.repository.js';
 import { listOpenOperationsOnChain } from '../db/repositories/operation.repository.js';
+import { findVault, listAllPositions } from '../db/repositories/vault.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount } from '../lib/money.js';
@@ -71,12 +74,40 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
       if (t.receipt_status !== 1) continue;
       if (t.kind === 'native' && fromWallet) add(eth, t.transfer_value !== null ? BigInt(t.transfer_value) : parseTransaction(t.raw_tx as Hex).value ?? 0n);
       if (t.kind === 'eip3009' && t.token_address && t.transfer_value !== null) add(bySymbolOfToken.get(t.token_address.toLowerCase()), BigInt(t.transfer_value));
+      // A swap or a vault deposit mined before its operation settles: its input already left the wallet.
+      if ((t.kind === 'swap' || t.kind === 'vault') && t.token_address && t.transfer_value !== null) add(bySymbolOfToken.get(t.token_address.toLowerCase()), BigInt(t.transfer_value));
     }
     // x402 authorizations a seller already used on chain, before the tracking loop settles their operations.
     for (const op of await listOpenOperationsOnChain(db, ['x402.sign', 'x402.purchase'], chain.chainId, 1000, walletId)) {
       const d = op.details as { token?: string; authorizer?: string; nonce?: string };
       if (!d.token || !d.authorizer || !d.nonce || op.amount === null) continue;
       if (await chain.authorizationUsed(d.token as Address, d.authorizer as Address, d.nonce as Hex)) add(bySymbolOfToken.get(d.token.toLowerCase()), BigInt(op.amount));
+    }
+    return out;
+  }
+
+  /** Positions in on-chain vaults: the wallet's shares on chain against the position's shares in the ledger. */
+  async function shareDrift(w: { agent_id: string; wallet_id: string; address: string }, assets: AssetRow[]): Promise<Drift[]> {
+    const out: Drift[] = [];
+    for (const p of await listAllPositions(db, w.wallet_id)) {
+      const v = await findVault(db, p.vault_id);
+      if (!v || !(await chain.earn!.isOnchain(db, v.address))) continue;
+      const decimals = (assets.find((a) => a.symbol === v.asset_symbol)?.decimals ?? 0) + v.decimals_offset;
+      const onchain = await chain.earn!.sharesOf(getAddress(v.address), getAddress(w.address));
+      const ledger = BigInt(p.shares);
+      if (onchain === ledger) continue;
+      out.push({
+        agent_id: w.agent_id,
+        wallet_id: w.wallet_id,
+        address: w.address,
+        asset: `shares:${getAddress(v.address)}`,
+        onchain: formatAmount(onchain, decimals),
+        ledger: formatAmount(ledger, decimals),
+        outgoing_unsettled: '0',
+        expected_onchain: formatAmount(ledger, decimals),
+        difference: signed(onchain - ledger, decimals),
+        difference_units: (onchain - ledger).toString(),
+      });
     }
     return out;
   }
@@ -108,6 +139,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
             difference_units: (onchain - expected).toString(),
           });
         }
+        if (chain.earn) drift.push(...(await shareDrift(w, assets)));
       }
       return { chain_id: chain.chainId, checked_at: clock.now().toISOString(), wallets_checked: wallets.length, assets: assets.map((a) => a.symbol), drift_count: drift.length, drift };
     },

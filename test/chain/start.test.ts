@@ -2,8 +2,6 @@
 // records it as USDC's address, funds the demo wallet on chain, and serves the API; agentctl's chain bootstrap and
 // faucet work there and are refused on any other chain id; production refuses the dev bootstrap.
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,22 +12,10 @@ import { ANVIL_DEV_KEYS } from '../../src/chain/dev-accounts.js';
 import { usdCoinAbi } from '../../src/chain/token.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { createIsolatedDatabase, randomAddress } from '../helpers/chain.js';
-import { repoRoot, startServerProcess, type ServerProcess } from '../helpers/process.js';
+import { agentctl, startServerProcess, type ServerProcess } from '../helpers/process.js';
 
 const DEMO_LINE = /^demo agent: x-agent-id=([0-9a-f-]{36}) x-api-key=(\S+)$/;
 const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
-
-async function agentctl(env: Record<string, string | undefined>, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/agentctl.ts', ...args], { cwd: repoRoot, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stdout, stderr };
-}
 
 describe('npm start on the development chain', function () {
   this.timeout(240_000);

@@ -7,6 +7,7 @@ import knexFactory from 'knex';
 import pg from 'pg';
 import { getAddress, parseUnits } from 'viem';
 import type { Address, Hex } from '../../src/chain/port.js';
+import type { Clock } from '../../src/lib/clock.js';
 import { mintToken } from '../../src/chain/token.js';
 import { runSettlementTick } from '../../src/services/settlement.js';
 import type { OperationRow } from '../../src/db/repositories/operation.repository.js';
@@ -58,9 +59,9 @@ export interface ChainServer extends TestServer {
   usdcBalance(address: Address): Promise<bigint>;
 }
 
-export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean; database?: { url: string; drop(): Promise<void> } } = {}): Promise<ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> }> {
+export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean; clock?: Clock; database?: { url: string; drop(): Promise<void> } } = {}): Promise<ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> }> {
   const database = opts.database ?? (await createIsolatedDatabase());
-  const server = await startTestServer({ env: chainEnv(node, database.url, opts.env), worker: opts.worker });
+  const server = await startTestServer({ env: chainEnv(node, database.url, opts.env), worker: opts.worker, clock: opts.clock });
   const usdc = await server.db('assets').where({ symbol: 'USDC' }).first();
   const token = getAddress(usdc.contract_address) as Address;
   const faucet = node.devWallet(0);

@@ -117,3 +117,16 @@ export function runToExit(command: string, args: string[], env: NodeJS.ProcessEn
     child.on('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/** `agentctl ARGS` as a child process with exactly `env` (besides PATH and HOME; undefined values unset); resolves with its exit code and output. */
+export async function agentctl(env: Record<string, string | undefined>, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/agentctl.ts', ...args], { cwd: repoRoot, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, stdout, stderr };
+}

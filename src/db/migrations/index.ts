@@ -8,6 +8,7 @@ import * as defi from './0005_defi.js';
 import * as chain from './0006_chain.js';
 import * as chainDeposits from './0007_chain_deposits.js';
 import * as owner from './0008_owner.js';
+import * as defiChain from './0009_defi_chain.js';
 import * as idempotencySealed from './0010_idempotency_sealed.js';
 import * as oauthHashedIds from './0011_oauth_hashed_ids.js';
 
@@ -25,6 +26,7 @@ const migrations: Record<string, Migration> = {
   '0006_chain': chain,
   '0007_chain_deposits': chainDeposits,
   '0008_owner': owner,
+  '0009_defi_chain': defiChain,
   '0010_idempotency_sealed': idempotencySealed,
   '0011_oauth_hashed_ids': oauthHashedIds,
 };

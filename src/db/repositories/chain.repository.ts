@@ -2,7 +2,7 @@
 import type { Db, Knex } from '../knex.js';
 
 export type ChainTxStatus = 'signed' | 'broadcast' | 'mined' | 'replaced' | 'dropped';
-export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding';
+export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault';
 
 export interface ChainTxRow {
   id: string;
@@ -113,6 +113,23 @@ export async function listOpenChainTxsFrom(db: Db, chainId: number, fromAddress:
   return db('chain_transactions').where({ chain_id: chainId, from_address: fromAddress.toLowerCase() }).whereIn('status', ['signed', 'broadcast']).orderBy('nonce');
 }
 
+/**
+ * The EIP-2612 permit nonce to sign for `owner` on `token`: the chain's when no swap of the owner is in flight
+ * (a reverted swap does not consume its permit, so the count restarts from the chain), else the next after those in
+ * flight, allocated under the row lock of chain_nonces (key `permit:<token>:<owner>`) like account nonces.
+ */
+export async function takePermitNonce(db: Db, chainId: number, token: string, owner: string, onchain: bigint, at: Date): Promise<bigint> {
+  const key = { chain_id: chainId, address: `permit:${token}:${owner}`.toLowerCase() };
+  await db('chain_nonces').insert({ ...key, next_nonce: onchain, updated_at: at }).onConflict(['chain_id', 'address']).ignore();
+  await db('chain_nonces').where(key).forUpdate().first();
+  const open = await db('chain_transactions').where({ chain_id: chainId, token_address: token.toLowerCase(), transfer_to: owner.toLowerCase() }).whereIn('kind', ['swap', 'vault']).whereIn('status', ['signed', 'broadcast']).first('id');
+  const [row] = await db('chain_nonces')
+    .where(key)
+    .update({ next_nonce: open ? db.raw('greatest(next_nonce, ?) + 1', [onchain.toString()]) : (onchain + 1n).toString(), updated_at: at })
+    .returning(db.raw('(next_nonce - 1)::text as nonce'));
+  return BigInt((row as { nonce: string }).nonce);
+}
+
 /** A re-sent transaction (same bytes): its staleness restarts. */
 export async function touchChainTxBroadcast(db: Db, id: string, at: Date): Promise<void> {
   await db('chain_transactions').where({ id }).update({ broadcast_at: at, updated_at: at });
@@ -144,4 +161,9 @@ export async function withChainLock<T>(db: Knex, fn: (trx: Knex.Transaction) => 
 /** Forgets the nonces of a chain whose state was lost (a fresh development node): the next take reads the node's count. */
 export async function deleteNonces(db: Db, chainId: number): Promise<number> {
   return db('chain_nonces').where({ chain_id: chainId }).delete();
+}
+
+/** A protocol the development bootstrap deployed (Uniswap v2), listed by /protocols beside the seeded ones. */
+export async function insertProtocolOnce(db: Db, p: { id: string; name: string; kinds: string[]; asset_symbols: string[] }): Promise<void> {
+  await db('protocols').insert({ ...p, kinds: JSON.stringify(p.kinds), asset_symbols: JSON.stringify(p.asset_symbols) }).onConflict('id').ignore();
 }

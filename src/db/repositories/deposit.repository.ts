@@ -100,6 +100,20 @@ export async function findWalletsByAddresses(db: Db, addresses: string[]): Promi
   return new Map(rows.map((r) => [r.address.toLowerCase(), { id: r.id, agent_id: r.agent_id }]));
 }
 
+/**
+ * Which of `hashes` are this service's own transactions of `kinds`: swaps and vault actions, whose settlement books
+ * every leg from the receipt's events (the wallet's tokens out and in), so the watcher must not credit them again.
+ */
+export async function selfBookedTransactionHashes(db: Db, chainId: number, hashes: string[], kinds: readonly string[]): Promise<Set<string>> {
+  if (hashes.length === 0) return new Set();
+  const rows = (await db('chain_transactions')
+    .where({ chain_id: chainId })
+    .whereIn('kind', kinds)
+    .whereRaw('lower(tx_hash) = ANY(?)', [hashes.map((h) => h.toLowerCase())])
+    .select('tx_hash')) as { tx_hash: string }[];
+  return new Set(rows.map((r) => r.tx_hash.toLowerCase()));
+}
+
 export interface ReconcileWalletRow {
   wallet_id: string;
   agent_id: string;

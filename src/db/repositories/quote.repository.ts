@@ -21,15 +21,23 @@ export interface QuoteRow {
   pool_address: string;
   from_vault_id: string | null;
   to_vault_id: string | null;
+  /** The on-chain route the quote read (Uniswap v2 legs), null at the price feed. */
+  route: QuoteRoute | null;
   expires_at: Date;
   created_at: Date;
+}
+
+export interface QuoteRoute {
+  router: string;
+  block: string;
+  legs: { pair: string; from_asset: string; to_asset: string; token_in: string; token_out: string; reserve_in: string; reserve_out: string; amount_in: string; amount_out: string }[];
 }
 
 type Money = 'from_amount' | 'expected_out' | 'min_amount_out' | 'fee_amount' | 'fee_usd_e8' | 'from_price_e8' | 'to_price_e8';
 export type NewQuote = Omit<QuoteRow, Money> & Record<Money, bigint>;
 
 export async function insertQuote(db: Db, q: NewQuote): Promise<QuoteRow> {
-  const row: Record<string, unknown> = { ...q };
+  const row: Record<string, unknown> = { ...q, route: q.route === null ? null : JSON.stringify(q.route) };
   for (const k of ['from_amount', 'expected_out', 'min_amount_out', 'fee_amount', 'fee_usd_e8', 'from_price_e8', 'to_price_e8'] as const) row[k] = q[k].toString();
   const [inserted] = await db('conversion_quotes').insert(row).returning('*');
   return inserted as QuoteRow;

@@ -137,3 +137,8 @@ export async function updatePosition(db: Db, id: string, s: { shares: bigint; pr
     updated_at: s.updated_at,
   });
 }
+
+/** The development bootstrap put this vault on chain: its address becomes the deployed ERC-4626 vault's. */
+export async function setVaultAddress(db: Db, id: string, address: string): Promise<number> {
+  return db('earn_vaults').where({ id }).update({ address });
+}
