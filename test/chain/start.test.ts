@@ -122,7 +122,7 @@ describe('npm start on the development chain', function () {
   });
 
   it('refuses the development bootstrap and fewer than one confirmation in production', () => {
-    const production = { NODE_ENV: 'production', BASE_URL: 'https://api.example.com', DATABASE_URL: 'postgres://x@127.0.0.1/db', REDIS_URL: 'redis://127.0.0.1:6379', MASTER_KEY: 'k'.repeat(40), CHAIN_RPC_URL: 'http://127.0.0.1:8545', CHAIN_RELAYER_KEY: ANVIL_DEV_KEYS[1] };
+    const production = { NODE_ENV: 'production', BASE_URL: 'https://api.example.com', DATABASE_URL: 'postgres://x@127.0.0.1/db', REDIS_URL: 'redis://127.0.0.1:6379', MASTER_KEY: 'k'.repeat(40), SMTP_URL: 'smtp://mail.example.com:25', CHAIN_RPC_URL: 'http://127.0.0.1:8545', CHAIN_RELAYER_KEY: ANVIL_DEV_KEYS[1] };
     const problems = (extra: Record<string, string>) => {
       try {
         loadConfig({ ...production, ...extra }, () => {});
