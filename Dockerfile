@@ -19,10 +19,15 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY generated ./generated
 COPY src ./src
 COPY scripts ./scripts
-# The same steps as `npm run build`, without the npm script's pinned-Node wrapper.
+COPY contracts ./contracts
+COPY console ./console
+# The same steps as `npm run build`, without the npm script's pinned-Node wrapper: the server, then the
+# owner console (Vite) beside it, where dist/src/console/console.js looks for it.
 RUN ./node_modules/.bin/tsc -p tsconfig.build.json \
- && mkdir -p dist/generated \
- && cp generated/openapi.json dist/generated/openapi.json
+ && mkdir -p dist/generated dist/console \
+ && cp generated/openapi.json dist/generated/openapi.json \
+ && ./node_modules/.bin/vite build --config console/vite.config.ts \
+ && cp -r console/dist dist/console/dist
 
 FROM node:24.21.0-bookworm-slim AS runtime
 ENV NODE_ENV=production \
