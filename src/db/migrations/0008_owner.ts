@@ -40,9 +40,11 @@ export async function up(knex: Knex): Promise<void> {
     t.text('client_address');
     t.text('request_id');
     t.timestamp('created_at', { useTz: true }).notNullable();
+    // Insertion order: entries of one request or one clock tick share created_at, and a log reads in order.
+    t.bigIncrements('seq', { primaryKey: false });
   });
   // The audit page: newest first per owner (keyset on created_at, id).
-  await knex.raw('CREATE INDEX owner_audit_owner_created ON owner_audit (owner_id, created_at DESC, id DESC)');
+  await knex.raw('CREATE INDEX owner_audit_owner_created ON owner_audit (owner_id, created_at DESC, seq DESC)');
 
   await knex.schema.alterTable('agents', (t) => {
     t.timestamp('deleted_at', { useTz: true });

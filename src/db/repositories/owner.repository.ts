@@ -50,12 +50,15 @@ export async function insertAudit(db: Db, row: AuditRow): Promise<void> {
   await db('owner_audit').insert({ ...row, details: JSON.stringify(row.details) });
 }
 
-/** Newest first; `before` is the last row of the previous page (exclusive keyset). */
+/**
+ * Newest first, in insertion order within one timestamp (`seq`); `before` is the last row of the previous page
+ * (exclusive keyset on created_at and that row's seq).
+ */
 export async function listAudit(db: Db, ownerId: string | null, options: { before?: { createdAt: Date; id: string }; since?: Date; limit: number }): Promise<AuditRow[]> {
-  const q = db('owner_audit').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(options.limit);
+  const q = db('owner_audit').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'seq', order: 'desc' }]).limit(options.limit);
   if (ownerId) q.where({ owner_id: ownerId });
   if (options.since) q.where('created_at', '>=', options.since);
-  if (options.before) q.whereRaw('(created_at, id) < (?, ?)', [options.before.createdAt, options.before.id]);
+  if (options.before) q.whereRaw('(created_at, seq) < (?, (SELECT seq FROM owner_audit WHERE id = ?))', [options.before.createdAt, options.before.id]);
   return q;
 }
 
