@@ -2,7 +2,7 @@
 // trusted destinations, webhooks (deliveries, re-enable, recover), connected apps and the audit log.
 // Hash routes keep every page a plain GET of /console.
 import { render } from 'preact';
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { useCallback, useEffect, useId, useRef, useState } from 'preact/hooks';
 import type { ComponentChildren } from 'preact';
 import { ApiFailure, call, del, get, post, put, setCsrfToken, type Json } from './api.js';
 import './styles.css';
@@ -43,6 +43,13 @@ function useLoad<T>(fn: () => Promise<T>, deps: unknown[]): { data: T | undefine
     };
   }, [...deps, tick]);
   return { data, error, reload: useCallback(() => setTick((t) => t + 1), []) };
+}
+
+/** The window title names the page, as its heading does (WCAG 2.4.2). */
+function useTitle(text: string | undefined) {
+  useEffect(() => {
+    document.title = text ? `${text} · Agent API console` : 'Agent API console';
+  }, [text]);
 }
 
 const message = (e: unknown) => (e instanceof ApiFailure ? `${e.error.message}` : e instanceof Error ? e.message : String(e));
@@ -86,12 +93,17 @@ function ActionForm(props: { label: string; action: () => Promise<string | void>
   );
 }
 
-function Field(props: { label: string; name: string; value: string; onInput: (v: string) => void; type?: 'text' | 'email' | 'datetime-local'; required?: boolean; placeholder?: string }) {
-  const id = `f-${props.name}`;
+function Field(props: { label: string; name: string; id?: string; value: string; onInput: (v: string) => void; type?: 'text' | 'email' | 'datetime-local'; required?: boolean; placeholder?: string; focus?: boolean; autoComplete?: string; inputMode?: 'numeric' }) {
+  const id = props.id ?? `f-${props.name}`;
+  const ref = useRef<HTMLInputElement>(null);
+  // A field that replaces the one just submitted takes the focus, so keyboard and screen-reader users land on it.
+  useEffect(() => {
+    if (props.focus) ref.current?.focus();
+  }, []);
   return (
     <div class="field">
       <label for={id}>{props.label}</label>
-      <input id={id} name={props.name} type={(props.type ?? 'text') as 'text'} value={props.value} required={props.required} placeholder={props.placeholder} onInput={(e) => props.onInput((e.target as HTMLInputElement).value)} />
+      <input ref={ref} id={id} name={props.name} autoComplete={props.autoComplete} inputMode={props.inputMode} type={(props.type ?? 'text') as 'text'} value={props.value} required={props.required} placeholder={props.placeholder} onInput={(e) => props.onInput((e.target as HTMLInputElement).value)} />
     </div>
   );
 }
@@ -123,6 +135,7 @@ function SignIn(props: { onSignedIn: () => void }) {
   const [email, setEmail] = useState('');
   const [code, setCode] = useState('');
   const [sent, setSent] = useState(false);
+  useTitle('Sign in');
   return (
     <main class="signin">
       <h1>Agent API console</h1>
@@ -135,7 +148,7 @@ function SignIn(props: { onSignedIn: () => void }) {
             setSent(true);
           }}
         >
-          <Field label="E-mail address" name="email" type="email" value={email} onInput={setEmail} required />
+          <Field label="E-mail address" name="email" type="email" value={email} onInput={setEmail} required autoComplete="email" />
         </ActionForm>
       ) : (
         <ActionForm
@@ -148,7 +161,7 @@ function SignIn(props: { onSignedIn: () => void }) {
           }}
         >
           <p>We sent a 6-digit code to {email}.</p>
-          <Field label="One-time code" name="code" value={code} onInput={setCode} required placeholder="123456" />
+          <Field label="One-time code" name="code" value={code} onInput={setCode} required placeholder="123456" focus autoComplete="one-time-code" inputMode="numeric" />
         </ActionForm>
       )}
     </main>
@@ -161,6 +174,7 @@ function Agents() {
   const { data, error, reload } = useLoad(() => get('/agents?limit=100'), []);
   const [name, setName] = useState('');
   const [created, setCreated] = useState<Json | null>(null);
+  useTitle('Agents');
   return (
     <section>
       <h1>Agents</h1>
@@ -211,6 +225,7 @@ function AgentPage({ id }: { id: string }) {
   const [amount, setAmount] = useState('');
   // Bumped by writes on this page so the activity and operations lists read again.
   const [version, setVersion] = useState(0);
+  useTitle(a?.name);
   return (
     <section>
       <p>
@@ -283,7 +298,7 @@ function AgentPage({ id }: { id: string }) {
             rows={(limits.data?.classes ?? []).map((c: Json) => [c.class, c.limit, c.burst, c.window_seconds, c.remaining, when(c.reset_at)])}
           />
           <Activity id={id} version={version} />
-          <Destinations agentId={id} />
+          <Destinations agentId={id} agentName={a.name} />
         </>
       )}
     </section>
@@ -378,14 +393,17 @@ function Activity({ id, version }: { id: string; version: number }) {
   );
 }
 
-function Destinations({ agentId }: { agentId: string }) {
+/** An agent's trusted destinations; `agentName` keeps the table and form names unique when several agents' lists share a page. */
+function Destinations({ agentId, agentName }: { agentId: string; agentName: string }) {
+  // Field ids unique per instance: a label's `for` must name its own field, not another agent's.
+  const uid = useId();
   const list = useLoad(() => get(`/agents/${agentId}/trusted-destinations?limit=100`), [agentId]);
   const [address, setAddress] = useState('');
   const [label, setLabel] = useState('');
-  const act = (id: string, action: 'confirm' | 'cancel' | 'remove', text: string) => (
+  const act = (id: string, what: string, action: 'confirm' | 'cancel' | 'remove', text: string) => (
     <ActionForm
       label={text}
-      name={`${text} ${id}`}
+      name={`${text} ${what}`}
       danger={action !== 'confirm'}
       action={async () => {
         await post(`/trusted-destinations/${id}/${action}`);
@@ -398,7 +416,7 @@ function Destinations({ agentId }: { agentId: string }) {
       <h2>Trusted destinations</h2>
       <Status text={list.error} kind="error" />
       <Table
-        caption="Trusted destinations"
+        caption={`Trusted destinations of ${agentName}`}
         head={['Label', 'Address', 'Status', 'Confirmable from', 'Actions']}
         rows={(list.data?.items ?? []).map((d: Json) => [
           d.label,
@@ -406,15 +424,16 @@ function Destinations({ agentId }: { agentId: string }) {
           <span class={`badge ${d.status}`}>{d.status}</span>,
           when(d.confirmable_at),
           <div class="row">
-            {d.status === 'pending' && act(d.id, 'confirm', 'Approve')}
-            {d.status === 'pending' && act(d.id, 'cancel', 'Cancel')}
-            {d.status === 'confirmed' && act(d.id, 'remove', 'Remove')}
+            {d.status === 'pending' && act(d.id, d.label, 'confirm', 'Approve')}
+            {d.status === 'pending' && act(d.id, d.label, 'cancel', 'Cancel')}
+            {d.status === 'confirmed' && act(d.id, d.label, 'remove', 'Remove')}
           </div>,
         ])}
         empty="No trusted destinations."
       />
       <ActionForm
         label="Propose destination"
+        name={`Propose a destination for ${agentName}`}
         action={async () => {
           await post(`/agents/${agentId}/trusted-destinations`, { kind: 'crypto', chain: 'base', address, label, timelock_seconds: 0 });
           setAddress('');
@@ -422,8 +441,8 @@ function Destinations({ agentId }: { agentId: string }) {
           list.reload();
         }}
       >
-        <Field label="Address (0x…)" name="dest-address" value={address} onInput={setAddress} required />
-        <Field label="Label" name="dest-label" value={label} onInput={setLabel} required />
+        <Field label="Address (0x…)" name="dest-address" id={`${uid}-address`} value={address} onInput={setAddress} required />
+        <Field label="Label" name="dest-label" id={`${uid}-label`} value={label} onInput={setLabel} required />
       </ActionForm>
     </>
   );
@@ -431,6 +450,7 @@ function Destinations({ agentId }: { agentId: string }) {
 
 function AllDestinations() {
   const agents = useLoad(() => get('/agents?limit=100'), []);
+  useTitle('Trusted destinations');
   return (
     <section>
       <h1>Trusted destinations</h1>
@@ -438,7 +458,7 @@ function AllDestinations() {
       {(agents.data?.items ?? []).map((a: Json) => (
         <div class="card">
           <h2 class="h3">{a.name}</h2>
-          <Destinations agentId={a.agent_id} />
+          <Destinations agentId={a.agent_id} agentName={a.name} />
         </div>
       ))}
     </section>
@@ -449,6 +469,7 @@ function AllDestinations() {
 
 function Webhooks() {
   const list = useLoad(() => get('/webhooks?limit=100'), []);
+  useTitle('Webhooks');
   return (
     <section>
       <h1>Webhooks</h1>
@@ -476,6 +497,7 @@ function WebhookPage({ id }: { id: string }) {
   const [since, setSince] = useState(() => new Date(Date.now() - 72 * 3600_000).toISOString().slice(0, 16));
   // The re-enable form goes away once the endpoint is enabled, so its outcome is announced here.
   const [notice, setNotice] = useState<string | null>(null);
+  useTitle(w?.url);
   return (
     <section>
       <p>
@@ -534,6 +556,7 @@ function WebhookPage({ id }: { id: string }) {
 
 function Apps() {
   const list = useLoad(() => get('/connected-apps'), []);
+  useTitle('Connected applications');
   return (
     <section>
       <h1>Connected applications</h1>
@@ -570,6 +593,7 @@ function Apps() {
 
 function Audit() {
   const list = useLoad(() => get('/audit?limit=100'), []);
+  useTitle('Audit log');
   return (
     <section>
       <h1>Audit log</h1>
@@ -598,7 +622,14 @@ function App() {
     );
   }, []);
   useEffect(load, [load]);
-  if (session === undefined) return <p class="status">Loading…</p>;
+  if (session === undefined)
+    return (
+      <main>
+        <p class="status" role="status">
+          Loading…
+        </p>
+      </main>
+    );
   if (session === null) return <SignIn onSignedIn={load} />;
   const nav: [string, string, Route['page'][]][] = [
     ['#/', 'Agents', ['agents', 'agent']],

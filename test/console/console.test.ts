@@ -1,13 +1,11 @@
 // The owner console in headless Chromium (Debian's /usr/bin/chromium through playwright-core): sign
 // in with the e-mailed code, create an agent, fund it, edit its policy, approve a destination,
 // re-enable a disabled endpoint and recover its events, revoke a connected app. Each step is checked
-// in the API afterwards; every page is screenshotted into test-artifacts/.
+// in the API afterwards; every page is screenshotted into test-artifacts/ and checked by axe-core
+// (no serious or critical violation), on the desktop and at 375 px wide.
 import { expect } from 'chai';
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { CONSOLE_DIST } from '../../src/console/console.js';
+import type { Browser } from 'playwright-core';
 import { appendEvent } from '../../src/db/repositories/event.repository.js';
 import { disableEndpointForFailures } from '../../src/db/repositories/webhook.repository.js';
 import { failWaitingDeliveries } from '../../src/db/repositories/delivery.repository.js';
@@ -15,17 +13,15 @@ import { createSealer } from '../../src/lib/crypto.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { createDeliveryWorker } from '../../src/webhooks/delivery-worker.js';
-import { repoRoot } from '../helpers/process.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
-import { startMailSink, type MailSink } from '../oauth/helpers.js';
+import type { TestServer } from '../helpers/server.js';
+import type { MailSink } from '../oauth/helpers.js';
 import { TEST_MASTER_KEY, waitUntil } from '../webhooks/helpers/context.js';
-import { createTestPki, startReceiver, type Receiver } from '../webhooks/helpers/receiver.js';
-
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-const ADMIN = 'test-admin-token-0123456789abcdef0123456789';
+import type { Receiver } from '../webhooks/helpers/receiver.js';
+import { ADMIN, adminApi, expectAccessible, shot, startConsoleEnv, type ConsoleEnv } from './helpers.js';
 
 describe('owner console in headless Chromium', function () {
   this.timeout(180_000);
+  let env: ConsoleEnv;
   let srv: TestServer;
   let mail: MailSink;
   let browser: Browser;
@@ -34,30 +30,14 @@ describe('owner console in headless Chromium', function () {
   const admin = { authorization: `Bearer ${ADMIN}` };
 
   before(async () => {
-    // Built here too (a second or two), so a single-file run never tests a stale bundle.
-    execFileSync('npm', ['run', '--silent', 'build:console'], { cwd: repoRoot, stdio: 'ignore' });
-    expect(existsSync(`${CONSOLE_DIST}index.html`)).to.equal(true);
-    mail = await startMailSink();
-    const pki = await createTestPki();
-    ca = pki.ca;
-    receiver = await startReceiver(pki);
-    srv = await startTestServer({ env: { SMTP_URL: mail.url, ADMIN_TOKEN: ADMIN, UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true' } });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
-    mkdirSync('test-artifacts', { recursive: true });
+    env = await startConsoleEnv();
+    ({ srv, mail, browser, receiver, ca } = env);
   });
   after(async () => {
-    await browser?.close();
-    await srv?.close();
-    await mail?.close();
-    await receiver?.close();
+    await env?.close();
   });
 
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await srv.request(method, path, { headers: admin, body, idempotencyKey: method === 'GET' ? undefined : randomUUID() });
-    expect(res.status, `${method} ${path}: ${res.text}`).to.be.lessThan(300);
-    return res.body;
-  };
-  const shot = (page: Page, name: string) => page.screenshot({ path: `test-artifacts/console-${name}.png`, fullPage: true });
+  const api = (method: string, path: string, body?: unknown) => adminApi(srv)(method, path, body);
 
   it('walks the owner through every page, each change visible in the API', async () => {
     const email = `console-${randomUUID()}@example.com`;
@@ -68,10 +48,12 @@ describe('owner console in headless Chromium', function () {
     // Sign in with the e-mailed code.
     await page.goto(base);
     await shot(page, 'sign-in');
+    await expectAccessible(page, 'sign-in');
     await page.getByLabel('E-mail address').fill(email);
     await page.getByRole('button', { name: 'Send me a code' }).click();
     const code = await mail.nextCode(email);
     await page.getByLabel('One-time code').fill(code);
+    await expectAccessible(page, 'sign-in code');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Agents' }).waitFor();
     const cookies = await page.context().cookies();
@@ -84,6 +66,7 @@ describe('owner console in headless Chromium', function () {
     await page.getByRole('link', { name: 'console bot' }).waitFor();
     expect(await page.getByText('x-api-key: agk_').isVisible()).to.equal(true);
     await shot(page, 'agents');
+    await expectAccessible(page, 'agents');
     const agents = await api('GET', '/v1/owner/agents');
     const agent = agents.items.find((a: { owner_id: string; name: string }) => a.owner_id === owner.owner_id && a.name === 'console bot');
     expect(agent, 'agent created through the console').to.not.equal(undefined);
@@ -106,11 +89,13 @@ describe('owner console in headless Chromium', function () {
     expect(await page.locator('#policy-problems li', { hasText: 'per_tx_usd must be a decimal string' }).count()).to.equal(1);
     expect(await policy.getAttribute('aria-invalid')).to.equal('true');
     await shot(page, 'agent-policy-errors');
+    await expectAccessible(page, 'agent-policy-errors');
     await policy.fill('{"operation_types": ["payment"], "per_tx_usd": "10"}');
     await page.getByRole('button', { name: 'Save policy' }).click();
     await page.getByText('Policy saved.').waitFor();
     expect((await api('GET', `/v1/owner/agents/${agentId}/policy`)).policy).to.include({ per_tx_usd: '10' });
     await shot(page, 'agent');
+    await expectAccessible(page, 'agent');
 
     // Approve a destination.
     await page.getByLabel('Address (0x…)').fill('0x7777777777777777777777777777777777777777');
@@ -123,6 +108,7 @@ describe('owner console in headless Chromium', function () {
     await page.goto(`${base}#/destinations`);
     await page.getByRole('heading', { name: 'Trusted destinations' }).first().waitFor();
     await shot(page, 'destinations');
+    await expectAccessible(page, 'destinations');
 
     // A webhook endpoint disabled for sustained failures, with three events that never arrived.
     const created = await api('GET', `/v1/owner/agents/${agentId}`);
@@ -145,6 +131,7 @@ describe('owner console in headless Chromium', function () {
     await page.getByRole('link', { name: receiver.url('/console') }).click();
     await page.getByText('disabled (sustained_failures)').waitFor();
     await shot(page, 'webhook-disabled');
+    await expectAccessible(page, 'webhook-disabled');
     await page.getByRole('button', { name: 'Re-enable' }).click();
     await page.getByText('Endpoint re-enabled.').waitFor();
     await page.getByRole('button', { name: 'Recover events' }).click();
@@ -160,6 +147,7 @@ describe('owner console in headless Chromium', function () {
     await page.getByRole('button', { name: 'Refresh deliveries' }).click();
     await page.getByRole('cell', { name: 'delivered' }).first().waitFor();
     await shot(page, 'webhook');
+    await expectAccessible(page, 'webhook');
 
     // Revoke a connected app.
     const grantId = `grant-${randomUUID()}`;
@@ -168,6 +156,7 @@ describe('owner console in headless Chromium', function () {
     await page.getByRole('button', { name: 'Revoke' }).click();
     await page.getByRole('cell', { name: 'revoked' }).waitFor();
     await shot(page, 'connected-apps');
+    await expectAccessible(page, 'connected-apps');
     const apps = await api('GET', `/v1/owner/connected-apps?owner_id=${owner.owner_id}`);
     expect(apps.items.map((g: { grant_id: string; status: string }) => [g.grant_id, g.status])).to.deep.equal([[grantId, 'revoked']]);
 
@@ -175,17 +164,19 @@ describe('owner console in headless Chromium', function () {
     await page.goto(`${base}#/audit`);
     await page.getByRole('cell', { name: 'ownerRevokeConnectedApp' }).waitFor();
     await shot(page, 'audit');
+    await expectAccessible(page, 'audit');
     const audit = await srv.request('GET', '/v1/owner/audit?limit=100', { headers: admin });
     const mine = audit.body.items.filter((e: { owner_id: string; actor: string }) => e.owner_id === owner.owner_id && e.actor === 'owner').map((e: { action: string }) => e.action);
     expect(mine).to.include.members(['console.sign_in', 'ownerCreateAgent', 'ownerFundWallet', 'ownerReplacePolicy', 'ownerConfirmTrustedDestination', 'ownerEnableWebhook', 'ownerRecoverWebhook', 'ownerRevokeConnectedApp']);
 
     // Readable on a phone-sized screen: no page scrolls sideways.
     await page.setViewportSize({ width: 375, height: 740 });
-    for (const [name, hash] of [['agents', '#/'], ['agent', `#/agents/${agentId}`], ['webhooks', '#/webhooks'], ['audit', '#/audit']] as const) {
+    for (const [name, hash] of [['agents', '#/'], ['agent', `#/agents/${agentId}`], ['destinations', '#/destinations'], ['webhooks', '#/webhooks'], ['webhook', `#/webhooks/${webhookId}`], ['apps', '#/apps'], ['audit', '#/audit']] as const) {
       await page.goto(`${base}${hash}`);
       await page.locator('main h1').first().waitFor();
       expect(await page.evaluate('document.documentElement.scrollWidth'), name).to.be.at.most(375);
       await shot(page, `phone-${name}`);
+      await expectAccessible(page, `phone-${name}`);
     }
     await page.close();
   });
