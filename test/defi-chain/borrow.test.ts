@@ -116,7 +116,7 @@ describe('DeFi on chain: borrow on Morpho Blue', function () {
     expect(opsAfter).to.deep.equal(ops);
     expect(txsAfter).to.deep.equal(txs);
     expect((await morphoView(agent.address)).borrowShares).to.equal(m.borrowShares);
-    // Exactly at the limit is allowed (healthy means maxBorrow >= borrowed).
+    // Up to the limit is allowed (healthy means maxBorrow >= borrowed): 1000 units below it here.
     const room = m.maxBorrow - m.borrowed;
     await executed(await post(agent, '', { asset: 'USDC', amount: formatUnits(room - 1_000n, 6) }));
     const full = await morphoView(agent.address);
