@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { formatUnits, parseUnits, type Address } from 'viem';
-import { accountData, morphoAbi, oracleMockAbi, toAssetsUp, type LendingContracts } from '../../src/chain/lending.js';
+import { accountData, borrowRouterAbi, morphoAbi, oracleMockAbi, toAssetsUp, type LendingContracts } from '../../src/chain/lending.js';
 import { mintToken } from '../../src/chain/token.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
@@ -122,6 +122,19 @@ describe('DeFi on chain: borrow on Morpho Blue', function () {
     const full = await morphoView(agent.address);
     expect(full.maxBorrow >= full.borrowed).to.equal(true);
     expect((await summary(agent)).health_factor).to.be.at.least(1);
+
+    // The router is now authorized on Morpho for this wallet: only the relayer may use it (anyone else could borrow
+    // against the wallet's collateral to themselves otherwise).
+    const outsider = node.devWallet(4);
+    const p = lending.market.params;
+    const auth = { authorizer: agent.address, authorized: lending.router, isAuthorized: true, nonce: 0n, deadline: BigInt(Math.floor(Date.now() / 1000) + 600) };
+    const stolen = await node.client
+      .simulateContract({ account: outsider.account, address: lending.router, abi: borrowRouterAbi, functionName: 'borrowWithSig', args: [agent.address, { loanToken: p.loanToken, collateralToken: p.collateralToken, oracle: p.oracle, irm: p.irm, lltv: BigInt(p.lltv) }, 1n, auth, { v: 27, r: `0x${'11'.repeat(32)}`, s: `0x${'22'.repeat(32)}` }] })
+      .then(
+        () => 'accepted',
+        (err: Error) => err.message,
+      );
+    expect(stolen).to.match(/NotRelayer/);
   });
 
   it('repay_all repays by shares and leaves zero borrow shares on chain; collateral remove then returns the WETH', async () => {
@@ -144,6 +157,8 @@ describe('DeFi on chain: borrow on Morpho Blue', function () {
     const repaid = BigInt((op.details as { repaid: string }).repaid);
     expect(repaid >= partial.borrowed).to.equal(true);
     // On chain and in the ledger: 100 + 1000 - 400 - what repay_all took (the rest of the permit came back).
+    // Nothing stays in the router: the unused part of the permit went back to the wallet.
+    expect(await s.usdcBalance(lending.router)).to.equal(0n);
     const left = parseUnits('700', 6) - repaid;
     expect(await s.usdcBalance(agent.address)).to.equal(left);
     expect((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC'))).to.deep.equal({ available: left, held: 0n });
