@@ -1,6 +1,7 @@
 // Borrow: Aave v3-style markets on the ledger. Collateral valued at the price feed (rounded down),
 // debt as scaled amounts on a compounding borrow index (rounded up); every borrow and collateral
 // removal keeps D / C within min(market LTV, max_ltv_after, policy max_ltv_bps) exactly.
+import { zeroAddress } from 'viem';
 import type { OnchainLendingDetails } from '../chain/evm.js';
 import { accountData, toAssetsUp, toSharesUp, type LendingContracts, type LendingPosition, type LendingVenue } from '../chain/lending.js';
 import type { Address } from '../chain/port.js';
@@ -276,7 +277,12 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
     if (!w?.address) throw new ApiError('invalid_state_transition', 'the wallet has no on-chain address');
     return w.address as Address;
   }
-  const position = async (db: Db, om: OnchainMarket, who: OwnerRef) => lending!.position(om.c, await ownerAddress(db, who.agentId));
+  /** The wallet's Morpho position; a wallet without an on-chain address has none (reads), and cannot act (writes refuse). */
+  async function position(db: Db, om: OnchainMarket, who: OwnerRef, write = true): Promise<LendingPosition> {
+    // The zero address holds no position: the market's and oracle's figures stay real.
+    if (!write && !(await findWalletByAgent(db, who.agentId))?.address) return lending!.position(om.c, zeroAddress);
+    return lending!.position(om.c, await ownerAddress(db, who.agentId));
+  }
   /** On chain the market takes one collateral and lends one asset: anything else is refused, not booked beside it. */
   function onchainAsset(om: OnchainMarket, symbol: string, role: 'collateral' | 'borrow'): void {
     const want = role === 'collateral' ? om.collateral.symbol : om.loan.symbol;
@@ -326,7 +332,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
   }
 
   async function onchainSummary(db: Db, om: OnchainMarket, who: OwnerRef): Promise<BorrowSummary> {
-    const p = await position(db, om, who);
+    const p = await position(db, om, who, false);
     const d = accountData(p);
     const priceOf = async (symbol: string) => {
       const row = await findPrice(db, symbol);
