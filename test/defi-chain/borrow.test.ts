@@ -105,6 +105,11 @@ describe('DeFi on chain: borrow on Morpho Blue', function () {
     const listed = await s.request('GET', '/v1/agent/borrow/collateral', { agent });
     expect(listed.body.items[0].market_address).to.equal(lending.morpho);
     expect(b.debts[0]).to.include({ asset_symbol: 'USDC', amount: formatUnits(m.borrowed, 6) });
+    // The account summary values the same on-chain position.
+    const account = await s.request('GET', '/v1/agent/account', { agent });
+    expect(account.status).to.equal(200);
+    const acc = account.body.account ?? account.body;
+    expect([acc.collateral_value_usd, acc.debt_usd]).to.deep.equal([b.collateral_value_usd, b.debt_usd]);
 
     // Past the LLTV: Morpho's maxBorrow is 5160 USDC; 2200 more would take the debt to 5200.
     const [ops, txs] = await Promise.all([s.db('operations').where({ agent_id: agent.agentId }).count({ n: '*' }).first(), s.db('chain_transactions').count({ n: '*' }).first()]);
