@@ -3549,6 +3549,26 @@ export interface components {
             /** @description Loan-to-value this collateral allows. */
             max_ltv: components["schemas"]["Ratio"];
             liquidation_threshold: components["schemas"]["Ratio"];
+            /** @description On a real chain, the lending market (Morpho Blue) holding this collateral; absent in the ledger-only mode. */
+            market_address?: components["schemas"]["EvmAddress"];
+        };
+        /** @description On a real chain, the wallet's position in the lending market as the protocol (Morpho Blue) stores and values it: `ltv` and `health_factor` of the summary are these WAD figures divided by 1e18. Absent in the ledger-only mode. */
+        OnchainLendingPosition: {
+            market_address: components["schemas"]["EvmAddress"];
+            market_id: string;
+            collateral_asset: components["schemas"]["AssetSymbol"];
+            loan_asset: components["schemas"]["AssetSymbol"];
+            collateral_units: string;
+            borrow_shares: string;
+            /** @description The borrow shares in loan units, rounded up (Morpho's toAssetsUp). */
+            borrowed_units: string;
+            /** @description Loan units per collateral unit, times 1e36. */
+            oracle_price: string;
+            lltv_wad: string;
+            /** @description borrowed / (collateral x price / 1e36), rounded up. */
+            ltv_wad: string;
+            /** @description (collateral x price / 1e36 x lltv) / borrowed, each step rounded down as Morpho's _isHealthy; null without debt. */
+            health_factor_wad: string | null;
         };
         BorrowSummary: {
             collateral_value_usd: components["schemas"]["UsdDecimal"];
@@ -3566,6 +3586,7 @@ export interface components {
             liquidation_price_usd: components["schemas"]["NullableUsdDecimal"];
             debts: components["schemas"]["Debt"][];
             collateral: components["schemas"]["Collateral"][];
+            onchain?: components["schemas"]["OnchainLendingPosition"];
         };
         BorrowSummaryResponse: {
             /** @constant */

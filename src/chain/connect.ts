@@ -149,11 +149,11 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       deps.log.info({ router: earn.router, vaults: earn.vaults }, 'development chain: ERC-4626 vaults deployed');
     }
     for (const [vaultId, address] of Object.entries(earn.vaults)) await setVaultAddress(trx, vaultId, address);
-    // Borrow, first step: Morpho Blue and its WETH/USDC market (the borrow routes still settle in the ledger).
+    // Borrow: Morpho Blue, its WETH/USDC market and the BorrowRouter (bound to this relayer).
     const recordedLending = await findSetting(trx, chainId, LENDING_SETTING);
     let lending = recordedLending && dexHasCode ? (JSON.parse(recordedLending) as LendingContracts) : null;
-    if (!lending || ((await client.getCode({ address: lending.morpho })) ?? '0x') === '0x') {
-      lending = await deployDevLending(wallet, client, dex.tokens);
+    if (!lending || lending.relayer !== relayer.address || !lending.router || ((await client.getCode({ address: lending.morpho })) ?? '0x') === '0x') {
+      lending = await deployDevLending(wallet, client, dex.tokens, relayer.address);
       await upsertSetting(trx, chainId, LENDING_SETTING, JSON.stringify(lending), deps.clock.now());
       deps.log.info({ morpho: lending.morpho, market: lending.market.id }, 'development chain: Morpho Blue market deployed');
     }

@@ -31,6 +31,7 @@ import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
 import { ChainUnavailableError, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
 import { createDex, swapRouterAbi } from './dex.js';
+import { borrowRouterAbi, createLendingVenue, marketTuple, morphoAbi, morphoEventsAbi, type MarketParams } from './lending.js';
 import { createEarnVenue, devVaultAbi, earnRouterAbi } from './vaults.js';
 import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
 
@@ -64,6 +65,36 @@ export interface OnchainVaultDetails {
     minimum: string;
   };
 }
+
+/** Gas limit of a Morpho Blue action through the BorrowRouter (a first borrow also sets the authorization: about 250k). */
+export const LENDING_GAS = 500_000n;
+
+/** What a borrow operation acting on the Morpho Blue market records in its details (see borrow.service.ts). */
+export interface OnchainLendingDetails {
+  onchain_lending: {
+    router: Address;
+    morpho: Address;
+    market_id: Hex;
+    params: MarketParams;
+    action: 'supply_collateral' | 'withdraw_collateral' | 'borrow' | 'repay';
+    /** Collateral or loan units; repay by shares: 0. */
+    assets: string;
+    /** repay by shares (repay_all): the borrow shares repaid. */
+    shares?: string;
+    /** repay: the most loan units the router may pull from the wallet (the rest returns). */
+    max_assets?: string;
+  };
+}
+
+const morphoAuthorizationTypes = {
+  Authorization: [
+    { name: 'authorizer', type: 'address' },
+    { name: 'authorized', type: 'address' },
+    { name: 'isAuthorized', type: 'bool' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+} as const;
 
 const permitTypes = {
   Permit: [
@@ -117,6 +148,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
   const confirmations = BigInt(Math.max(1, config.confirmations));
   const dex = createDex({ client, chainId });
   const earn = createEarnVenue({ client, chainId });
+  const lending = createLendingVenue({ client, chainId });
 
   /** Any call to the node: transport failures become ChainUnavailableError (the loops back off on it). */
   async function node<T>(call: () => Promise<T>): Promise<T> {
@@ -266,6 +298,60 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
   }
 
   /**
+   * A Morpho Blue action through the BorrowRouter: a permit of the collateral (supply) or loan token (repay) to the
+   * router, or the wallet's Morpho authorization of the router (borrow, withdraw). Simulated first: a call Morpho
+   * would refuse (unhealthy, no liquidity) is refused here, before anything is recorded.
+   */
+  async function submitLendingCall(trx: Knex.Transaction, operationId: string, account: PrivateKeyAccount, details: OnchainLendingDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
+    const c = details.onchain_lending;
+    const router = getAddress(c.router);
+    const market = marketTuple(c.params);
+    const assets = BigInt(c.assets);
+    let data: Hex;
+    let token: Address | null = null;
+    let value = assets;
+    let deadline: bigint;
+    let inFlight = false;
+    if (c.action === 'supply_collateral' || c.action === 'repay') {
+      token = getAddress(c.action === 'repay' ? c.params.loanToken : c.params.collateralToken);
+      value = c.action === 'repay' ? BigInt(c.max_assets!) : assets;
+      const signed = await signPermit(trx, account, token, router, value);
+      ({ deadline, inFlight } = signed);
+      data =
+        c.action === 'repay'
+          ? encodeFunctionData({ abi: borrowRouterAbi, functionName: 'repayWithPermit', args: [account.address, market, assets, BigInt(c.shares ?? '0'), value, signed.permit] })
+          : encodeFunctionData({ abi: borrowRouterAbi, functionName: 'supplyCollateralWithPermit', args: [account.address, market, assets, signed.permit] });
+    } else {
+      const morpho = getAddress(c.morpho);
+      const nonce = await node(() => client.readContract({ address: morpho, abi: morphoAbi, functionName: 'nonce', args: [account.address] }));
+      deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds);
+      const auth = { authorizer: account.address, authorized: router, isAuthorized: true, nonce, deadline };
+      const signature = await account.signTypedData({ domain: { chainId, verifyingContract: morpho }, types: morphoAuthorizationTypes, primaryType: 'Authorization', message: auth });
+      const { v, r, s: sigS } = parseSignature(signature);
+      const sig = { v: Number(v), r, s: sigS };
+      data =
+        c.action === 'borrow'
+          ? encodeFunctionData({ abi: borrowRouterAbi, functionName: 'borrowWithSig', args: [account.address, market, assets, auth, sig] })
+          : encodeFunctionData({ abi: borrowRouterAbi, functionName: 'withdrawCollateralWithSig', args: [account.address, market, assets, auth, sig] });
+    }
+    if (!inFlight) {
+      const reverted = await node(() => client.call({ to: router, data, account: relayer.address })).then(
+        () => null,
+        (err: unknown) => {
+          if (err instanceof ChainUnavailableError) throw err;
+          return String((err as Error).message).split('\n')[0]!;
+        },
+      );
+      if (reverted !== null) return { ok: false, code: 'settlement_failed', message: `the market ${c.action} would revert: ${reverted}` };
+    }
+    const fees = await currentFees();
+    const txNonce = await nextNonce(trx, relayer.address);
+    const tx = { to: router, value: 0n, data, nonce: Number(txNonce), gas: LENDING_GAS, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+    const hash = await record(trx, relayer, tx, { operation_id: operationId, kind: 'lending', attempt: 0, token_address: token?.toLowerCase() ?? null, transfer_to: account.address.toLowerCase(), transfer_value: value, authorization_nonce: null, valid_before: deadline });
+    return { ok: true, hash };
+  }
+
+  /**
    * A conversion: the wallet signs an EIP-2612 permit of the input to the router and the relayer submits
    * `swapExactInWithPermit` (one transaction: the input leaves the wallet, every hop swaps, and it reverts below the
    * minimum output). A swap that would revert at the current reserves is refused here, before anything is recorded.
@@ -303,8 +389,10 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     chainId,
     dex,
     earn,
+    lending,
 
     settlesOnChain(op, asset) {
+      if (op.type.startsWith('collateral.') || op.type.startsWith('debt.')) return Boolean((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending);
       if (op.type === 'conversion') return Boolean((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route);
       if (op.type.startsWith('earn.')) return Boolean((op.details as Partial<OnchainVaultDetails> | null)?.onchain_vault);
       if (!asset || !CHAIN_SETTLED_TYPES.has(op.type)) return false;
@@ -325,7 +413,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       const to = getAddress(op.to_address!);
       const fees = await currentFees();
       let hash: Hex;
-      if (op.type === 'conversion' || op.type.startsWith('earn.')) {
+      if ((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending) {
+        const call = await submitLendingCall(trx, op.id, account, op.details as unknown as OnchainLendingDetails);
+        if (!call.ok) return call;
+        hash = call.hash;
+      } else if (op.type === 'conversion' || op.type.startsWith('earn.')) {
         const call = op.type === 'conversion' ? await submitSwap(trx, op.id, account, amount, op.details as unknown as OnchainSwapDetails) : await submitVaultCall(trx, op.id, account, op.details as unknown as OnchainVaultDetails);
         if (!call.ok) return call;
         hash = call.hash;
@@ -361,7 +453,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         const receipt = await receiptOf(row.tx_hash);
         if (!receipt) continue;
         if (head - receipt.blockNumber + 1n < confirmations) return { state: 'pending' };
-        const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'vault' ? null : row.token_address);
+        const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'vault' || row.kind === 'lending' ? null : row.token_address);
         await repo.markChainTxMined(trx, row, { block_number: receipt.blockNumber, block_hash: receipt.blockHash, receipt_status: receipt.status === 'success' ? 1 : 0, gas_used: receipt.gasUsed, effective_gas_price: receipt.effectiveGasPrice, log_index: logIndex }, clock.now());
         const feeUnits = row.from_address.toLowerCase() === relayer.address.toLowerCase() ? 0n : receipt.gasUsed * receipt.effectiveGasPrice;
         if (row.kind === 'cancel') {
@@ -375,6 +467,15 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
           // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
           const events = parseEventLogs({ abi: devVaultAbi, logs: receipt.logs }).filter((e) => e.eventName === 'Deposit' || e.eventName === 'Withdraw');
           extra.vault_events = events.map((e) => ({ event: e.eventName, vault: getAddress(e.address), assets: e.args.assets.toString(), shares: e.args.shares.toString() }));
+        }
+        if (row.kind === 'lending') {
+          // Morpho's own events: what was supplied, withdrawn, borrowed or repaid (assets and shares), for whom.
+          const morpho = String((op.details as Partial<OnchainLendingDetails>).onchain_lending?.morpho ?? '').toLowerCase();
+          const events = parseEventLogs({ abi: morphoEventsAbi, logs: receipt.logs.filter((l) => l.address.toLowerCase() === morpho) });
+          extra.lending_events = events.map((e) => {
+            const a = e.args as { assets: bigint; shares?: bigint; onBehalf: Address };
+            return { event: e.eventName, assets: a.assets.toString(), shares: (a.shares ?? 0n).toString(), on_behalf: getAddress(a.onBehalf) };
+          });
         }
         return { state: 'confirmed', txHash: row.tx_hash, feeUnits, details: { tx_hash: row.tx_hash, block_number: Number(receipt.blockNumber), ...extra } };
       }

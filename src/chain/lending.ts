@@ -1,15 +1,30 @@
-// Borrow on chain, first step (issue 16): Morpho Blue compiled from the npm package @morpho-org/morpho-blue with solc
-// 0.8.19 (`make contracts`), deployed by the development bootstrap with the package's oracle and IRM mocks and one
-// market, WETH collateral / USDC loan at an 86 % LLTV, supplied with USDC liquidity. The borrow routes still settle
-// in the ledger; this module gives the market to the reads (/protocols) and to the next step.
-import { encodeAbiParameters, keccak256, maxUint256, parseUnits, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
+// Borrow on chain (issue 16): Morpho Blue compiled from the npm package @morpho-org/morpho-blue with solc 0.8.19
+// (`make contracts`), deployed by the development bootstrap with the package's oracle and IRM mocks and one market,
+// WETH collateral / USDC loan at an 86 % LLTV, supplied with USDC liquidity, and contracts/BorrowRouter.sol through
+// which the relayer supplies and withdraws collateral, borrows and repays on a wallet's signatures.
+// `createLendingVenue` reads a wallet's position and values it exactly as Morpho's `_isHealthy` does.
+import { borrowRouterAbi, borrowRouterBytecode } from '../../contracts/artifacts/BorrowRouter.js';
+import type { Db } from '../db/knex.js';
+import { findSetting } from '../db/repositories/chain.repository.js';
+import { encodeAbiParameters, keccak256, parseAbi, maxUint256, parseUnits, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
 import { irmMockAbi, irmMockBytecode } from '../../contracts/artifacts/IrmMock.js';
 import { morphoAbi, morphoBytecode } from '../../contracts/artifacts/Morpho.js';
 import { oracleMockAbi, oracleMockBytecode } from '../../contracts/artifacts/OracleMock.js';
 import type { Address, Hex } from './port.js';
 import { deployContract, mintToken, usdCoinAbi, waitMined } from './token.js';
 
-export { morphoAbi };
+export { borrowRouterAbi, morphoAbi, oracleMockAbi };
+
+/**
+ * Morpho's events (EventsLib): solc 0.8.19 leaves events emitted from a library out of the contract's ABI, so they
+ * are declared here, as in the package's src/libraries/EventsLib.sol.
+ */
+export const morphoEventsAbi = parseAbi([
+  'event SupplyCollateral(bytes32 indexed id, address indexed caller, address indexed onBehalf, uint256 assets)',
+  'event WithdrawCollateral(bytes32 indexed id, address caller, address indexed onBehalf, address indexed receiver, uint256 assets)',
+  'event Borrow(bytes32 indexed id, address caller, address indexed onBehalf, address indexed receiver, uint256 assets, uint256 shares)',
+  'event Repay(bytes32 indexed id, address indexed caller, address indexed onBehalf, uint256 assets, uint256 shares)',
+]);
 
 /** The chain_settings key holding the deployed lending contracts (JSON). */
 export const LENDING_SETTING = 'lending';
@@ -28,6 +43,9 @@ export interface MarketParams {
 
 export interface LendingContracts {
   morpho: Address;
+  /** contracts/BorrowRouter.sol, bound to `relayer` (absent in settings written before the router existed). */
+  router?: Address;
+  relayer?: Address;
   oracle: Address;
   irm: Address;
   /** The WETH/USDC market: its id (keccak of the params) and params. */
@@ -37,6 +55,8 @@ export interface LendingContracts {
 const paramsTuple = (p: MarketParams) => ({ loanToken: p.loanToken, collateralToken: p.collateralToken, oracle: p.oracle, irm: p.irm, lltv: BigInt(p.lltv) });
 
 /** Morpho's market id: keccak256 of the ABI-encoded params (MarketParamsLib.id). */
+export const marketTuple = paramsTuple;
+
 export const marketId = (p: MarketParams): Hex =>
   keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'uint256' }], [p.loanToken, p.collateralToken, p.oracle, p.irm, BigInt(p.lltv)]));
 
@@ -46,7 +66,7 @@ type Wallet = WalletClient<Transport, ViemChain | undefined, Account>;
  * Development chain only: Morpho Blue owned by the faucet, the oracle mock at the seeded 3000 USDC per WETH, the
  * IRM mock, the WETH/USDC market, and 1,000,000 USDC of liquidity supplied by the faucet.
  */
-export async function deployDevLending(wallet: Wallet, client: PublicClient, tokens: Record<string, Address>): Promise<LendingContracts> {
+export async function deployDevLending(wallet: Wallet, client: PublicClient, tokens: Record<string, Address>, relayer: Address): Promise<LendingContracts> {
   const opts = { account: wallet.account, chain: wallet.chain };
   const morpho = await deployContract(wallet, client, { abi: morphoAbi, bytecode: morphoBytecode, args: [wallet.account.address], ...opts });
   const oracle = await deployContract(wallet, client, { abi: oracleMockAbi, bytecode: oracleMockBytecode, ...opts });
@@ -61,5 +81,70 @@ export async function deployDevLending(wallet: Wallet, client: PublicClient, tok
   await mintToken(wallet, client, tokens.USDC!, wallet.account.address, liquidity);
   await waitMined(client, wallet.writeContract({ address: tokens.USDC!, abi: usdCoinAbi, functionName: 'approve', args: [morpho, maxUint256], ...opts }));
   await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'supply', args: [paramsTuple(params), liquidity, 0n, wallet.account.address, '0x'], ...opts }));
-  return { morpho, oracle, irm, market: { id: marketId(params), name: 'WETH/USDC', params } };
+  const router = await deployContract(wallet, client, { abi: borrowRouterAbi, bytecode: borrowRouterBytecode, args: [relayer, morpho], ...opts });
+  return { morpho, router, relayer, oracle, irm, market: { id: marketId(params), name: 'WETH/USDC', params } };
+}
+
+const WAD = 10n ** 18n;
+/** Morpho's SharesMathLib virtual shares and assets. */
+const VIRTUAL_SHARES = 10n ** 6n;
+const VIRTUAL_ASSETS = 1n;
+const mulDivDown = (x: bigint, y: bigint, d: bigint) => (x * y) / d;
+const mulDivUp = (x: bigint, y: bigint, d: bigint) => (x * y + (d - 1n)) / d;
+/** SharesMathLib.toAssetsUp. */
+export const toAssetsUp = (shares: bigint, totalAssets: bigint, totalShares: bigint) => mulDivUp(shares, totalAssets + VIRTUAL_ASSETS, totalShares + VIRTUAL_SHARES);
+/** SharesMathLib.toSharesUp. */
+export const toSharesUp = (assets: bigint, totalAssets: bigint, totalShares: bigint) => mulDivUp(assets, totalShares + VIRTUAL_SHARES, totalAssets + VIRTUAL_ASSETS);
+
+/** A wallet's position in the market, as Morpho stores and values it (no interest accrued since the market's lastUpdate). */
+export interface LendingPosition {
+  collateral: bigint;
+  borrowShares: bigint;
+  /** toAssetsUp(borrowShares, totalBorrowAssets, totalBorrowShares): the debt as `_isHealthy` counts it. */
+  borrowed: bigint;
+  /** The oracle's price (loan units per collateral unit, times 1e36). */
+  price: bigint;
+  lltv: bigint;
+  totalBorrowAssets: bigint;
+  totalBorrowShares: bigint;
+}
+
+/** Morpho's `_isHealthy` arithmetic: maxBorrow = collateral.mulDivDown(price, 1e36).wMulDown(lltv); healthy iff maxBorrow >= borrowed. */
+export function maxBorrowOf(collateral: bigint, price: bigint, lltv: bigint): bigint {
+  return mulDivDown(mulDivDown(collateral, price, ORACLE_PRICE_SCALE), lltv, WAD);
+}
+
+/** The position's figures in WAD: LTV = borrowed / collateral value (both in loan units), health = maxBorrow / borrowed. */
+export function accountData(p: Pick<LendingPosition, 'collateral' | 'borrowed' | 'price' | 'lltv'>): { collateralValue: bigint; maxBorrow: bigint; ltvWad: bigint; healthFactorWad: bigint | null } {
+  const collateralValue = mulDivDown(p.collateral, p.price, ORACLE_PRICE_SCALE);
+  const maxBorrow = maxBorrowOf(p.collateral, p.price, p.lltv);
+  const ltvWad = p.borrowed === 0n ? 0n : collateralValue === 0n ? 2n ** 255n : mulDivUp(p.borrowed, WAD, collateralValue);
+  const healthFactorWad = p.borrowed === 0n ? null : mulDivDown(maxBorrow, WAD, p.borrowed);
+  return { collateralValue, maxBorrow, ltvWad, healthFactorWad };
+}
+
+export interface LendingVenue {
+  contracts(db: Db): Promise<(LendingContracts & { router: Address }) | null>;
+  position(c: LendingContracts, owner: Address): Promise<LendingPosition>;
+}
+
+export function createLendingVenue(deps: { client: PublicClient; chainId: number }): LendingVenue {
+  const { client, chainId } = deps;
+  return {
+    async contracts(db) {
+      const raw = await findSetting(db, chainId, LENDING_SETTING);
+      if (!raw) return null;
+      const c = JSON.parse(raw) as LendingContracts;
+      return c.router ? (c as LendingContracts & { router: Address }) : null;
+    },
+    async position(c, owner) {
+      const [[, borrowShares, collateral], market, price] = await Promise.all([
+        client.readContract({ address: c.morpho, abi: morphoAbi, functionName: 'position', args: [c.market.id, owner] }),
+        client.readContract({ address: c.morpho, abi: morphoAbi, functionName: 'market', args: [c.market.id] }),
+        client.readContract({ address: c.oracle, abi: oracleMockAbi, functionName: 'price' }),
+      ]);
+      const [, , totalBorrowAssets, totalBorrowShares] = market;
+      return { collateral, borrowShares, borrowed: toAssetsUp(borrowShares, totalBorrowAssets, totalBorrowShares), price, lltv: BigInt(c.market.params.lltv), totalBorrowAssets, totalBorrowShares };
+    },
+  };
 }

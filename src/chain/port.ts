@@ -4,6 +4,7 @@
 import type { Db, Knex } from '../db/knex.js';
 import type { OperationRow } from '../db/repositories/operation.repository.js';
 import type { Dex } from './dex.js';
+import type { LendingVenue } from './lending.js';
 import type { EarnVenue } from './vaults.js';
 
 export type Hex = `0x${string}`;
@@ -95,6 +96,8 @@ export interface Chain {
   readonly dex: Dex | null;
   /** The ERC-4626 vaults on this chain (development bootstrap); null on the simulated chain. */
   readonly earn: EarnVenue | null;
+  /** The Morpho Blue market on this chain (development bootstrap); null on the simulated chain. */
+  readonly lending: LendingVenue | null;
 
   // --- outbound settlement (the operation service's settlement loop) ---
   /** Whether this operation's money moves on this chain (else the simulated chain and the type's settler settle it). */

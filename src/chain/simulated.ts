@@ -20,6 +20,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     chainId: SIMULATED_CHAIN_ID,
     dex: null,
     earn: null,
+    lending: null,
     settlesOnChain: () => false,
     gasReserve: () => 0n,
     async submit(_trx, op) {

@@ -1,6 +1,14 @@
 // Borrow: Aave v3-style markets on the ledger. Collateral valued at the price feed (rounded down),
 // debt as scaled amounts on a compounding borrow index (rounded up); every borrow and collateral
 // removal keeps D / C within min(market LTV, max_ltv_after, policy max_ltv_bps) exactly.
+import { zeroAddress } from 'viem';
+import type { OnchainLendingDetails } from '../chain/evm.js';
+import { accountData, toAssetsUp, toSharesUp, type LendingContracts, type LendingPosition, type LendingVenue } from '../chain/lending.js';
+import type { Address } from '../chain/port.js';
+import { findWalletByAgent } from '../db/repositories/agent.repository.js';
+import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
+import type { Knex } from '../db/knex.js';
 import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import { findPrice, type AssetRow } from '../db/repositories/ledger.repository.js';
@@ -28,6 +36,8 @@ export interface PublicCollateral {
   price_usd: string;
   max_ltv: number;
   liquidation_threshold: number;
+  /** On a real chain: the lending market holding it. */
+  market_address?: string;
 }
 
 export interface PublicDebt {
@@ -48,6 +58,22 @@ export interface BorrowSummary {
   liquidation_price_usd: string | null;
   debts: PublicDebt[];
   collateral: PublicCollateral[];
+  onchain?: OnchainLendingSummary;
+}
+
+/** The wallet's Morpho Blue position, the protocol's own figures (strings of base units and WADs). */
+export interface OnchainLendingSummary {
+  market_address: string;
+  market_id: string;
+  collateral_asset: string;
+  loan_asset: string;
+  collateral_units: string;
+  borrow_shares: string;
+  borrowed_units: string;
+  oracle_price: string;
+  lltv_wad: string;
+  ltv_wad: string;
+  health_factor_wad: string | null;
 }
 
 type AmountBody = { amount?: string; amount_usd?: string };
@@ -93,8 +119,9 @@ const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 const ratio = (bps: bigint | number) => Number(bps) / 10_000;
 const wadToNumber = (wad: bigint) => Number(wad / 10n ** 10n) / 1e8;
 
-export function createBorrowService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService }): BorrowService {
+export function createBorrowService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; lending?: LendingVenue | null }): BorrowService {
   const { clock, ledger, operations } = deps;
+  const lending = deps.lending ?? null;
 
   function accruedIndex(m: MarketRow): bigint {
     const now = clock.now();
@@ -227,8 +254,169 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
     return inputForOutput(amount, { ...source, priceE8: ps }, { ...target, priceE8: pt }, BORROW_CONVERSION_FEE_BPS);
   }
 
+
+  // --- on chain (evm mode, the development Morpho Blue market): WETH collateral, USDC debt, the protocol's figures ---
+  interface OnchainMarket {
+    c: LendingContracts & { router: Address };
+    collateral: AssetRow;
+    loan: AssetRow;
+  }
+  /** The market when this server's chain has one (null in the ledger-only mode). */
+  async function onchainMarket(db: Db): Promise<OnchainMarket | null> {
+    if (!lending) return null;
+    const c = await lending.contracts(db);
+    if (!c) return null;
+    const assets = [...(await ledger.assets(db)).values()];
+    const at = (address: string) => assets.find((a) => a.contract_address?.toLowerCase() === address.toLowerCase());
+    const collateral = at(c.market.params.collateralToken);
+    const loan = at(c.market.params.loanToken);
+    return collateral && loan ? { c, collateral, loan } : null;
+  }
+  async function ownerAddress(db: Db, agentId: string): Promise<Address> {
+    const w = await findWalletByAgent(db, agentId);
+    if (!w?.address) throw new ApiError('invalid_state_transition', 'the wallet has no on-chain address');
+    return w.address as Address;
+  }
+  /** The wallet's Morpho position; a wallet without an on-chain address has none (reads), and cannot act (writes refuse). */
+  async function position(db: Db, om: OnchainMarket, who: OwnerRef, write = true): Promise<LendingPosition> {
+    // The zero address holds no position: the market's and oracle's figures stay real.
+    if (!write && !(await findWalletByAgent(db, who.agentId))?.address) return lending!.position(om.c, zeroAddress);
+    return lending!.position(om.c, await ownerAddress(db, who.agentId));
+  }
+  /** On chain the market takes one collateral and lends one asset: anything else is refused, not booked beside it. */
+  function onchainAsset(om: OnchainMarket, symbol: string, role: 'collateral' | 'borrow'): void {
+    const want = role === 'collateral' ? om.collateral.symbol : om.loan.symbol;
+    if (symbol !== want) {
+      throw new ApiError('validation_failed', `on this chain the lending market (${om.c.market.name}) takes ${om.collateral.symbol} as collateral and lends ${om.loan.symbol}${symbol === 'ETH' ? ': ETH collateral is posted as WETH' : ''}`, { field: 'asset', market_address: om.c.morpho });
+    }
+  }
+  const wadRatio = (wad: bigint) => Number(wad / 10n ** 10n) / 1e8;
+  const wadToBps = (wad: bigint) => Number((wad * 10_000n + 10n ** 18n - 1n) / 10n ** 18n);
+  function lendingDetails(om: OnchainMarket, action: OnchainLendingDetails['onchain_lending']['action'], assets: bigint, extra: { shares?: bigint; maxAssets?: bigint } = {}): OnchainLendingDetails {
+    return {
+      onchain_lending: {
+        router: om.c.router,
+        morpho: om.c.morpho,
+        market_id: om.c.market.id,
+        params: om.c.market.params,
+        action,
+        assets: assets.toString(),
+        ...(extra.shares !== undefined ? { shares: extra.shares.toString() } : {}),
+        ...(extra.maxAssets !== undefined ? { max_assets: extra.maxAssets.toString() } : {}),
+      },
+    };
+  }
+  /** The position after borrowing `assets` (Morpho's borrow: shares rounded up, then toAssetsUp on the new totals). */
+  function afterBorrow(p: LendingPosition, assets: bigint): LendingPosition {
+    const shares = toSharesUp(assets, p.totalBorrowAssets, p.totalBorrowShares);
+    const totalBorrowAssets = p.totalBorrowAssets + assets;
+    const totalBorrowShares = p.totalBorrowShares + shares;
+    const borrowShares = p.borrowShares + shares;
+    return { ...p, borrowShares, totalBorrowAssets, totalBorrowShares, borrowed: toAssetsUp(borrowShares, totalBorrowAssets, totalBorrowShares) };
+  }
+  /** Refuses (ltv_too_high) a position Morpho would find unhealthy, or above max_ltv_after, before anything is submitted. */
+  function checkOnchain(p: LendingPosition, maxAfterBps: bigint | null, what: string): { ltvBps: number; ltv: number } {
+    const d = accountData(p);
+    const ltvBps = p.borrowed === 0n ? 0 : d.collateralValue === 0n ? 10_000 : wadToBps(d.ltvWad);
+    const ltv = p.borrowed === 0n ? 0 : wadRatio(d.ltvWad);
+    const unhealthy = d.maxBorrow < p.borrowed;
+    if (unhealthy || (maxAfterBps !== null && p.borrowed > 0n && d.ltvWad * 10_000n > maxAfterBps * 10n ** 18n)) {
+      const limit = unhealthy ? wadRatio(p.lltv) : ratio(maxAfterBps!);
+      throw new ApiError('ltv_too_high', `${what} would take the LTV to ${(ltv * 100).toFixed(2)} %, above the ${unhealthy ? "market's liquidation LTV" : 'limit'} of ${(limit * 100).toFixed(2)} %`, {
+        ltv_after: ltv,
+        limit,
+        max_ltv: wadRatio(p.lltv),
+      });
+    }
+    return { ltvBps, ltv };
+  }
+
+  async function onchainSummary(db: Db, om: OnchainMarket, who: OwnerRef): Promise<BorrowSummary> {
+    const p = await position(db, om, who, false);
+    const d = accountData(p);
+    const priceOf = async (symbol: string) => {
+      const row = await findPrice(db, symbol);
+      if (!row) throw new ApiError('price_stale', `no price for ${symbol}`, { asset: symbol });
+      return BigInt(row.usd_e8);
+    };
+    const [collPrice, loanPrice] = await Promise.all([priceOf(om.collateral.symbol), priceOf(om.loan.symbol)]);
+    const collateralUsd = aave.valueUsd(p.collateral, collPrice, om.collateral.decimals, 'down');
+    const debtUsd = aave.valueUsd(p.borrowed, loanPrice, om.loan.decimals, 'up');
+    const room = d.maxBorrow > p.borrowed ? d.maxBorrow - p.borrowed : 0n;
+    const lltv = wadRatio(p.lltv);
+    // The collateral price (USD) at which Morpho's maxBorrow falls to the debt.
+    const liquidationPrice = p.collateral > 0n && p.borrowed > 0n ? mulDiv(debtUsd * 10n ** BigInt(om.collateral.decimals), 10n ** 18n, p.collateral * p.lltv, 'up') : null;
+    const debtRow = await repo.findMarketByAsset(db, om.loan.symbol);
+    return {
+      collateral_value_usd: usd(collateralUsd),
+      debt_usd: usd(debtUsd),
+      ltv: p.borrowed === 0n ? 0 : wadRatio(d.ltvWad),
+      max_ltv: lltv,
+      liquidation_threshold: lltv,
+      health_factor: d.healthFactorWad === null ? null : wadRatio(d.healthFactorWad),
+      available_to_borrow_usd: usd(aave.valueUsd(room, loanPrice, om.loan.decimals, 'down')),
+      liquidation_price_usd: liquidationPrice === null ? null : usd(liquidationPrice),
+      debts: p.borrowShares === 0n ? [] : [{ asset_symbol: om.loan.symbol, amount: formatAmount(p.borrowed, om.loan.decimals), amount_usd: usd(debtUsd), borrow_apr: debtRow ? ratio(debtRow.borrow_apr_bps) : 0 }],
+      collateral: p.collateral === 0n ? [] : [{ asset_symbol: om.collateral.symbol, amount: formatAmount(p.collateral, om.collateral.decimals), amount_usd: usd(collateralUsd), price_usd: usd(collPrice), max_ltv: lltv, liquidation_threshold: lltv, market_address: om.c.morpho }],
+      onchain: {
+        market_address: om.c.morpho,
+        market_id: om.c.market.id,
+        collateral_asset: om.collateral.symbol,
+        loan_asset: om.loan.symbol,
+        collateral_units: p.collateral.toString(),
+        borrow_shares: p.borrowShares.toString(),
+        borrowed_units: p.borrowed.toString(),
+        oracle_price: p.price.toString(),
+        lltv_wad: p.lltv.toString(),
+        ltv_wad: d.ltvWad.toString(),
+        health_factor_wad: d.healthFactorWad === null ? null : d.healthFactorWad.toString(),
+      },
+    };
+  }
+
+  /** Settled by the worker on chain: the operation records the market call; its settler books what Morpho's events say. */
+  async function createOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, input: { type: string; resourceType: 'collateral' | 'debt'; resourceId: string; asset: AssetRow; amount: bigint; details: OnchainLendingDetails; holds?: { asset: string; amount: bigint }[]; ltvBps?: number; extra?: Record<string, unknown>; humanMessage: string; idempotencyKey: string | null }): Promise<WriteResponse> {
+    const { operation } = await operations.create(trx, {
+      principal: who,
+      type: input.type,
+      resource: { type: input.resourceType, id: input.resourceId },
+      asset: input.asset.symbol,
+      amount: input.amount,
+      policy: { protocol: 'morpho', ...(input.ltvBps !== undefined ? { ltvBps: input.ltvBps } : {}) },
+      toAddress: om.c.morpho,
+      ...(input.holds ? { holds: input.holds } : {}),
+      details: { ...input.extra, market_address: om.c.morpho, ...input.details },
+      eventData: { market_address: om.c.morpho, ...input.extra },
+      humanMessage: input.humanMessage,
+      idempotencyKey: input.idempotencyKey,
+    });
+    return operations.writeResponse(operation);
+  }
+
+  const onchainPool = (om: OnchainMarket) => ({ kind: 'external' as const, name: `borrow:morpho:${om.loan.symbol}` });
+  const onchainCollateral = { kind: 'external' as const, name: 'collateral:morpho' };
+  function noConversion(source: string | undefined, symbol: string): void {
+    if (source !== undefined && source !== symbol) throw new ApiError('validation_failed', `on chain the market is paid in ${symbol} itself: convert first`, { field: 'source_asset' });
+  }
+
+  /** Repays `assets` (or every borrow share when `all`) from the wallet's loan-asset balance; the hold covers at most `maxAssets`. */
+  async function repayOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, p: LendingPosition, requested: bigint | 'all', type: 'debt.repay' | 'debt.deleverage', m: MarketRow, extra: Record<string, unknown>, humanMessage: (units: bigint) => string, idempotencyKey: string | null): Promise<WriteResponse> {
+    if (p.borrowShares === 0n) throw new ApiError('invalid_state_transition', `there is no ${om.loan.symbol} debt to repay`, { asset: om.loan.symbol });
+    const all = requested === 'all' || requested >= p.borrowed;
+    const { available } = await ledger.balance(trx, who.walletId, om.loan.symbol);
+    // By shares, Morpho takes toAssetsUp(shares) at the accrued totals: a margin for the interest until it is mined; the rest returns.
+    const expected = all ? p.borrowed : (requested as bigint);
+    let maxAssets = all ? expected + expected / 1000n + 1n : expected;
+    if (all && maxAssets > available && available >= expected) maxAssets = available;
+    if (available < maxAssets) throw new ApiError('insufficient_funds', `repaying needs ${formatAmount(maxAssets, om.loan.decimals)} ${om.loan.symbol}; the wallet holds ${formatAmount(available, om.loan.decimals)}`, { asset: om.loan.symbol });
+    const details = all ? lendingDetails(om, 'repay', 0n, { shares: p.borrowShares, maxAssets }) : lendingDetails(om, 'repay', expected, { maxAssets });
+    return createOnchain(trx, who, om, { type, resourceType: 'debt', resourceId: m.id, asset: om.loan, amount: expected, details, holds: [{ asset: om.loan.symbol, amount: maxAssets }], extra: { ...extra, repaid_all: all }, humanMessage: humanMessage(expected), idempotencyKey });
+  }
+
   const service: BorrowService = {
     async summary(db, who) {
+      const om = await onchainMarket(db);
+      if (om) return onchainSummary(db, om, who);
       const s = await snapshot(db, who, false);
       const cols = collateralInputs(s);
       const data = aave.calculateAccountData(cols, debtInputs(s));
@@ -262,6 +450,11 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
     },
 
     async totalsUsd(db, who) {
+      const om = await onchainMarket(db);
+      if (om) {
+        const sum = await onchainSummary(db, om, who);
+        return { collateralUsd: parseAmount(sum.collateral_value_usd, USD_DECIMALS), debtUsd: parseAmount(sum.debt_usd, USD_DECIMALS) };
+      }
       const s = await snapshot(db, who, false);
       const data = aave.calculateAccountData(collateralInputs(s), debtInputs(s));
       return { collateralUsd: data.totalCollateralUsd, debtUsd: data.totalDebtUsd };
@@ -279,6 +472,15 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
       return withTransaction(db, async (trx) => {
         await lockAccount(trx, who);
         const asset = await ledger.requireAsset(trx, body.asset);
+        const om = await onchainMarket(trx);
+        if (om) {
+          onchainAsset(om, asset.symbol, 'borrow');
+          const m = await market(trx, asset.symbol, 'borrow', false);
+          const amount = (await resolveAmount(trx, asset, body)) as bigint;
+          const what = `borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`;
+          const { ltvBps, ltv } = checkOnchain(afterBorrow(await position(trx, om, who), amount), ratioBps(body.max_ltv_after, 'max_ltv_after'), what);
+          return createOnchain(trx, who, om, { type: 'debt.borrow', resourceType: 'debt', resourceId: m.id, asset, amount, details: lendingDetails(om, 'borrow', amount), holds: [], ltvBps, extra: { ltv_after: ltv }, humanMessage: `Borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol} on Morpho Blue (${om.c.market.name})`, idempotencyKey });
+        }
         const m = await market(trx, asset.symbol, 'borrow', true);
         const amount = (await resolveAmount(trx, asset, body)) as bigint;
         const maxAfter = ratioBps(body.max_ltv_after, 'max_ltv_after');
@@ -311,6 +513,14 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
       return withTransaction(db, async (trx) => {
         await lockAccount(trx, who);
         const asset = await ledger.requireAsset(trx, body.asset);
+        const om = await onchainMarket(trx);
+        if (om) {
+          onchainAsset(om, asset.symbol, 'borrow');
+          noConversion(body.source_asset, asset.symbol);
+          const m = await market(trx, asset.symbol, 'borrow', false);
+          const requested = await resolveAmount(trx, asset, body, { name: 'repay_all', value: body.repay_all });
+          return repayOnchain(trx, who, om, await position(trx, om, who), requested, 'debt.repay', m, { source_asset: asset.symbol }, (units) => `Repaying ${formatAmount(units, asset.decimals)} ${asset.symbol} on Morpho Blue`, idempotencyKey);
+        }
         const m = await market(trx, asset.symbol, 'borrow', true);
         const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : asset;
         if (source.symbol !== asset.symbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `repaying ${asset.symbol} with ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
@@ -346,6 +556,14 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
       return withTransaction(db, async (trx) => {
         await lockAccount(trx, who);
         const asset = await ledger.requireAsset(trx, body.asset);
+        const om = await onchainMarket(trx);
+        if (om) {
+          onchainAsset(om, asset.symbol, 'collateral');
+          noConversion(body.source_asset, asset.symbol);
+          const m = await market(trx, asset.symbol, 'collateral', false);
+          const amount = (await resolveAmount(trx, asset, body)) as bigint;
+          return createOnchain(trx, who, om, { type: 'collateral.add', resourceType: 'collateral', resourceId: m.id, asset, amount, details: lendingDetails(om, 'supply_collateral', amount), extra: { source_asset: asset.symbol }, humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral on Morpho Blue`, idempotencyKey });
+        }
         const m = await market(trx, asset.symbol, 'collateral', false);
         const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : asset;
         if (source.symbol !== asset.symbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
@@ -373,6 +591,17 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
       return withTransaction(db, async (trx) => {
         await lockAccount(trx, who);
         const asset = await ledger.requireAsset(trx, body.asset);
+        const om = await onchainMarket(trx);
+        if (om) {
+          onchainAsset(om, asset.symbol, 'collateral');
+          const m = await market(trx, asset.symbol, 'collateral', false);
+          const requested = await resolveAmount(trx, asset, body, { name: 'remove_all', value: body.remove_all });
+          const p = await position(trx, om, who);
+          const amount = requested === 'all' ? p.collateral : requested;
+          if (amount <= 0n || amount > p.collateral) throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is ${formatAmount(p.collateral, asset.decimals)}`, { asset: asset.symbol, collateral: formatAmount(p.collateral, asset.decimals) });
+          const { ltvBps, ltv } = checkOnchain({ ...p, collateral: p.collateral - amount }, ratioBps(body.max_ltv_after, 'max_ltv_after'), `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
+          return createOnchain(trx, who, om, { type: 'collateral.remove', resourceType: 'collateral', resourceId: m.id, asset, amount, details: lendingDetails(om, 'withdraw_collateral', amount), holds: [], ltvBps, extra: { ltv_after: ltv }, humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral from Morpho Blue`, idempotencyKey });
+        }
         const m = await market(trx, asset.symbol, 'collateral', false);
         const requested = await resolveAmount(trx, asset, body, { name: 'remove_all', value: body.remove_all });
         const maxAfter = ratioBps(body.max_ltv_after, 'max_ltv_after');
@@ -410,6 +639,39 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
         await lockAccount(trx, who);
         const target = ratioBps(body.target_ltv, 'target_ltv')!;
         const maxRepayUsd = body.max_repay_amount_usd === undefined ? null : parseUsd(body.max_repay_amount_usd, 'max_repay_amount_usd');
+        const om = await onchainMarket(trx);
+        if (om) {
+          // On chain: repaid from the wallet's loan asset (no collateral sale), to Morpho's own LTV.
+          noConversion(body.source_asset, om.loan.symbol);
+          const m = await market(trx, om.loan.symbol, 'borrow', false);
+          const p = await position(trx, om, who);
+          const start = accountData(p);
+          if (p.borrowShares === 0n) throw new ApiError('invalid_state_transition', 'there is no debt to deleverage');
+          const within = (wad: bigint) => wad * 10_000n <= target * 10n ** 18n;
+          if (within(start.ltvWad)) throw new ApiError('invalid_state_transition', 'the LTV is already at or below the target', { ltv: wadRatio(start.ltvWad), target_ltv: ratio(target) });
+          // Debt allowed at the target (rounded down), then whole units until Morpho's rounding reaches it.
+          const allowed = (start.collateralValue * target) / 10_000n;
+          let units = p.borrowed > allowed ? p.borrowed - allowed : 0n;
+          const borrowedAfter = (u: bigint) => {
+            const shares = u >= p.borrowed ? p.borrowShares : p.borrowShares - ((u * (p.totalBorrowShares + 1_000_000n)) / (p.totalBorrowAssets + 1n));
+            return toAssetsUp(shares, p.totalBorrowAssets - u, p.totalBorrowShares - (p.borrowShares - shares));
+          };
+          for (let step = 0; units < p.borrowed && step < 1000 && !within(accountData({ ...p, borrowed: borrowedAfter(units) }).ltvWad); step += 1) units += 1n;
+          const { available } = await ledger.balance(trx, who.walletId, om.loan.symbol);
+          let cap = available;
+          if (maxRepayUsd !== null) {
+            const loanPrice = (await ledger.price(trx, om.loan.symbol)).usdE8;
+            const byUsd = aave.amountForUsd(maxRepayUsd, loanPrice, om.loan.decimals, 'down');
+            if (byUsd < cap) cap = byUsd;
+          }
+          const repay = units > cap ? cap : units;
+          const end = accountData({ ...p, borrowed: borrowedAfter(repay) });
+          if (repay === 0n || (!within(end.ltvWad) && body.allow_partial !== true)) {
+            throw new ApiError('ltv_target_unreachable', `the LTV cannot reach ${(Number(target) / 100).toFixed(2)} % with the funds and limits given`, { target_ltv: ratio(target), ltv: wadRatio(start.ltvWad), reachable_ltv: wadRatio(end.ltvWad) });
+          }
+          const extra = { target_ltv: ratio(target), ltv_before: wadRatio(start.ltvWad), ltv_after: wadRatio(end.ltvWad), source_asset: om.loan.symbol, collateral_sold: [] };
+          return repayOnchain(trx, who, om, p, repay >= p.borrowed ? 'all' : repay, 'debt.deleverage', m, extra, (u) => `Deleveraging to ${(wadRatio(end.ltvWad) * 100).toFixed(2)} % LTV by repaying ${formatAmount(u, om.loan.decimals)} ${om.loan.symbol} on Morpho Blue`, idempotencyKey);
+        }
         const s = await snapshot(trx, who, true);
         const start = aave.calculateAccountData(collateralInputs(s), debtInputs(s));
         if (start.totalDebtUsd === 0n) throw new ApiError('invalid_state_transition', 'there is no debt to deleverage');
@@ -567,5 +829,59 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
       return { market_id: m.id, asset: m.asset_symbol, protocol: m.protocol_id, ltv_bps: m.ltv_bps, liquidation_threshold_bps: m.liquidation_threshold_bps, borrow_apr_bps: m.borrow_apr_bps, collateral_enabled: m.collateral_enabled, borrow_enabled: m.borrow_enabled };
     },
   };
+  // --- on-chain settlement: the ledger follows Morpho's own events ---
+  interface LendingEvent {
+    event: string;
+    assets: string;
+    shares: string;
+  }
+  const lendingEvent = (details: Record<string, unknown>, event: string) => {
+    const e = ((details.lending_events ?? []) as LendingEvent[]).find((x) => x.event === event);
+    if (!e) throw new Error(`no ${event} event of the market in the receipt`);
+    return { assets: BigInt(e.assets), shares: BigInt(e.shares) };
+  };
+  const releaseHolds = async (trx: Knex.Transaction, op: OperationRow) => {
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.release(trx, hold.id);
+  };
+  async function settledMarket(trx: Knex.Transaction): Promise<OnchainMarket> {
+    const om = await onchainMarket(trx);
+    if (!om) throw new Error('the lending market is not configured on this chain');
+    return om;
+  }
+  const who = (op: OperationRow) => ({ wallet_id: op.wallet_id, agent_id: op.agent_id, at: clock.now() });
+  operations.registerChainSettler('collateral.add', async (trx, op, tracked) => {
+    await repo.lockWallet(trx, op.wallet_id);
+    const e = lendingEvent(tracked, 'SupplyCollateral');
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, onchainCollateral, 'collateral.add');
+    await repo.addCollateral(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: e.assets });
+    return { ok: true, details: tracked };
+  });
+  operations.registerChainSettler('collateral.remove', async (trx, op, tracked) => {
+    await repo.lockWallet(trx, op.wallet_id);
+    const e = lendingEvent(tracked, 'WithdrawCollateral');
+    await repo.addCollateral(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: -e.assets });
+    await ledger.post(trx, { operationId: op.id, entryType: 'collateral.remove', postings: [{ account: onchainCollateral, asset: op.asset_symbol!, amount: -e.assets }, { account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: e.assets }] });
+    return { ok: true, details: tracked };
+  });
+  operations.registerChainSettler('debt.borrow', async (trx, op, tracked) => {
+    const om = await settledMarket(trx);
+    await repo.lockWallet(trx, op.wallet_id);
+    const e = lendingEvent(tracked, 'Borrow');
+    // The debt row holds Morpho borrow shares (reconcile compares them with the chain's).
+    await repo.addScaledDebt(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: e.shares });
+    await ledger.post(trx, { operationId: op.id, entryType: 'debt.borrow', postings: [{ account: onchainPool(om), asset: op.asset_symbol!, amount: -e.assets }, { account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: e.assets }] });
+    return { ok: true, details: { ...tracked, borrow_shares: e.shares.toString() } };
+  });
+  const settleRepay = (entryType: string) => async (trx: Knex.Transaction, op: OperationRow, tracked: Record<string, unknown>) => {
+    const om = await settledMarket(trx);
+    await repo.lockWallet(trx, op.wallet_id);
+    const e = lendingEvent(tracked, 'Repay');
+    await releaseHolds(trx, op);
+    await repo.addScaledDebt(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: -e.shares });
+    await ledger.post(trx, { operationId: op.id, entryType, postings: [{ account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: -e.assets }, { account: onchainPool(om), asset: op.asset_symbol!, amount: e.assets }] });
+    return { ok: true as const, details: { ...tracked, repaid: e.assets.toString(), repaid_shares: e.shares.toString() } };
+  };
+  operations.registerChainSettler('debt.repay', settleRepay('debt.repay'));
+  operations.registerChainSettler('debt.deleverage', settleRepay('debt.deleverage'));
   return service;
 }

@@ -2,6 +2,7 @@
 // settler joins the operation service's settlement loop) and borrow markets, whose values join
 // the account summary.
 import type { Dex } from '../chain/dex.js';
+import type { LendingVenue } from '../chain/lending.js';
 import type { EarnVenue } from '../chain/vaults.js';
 import type { Clock } from '../lib/clock.js';
 import { createBorrowService, type BorrowService } from './borrow.service.js';
@@ -15,12 +16,12 @@ export interface DefiArea {
   borrow: BorrowService;
 }
 
-export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account'>; dex?: Dex | null; venue?: EarnVenue | null }): DefiArea {
+export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account'>; dex?: Dex | null; venue?: EarnVenue | null; lending?: LendingVenue | null }): DefiArea {
   const { clock } = deps;
   const { ledger, policy, operations } = deps.ledger;
   const earn = createEarnService({ clock, ledger, operations, policy, venue: deps.venue });
   const conversions = createConversionService({ clock, ledger, operations, policy, earn, dex: deps.dex });
-  const borrow = createBorrowService({ clock, ledger, operations, policy });
+  const borrow = createBorrowService({ clock, ledger, operations, policy, lending: deps.lending });
   deps.ledger.account.registerHoldings(async (db, who) => ({ earnUsd: await earn.valueUsd(db, who), ...(await borrow.totalsUsd(db, who)) }));
   return { earn, conversions, borrow };
 }

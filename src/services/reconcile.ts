@@ -4,13 +4,16 @@
 // authorizations already used by a seller while their operation is open).
 // Anything else is drift: a transfer straight from the wallet's key, a deposit not yet credited, a bug.
 // Earn positions in on-chain ERC-4626 vaults are reconciled too: the wallet's shares (`balanceOf`) against the
-// position's shares in the ledger (drift rows with asset `shares:<vault address>`).
+// position's shares in the ledger (drift rows with asset `shares:<vault address>`), and so is the Morpho Blue
+// position: the wallet's borrow shares and collateral on chain against the ledger's debt and collateral rows (drift
+// rows with asset `borrow_shares:<morpho>`, in raw shares, and `collateral:<morpho>`, in the collateral asset).
 import { getAddress, parseTransaction, type Hex } from 'viem';
 import type { Db } from '../db/knex.js';
 import * as repo from '../db/repositories/deposit.repository.js';
 import { listAssets, type AssetRow } from '../db/repositories/ledger.repository.js';
 import { listOpenOperationsOnChain } from '../db/repositories/operation.repository.js';
 import { findVault, listAllPositions } from '../db/repositories/vault.repository.js';
+import { listCollateral, listDebts } from '../db/repositories/market.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount } from '../lib/money.js';
@@ -112,6 +115,36 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
     return out;
   }
 
+  /** The Morpho Blue position: borrow shares and collateral on chain against the ledger's debt and collateral rows. */
+  async function lendingDrift(w: { agent_id: string; wallet_id: string; address: string }, assets: AssetRow[]): Promise<Drift[]> {
+    const c = await chain.lending!.contracts(db);
+    if (!c) return [];
+    const loan = assets.find((a) => a.contract_address?.toLowerCase() === c.market.params.loanToken.toLowerCase());
+    const coll = assets.find((a) => a.contract_address?.toLowerCase() === c.market.params.collateralToken.toLowerCase());
+    if (!loan || !coll) return [];
+    const p = await chain.lending!.position(c, getAddress(w.address));
+    const debtRow = (await listDebts(db, w.wallet_id)).find((d) => d.asset_symbol === loan.symbol);
+    const collRow = (await listCollateral(db, w.wallet_id)).find((r) => r.asset_symbol === coll.symbol);
+    const out: Drift[] = [];
+    const row = (asset: string, onchain: bigint, ledger: bigint, decimals: number): Drift => ({
+      agent_id: w.agent_id,
+      wallet_id: w.wallet_id,
+      address: w.address,
+      asset,
+      onchain: formatAmount(onchain, decimals),
+      ledger: formatAmount(ledger, decimals),
+      outgoing_unsettled: '0',
+      expected_onchain: formatAmount(ledger, decimals),
+      difference: signed(onchain - ledger, decimals),
+      difference_units: (onchain - ledger).toString(),
+    });
+    const ledgerShares = BigInt(debtRow?.scaled_amount ?? 0);
+    if (p.borrowShares !== ledgerShares) out.push(row(`borrow_shares:${getAddress(c.morpho)}`, p.borrowShares, ledgerShares, 0));
+    const ledgerCollateral = BigInt(collRow?.amount ?? 0);
+    if (p.collateral !== ledgerCollateral) out.push(row(`collateral:${getAddress(c.morpho)}`, p.collateral, ledgerCollateral, coll.decimals));
+    return out;
+  }
+
   return {
     async run(opts = {}) {
       const assets = await chainAssets();
@@ -140,6 +173,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
           });
         }
         if (chain.earn) drift.push(...(await shareDrift(w, assets)));
+        if (chain.lending) drift.push(...(await lendingDrift(w, assets)));
       }
       return { chain_id: chain.chainId, checked_at: clock.now().toISOString(), wallets_checked: wallets.length, assets: assets.map((a) => a.symbol), drift_count: drift.length, drift };
     },

@@ -2,7 +2,7 @@
 import type { Db, Knex } from '../knex.js';
 
 export type ChainTxStatus = 'signed' | 'broadcast' | 'mined' | 'replaced' | 'dropped';
-export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault';
+export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault' | 'lending';
 
 export interface ChainTxRow {
   id: string;
@@ -122,7 +122,7 @@ export async function takePermitNonce(db: Db, chainId: number, token: string, ow
   const key = { chain_id: chainId, address: `permit:${token}:${owner}`.toLowerCase() };
   await db('chain_nonces').insert({ ...key, next_nonce: onchain, updated_at: at }).onConflict(['chain_id', 'address']).ignore();
   await db('chain_nonces').where(key).forUpdate().first();
-  const open = await db('chain_transactions').where({ chain_id: chainId, token_address: token.toLowerCase(), transfer_to: owner.toLowerCase() }).whereIn('kind', ['swap', 'vault']).whereIn('status', ['signed', 'broadcast']).first('id');
+  const open = await db('chain_transactions').where({ chain_id: chainId, token_address: token.toLowerCase(), transfer_to: owner.toLowerCase() }).whereIn('kind', ['swap', 'vault', 'lending']).whereIn('status', ['signed', 'broadcast']).first('id');
   const [row] = await db('chain_nonces')
     .where(key)
     .update({ next_nonce: open ? db.raw('greatest(next_nonce, ?) + 1', [onchain.toString()]) : (onchain + 1n).toString(), updated_at: at })
