@@ -1,0 +1,105 @@
+// Earn rewards on chain (issue 16): "rewards claim pays from a rewards distributor contract". The ledger accrues a
+// position's rewards per share from the clock; a claim has the relayer credit the wallet's claimable at
+// contracts/RewardsDistributor.sol with exactly that accrual and pay it in one transaction, and the worker credits
+// the ledger with what the distributor's Claimed event paid.
+import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
+import { parseUnits } from 'viem';
+import { rewardsDistributorAbi, type EarnContracts } from '../../src/chain/vaults.js';
+import type { Clock } from '../../src/lib/clock.js';
+import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
+import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
+import { agentctl } from '../helpers/process.js';
+import { testConfigEnv } from '../helpers/server.js';
+
+const PRIME = '6f1d2a10-0000-4000-8000-000000000001';
+const YEAR_MS = 365 * 24 * 3600 * 1000;
+
+describe('DeFi on chain: earn rewards paid by the rewards distributor', function () {
+  this.timeout(180_000);
+  let node: AnvilNode;
+  let s: ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> };
+  let earn: EarnContracts;
+  // Real time plus an offset the test moves forward: settlement keeps running while rewards accrue for a year.
+  let offsetMs = 0;
+  const clock: Clock = { now: () => new Date(Date.now() + offsetMs) };
+
+  before(async () => {
+    node = await startAnvil();
+    s = await startChainServer(node, { clock });
+    earn = JSON.parse((await s.db('chain_settings').where({ chain_id: 31337, key: 'earn' }).first()).value) as EarnContracts;
+  });
+  after(async () => {
+    await s?.close();
+    await s?.dropDatabase();
+    await node?.stop();
+  });
+
+  const post = (agent: ChainAgent, path: string, body: Record<string, unknown>) => s.request('POST', `/v1/agent/earn/${path}`, { agent, body, idempotencyKey: randomUUID() });
+  const usdcAvailable = async (agent: ChainAgent) => (await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available;
+
+  it('the bootstrap deploys and funds the distributor, bound to the relayer and paying USDC', async () => {
+    expect(earn.rewards, JSON.stringify(earn)).to.not.equal(undefined);
+    const d = earn.rewards!;
+    expect(d.asset).to.equal('USDC');
+    expect((await node.client.readContract({ address: d.distributor, abi: rewardsDistributorAbi, functionName: 'token' })).toLowerCase()).to.equal(s.token.toLowerCase());
+    expect((await node.client.readContract({ address: d.distributor, abi: rewardsDistributorAbi, functionName: 'relayer' })).toLowerCase()).to.equal(earn.relayer.toLowerCase());
+    expect(await s.usdcBalance(d.distributor) > 0n).to.equal(true);
+  });
+
+  it('deposit, a year of rewards, claim: the distributor pays exactly the ledger’s accrual to the wallet on chain', async () => {
+    const agent = await s.agent({ USDC: '1000' });
+    const distributor = earn.rewards!.distributor;
+    const dep = await post(agent, 'deposit', { asset: 'USDC', vault_id: PRIME, amount: '1000' });
+    expect(dep.status, JSON.stringify(dep.body)).to.equal(200);
+    const [deposited] = await s.settle([dep.body.operation_id]);
+    expect(deposited!.status).to.equal('executed');
+    expect(await s.usdcBalance(agent.address)).to.equal(0n);
+
+    offsetMs += YEAR_MS;
+    const positionId = dep.body.resource.id;
+    const read = await s.request('GET', `/v1/agent/earn/${positionId}`, { agent });
+    const pending = (read.body.position ?? read.body).pending_rewards as { asset_symbol: string; amount: string }[];
+    expect(pending).to.have.length(1);
+    expect(pending[0]!.asset_symbol).to.equal('USDC');
+    const accrued = parseUnits(pending[0]!.amount, 6);
+    // Morpho USDC Prime pays 0.5% a year in rewards: about 5 USDC on 1000 (a year and a few seconds).
+    expect(accrued >= parseUnits('5', 6) && accrued < parseUnits('5.01', 6), String(accrued)).to.equal(true);
+
+    const heldBefore = await s.usdcBalance(distributor);
+    const claim = await post(agent, 'rewards/claim', { protocols: ['morpho'] });
+    expect(claim.status, JSON.stringify(claim.body)).to.equal(200);
+    const opId = claim.body.operation_id as string;
+    // Nothing is credited before the chain pays.
+    expect(await usdcAvailable(agent)).to.equal(0n);
+    const [op] = await s.settle([opId]);
+    expect(op!.status, JSON.stringify(op)).to.equal('executed');
+
+    const claimed = BigInt(op!.amount!);
+    // The claim took the accrual up to the claim's own time: at least what the read showed, a few seconds more at most.
+    expect(claimed >= accrued && claimed - accrued < 100n, `${claimed} vs ${accrued}`).to.equal(true);
+    expect(await s.usdcBalance(agent.address)).to.equal(claimed);
+    expect(heldBefore - (await s.usdcBalance(distributor))).to.equal(claimed);
+    expect(await usdcAvailable(agent)).to.equal(claimed);
+    expect(await node.client.readContract({ address: distributor, abi: rewardsDistributorAbi, functionName: 'claimable', args: [agent.address] })).to.equal(0n);
+
+    const tx = await s.db('chain_transactions').where({ operation_id: opId, status: 'mined' }).first();
+    expect(tx).to.include({ kind: 'rewards', receipt_status: 1 });
+    expect(tx.to_address.toLowerCase()).to.equal(distributor.toLowerCase());
+    const event = await s.db('events').where({ type: 'rewards.claimed', operation_id: opId }).first();
+    expect(event, 'rewards.claimed event').to.not.equal(undefined);
+
+    // The accrual left the position: nothing is pending right after the claim.
+    const after = await s.request('GET', `/v1/agent/earn/${positionId}`, { agent });
+    const left = ((after.body.position ?? after.body).pending_rewards as { amount: string }[])[0]!;
+    expect(parseUnits(left.amount, 6) < 100n, left.amount).to.equal(true);
+  });
+
+  it('agentctl chain reconcile shows zero drift after the claim', async () => {
+    const res = await agentctl(testConfigEnv(chainEnv(node, s.databaseUrl)), ['chain', 'reconcile']);
+    expect(res.code, res.stderr).to.equal(0);
+    const report = JSON.parse(res.stdout);
+    expect(report.wallets_checked).to.be.greaterThan(0);
+    expect(report.drift).to.deep.equal([]);
+  });
+});
