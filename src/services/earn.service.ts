@@ -813,5 +813,16 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
     }
     return { ok: true, details: { ...tracked, amount_paid: paid.toString() } };
   });
+  // A claim the chain did not pay (refused before submission, reverted, timed out): the accrual taken from the
+  // positions at the claim goes back to them, so it can be claimed again.
+  operations.registerFailureHook('earn.rewards_claim', async (trx, op) => {
+    const d = op.details as { claims?: { position_id: string; amount: string }[]; onchain_rewards?: unknown };
+    if (!d.onchain_rewards) return;
+    for (const c of d.claims ?? []) {
+      const p = await repo.lockPosition(trx, op.wallet_id, c.position_id);
+      if (!p) continue;
+      await repo.updatePosition(trx, p.id, { shares: BigInt(p.shares), principal: BigInt(p.principal), reward_checkpoint_ray: BigInt(p.reward_checkpoint_ray), rewards_accrued: BigInt(p.rewards_accrued) + BigInt(c.amount), updated_at: clock.now() });
+    }
+  });
   return service;
 }

@@ -4,7 +4,7 @@
 // the ledger with what the distributor's Claimed event paid.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { parseUnits } from 'viem';
+import { encodeAbiParameters, keccak256, numberToHex, parseUnits, type Address } from 'viem';
 import { rewardsDistributorAbi, type EarnContracts } from '../../src/chain/vaults.js';
 import type { Clock } from '../../src/lib/clock.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
@@ -36,6 +36,12 @@ describe('DeFi on chain: earn rewards paid by the rewards distributor', function
   });
 
   const post = (agent: ChainAgent, path: string, body: Record<string, unknown>) => s.request('POST', `/v1/agent/earn/${path}`, { agent, body, idempotencyKey: randomUUID() });
+  const setTokenBalance = async (token: Address, owner: Address, value: bigint) => {
+    const slot = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [owner, 0n]));
+    const request = node.client.request as unknown as (args: { method: string; params: unknown[] }) => Promise<unknown>;
+    await request({ method: 'anvil_setStorageAt', params: [token, slot, numberToHex(value, { size: 32 })] });
+    expect(await s.usdcBalance(owner)).to.equal(value);
+  };
   const usdcAvailable = async (agent: ChainAgent) => (await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available;
 
   it('the bootstrap deploys and funds the distributor, bound to the relayer and paying USDC', async () => {
@@ -93,6 +99,41 @@ describe('DeFi on chain: earn rewards paid by the rewards distributor', function
     const after = await s.request('GET', `/v1/agent/earn/${positionId}`, { agent });
     const left = ((after.body.position ?? after.body).pending_rewards as { amount: string }[])[0]!;
     expect(parseUnits(left.amount, 6) < 100n, left.amount).to.equal(true);
+  });
+
+  it('a claim the chain does not pay fails and gives the accrual back to the position; the next claim pays it', async () => {
+    const agent = await s.agent({ USDC: '400' });
+    const distributor = earn.rewards!.distributor;
+    const dep = await post(agent, 'deposit', { asset: 'USDC', vault_id: PRIME, amount: '400' });
+    expect(dep.status, JSON.stringify(dep.body)).to.equal(200);
+    expect((await s.settle([dep.body.operation_id]))[0]!.status).to.equal('executed');
+    offsetMs += YEAR_MS;
+    const positionId = dep.body.resource.id as string;
+    const pendingOf = async () => {
+      const res = await s.request('GET', `/v1/agent/earn/${positionId}`, { agent });
+      return parseUnits(((res.body.position ?? res.body).pending_rewards as { amount: string }[])[0]!.amount, 6);
+    };
+    const accrued = await pendingOf();
+    expect(accrued > parseUnits('1.9', 6), String(accrued)).to.equal(true);
+
+    // Empty the distributor (OpenZeppelin ERC20: balances at slot 0): the claim cannot be paid.
+    const held = await s.usdcBalance(distributor);
+    await setTokenBalance(s.token, distributor, 0n);
+    const refused = await post(agent, 'rewards/claim', { protocols: ['morpho'] });
+    expect(refused.status, JSON.stringify(refused.body)).to.equal(200);
+    const [failed] = await s.settle([refused.body.operation_id]);
+    expect(failed!.status).to.equal('execution_failed');
+    expect(await s.usdcBalance(agent.address)).to.equal(0n);
+    expect(await usdcAvailable(agent)).to.equal(0n);
+    expect(await pendingOf() >= BigInt(failed!.amount!)).to.equal(true);
+
+    await setTokenBalance(s.token, distributor, held);
+    const claim = await post(agent, 'rewards/claim', { protocols: ['morpho'] });
+    const [paid] = await s.settle([claim.body.operation_id]);
+    expect(paid!.status).to.equal('executed');
+    expect(BigInt(paid!.amount!) >= BigInt(failed!.amount!)).to.equal(true);
+    expect(await s.usdcBalance(agent.address)).to.equal(BigInt(paid!.amount!));
+    expect(await usdcAvailable(agent)).to.equal(BigInt(paid!.amount!));
   });
 
   it('agentctl chain reconcile shows zero drift after the claim', async () => {
