@@ -51,6 +51,12 @@ describe('DeFi on chain: earn rewards paid by the rewards distributor', function
     expect((await node.client.readContract({ address: d.distributor, abi: rewardsDistributorAbi, functionName: 'token' })).toLowerCase()).to.equal(s.token.toLowerCase());
     expect((await node.client.readContract({ address: d.distributor, abi: rewardsDistributorAbi, functionName: 'relayer' })).toLowerCase()).to.equal(earn.relayer.toLowerCase());
     expect(await s.usdcBalance(d.distributor) > 0n).to.equal(true);
+    // /protocols names it beside Morpho's vaults (Morpho USDC Prime pays USDC rewards); Aave's on-chain vault pays none.
+    const protocols = await s.request('GET', '/v1/agent/protocols?limit=100', { agent: await s.agent() });
+    expect(protocols.status).to.equal(200);
+    const contractsOf = (id: string) => protocols.body.items.find((p: { id: string }) => p.id === id).contracts as { role: string; address: string }[];
+    expect(contractsOf('morpho')).to.deep.include({ role: 'rewards_distributor', address: d.distributor });
+    expect(contractsOf('aave-v3').some((c) => c.role === 'rewards_distributor')).to.equal(false);
   });
 
   it('deposit, a year of rewards, claim: the distributor pays exactly the ledger’s accrual to the wallet on chain', async () => {
