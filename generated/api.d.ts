@@ -2997,10 +2997,10 @@ export interface components {
             kinds: ("earn" | "borrow" | "conversion")[];
             chain: components["schemas"]["Chain"];
             asset_symbols: components["schemas"]["AssetSymbol"][];
-            /** @description The protocol's contracts on the configured chain (a development chain with the DeFi bootstrap): a conversion protocol's factory, router and pools, an earn protocol's ERC-4626 vaults and router, a lending protocol's markets. Absent when the protocol settles in the ledger only. */
+            /** @description The protocol's contracts on the configured chain (a development chain with the DeFi bootstrap): a conversion protocol's factory, router and pools, an earn protocol's ERC-4626 vaults, router and (when its vaults pay rewards) the rewards distributor paying its reward claims, a lending protocol's markets. Absent when the protocol settles in the ledger only. */
             contracts?: {
                 /** @enum {string} */
-                role: "factory" | "router" | "pool" | "vault" | "market";
+                role: "factory" | "router" | "pool" | "vault" | "market" | "rewards_distributor";
                 /** @description The pool's pair (`USDC/WETH`), the vault's name, or the lending market's (`WETH/USDC`, collateral/loan; its address is the lending contract's). */
                 name?: string;
                 address: components["schemas"]["EvmAddress"];

@@ -15,7 +15,7 @@ import { DEV_CHAIN_ID, FAUCET_KEY } from './dev-accounts.js';
 import { setVaultAddress } from '../db/repositories/vault.repository.js';
 import { DEX_PROTOCOL, DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
 import { LENDING_SETTING, deployDevLending, type LendingContracts } from './lending.js';
-import { EARN_SETTING, accrueVault, deployDevVaults, type EarnContracts } from './vaults.js';
+import { EARN_SETTING, accrueVault, deployDevRewards, deployDevVaults, type EarnContracts } from './vaults.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
 import { deployToken, mintToken, usdCoinAbi } from './token.js';
@@ -147,6 +147,11 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       earn = await deployDevVaults(wallet, client, dex.tokens, relayer.address);
       await upsertSetting(trx, chainId, EARN_SETTING, JSON.stringify(earn), deps.clock.now());
       deps.log.info({ router: earn.router, vaults: earn.vaults }, 'development chain: ERC-4626 vaults deployed');
+    } else if (!earn.rewards || earn.relayer !== relayer.address) {
+      // Vaults recorded before the rewards distributor (or for another relayer): add the distributor only.
+      earn = { ...earn, rewards: await deployDevRewards(wallet, client, dex.tokens, relayer.address) };
+      await upsertSetting(trx, chainId, EARN_SETTING, JSON.stringify(earn), deps.clock.now());
+      deps.log.info({ distributor: earn.rewards!.distributor }, 'development chain: rewards distributor deployed');
     }
     for (const [vaultId, address] of Object.entries(earn.vaults)) await setVaultAddress(trx, vaultId, address);
     // Borrow: Morpho Blue, its WETH/USDC market and the BorrowRouter (bound to this relayer).

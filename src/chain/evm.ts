@@ -32,7 +32,7 @@ import { randomNonce } from '../x402/signing.js';
 import { ChainUnavailableError, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
 import { createDex, swapRouterAbi } from './dex.js';
 import { borrowRouterAbi, createLendingVenue, marketTuple, morphoAbi, morphoEventsAbi, type MarketParams } from './lending.js';
-import { createEarnVenue, devVaultAbi, earnRouterAbi } from './vaults.js';
+import { createEarnVenue, devVaultAbi, earnRouterAbi, rewardsDistributorAbi } from './vaults.js';
 import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
 
 /** Gas of a plain ETH transfer to an account without code. */
@@ -63,6 +63,20 @@ export interface OnchainVaultDetails {
     amount: string;
     /** deposit and move: the least shares minted; redeem: the least assets paid. */
     minimum: string;
+  };
+}
+
+/** Gas limit of a rewards claim at the RewardsDistributor (credit + transfer: about 80k). */
+export const REWARDS_GAS = 200_000n;
+
+/** What an earn rewards claim paid by the rewards distributor records in its details (see earn.service.ts). */
+export interface OnchainRewardsDetails {
+  onchain_rewards: {
+    distributor: Address;
+    /** The reward token the distributor pays. */
+    token: Address;
+    /** Reward units: the ledger's accrual, credited on chain and paid in the same transaction. */
+    amount: string;
   };
 }
 
@@ -298,6 +312,30 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
   }
 
   /**
+   * A rewards claim: the relayer credits the wallet's claimable at the distributor with the ledger's accrual and pays
+   * it in one transaction (`creditAndClaim`); nothing of the wallet is signed (the money only comes in). Simulated first.
+   */
+  async function submitRewardsClaim(trx: Knex.Transaction, operationId: string, wallet: Address, details: OnchainRewardsDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
+    const c = details.onchain_rewards;
+    const distributor = getAddress(c.distributor);
+    const amount = BigInt(c.amount);
+    const data = encodeFunctionData({ abi: rewardsDistributorAbi, functionName: 'creditAndClaim', args: [wallet, amount] });
+    const reverted = await node(() => client.call({ to: distributor, data, account: relayer.address })).then(
+      () => null,
+      (err: unknown) => {
+        if (err instanceof ChainUnavailableError) throw err;
+        return String((err as Error).message).split('\n')[0]!;
+      },
+    );
+    if (reverted !== null) return { ok: false, code: 'settlement_failed', message: `the rewards claim would revert: ${reverted}` };
+    const fees = await currentFees();
+    const txNonce = await nextNonce(trx, relayer.address);
+    const tx = { to: distributor, value: 0n, data, nonce: Number(txNonce), gas: REWARDS_GAS, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+    const hash = await record(trx, relayer, tx, { operation_id: operationId, kind: 'rewards', attempt: 0, token_address: c.token.toLowerCase(), transfer_to: wallet.toLowerCase(), transfer_value: amount, authorization_nonce: null, valid_before: null });
+    return { ok: true, hash };
+  }
+
+  /**
    * A Morpho Blue action through the BorrowRouter: a permit of the collateral (supply) or loan token (repay) to the
    * router, or the wallet's Morpho authorization of the router (borrow, withdraw). Simulated first: a call Morpho
    * would refuse (unhealthy, no liquidity) is refused here, before anything is recorded.
@@ -394,6 +432,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     settlesOnChain(op, asset) {
       if (op.type.startsWith('collateral.') || op.type.startsWith('debt.')) return Boolean((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending);
       if (op.type === 'conversion') return Boolean((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route);
+      if (op.type === 'earn.rewards_claim') return Boolean((op.details as Partial<OnchainRewardsDetails> | null)?.onchain_rewards);
       if (op.type.startsWith('earn.')) return Boolean((op.details as Partial<OnchainVaultDetails> | null)?.onchain_vault);
       if (!asset || !CHAIN_SETTLED_TYPES.has(op.type)) return false;
       const deliverAs = (op.details as { deliver_as?: string } | null)?.deliver_as;
@@ -413,7 +452,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       const to = getAddress(op.to_address!);
       const fees = await currentFees();
       let hash: Hex;
-      if ((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending) {
+      if ((op.details as Partial<OnchainRewardsDetails> | null)?.onchain_rewards) {
+        const call = await submitRewardsClaim(trx, op.id, account.address, op.details as unknown as OnchainRewardsDetails);
+        if (!call.ok) return call;
+        hash = call.hash;
+      } else if ((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending) {
         const call = await submitLendingCall(trx, op.id, account, op.details as unknown as OnchainLendingDetails);
         if (!call.ok) return call;
         hash = call.hash;
@@ -453,7 +496,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         const receipt = await receiptOf(row.tx_hash);
         if (!receipt) continue;
         if (head - receipt.blockNumber + 1n < confirmations) return { state: 'pending' };
-        const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'vault' || row.kind === 'lending' ? null : row.token_address);
+        const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'vault' || row.kind === 'lending' || row.kind === 'rewards' ? null : row.token_address);
         await repo.markChainTxMined(trx, row, { block_number: receipt.blockNumber, block_hash: receipt.blockHash, receipt_status: receipt.status === 'success' ? 1 : 0, gas_used: receipt.gasUsed, effective_gas_price: receipt.effectiveGasPrice, log_index: logIndex }, clock.now());
         const feeUnits = row.from_address.toLowerCase() === relayer.address.toLowerCase() ? 0n : receipt.gasUsed * receipt.effectiveGasPrice;
         if (row.kind === 'cancel') {
@@ -467,6 +510,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
           // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
           const events = parseEventLogs({ abi: devVaultAbi, logs: receipt.logs }).filter((e) => e.eventName === 'Deposit' || e.eventName === 'Withdraw');
           extra.vault_events = events.map((e) => ({ event: e.eventName, vault: getAddress(e.address), assets: e.args.assets.toString(), shares: e.args.shares.toString() }));
+        }
+        if (row.kind === 'rewards') {
+          // The distributor's own Claimed events: what it paid, to whom.
+          const events = parseEventLogs({ abi: rewardsDistributorAbi, eventName: 'Claimed', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) });
+          extra.rewards_events = events.map((e) => ({ account: getAddress(e.args.account), amount: e.args.amount.toString() }));
         }
         if (row.kind === 'lending') {
           // Morpho's own events: what was supplied, withdrawn, borrowed or repaid (assets and shares), for whom.

@@ -5,12 +5,13 @@
 import { getAddress, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
 import { devVaultAbi, devVaultBytecode } from '../../contracts/artifacts/DevVault.js';
 import { earnRouterAbi, earnRouterBytecode } from '../../contracts/artifacts/EarnRouter.js';
+import { rewardsDistributorAbi, rewardsDistributorBytecode } from '../../contracts/artifacts/RewardsDistributor.js';
 import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
 import type { Address, Hex } from './port.js';
 import { deployContract, mintToken } from './token.js';
 
-export { devVaultAbi, earnRouterAbi };
+export { devVaultAbi, earnRouterAbi, rewardsDistributorAbi };
 
 /** The chain_settings key holding the deployed vaults (JSON). */
 export const EARN_SETTING = 'earn';
@@ -21,6 +22,8 @@ export interface EarnContracts {
   router: Address;
   /** On-chain vault address by the ledger's vault id. */
   vaults: Record<string, Address>;
+  /** contracts/RewardsDistributor.sol: pays the rewards of positions in these vaults (absent on older bootstraps). */
+  rewards?: { distributor: Address; asset: string; token: Address };
 }
 
 export interface EarnVenue {
@@ -28,6 +31,8 @@ export interface EarnVenue {
   /** Whether the vault at `address` is one of this chain's ERC-4626 vaults. */
   isOnchain(db: Db, address: string): Promise<boolean>;
   router(db: Db): Promise<Address | null>;
+  /** The rewards distributor and the asset it pays, if deployed. */
+  rewards(db: Db): Promise<EarnContracts['rewards'] | null>;
   sharesOf(vault: Address, owner: Address): Promise<bigint>;
   totalAssets(vault: Address): Promise<bigint>;
   convertToAssets(vault: Address, shares: bigint): Promise<bigint>;
@@ -55,6 +60,7 @@ export function createEarnVenue(deps: { client: PublicClient; chainId: number })
       return c !== null && Object.values(c.vaults).some((a) => a.toLowerCase() === address.toLowerCase());
     },
     router: async (db) => (await venue.contracts(db))?.router ?? null,
+    rewards: async (db) => (await venue.contracts(db))?.rewards ?? null,
     sharesOf: (vault, owner) => read(vault, 'balanceOf', [owner]),
     totalAssets: (vault) => read(vault, 'totalAssets', []),
     convertToAssets: (vault, shares) => read(vault, 'convertToAssets', [shares]),
@@ -80,8 +86,18 @@ export async function deployDevVaults(wallet: Wallet, client: PublicClient, toke
   for (const v of DEV_VAULTS) {
     vaults[v.vaultId] = await deployContract(wallet, client, { abi: devVaultAbi, bytecode: devVaultBytecode, args: [tokens[v.asset]!, v.name, v.symbol, v.decimalsOffset], account: wallet.account, chain: wallet.chain });
   }
-  return { relayer, router, vaults };
+  return { relayer, router, vaults, rewards: await deployDevRewards(wallet, client, tokens, relayer) };
 }
+
+/** Development chain only: the rewards distributor paying USDC (the seeded vaults' reward asset), funded by the faucet. */
+export async function deployDevRewards(wallet: Wallet, client: PublicClient, tokens: Record<string, Address>, relayer: Address): Promise<NonNullable<EarnContracts['rewards']>> {
+  const distributor = await deployContract(wallet, client, { abi: rewardsDistributorAbi, bytecode: rewardsDistributorBytecode, args: [tokens.USDC!, relayer], account: wallet.account, chain: wallet.chain });
+  await mintToken(wallet, client, tokens.USDC!, distributor, DEV_REWARDS_FUNDING);
+  return { distributor, asset: 'USDC', token: tokens.USDC! };
+}
+
+/** What the development bootstrap funds the rewards distributor with: 1,000,000 USDC. */
+export const DEV_REWARDS_FUNDING = 1_000_000_000_000n;
 
 /** `agentctl vault accrue`: the yield source of a development vault, `amount` of its asset minted into it by the faucet. */
 export async function accrueVault(wallet: Wallet, client: PublicClient, vault: Address, units: bigint): Promise<Hex> {

@@ -45,7 +45,7 @@ export function derivedUuid(name: string): string {
 }
 
 /** The contracts of a protocol on the configured chain, by protocol id (null when nothing is deployed). */
-export type ProtocolContracts = (db: Db) => Promise<Map<string, { role: 'factory' | 'router' | 'pool' | 'vault' | 'market'; name?: string; address: string }[]>>;
+export type ProtocolContracts = (db: Db) => Promise<Map<string, { role: 'factory' | 'router' | 'pool' | 'vault' | 'market' | 'rewards_distributor'; name?: string; address: string }[]>>;
 
 export function createAccountService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; protocolContracts?: ProtocolContracts }): AccountService {
   const { clock, ledger, operations } = deps;

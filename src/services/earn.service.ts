@@ -591,6 +591,45 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
         const single = totals.size === 1 ? [...totals.entries()][0]! : null;
         const rewardList = await Promise.all([...totals].map(async ([k, x]) => ({ asset_symbol: k, amount: formatAmount(x, (await assetOf(trx, k)).decimals) })));
         const claimId = newId();
+        // On chain (evm, distributor deployed): rewards of positions in on-chain vaults are paid by the distributor.
+        const distributor = venue && claims.length > 0 ? await venue.rewards(trx) : null;
+        const onchainClaims = distributor ? await Promise.all(claims.map((c) => onchain(trx, c.v))) : [];
+        if (onchainClaims.some((x) => x)) {
+          const d = distributor!;
+          if (onchainClaims.some((x) => !x) || claims.some((c) => c.v.reward_asset_symbol !== d.asset)) {
+            const named = (pick: boolean) => [...new Set(claims.filter((_, i) => onchainClaims[i] === pick).map((c) => c.v.protocol_id))];
+            throw new ApiError('validation_failed', `rewards of on-chain vaults (${named(true).join(', ')}) and of ledger vaults (${named(false).join(', ')}) are claimed separately: name the protocols`, { field: 'protocols' });
+          }
+          const total = single![1];
+          // The ledger's accrual leaves the positions now (so no second claim can take it); the worker credits the
+          // wallet with what the distributor's Claimed event paid, which is this same amount set on chain.
+          const { operation } = await operations.create(trx, {
+            principal: who,
+            type: 'earn.rewards_claim',
+            resource: { type: 'earn_rewards_claim', id: claimId },
+            asset: d.asset,
+            amount: total,
+            holds: [],
+            policy: { protocol: policyProtocol },
+            toAddress: d.distributor,
+            details: {
+              protocols,
+              rewards: { [d.asset]: total.toString() },
+              claims: claims.map((c) => ({ position_id: c.p.id, protocol: c.v.protocol_id, asset: c.v.reward_asset_symbol!, amount: c.rewards.toString() })),
+              onchain_rewards: { distributor: d.distributor, token: d.token, amount: total.toString() },
+            },
+            eventData: { protocols, rewards: rewardList },
+            humanMessage: `Claiming ${rewardList.map((r) => `${r.amount} ${r.asset_symbol}`).join(' and ')} rewards from ${protocols.join(', ')}`,
+            idempotencyKey,
+          });
+          if (operation.status === 'execution_failed') return operations.writeResponse(operation);
+          const now = clock.now();
+          for (const c of claims) {
+            await repo.updatePosition(trx, c.p.id, { shares: BigInt(c.p.shares), principal: BigInt(c.p.principal), reward_checkpoint_ray: c.a.accRewardRay, rewards_accrued: 0n, updated_at: now });
+            await saveVault(trx, c.v, c.a);
+          }
+          return operations.writeResponse(operation);
+        }
         const { operation } = await operations.create(trx, {
           principal: who,
           type: 'earn.rewards_claim',
@@ -689,10 +728,20 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
     if (!e) throw new Error(`no ${event} event of vault ${vault} in the receipt`);
     return { assets: BigInt(e.assets), shares: BigInt(e.shares) };
   };
-  /** Adds (or removes) shares and principal on the wallet's position in `v`; principal leaves in proportion to the shares. */
-  async function shiftPosition(trx: Knex.Transaction, op: OperationRow, v: VaultRow, positionId: string, shares: bigint, assets: bigint): Promise<void> {
+  /**
+   * Adds (or removes) shares and principal on the wallet's position in `v`; principal leaves in proportion to the
+   * shares. Rewards accrue on the ledger as for any vault (per share, from the clock): the position's accrual is
+   * settled at the vault's accumulator before its shares change, and the vault row counts the shares the ledger
+   * booked (`vaultAssets`: the assets that entered (+) or left (-) the vault on chain).
+   */
+  async function shiftPosition(trx: Knex.Transaction, op: OperationRow, v: VaultRow, positionId: string, shares: bigint, assets: bigint, vaultAssets: bigint): Promise<void> {
     const now = clock.now();
-    const p = await repo.ensurePosition(trx, { id: positionId, agent_id: op.agent_id, wallet_id: op.wallet_id, vault_id: v.id, reward_checkpoint_ray: BigInt(v.acc_reward_per_share_ray), at: now });
+    const a = accruedVault((await repo.findVault(trx, v.id))!);
+    const totalShares = a.state.totalShares + shares;
+    const totalAssets = a.state.totalAssets + vaultAssets;
+    await saveVault(trx, v, { ...a, state: { ...a.state, totalShares: totalShares > 0n ? totalShares : 0n, totalAssets: totalAssets > 0n ? totalAssets : 0n } });
+    const p = await repo.ensurePosition(trx, { id: positionId, agent_id: op.agent_id, wallet_id: op.wallet_id, vault_id: v.id, reward_checkpoint_ray: a.accRewardRay, at: now });
+    const { rewards, checkpoint } = settleRewards(p, a.accRewardRay);
     const held = BigInt(p.shares);
     const principal = BigInt(p.principal);
     let next: { shares: bigint; principal: bigint };
@@ -702,7 +751,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
       const principalOut = burned >= held ? principal : mulDiv(principal, burned, held, 'up');
       next = { shares: held > burned ? held - burned : 0n, principal: principal > principalOut ? principal - principalOut : 0n };
     }
-    await repo.updatePosition(trx, p.id, { ...next, reward_checkpoint_ray: BigInt(p.reward_checkpoint_ray), rewards_accrued: BigInt(p.rewards_accrued), updated_at: now });
+    await repo.updatePosition(trx, p.id, { ...next, reward_checkpoint_ray: checkpoint, rewards_accrued: rewards, updated_at: now });
   }
 
   operations.registerChainSettler('earn.deposit', async (trx, op, tracked) => {
@@ -710,7 +759,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
     const v = await lockedVault(trx, d.vault_id);
     const minted = findEvent(eventsOf(tracked), 'Deposit', v.address);
     for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, vaultAccount(v), 'earn.deposit');
-    await shiftPosition(trx, op, v, d.position_id, minted.shares, minted.assets);
+    await shiftPosition(trx, op, v, d.position_id, minted.shares, minted.assets, minted.assets);
     return { ok: true, details: { ...tracked, shares: minted.shares.toString() } };
   });
   operations.registerChainSettler('earn.withdraw', async (trx, op, tracked) => {
@@ -725,7 +774,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
         { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: redeemed.assets },
       ],
     });
-    await shiftPosition(trx, op, v, d.position_id, -redeemed.shares, 0n);
+    await shiftPosition(trx, op, v, d.position_id, -redeemed.shares, 0n, -redeemed.assets);
     return { ok: true, details: { ...tracked, amount_out: redeemed.assets.toString(), shares: redeemed.shares.toString() } };
   });
   operations.registerChainSettler('earn.move', async (trx, op, tracked) => {
@@ -742,9 +791,38 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
         { account: vaultAccount(to!), asset: to!.asset_symbol, amount: minted.assets },
       ],
     });
-    await shiftPosition(trx, op, from!, d.from_position_id, -redeemed.shares, 0n);
-    await shiftPosition(trx, op, to!, d.position_id, minted.shares, minted.assets);
+    await shiftPosition(trx, op, from!, d.from_position_id, -redeemed.shares, 0n, -redeemed.assets);
+    await shiftPosition(trx, op, to!, d.position_id, minted.shares, minted.assets, minted.assets);
     return { ok: true, details: { ...tracked, shares_burned: redeemed.shares.toString(), shares_minted: minted.shares.toString() } };
+  });
+  operations.registerChainSettler('earn.rewards_claim', async (trx, op, tracked) => {
+    const d = op.details as { claims: { protocol: string; asset: string; amount: string }[] };
+    const wallet = (await walletAddress(trx, op.agent_id)).toLowerCase();
+    const paid = ((tracked.rewards_events ?? []) as { account: string; amount: string }[]).filter((e) => e.account.toLowerCase() === wallet).reduce((sum, e) => sum + BigInt(e.amount), 0n);
+    // The distributor paid what the service credited on chain from the ledger's accrual: anything else is a fault.
+    if (paid !== BigInt(op.amount!)) throw new Error(`the distributor paid ${paid}, not the ${op.amount} claimed`);
+    for (const c of d.claims) {
+      await ledger.post(trx, {
+        operationId: op.id,
+        entryType: 'earn.rewards_claim',
+        postings: [
+          { account: { kind: 'external', name: `rewards:${c.protocol}` }, asset: c.asset, amount: -BigInt(c.amount) },
+          { account: { kind: 'available', walletId: op.wallet_id }, asset: c.asset, amount: BigInt(c.amount) },
+        ],
+      });
+    }
+    return { ok: true, details: { ...tracked, amount_paid: paid.toString() } };
+  });
+  // A claim the chain did not pay (refused before submission, reverted, timed out): the accrual taken from the
+  // positions at the claim goes back to them, so it can be claimed again.
+  operations.registerFailureHook('earn.rewards_claim', async (trx, op) => {
+    const d = op.details as { claims?: { position_id: string; amount: string }[]; onchain_rewards?: unknown };
+    if (!d.onchain_rewards) return;
+    for (const c of d.claims ?? []) {
+      const p = await repo.lockPosition(trx, op.wallet_id, c.position_id);
+      if (!p) continue;
+      await repo.updatePosition(trx, p.id, { shares: BigInt(p.shares), principal: BigInt(p.principal), reward_checkpoint_ray: BigInt(p.reward_checkpoint_ray), rewards_accrued: BigInt(p.rewards_accrued) + BigInt(c.amount), updated_at: clock.now() });
+    }
   });
   return service;
 }

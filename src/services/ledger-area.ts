@@ -93,6 +93,9 @@ async function protocolContractsOn(chain: Chain, db: Db): ReturnType<ProtocolCon
     if (!v) continue;
     const list = out.get(v.protocol_id) ?? [{ role: 'router' as const, address: earn!.router }];
     list.push({ role: 'vault', name: v.name, address });
+    // The distributor pays the rewards of the protocol's on-chain vaults that have some in its asset.
+    const distributor = earn!.rewards;
+    if (distributor && v.reward_asset_symbol === distributor.asset && !list.some((c) => c.role === 'rewards_distributor')) list.push({ role: 'rewards_distributor', address: distributor.distributor });
     out.set(v.protocol_id, list);
   }
   const lending = await findSetting(db, chain.chainId, LENDING_SETTING);

@@ -124,6 +124,8 @@ export interface OperationService {
   registerSettler(type: string, settler: Settler): void;
   /** How a confirmed on-chain settlement of `type` moves the ledger, when not the default (capture the amount's hold). */
   registerChainSettler(type: string, settler: ChainSettler): void;
+  /** Runs in the transaction that finalises an operation of `type` as execution_failed (after its holds are released). */
+  registerFailureHook(type: string, hook: (trx: Knex.Transaction, op: OperationRow) => Promise<void>): void;
   settlerTypes(): string[];
   /** One settlement pass: accepted -> submitted, then due submitted -> executed | execution_failed. Returns rows moved. */
   settleDue(db: Knex, opts?: { limit?: number }): Promise<number>;
@@ -150,6 +152,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   const { clock, ledger, policy } = deps;
   const settlers = new Map<string, Settler>();
   const chainSettlers = new Map<string, ChainSettler>();
+  const failureHooks = new Map<string, (trx: Knex.Transaction, op: OperationRow) => Promise<void>>();
   // Operations whose money does not move on the configured chain (and every operation without CHAIN_RPC_URL)
   // settle on the simulated chain through their registered settler.
   const simulated = createSimulatedChain({ clock, settlementDelayMs: deps.settlementDelayMs });
@@ -315,6 +318,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           op = await repo.transitionOperation(trx, operationId, from, { status: 'execution_failed', failed_at: now, updated_at: now, error_code: outcome.code, error_message: outcome.message });
           if (!op) return undefined;
           for (const hold of await ledgerHolds(trx, operationId)) await ledger.release(trx, hold);
+          await failureHooks.get(op.type)?.(trx, op);
           await terminalEffects(trx, op, OPERATION_EVENTS[op.type]?.failed);
         }
         return op;
@@ -323,6 +327,10 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
     registerChainSettler(type, settler) {
       chainSettlers.set(type, settler);
+    },
+
+    registerFailureHook(type, hook) {
+      failureHooks.set(type, hook);
     },
 
     registerSettler(type, settler) {

@@ -2,7 +2,7 @@
 import type { Db, Knex } from '../knex.js';
 
 export type ChainTxStatus = 'signed' | 'broadcast' | 'mined' | 'replaced' | 'dropped';
-export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault' | 'lending';
+export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault' | 'lending' | 'rewards';
 
 export interface ChainTxRow {
   id: string;
