@@ -76,7 +76,7 @@ describe('chain deposits (Anvil)', function () {
     await waitFor(async () => (await balance(agent, 'USDC')) === '50' && (await balance(agent, 'ETH')) === '1', 20_000, 'the deposits to be credited');
     // More blocks and polls change nothing.
     await node.mine(5);
-    const tip = await node.client.getBlockNumber();
+    const tip = await node.client.getBlockNumber({ cacheTime: 0 });
     await waitFor(async () => (await cursor())?.block_number === Number(tip) - 2, 20_000, 'the cursor to follow the chain');
     expect(await balance(agent, 'USDC')).to.equal('50');
     expect(await balance(agent, 'ETH')).to.equal('1');
@@ -125,7 +125,9 @@ describe('chain deposits (Anvil)', function () {
     // The chain drops the deposit's blocks and grows a longer branch without it.
     await node.rpc('evm_revert', [snapshot]);
     await node.mine(6);
-    const orphanTip = await node.client.getBlockNumber();
+    // cacheTime 0: viem caches eth_blockNumber (the receipt wait above just read it), and a cached height from
+    // before the revert would describe the orphaned branch.
+    const orphanTip = await node.client.getBlockNumber({ cacheTime: 0 });
     expect(orphanTip > first.blockNumber + 2n).to.equal(true);
     await drain(watcher);
     expect((await cursor())!.block_number).to.equal(Number(orphanTip) - 2);
