@@ -99,18 +99,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
       const onchain = await chain.earn!.sharesOf(getAddress(v.address), getAddress(w.address));
       const ledger = BigInt(p.shares);
       if (onchain === ledger) continue;
-      out.push({
-        agent_id: w.agent_id,
-        wallet_id: w.wallet_id,
-        address: w.address,
-        asset: `shares:${getAddress(v.address)}`,
-        onchain: formatAmount(onchain, decimals),
-        ledger: formatAmount(ledger, decimals),
-        outgoing_unsettled: '0',
-        expected_onchain: formatAmount(ledger, decimals),
-        difference: signed(onchain - ledger, decimals),
-        difference_units: (onchain - ledger).toString(),
-      });
+      out.push(positionDrift(w, `shares:${getAddress(v.address)}`, onchain, ledger, decimals));
     }
     return out;
   }
@@ -126,18 +115,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
     const debtRow = (await listDebts(db, w.wallet_id)).find((d) => d.asset_symbol === loan.symbol);
     const collRow = (await listCollateral(db, w.wallet_id)).find((r) => r.asset_symbol === coll.symbol);
     const out: Drift[] = [];
-    const row = (asset: string, onchain: bigint, ledger: bigint, decimals: number): Drift => ({
-      agent_id: w.agent_id,
-      wallet_id: w.wallet_id,
-      address: w.address,
-      asset,
-      onchain: formatAmount(onchain, decimals),
-      ledger: formatAmount(ledger, decimals),
-      outgoing_unsettled: '0',
-      expected_onchain: formatAmount(ledger, decimals),
-      difference: signed(onchain - ledger, decimals),
-      difference_units: (onchain - ledger).toString(),
-    });
+    const row = (asset: string, onchain: bigint, ledger: bigint, decimals: number): Drift => positionDrift(w, asset, onchain, ledger, decimals);
     const ledgerShares = BigInt(debtRow?.scaled_amount ?? 0);
     if (p.borrowShares !== ledgerShares) out.push(row(`borrow_shares:${getAddress(c.morpho)}`, p.borrowShares, ledgerShares, 0));
     const ledgerCollateral = BigInt(collRow?.amount ?? 0);
@@ -186,4 +164,20 @@ export async function reconcileAndWarn(reconciler: Reconciler, log: Logger): Pro
   if (report.drift_count > 0) log.warn({ chain_id: report.chain_id, drift: report.drift }, 'chain balances drift from the ledger');
   else log.debug({ chain_id: report.chain_id, wallets: report.wallets_checked }, 'chain reconciled: no drift');
   return report;
+}
+
+/** A position held in a contract (vault shares, Morpho borrow shares or collateral) against its ledger row; nothing is in flight. */
+function positionDrift(w: { agent_id: string; wallet_id: string; address: string }, asset: string, onchain: bigint, ledger: bigint, decimals: number): Drift {
+  return {
+    agent_id: w.agent_id,
+    wallet_id: w.wallet_id,
+    address: w.address,
+    asset,
+    onchain: formatAmount(onchain, decimals),
+    ledger: formatAmount(ledger, decimals),
+    outgoing_unsettled: '0',
+    expected_onchain: formatAmount(ledger, decimals),
+    difference: signed(onchain - ledger, decimals),
+    difference_units: (onchain - ledger).toString(),
+  };
 }
