@@ -19,7 +19,7 @@ import { createMemoryLimiter, createRedisLimiter, type RateLimiter } from './rat
 import { createRateLimitService, type RateLimitService } from './ratelimit/rate-limit.service.js';
 import { createAgentService, type AgentCreatedHook } from './services/agent.service.js';
 import type { Services } from './services/registry.js';
-import type { Handler } from './http/types.js';
+import type { HandlerMap } from './http/types.js';
 import { createSelfService } from './services/self.service.js';
 import { createPollingLoop, type WorkerLoop } from './worker.js';
 import { resolveAdminToken } from './auth/admin-token.js';
@@ -53,7 +53,7 @@ export interface AppOverrides {
   log?: Logger;
   document?: OpenApiDocument;
   /** Extra or replacement handlers by operationId (tests of the generic machinery). */
-  handlers?: Record<string, Handler>;
+  handlers?: Partial<HandlerMap>;
 }
 
 export interface BuiltApp {

@@ -1,31 +1,31 @@
 // Tag conversions: stored single-use quotes and their execution; list and detail return operations.
-import type { Context } from 'openapi-backend';
-import type { Handler } from '../http/types.js';
+import type { LooseRequest } from '../http/types.js';
+import type { LooseHandler } from '../http/types.js';
 import type { QuoteBody } from '../services/conversion.service.js';
 
-const body = <T>(c: Context): T => (c.request.requestBody && typeof c.request.requestBody === 'object' ? c.request.requestBody : {}) as T;
-const query = (c: Context, name: string): string | undefined => {
-  const v = c.request.query[name];
+const body = <T>(c: LooseRequest): T => (c.body && typeof c.body === 'object' ? c.body : {}) as T;
+const query = (c: LooseRequest, name: string): string | undefined => {
+  const v = c.query[name];
   return v === undefined ? undefined : Array.isArray(v) ? String(v[0]) : String(v);
 };
 
-export const createConversionQuote: Handler = async (c, ctx) => {
+export const createConversionQuote: LooseHandler = async (c, ctx) => {
   const quote = await ctx.services.defi.conversions.quote(ctx.db, ctx.principal, body<QuoteBody>(c));
   return { status: 200, body: { ok: true, quote } };
 };
 
-export const createConversion: Handler = async (c, ctx) => {
+export const createConversion: LooseHandler = async (c, ctx) => {
   const result = await ctx.services.defi.conversions.execute(ctx.db, ctx.principal, body<{ quote_id: string }>(c), ctx.idempotencyKey);
   return { status: 200, body: result };
 };
 
-export const listConversions: Handler = async (c, ctx) => {
+export const listConversions: LooseHandler = async (c, ctx) => {
   const page = await ctx.services.defi.conversions.list(ctx.db, ctx.principal, { cursor: query(c, 'cursor'), limit: query(c, 'limit') });
   return { status: 200, body: page };
 };
 
-export const getConversion: Handler = async (c, ctx) => {
+export const getConversion: LooseHandler = async (c, ctx) => {
   const include = query(c, 'include');
-  const operation = await ctx.services.defi.conversions.get(ctx.db, ctx.principal, String(c.request.params.id), include ? include.split(',') : undefined);
+  const operation = await ctx.services.defi.conversions.get(ctx.db, ctx.principal, String(c.params.id), include ? include.split(',') : undefined);
   return { status: 200, body: { ok: true, operation } };
 };

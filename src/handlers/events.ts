@@ -1,7 +1,7 @@
 // Tag events: the agent's events, newest first, and one event.
-import type { Handler } from '../http/types.js';
+import type { LooseHandler } from '../http/types.js';
 import { ok, pageQuery, param, query } from './ledger-common.js';
 
-export const listEvents: Handler = async (c, ctx) => ok(await ctx.services.events.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), type: query(c, 'type'), since: query(c, 'since') }));
+export const listEvents: LooseHandler = async (c, ctx) => ok(await ctx.services.events.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), type: query(c, 'type'), since: query(c, 'since') }));
 
-export const getEvent: Handler = async (c, ctx) => ok({ event: await ctx.services.events.get(ctx.db, ctx.principal.agentId, param(c, 'id')) });
+export const getEvent: LooseHandler = async (c, ctx) => ok({ event: await ctx.services.events.get(ctx.db, ctx.principal.agentId, param(c, 'id')) });

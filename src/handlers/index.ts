@@ -1,5 +1,5 @@
 // Every handler module, merged by operationId. One line per tag file; a missing export answers 501.
-import type { Handler } from '../http/types.js';
+import type { HandlerMap } from '../http/types.js';
 import * as admin from './admin.js';
 import * as agent from './agent.js';
 import * as account from './account.js';
@@ -19,7 +19,7 @@ import * as withdrawals from './withdrawals.js';
 import * as webhooks from './webhooks.js';
 import * as x402 from './x402.js';
 
-export const handlers: Record<string, Handler> = {
+export const handlers = {
   ...agent,
   ...account,
   ...activity,
@@ -38,4 +38,4 @@ export const handlers: Record<string, Handler> = {
   ...x402,
   ...owner,
   ...admin,
-};
+} satisfies HandlerMap;

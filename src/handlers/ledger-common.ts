@@ -1,20 +1,20 @@
 // Request helpers shared by the ledger area's handler files (not a tag: exports no handler).
-import type { Context } from 'openapi-backend';
+import type { LooseRequest } from '../http/types.js';
 import { ApiError } from '../lib/errors.js';
 import type { RequestContext } from '../http/types.js';
 
-export const param = (c: Context, name: string): string => String(c.request.params[name] ?? '');
+export const param = (c: LooseRequest, name: string): string => String(c.params[name] ?? '');
 
-export function query(c: Context, name: string): string | undefined {
-  const value = c.request.query[name];
+export function query(c: LooseRequest, name: string): string | undefined {
+  const value = c.query[name];
   if (value === undefined || value === null) return undefined;
   if (Array.isArray(value)) throw new ApiError('validation_failed', `${name} may be given once`, { field: name });
   return String(value);
 }
 
-export const pageQuery = (c: Context) => ({ cursor: query(c, 'cursor'), limit: query(c, 'limit') });
+export const pageQuery = (c: LooseRequest) => ({ cursor: query(c, 'cursor'), limit: query(c, 'limit') });
 
-export const body = <T = Record<string, unknown>>(c: Context): T => (c.request.requestBody && typeof c.request.requestBody === 'object' ? c.request.requestBody : {}) as T;
+export const body = <T = Record<string, unknown>>(c: LooseRequest): T => (c.body && typeof c.body === 'object' ? c.body : {}) as T;
 
 export const who = (ctx: RequestContext) => ({ agentId: ctx.principal.agentId, walletId: ctx.principal.walletId, ownerId: ctx.principal.ownerId });
 

@@ -1,5 +1,5 @@
 // Request helpers shared by the owner and admin handler files (not a tag: exports no handler).
-import type { Context } from 'openapi-backend';
+import type { LooseRequest } from '../http/types.js';
 import type { RequestContext } from '../http/types.js';
 import type { OwnerActor } from '../services/owner.service.js';
 
@@ -13,8 +13,8 @@ export function actorOf(ctx: RequestContext): OwnerActor {
  * Records the action in the owner's audit log, in the request's transaction (ctx.db is the
  * idempotency transaction on writes), so the entry commits exactly when the change does.
  */
-export async function record(c: Context, ctx: RequestContext, ownerId: string, target: { type: string; id: string } | null, details: Record<string, unknown> = {}): Promise<void> {
-  await ctx.services.owner.audit(ctx.db, { ownerId, actor: actorOf(ctx), action: c.operation.operationId!, targetType: target?.type ?? null, targetId: target?.id ?? null, details });
+export async function record(c: LooseRequest, ctx: RequestContext, ownerId: string, target: { type: string; id: string } | null, details: Record<string, unknown> = {}): Promise<void> {
+  await ctx.services.owner.audit(ctx.db, { ownerId, actor: actorOf(ctx), action: c.operationId, targetType: target?.type ?? null, targetId: target?.id ?? null, details });
 }
 
 export const okStatus = (status: number, payload: object) => ({ status, body: { ok: true, ...payload } });

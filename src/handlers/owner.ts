@@ -1,7 +1,7 @@
 // Tag owner (/v1/owner): the owner's agents, policy, funding, payees, destinations, webhooks,
 // connected apps and audit log. Every id is checked against the caller's agents first (404 otherwise).
-import type { Context } from 'openapi-backend';
-import type { Handler, RequestContext } from '../http/types.js';
+import type { LooseRequest } from '../http/types.js';
+import type { LooseHandler, RequestContext } from '../http/types.js';
 import { ApiError } from '../lib/errors.js';
 import { policyToJson } from '../services/policy.service.js';
 import type { DestinationAction } from '../services/destination.service.js';
@@ -10,13 +10,13 @@ import { body, ok, pageQuery, param, query } from './ledger-common.js';
 import { actorOf, okStatus, record } from './owner-common.js';
 
 type Body = Record<string, unknown>;
-const agentOf = (c: Context, ctx: RequestContext) => ctx.services.owner.requireAgent(ctx.db, actorOf(ctx), param(c, 'agent_id'));
+const agentOf = (c: LooseRequest, ctx: RequestContext) => ctx.services.owner.requireAgent(ctx.db, actorOf(ctx), param(c, 'agent_id'));
 const date = (v: unknown): Date | null => (typeof v === 'string' ? new Date(v) : null);
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
-export const ownerListAgents: Handler = async (c, ctx) => ok(await ctx.services.owner.listAgents(ctx.db, actorOf(ctx), pageQuery(c)));
+export const ownerListAgents: LooseHandler = async (c, ctx) => ok(await ctx.services.owner.listAgents(ctx.db, actorOf(ctx), pageQuery(c)));
 
-export const ownerCreateAgent: Handler = async (c, ctx) => {
+export const ownerCreateAgent: LooseHandler = async (c, ctx) => {
   const b = body<Body>(c);
   const ownerId = await ctx.services.owner.resolveOwner(ctx.db, actorOf(ctx), b.owner_id as string | undefined);
   const startsAt = date(b.starts_at);
@@ -27,16 +27,16 @@ export const ownerCreateAgent: Handler = async (c, ctx) => {
   return okStatus(201, created);
 };
 
-export const ownerGetAgent: Handler = async (c, ctx) => ok({ agent: await ctx.services.owner.getAgent(ctx.db, actorOf(ctx), param(c, 'agent_id')) });
+export const ownerGetAgent: LooseHandler = async (c, ctx) => ok({ agent: await ctx.services.owner.getAgent(ctx.db, actorOf(ctx), param(c, 'agent_id')) });
 
-export const ownerDeleteAgent: Handler = async (c, ctx) => {
+export const ownerDeleteAgent: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   await ctx.services.owner.deleteAgent(ctx.db, actorOf(ctx), agent.id);
   await record(c, ctx, agent.owner_id, { type: 'agent', id: agent.id });
   return ok({ agent_id: agent.id, deleted: true });
 };
 
-const setEnabled = (enabled: boolean): Handler => async (c, ctx) => {
+const setEnabled = (enabled: boolean): LooseHandler => async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   await ctx.services.agents.setEnabled(ctx.db, agent.id, enabled);
   await record(c, ctx, agent.owner_id, { type: 'agent', id: agent.id });
@@ -45,7 +45,7 @@ const setEnabled = (enabled: boolean): Handler => async (c, ctx) => {
 export const ownerDisableAgent = setEnabled(false);
 export const ownerEnableAgent = setEnabled(true);
 
-export const ownerSetAgentWindow: Handler = async (c, ctx) => {
+export const ownerSetAgentWindow: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<Body>(c);
   const startsAt = date(b.starts_at);
@@ -57,21 +57,21 @@ export const ownerSetAgentWindow: Handler = async (c, ctx) => {
   return ok({ agent_id: agent.id, ...window });
 };
 
-export const ownerRotateAgentKey: Handler = async (c, ctx) => {
+export const ownerRotateAgentKey: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const rotated = await ctx.services.agents.rotateKey(ctx.db, agent.id);
   await record(c, ctx, agent.owner_id, { type: 'agent', id: agent.id });
   return ok({ ...rotated });
 };
 
-export const ownerGetRateLimits: Handler = async (c, ctx) => {
+export const ownerGetRateLimits: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const usage = await ctx.services.rateLimits.usage(ctx.db, agent.id);
   const classes = Object.entries(usage).map(([cls, d]) => ({ class: cls, limit: d.limit, burst: d.burst, window_seconds: d.windowSeconds, remaining: d.remaining, reset_at: d.resetAt.toISOString() }));
   return ok({ agent_id: agent.id, classes });
 };
 
-export const ownerSetRateLimit: Handler = async (c, ctx) => {
+export const ownerSetRateLimit: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<{ limit: number; burst: number; window_seconds?: number }>(c);
   const cls = param(c, 'class');
@@ -83,7 +83,7 @@ export const ownerSetRateLimit: Handler = async (c, ctx) => {
   return ok(result);
 };
 
-export const ownerGetPolicy: Handler = async (c, ctx) => {
+export const ownerGetPolicy: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const policy = await ctx.services.ledger.policy.get(ctx.db, agent.id);
   return ok({ agent_id: agent.id, policy: policy ? policyToJson(policy) : null });
@@ -92,7 +92,7 @@ export const ownerGetPolicy: Handler = async (c, ctx) => {
 /** `{"allow": "all"}` is the permissive development policy (agentctl agent allow --all). */
 const isAllowAll = (b: Body) => Object.keys(b).length === 1 && b.allow === 'all';
 
-export const ownerReplacePolicy: Handler = async (c, ctx) => {
+export const ownerReplacePolicy: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<Body>(c);
   const policy = isAllowAll(b) ? await ctx.services.ledger.policy.allowAll(ctx.db, agent.id) : await ctx.services.ledger.policy.set(ctx.db, agent.id, b);
@@ -101,7 +101,7 @@ export const ownerReplacePolicy: Handler = async (c, ctx) => {
   return ok({ agent_id: agent.id, policy: json });
 };
 
-export const ownerValidatePolicy: Handler = async (c, ctx) => {
+export const ownerValidatePolicy: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<Body>(c);
   try {
@@ -113,12 +113,12 @@ export const ownerValidatePolicy: Handler = async (c, ctx) => {
   }
 };
 
-export const ownerGetPolicyLimits: Handler = async (c, ctx) => {
+export const ownerGetPolicyLimits: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   return ok({ agent_id: agent.id, ...(await ctx.services.ledger.policy.limits(ctx.db, agent.id)) });
 };
 
-export const ownerFundWallet: Handler = async (c, ctx) => {
+export const ownerFundWallet: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<{ asset: string; amount: string }>(c);
   const funded = await ctx.services.ledger.account.fund(ctx.db, agent.id, { asset: b.asset, amount: b.amount });
@@ -126,32 +126,32 @@ export const ownerFundWallet: Handler = async (c, ctx) => {
   return ok(funded);
 };
 
-export const ownerListActivity: Handler = async (c, ctx) => {
+export const ownerListActivity: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   return ok(await ctx.services.ledger.account.listActivity(ctx.db, { agentId: agent.id, walletId: agent.wallet_id }, pageQuery(c)));
 };
 
-export const ownerListOperations: Handler = async (c, ctx) => {
+export const ownerListOperations: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   return ok(await ctx.services.ledger.operations.list(ctx.db, agent.id, { ...pageQuery(c), status: query(c, 'status'), type: query(c, 'type') }));
 };
 
-export const ownerListRecipients: Handler = async (c, ctx) => {
+export const ownerListRecipients: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   return ok(await ctx.services.ledger.payments.listRecipients(ctx.db, agent.id, pageQuery(c)));
 };
 
-export const ownerListRecurringPayments: Handler = async (c, ctx) => {
+export const ownerListRecurringPayments: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   return ok(await ctx.services.ledger.payments.listRecurring(ctx.db, agent.id, pageQuery(c)));
 };
 
-export const ownerListWithdrawalMethods: Handler = async (c, ctx) => {
+export const ownerListWithdrawalMethods: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   return ok(await ctx.services.ledger.withdrawals.listMethods(ctx.db, agent.owner_id, pageQuery(c)));
 };
 
-export const ownerAddRecipient: Handler = async (c, ctx) => {
+export const ownerAddRecipient: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<{ kind: 'recurring' | 'one_off'; name: string; address: string; asset?: string | null }>(c);
   const added = await ctx.services.ledger.payments.addRecipient(ctx.db, agent.id, { kind: b.kind, name: b.name, address: b.address, asset: b.asset ?? null });
@@ -159,7 +159,7 @@ export const ownerAddRecipient: Handler = async (c, ctx) => {
   return okStatus(201, added);
 };
 
-export const ownerAddRecurringPayment: Handler = async (c, ctx) => {
+export const ownerAddRecurringPayment: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<{ recipient_id: string; asset: string; amount: string; interval: string }>(c);
   const added = await ctx.services.ledger.payments.addRecurring(ctx.db, agent.id, { recipientId: b.recipient_id, asset: b.asset, amount: b.amount, interval: b.interval });
@@ -167,7 +167,7 @@ export const ownerAddRecurringPayment: Handler = async (c, ctx) => {
   return okStatus(201, added);
 };
 
-export const ownerAddWithdrawalMethod: Handler = async (c, ctx) => {
+export const ownerAddWithdrawalMethod: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<{ kind: string; label: string; bank_name?: string | null; last4?: string | null; currency?: string | null }>(c);
   const added = await ctx.services.ledger.withdrawals.addMethod(ctx.db, agent.owner_id, { kind: b.kind, label: b.label, bankName: b.bank_name ?? null, last4: b.last4 ?? null, currency: b.currency ?? null });
@@ -175,12 +175,12 @@ export const ownerAddWithdrawalMethod: Handler = async (c, ctx) => {
   return okStatus(201, added);
 };
 
-export const ownerListTrustedDestinations: Handler = async (c, ctx) => {
+export const ownerListTrustedDestinations: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   return ok(await ctx.services.ledger.destinations.list(ctx.db, agent.id, pageQuery(c)));
 };
 
-export const ownerAddTrustedDestination: Handler = async (c, ctx) => {
+export const ownerAddTrustedDestination: LooseHandler = async (c, ctx) => {
   const agent = await agentOf(c, ctx);
   const b = body<{ kind: string; chain?: string; address: string; label: string; timelock_seconds?: number }>(c);
   const added = await ctx.services.ledger.destinations.add(ctx.db, agent.id, { kind: b.kind, chain: b.chain ?? 'base', address: b.address, label: b.label, timelockSeconds: b.timelock_seconds });
@@ -188,7 +188,7 @@ export const ownerAddTrustedDestination: Handler = async (c, ctx) => {
   return okStatus(201, added);
 };
 
-const destinationAction = (action: DestinationAction): Handler => async (c, ctx) => {
+const destinationAction = (action: DestinationAction): LooseHandler => async (c, ctx) => {
   const id = param(c, 'id');
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'trusted_destination', id);
   const result = await ctx.services.ledger.destinations.act(ctx.db, { agentId: agent.id, walletId: agent.wallet_id }, id, action, { byOwner: true });
@@ -199,7 +199,7 @@ export const ownerConfirmTrustedDestination = destinationAction('confirm');
 export const ownerCancelTrustedDestination = destinationAction('cancel');
 export const ownerRemoveTrustedDestination = destinationAction('remove');
 
-export const ownerCancelOneOffPayment: Handler = async (c, ctx) => {
+export const ownerCancelOneOffPayment: LooseHandler = async (c, ctx) => {
   const id = param(c, 'id');
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'one_off_payment', id);
   const row = await ctx.services.ledger.payments.cancelOneOff(ctx.db, id);
@@ -207,9 +207,9 @@ export const ownerCancelOneOffPayment: Handler = async (c, ctx) => {
   return ok({ one_off_payment_id: row.id, operation_id: row.operation_id, status: row.status });
 };
 
-export const ownerListWebhooks: Handler = async (c, ctx) => ok(await ctx.services.owner.listEndpoints(ctx.db, actorOf(ctx), pageQuery(c)));
+export const ownerListWebhooks: LooseHandler = async (c, ctx) => ok(await ctx.services.owner.listEndpoints(ctx.db, actorOf(ctx), pageQuery(c)));
 
-export const ownerListWebhookDeliveries: Handler = async (c, ctx) => {
+export const ownerListWebhookDeliveries: LooseHandler = async (c, ctx) => {
   const id = param(c, 'id');
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'webhook_endpoint', id);
   const limit = query(c, 'limit');
@@ -217,7 +217,7 @@ export const ownerListWebhookDeliveries: Handler = async (c, ctx) => {
   return ok(page);
 };
 
-export const ownerEnableWebhook: Handler = async (c, ctx) => {
+export const ownerEnableWebhook: LooseHandler = async (c, ctx) => {
   const id = param(c, 'id');
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'webhook_endpoint', id);
   const webhook = await ctx.services.webhooks.enableByOwner(ctx.db, id);
@@ -225,7 +225,7 @@ export const ownerEnableWebhook: Handler = async (c, ctx) => {
   return ok({ webhook: { ...webhook } });
 };
 
-export const ownerRecoverWebhook: Handler = async (c, ctx) => {
+export const ownerRecoverWebhook: LooseHandler = async (c, ctx) => {
   const id = param(c, 'id');
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'webhook_endpoint', id);
   const since = body<{ since: string }>(c).since;
@@ -234,12 +234,12 @@ export const ownerRecoverWebhook: Handler = async (c, ctx) => {
   return ok(result);
 };
 
-export const ownerListConnectedApps: Handler = async (c, ctx) => {
+export const ownerListConnectedApps: LooseHandler = async (c, ctx) => {
   const ownerId = await ctx.services.owner.resolveOwner(ctx.db, actorOf(ctx), query(c, 'owner_id'));
   return ok({ items: await ctx.services.oauth.listGrants(ctx.db, ownerId) });
 };
 
-export const ownerRevokeConnectedApp: Handler = async (c, ctx) => {
+export const ownerRevokeConnectedApp: LooseHandler = async (c, ctx) => {
   const grantId = param(c, 'grant_id');
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'oauth_grant', grantId);
   try {
@@ -252,4 +252,4 @@ export const ownerRevokeConnectedApp: Handler = async (c, ctx) => {
   }
 };
 
-export const ownerListAudit: Handler = async (c, ctx) => ok(await ctx.services.owner.listAudit(ctx.db, actorOf(ctx), { ...pageQuery(c), since: query(c, 'since') }));
+export const ownerListAudit: LooseHandler = async (c, ctx) => ok(await ctx.services.owner.listAudit(ctx.db, actorOf(ctx), { ...pageQuery(c), since: query(c, 'since') }));

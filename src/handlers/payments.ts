@@ -1,27 +1,27 @@
 // Tag payments: payments, one-off payments and recurring payments (details and lists return operations).
-import type { Handler } from '../http/types.js';
+import type { LooseHandler } from '../http/types.js';
 import type { OneOffBody, PaymentBody } from '../services/payment.service.js';
 import { body, ok, pageQuery, param, query, who } from './ledger-common.js';
 
-const operationList = (types: string[]): Handler => async (c, ctx) => ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), types }));
+const operationList = (types: string[]): LooseHandler => async (c, ctx) => ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), types }));
 
-const operationDetail = (types: string[]): Handler => async (c, ctx) => {
+const operationDetail = (types: string[]): LooseHandler => async (c, ctx) => {
   const include = query(c, 'include');
   return ok({ operation: await ctx.services.ledger.operations.get(ctx.db, ctx.principal.agentId, param(c, 'id'), { types, include: include ? [include] : [] }) });
 };
 
-export const createPayment: Handler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createPayment(ctx.db, who(ctx), body<PaymentBody>(c), ctx.idempotencyKey) });
+export const createPayment: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createPayment(ctx.db, who(ctx), body<PaymentBody>(c), ctx.idempotencyKey) });
 
-export const listPayments: Handler = operationList(['payment']);
+export const listPayments: LooseHandler = operationList(['payment']);
 
-export const getPayment: Handler = operationDetail(['payment']);
+export const getPayment: LooseHandler = operationDetail(['payment']);
 
-export const createOneOffPayment: Handler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createOneOffPayment(ctx.db, who(ctx), body<OneOffBody>(c), ctx.idempotencyKey) });
+export const createOneOffPayment: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createOneOffPayment(ctx.db, who(ctx), body<OneOffBody>(c), ctx.idempotencyKey) });
 
-export const listOneOffPayments: Handler = operationList(['one_off_payment.create']);
+export const listOneOffPayments: LooseHandler = operationList(['one_off_payment.create']);
 
-export const getOneOffPayment: Handler = operationDetail(['one_off_payment.create']);
+export const getOneOffPayment: LooseHandler = operationDetail(['one_off_payment.create']);
 
-export const listRecurringPayments: Handler = async (c, ctx) => ok(await ctx.services.ledger.payments.listRecurring(ctx.db, ctx.principal.agentId, pageQuery(c)));
+export const listRecurringPayments: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.payments.listRecurring(ctx.db, ctx.principal.agentId, pageQuery(c)));
 
-export const getRecurringPayment: Handler = async (c, ctx) => ok({ recurring_payment: await ctx.services.ledger.payments.getRecurring(ctx.db, ctx.principal.agentId, param(c, 'id')) });
+export const getRecurringPayment: LooseHandler = async (c, ctx) => ok({ recurring_payment: await ctx.services.ledger.payments.getRecurring(ctx.db, ctx.principal.agentId, param(c, 'id')) });

@@ -1,6 +1,6 @@
 // Tag simulate: runs any write route (routing, scope, request validation, policy, ledger maths) inside a
 // transaction that is always rolled back, without charging the target route's rate limit (contract §9, §14).
-import type { Handler, HandlerResult, RequestContext } from '../http/types.js';
+import type { LooseHandler, HandlerResult, RequestContext } from '../http/types.js';
 import { ApiError, isApiError, type ErrorCode } from '../lib/errors.js';
 import { body } from './ledger-common.js';
 
@@ -25,7 +25,7 @@ function stagesFor(code: ErrorCode | null, message?: string): Stage[] {
   });
 }
 
-export const simulateRequest: Handler = async (c, ctx) => {
+export const simulateRequest: LooseHandler = async (c, ctx) => {
   const input = body<{ method: string; path: string; body?: Record<string, unknown> | null }>(c);
   const method = input.method.toUpperCase();
   const path = input.path.split('?')[0]!;

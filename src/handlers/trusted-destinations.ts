@@ -1,16 +1,16 @@
 // Tag trusted-destinations: list and read; confirm (after the time lock), cancel (pending) and remove (confirmed).
-import type { Handler } from '../http/types.js';
+import type { LooseHandler } from '../http/types.js';
 import type { DestinationAction } from '../services/destination.service.js';
 import { ok, pageQuery, param, who } from './ledger-common.js';
 
-const act = (action: DestinationAction): Handler => async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.destinations.act(ctx.db, who(ctx), param(c, 'id'), action, { idempotencyKey: ctx.idempotencyKey }) });
+const act = (action: DestinationAction): LooseHandler => async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.destinations.act(ctx.db, who(ctx), param(c, 'id'), action, { idempotencyKey: ctx.idempotencyKey }) });
 
-export const listTrustedDestinations: Handler = async (c, ctx) => ok(await ctx.services.ledger.destinations.list(ctx.db, ctx.principal.agentId, pageQuery(c)));
+export const listTrustedDestinations: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.destinations.list(ctx.db, ctx.principal.agentId, pageQuery(c)));
 
-export const getTrustedDestination: Handler = async (c, ctx) => ok({ trusted_destination: await ctx.services.ledger.destinations.get(ctx.db, ctx.principal.agentId, param(c, 'id')) });
+export const getTrustedDestination: LooseHandler = async (c, ctx) => ok({ trusted_destination: await ctx.services.ledger.destinations.get(ctx.db, ctx.principal.agentId, param(c, 'id')) });
 
-export const confirmTrustedDestination: Handler = act('confirm');
+export const confirmTrustedDestination: LooseHandler = act('confirm');
 
-export const cancelTrustedDestination: Handler = act('cancel');
+export const cancelTrustedDestination: LooseHandler = act('cancel');
 
-export const deleteTrustedDestination: Handler = act('remove');
+export const deleteTrustedDestination: LooseHandler = act('remove');

@@ -1,18 +1,18 @@
 // Tag webhooks: endpoint management, test events and the delivery log (spec 4.2-4.4, contract §11, §14).
-import type { Context } from 'openapi-backend';
-import type { Handler } from '../http/types.js';
+import type { LooseRequest } from '../http/types.js';
+import type { LooseHandler } from '../http/types.js';
 import { ApiError } from '../lib/errors.js';
 
-const param = (c: Context, name: string): string => String(c.request.params[name] ?? '');
+const param = (c: LooseRequest, name: string): string => String(c.params[name] ?? '');
 
-function queryString(c: Context, name: string): string | undefined {
-  const value = c.request.query[name];
+function queryString(c: LooseRequest, name: string): string | undefined {
+  const value = c.query[name];
   if (value === undefined) return undefined;
   if (Array.isArray(value)) throw new ApiError('validation_failed', `${name} may be given once`, { field: name });
   return String(value);
 }
 
-function queryLimit(c: Context): number | undefined {
+function queryLimit(c: LooseRequest): number | undefined {
   const raw = queryString(c, 'limit');
   if (raw === undefined) return undefined;
   const value = Number(raw);
@@ -20,9 +20,9 @@ function queryLimit(c: Context): number | undefined {
   return value;
 }
 
-const body = (c: Context): Record<string, unknown> => (c.request.requestBody && typeof c.request.requestBody === 'object' ? c.request.requestBody : {}) as Record<string, unknown>;
+const body = (c: LooseRequest): Record<string, unknown> => (c.body && typeof c.body === 'object' ? c.body : {}) as Record<string, unknown>;
 
-export const createWebhook: Handler = async (c, ctx) => {
+export const createWebhook: LooseHandler = async (c, ctx) => {
   const input = body(c);
   const created = await ctx.services.webhooks.create(ctx.db, ctx.principal, {
     url: input.url as string,
@@ -32,19 +32,19 @@ export const createWebhook: Handler = async (c, ctx) => {
   return { status: 200, body: { ok: true, webhook: created.webhook, signing_secret: created.signing_secret } };
 };
 
-export const listWebhooks: Handler = async (c, ctx) => {
+export const listWebhooks: LooseHandler = async (c, ctx) => {
   const page = await ctx.services.webhooks.list(ctx.db, ctx.principal, { cursor: queryString(c, 'cursor'), limit: queryLimit(c) });
   return { status: 200, body: { ok: true, ...page } };
 };
 
-export const getWebhook: Handler = async (c, ctx) => {
+export const getWebhook: LooseHandler = async (c, ctx) => {
   const include = queryString(c, 'include');
   if (include !== undefined && include !== 'recent_deliveries') throw new ApiError('validation_failed', 'include must be recent_deliveries', { field: 'include' });
   const webhook = await ctx.services.webhooks.get(ctx.db, ctx.principal, param(c, 'id'), { includeRecentDeliveries: include === 'recent_deliveries' });
   return { status: 200, body: { ok: true, webhook } };
 };
 
-export const updateWebhook: Handler = async (c, ctx) => {
+export const updateWebhook: LooseHandler = async (c, ctx) => {
   const input = body(c);
   const webhook = await ctx.services.webhooks.update(ctx.db, ctx.principal, param(c, 'id'), {
     url: input.url as string | undefined,
@@ -55,22 +55,22 @@ export const updateWebhook: Handler = async (c, ctx) => {
   return { status: 200, body: { ok: true, webhook } };
 };
 
-export const deleteWebhook: Handler = async (c, ctx) => {
+export const deleteWebhook: LooseHandler = async (c, ctx) => {
   await ctx.services.webhooks.remove(ctx.db, ctx.principal, param(c, 'id'));
   return { status: 200, body: { ok: true } };
 };
 
-export const rotateWebhookSecret: Handler = async (c, ctx) => {
+export const rotateWebhookSecret: LooseHandler = async (c, ctx) => {
   const rotated = await ctx.services.webhooks.rotateSecret(ctx.db, ctx.principal, param(c, 'id'));
   return { status: 200, body: { ok: true, webhook: rotated.webhook, signing_secret: rotated.signing_secret } };
 };
 
-export const testWebhook: Handler = async (c, ctx) => {
+export const testWebhook: LooseHandler = async (c, ctx) => {
   const { event_id } = await ctx.services.webhooks.sendTest(ctx.db, ctx.principal, param(c, 'id'));
   return { status: 200, body: { ok: true, event_id } };
 };
 
-export const listWebhookDeliveries: Handler = async (c, ctx) => {
+export const listWebhookDeliveries: LooseHandler = async (c, ctx) => {
   const page = await ctx.services.webhooks.listDeliveries(ctx.db, ctx.principal, param(c, 'id'), {
     cursor: queryString(c, 'cursor'),
     limit: queryLimit(c),
@@ -80,7 +80,7 @@ export const listWebhookDeliveries: Handler = async (c, ctx) => {
   return { status: 200, body: { ok: true, ...page } };
 };
 
-export const retryWebhookDelivery: Handler = async (c, ctx) => {
+export const retryWebhookDelivery: LooseHandler = async (c, ctx) => {
   const delivery = await ctx.services.webhooks.retryDelivery(ctx.db, ctx.principal, param(c, 'id'), param(c, 'delivery_id'));
   return { status: 200, body: { ok: true, delivery } };
 };

@@ -6,7 +6,7 @@ import addFormatsModule from 'ajv-formats';
 import { createHash } from 'node:crypto';
 import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
 import { assertNoNulCharacters } from './input-guard.js';
-import type { Handler, HandlerResult, RequestContext } from './types.js';
+import type { AnyHandler, HandlerMap, HandlerResult, OperationRequest, RequestContext } from './types.js';
 import { createMatcher, prepareForBackend, readOperations, type MatchResult, type OpenApiDocument, type OperationMeta } from './operations.js';
 
 // CommonJS interop: both modules export their value as `default` under NodeNext.
@@ -103,7 +103,7 @@ export function createCursorBinding(document: OpenApiDocument) {
   };
 }
 
-export async function createRouter(deps: { document: OpenApiDocument; handlers: Record<string, Handler>; around?: Around }): Promise<Router> {
+export async function createRouter(deps: { document: OpenApiDocument; handlers: Partial<HandlerMap> | Record<string, AnyHandler>; around?: Around }): Promise<Router> {
   const ops = readOperations(deps.document);
   const byId = new Map(ops.map((op) => [op.operationId, op]));
   const match = createMatcher(ops);
@@ -143,13 +143,16 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
     throw new Error(result.kind === 'method_not_allowed' ? '405-methodNotAllowed' : '404-notFound');
   };
 
-  const wrap = (op: OperationMeta, handler: Handler) => (c: Context, ctx: RequestContext) =>
+  /** The validated, coerced request as the handler of `op` sees it. */
+  const requestOf = (c: Context): OperationRequest<never> =>
+    ({ operationId: c.operation.operationId, params: c.request.params ?? {}, query: c.request.query ?? {}, body: c.request.requestBody, headers: c.request.headers ?? {} }) as never;
+  const wrap = (op: OperationMeta, handler: AnyHandler) => (c: Context, ctx: RequestContext) =>
     deps.around && !ctx.dryRun
-      ? deps.around(op, (c.request.params ?? {}) as Record<string, unknown>, c.request.requestBody, ctx, (inner) => handler(c, inner))
-      : handler(c, ctx);
+      ? deps.around(op, (c.request.params ?? {}) as Record<string, unknown>, c.request.requestBody, ctx, (inner) => handler(requestOf(c), inner))
+      : handler(requestOf(c), ctx);
   const handlers: Record<string, (c: Context, ctx: RequestContext) => Promise<HandlerResult>> = {};
   for (const op of ops) {
-    const handler = deps.handlers[op.operationId];
+    const handler = (deps.handlers as Record<string, AnyHandler | undefined>)[op.operationId];
     if (handler) implemented.add(op.operationId);
     // The one place a route without a handler answers 501; it still passes through idempotency checks.
     handlers[op.operationId] = wrap(

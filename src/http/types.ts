@@ -1,5 +1,7 @@
-// The contract between the HTTP glue and the handlers.
-import type { Context } from 'openapi-backend';
+// The contract between the HTTP glue and the handlers: handlers are typed by operationId from the
+// document (generated/api.d.ts), so a body, a parameter or a response the document does not
+// describe is a compile error.
+import type { components, operations } from '../../generated/api.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../lib/clock.js';
@@ -8,6 +10,34 @@ import type { Principal } from '../auth/principal.js';
 import type { Services } from '../services/registry.js';
 import type { Router } from './router.js';
 
+export type OperationId = keyof operations;
+/** A named schema of the document (`#/components/schemas/<N>`). */
+export type Schema<N extends keyof components['schemas']> = components['schemas'][N];
+
+type Parameters<K extends OperationId> = operations[K]['parameters'];
+type Present<T> = [Exclude<T, undefined>] extends [never] ? Record<string, never> : Exclude<T, undefined>;
+type Json<T> = T extends { content: { 'application/json': infer B } } ? B : undefined;
+
+export type PathParams<K extends OperationId> = Present<Parameters<K>['path']>;
+export type QueryParams<K extends OperationId> = Partial<Present<Parameters<K>['query']>>;
+export type RequestBody<K extends OperationId> = operations[K] extends { requestBody: infer R } ? Json<R> : operations[K] extends { requestBody?: infer R } ? Json<Exclude<R, undefined>> | undefined : undefined;
+
+/** What a handler receives: the request after openapi-backend validated and coerced it. */
+export interface OperationRequest<K extends OperationId> {
+  operationId: K;
+  params: PathParams<K>;
+  query: QueryParams<K>;
+  body: RequestBody<K>;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+}
+
+type Responses<K extends OperationId> = operations[K]['responses'];
+/** The statuses below 400 the document declares for an operation, each with its body. */
+type Answers<K extends OperationId> = {
+  [S in keyof Responses<K>]: S extends number ? (`${S}` extends `${1 | 2 | 3}${string}` ? { status: S; body: Json<Responses<K>[S]>; headers?: Record<string, string> } : never) : never;
+}[keyof Responses<K>];
+
+/** A response as it leaves the pipeline (any status: errors are written here too). */
 export interface HandlerResult {
   status: number;
   body: unknown;
@@ -33,4 +63,47 @@ export interface RequestContext {
   dryRun?: boolean;
 }
 
-export type Handler = (c: Context, ctx: RequestContext) => Promise<HandlerResult>;
+/** The handler of one operation: its request and its success answers come from the document. */
+export type Handler<K extends OperationId> = (req: OperationRequest<K>, ctx: RequestContext) => Promise<Answers<K>>;
+
+/**
+ * Operations the document describes but the router does not serve: probes (src/http/health.ts) and
+ * the OAuth authorization server with its metadata (oidc-provider, src/oauth/).
+ */
+export const SERVED_OUTSIDE_ROUTER = [
+  'getHealth',
+  'getReadiness',
+  'getAuthorizationServerMetadata',
+  'getOpenIdConfiguration',
+  'getProtectedResourceMetadataAgent',
+  'getProtectedResourceMetadataMcp',
+  'oauthRegister',
+  'oauthAuthorize',
+  'oauthToken',
+  'oauthRevoke',
+  'oauthJwks',
+  // A webhook the service sends (the document's `webhooks`), not a route it serves.
+  'receiveAgentEvent',
+] as const satisfies readonly OperationId[];
+type RoutedOperationId = Exclude<OperationId, (typeof SERVED_OUTSIDE_ROUTER)[number]>;
+
+/** Every routed operation of the document has a handler: a missing one is a compile error. */
+export type HandlerMap = { [K in RoutedOperationId]: Handler<K> };
+
+/** The router's view of any handler. */
+export type AnyHandler = (req: OperationRequest<OperationId>, ctx: RequestContext) => Promise<HandlerResult>;
+
+/**
+ * Transitional: a handler not yet typed by its operationId. Remove once every handler is
+ * `Handler<'operationId'>` (the map's `satisfies HandlerMap` then checks bodies and answers).
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type LooseHandler = (req: any, ctx: RequestContext) => Promise<any>;
+/** Transitional: the request of a `LooseHandler`. */
+export interface LooseRequest {
+  operationId: string;
+  params: Record<string, unknown>;
+  query: Record<string, unknown>;
+  body: unknown;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+}

@@ -7,7 +7,7 @@ import { createApp, type BuiltApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Clock } from '../../src/lib/clock.js';
 import { createHttpServer } from '../../src/http/http-server.js';
-import type { Handler } from '../../src/http/types.js';
+import type { HandlerMap } from '../../src/http/types.js';
 import type { Services } from '../../src/services/registry.js';
 import { createWorker, type Worker } from '../../src/worker.js';
 import { testEnv } from '../setup.js';
@@ -64,7 +64,7 @@ export function testConfigEnv(extra: Record<string, string> = {}): Record<string
   };
 }
 
-export async function startTestServer(opts: { clock?: Clock; env?: Record<string, string>; worker?: boolean; handlers?: Record<string, Handler> } = {}): Promise<TestServer> {
+export async function startTestServer(opts: { clock?: Clock; env?: Record<string, string>; worker?: boolean; handlers?: Partial<HandlerMap> } = {}): Promise<TestServer> {
   const server = createHttpServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { Handler } from '../../src/http/types.js';
+import type { Handler, HandlerMap } from '../../src/http/types.js';
 import { appendEvent } from '../../src/db/repositories/event.repository.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { newId } from '../../src/lib/ids.js';
@@ -11,13 +11,13 @@ const RATE_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit
 // and answers a document-conforming write response. It exercises the generic machinery only.
 let delayMs = 0;
 let failNext = false;
-const createPayment: Handler = async (c, ctx) => {
+const createPayment: Handler<'createPayment'> = async (c, ctx) => {
   if (failNext) {
     failNext = false;
     throw new Error('simulated crash');
   }
   if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
-  const body = c.request.requestBody as { to: string };
+  const body = c.body;
   if (body.to === 'refuse') throw new ApiError('insufficient_funds', 'The wallet cannot cover this payment.');
   const event = await appendEvent(ctx.db, {
     type: 'payment.executed',
@@ -30,7 +30,7 @@ const createPayment: Handler = async (c, ctx) => {
   });
   return {
     status: 200,
-    body: { ok: true, operation_id: event.operation_id, status: 'accepted', resource: event.resource, fee_usd: '0', human_message: 'Payment accepted.' },
+    body: { ok: true, operation_id: event.operation_id!, status: 'accepted', resource: event.resource, fee_usd: '0', human_message: 'Payment accepted.' },
   };
 };
 
@@ -137,7 +137,7 @@ describe('request pipeline', () => {
     });
 
     it('answers 501 not_implemented from one place for an operation without a handler', async () => {
-      const partial = await startTestServer({ handlers: { listAssets: undefined } as unknown as Record<string, Handler> });
+      const partial = await startTestServer({ handlers: { listAssets: undefined } as unknown as Partial<HandlerMap> });
       try {
         const a = await partial.createAgent();
         const res = await partial.request('GET', '/v1/agent/assets', { agent: a });
@@ -295,7 +295,7 @@ describe('request pipeline', () => {
 
   describe('response validation', () => {
     it('turns a response that breaks the document into a 500 in tests', async () => {
-      const broken = await startTestServer({ handlers: { getSelf: async () => ({ status: 200, body: { ok: true, agent: { id: 42 } } }) } });
+      const broken = await startTestServer({ handlers: { getSelf: async () => ({ status: 200, body: { ok: true, agent: { id: 42 } } }) as never } });
       try {
         const a = await broken.createAgent();
         const res = await broken.request('GET', '/v1/agent/self', { agent: a });
