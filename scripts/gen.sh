@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates generated/openapi.json (bundled contract) and generated/api.d.ts (types) from
-# openapi/. Run from the repository root. Never edit generated/ by hand.
+# openapi/, and generated/vocabulary.ts (its enumerations as values). Run from the repository root. Never edit generated/ by hand.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -10,6 +10,8 @@ npx --no-install redocly lint openapi/openapi.yaml
 npx --no-install redocly bundle openapi/openapi.yaml -o generated/openapi.json
 # Defaults must not make request fields required in the types (`--default-non-nullable false`).
 npx --no-install openapi-typescript generated/openapi.json -o generated/api.d.ts --default-non-nullable false
+# The document's enumerations as values (generated/vocabulary.ts).
+node scripts/gen-vocabulary.mjs
 
 # The bundle must be one self-contained document, and every /v1/agent operation must carry
 # the three extensions the server reads at start-up (src/http/operations.ts).

@@ -1,5 +1,7 @@
-// The closed set of API error codes, their HTTP statuses (contract §2) and the ApiError type.
+// The HTTP status of each of the document's error codes (contract §2) and the ApiError type.
+import type { ERROR_CODES } from '../../generated/vocabulary.js';
 
+/** Every code of `#/components/schemas/ErrorCode`, and no other, with its status. */
 export const ERROR_STATUS = {
   validation_failed: 400,
   authentication_failed: 401,
@@ -33,10 +35,9 @@ export const ERROR_STATUS = {
   not_implemented: 501,
   upstream_error: 502,
   service_unavailable: 503,
-} as const;
+} as const satisfies Record<(typeof ERROR_CODES)[number], number>;
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
-export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export interface ApiErrorOptions {
   /** Commit the transaction's effects although the request fails (policy rejections record an operation). */
