@@ -38,7 +38,7 @@ import { createSettlementLoop } from './services/settlement.js';
 import { createEventService } from './services/event.service.js';
 import { createOwnerService } from './services/owner.service.js';
 import { createWebhookService } from './services/webhook.service.js';
-import { createX402Service } from './services/x402.service.js';
+import { createX402Service } from './services/x402/service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { createTracing, SpanKind, type Tracing } from './observability/tracing.js';

@@ -9,7 +9,7 @@ import type { LedgerArea } from './ledger-area.js';
 import type { OwnerService } from './owner.service.js';
 import type { SelfService } from './self.service.js';
 import type { WebhookService } from './webhook.service.js';
-import type { X402Service } from './x402.service.js';
+import type { X402Service } from './x402/service.js';
 
 export interface Services {
   oauth: OAuthService;

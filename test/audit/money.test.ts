@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { newKey } from '../helpers/server.js';
 import { startDefiServer, type DefiServer } from '../defi/http-helpers.js';
 import { startLedgerServer, type LedgerServer } from '../ledger/http-server.js';
-import { createX402Service } from '../../src/services/x402.service.js';
+import { createX402Service } from '../../src/services/x402/service.js';
 import { SELLER_PAY_TO, startSeller, type Seller } from '../x402/seller.js';
 
 const addr = (n: number) => `0x${n.toString(16).padStart(40, '0')}`;

@@ -14,7 +14,7 @@ import { ExactEvmScheme as ExactEvmFacilitatorScheme } from '@x402/evm/exact/fac
 import { ExactEvmScheme as ExactEvmServerScheme } from '@x402/evm/exact/server';
 import { paymentMiddleware, x402ResourceServer } from '@x402/express';
 import { publicActions } from 'viem';
-import { createX402Service } from '../../src/services/x402.service.js';
+import { createX402Service } from '../../src/services/x402/service.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
 import { createTestPki } from '../webhooks/helpers/receiver.js';

@@ -1,6 +1,6 @@
 // The three x402 routes over HTTP (responses validated against the OpenAPI document), paying a real loopback seller.
 import { expect } from 'chai';
-import { createX402Service } from '../../src/services/x402.service.js';
+import { createX402Service } from '../../src/services/x402/service.js';
 import { decodeBase64Json } from '../../src/x402/challenge.js';
 import { newKey } from '../helpers/server.js';
 import { startLedgerServer, type LedgerServer } from '../ledger/http-server.js';

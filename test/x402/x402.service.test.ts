@@ -1,21 +1,31 @@
 // The x402 service against real Postgres and a real x402 seller on loopback HTTPS (v2 via @x402/express, v1 by hand).
 import { expect } from 'chai';
 import { verifyTypedData } from 'viem';
-import { ApiError } from '../../src/lib/errors.js';
-import { createX402Service, type X402Service } from '../../src/services/x402.service.js';
+import { ApiError, ERROR_STATUS } from '../../src/lib/errors.js';
+import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
+import { createX402Service, type X402Service } from '../../src/services/x402/service.js';
 import { decodeBase64Json } from '../../src/x402/challenge.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES, USDC_BASE_DOMAIN } from '../../src/x402/signing.js';
 import { createLedgerFixture, makeAgent, MASTER_KEY, settleAll, type LedgerFixture, type TestAgent } from '../ledger/factory.js';
 import { SELLER_PAY_TO, startSeller, USDC, type Seller } from './seller.js';
 
-async function refusal(p: Promise<unknown>): Promise<ApiError> {
+/** A refusal, thrown (ApiError) or answered (a policy Refusal value). */
+async function refusal(p: Promise<unknown>): Promise<Pick<ApiError, 'code' | 'message' | 'details' | 'status'>> {
+  let value: unknown;
   try {
-    await p;
+    value = await p;
   } catch (err) {
     if (err instanceof ApiError) return err;
     throw err;
   }
-  throw new Error('expected an ApiError');
+  if (isRefusal(value)) return { ...value.refusal, status: ERROR_STATUS[value.refusal.code] };
+  throw new Error('expected a refusal');
+}
+
+/** The result of a write that was not refused. */
+function accepted<T>(result: T | Refusal): T {
+  if (isRefusal(result)) throw new Error(`refused: ${result.refusal.code} ${result.refusal.message}`);
+  return result;
 }
 
 describe('x402 service', function () {
@@ -45,7 +55,7 @@ describe('x402 service', function () {
   describe('signX402Payment', () => {
     it('signs exactly the amount, holds it, and settles the x402.sign operation when pay_to and amount are given', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '10' } });
-      const res = await x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1.5', max_timeout_seconds: 120 }, 'sign-key-1');
+      const res = accepted(await x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1.5', max_timeout_seconds: 120 }, 'sign-key-1'));
       expect(res).to.include({ ok: true, payment_header_name: 'X-PAYMENT', x402_version: 1, pay_to: SELLER_PAY_TO, amount: '1.5', asset_symbol: 'USDC', network: 'base' });
       expect(res.valid_before).to.equal(new Date((Math.floor(f.clock.now().getTime() / 1000) + 120) * 1000).toISOString());
       const payload = decodeBase64Json(res.payment_header) as { x402Version: number; scheme: string; network: string; payload: { signature: `0x${string}`; authorization: Record<string, string> } };
@@ -75,7 +85,7 @@ describe('x402 service', function () {
     it('signs a v2 requirement with PAYMENT-SIGNATURE, echoing it as `accepted`', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '1' } });
       const requirement = { scheme: 'exact', network: 'eip155:8453', amount: '10000', asset: USDC, payTo: SELLER_PAY_TO, maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2' } };
-      const res = await x402.sign(f.db, agent, { payment_requirements: requirement }, null);
+      const res = accepted(await x402.sign(f.db, agent, { payment_requirements: requirement }, null));
       expect(res).to.include({ payment_header_name: 'PAYMENT-SIGNATURE', x402_version: 2, amount: '0.01', network: 'eip155:8453' });
       // No max_timeout_seconds: the requirement's 300 s applies.
       expect(Date.parse(res.valid_before) - Math.floor(f.clock.now().getTime() / 1000) * 1000).to.equal(300_000);
@@ -168,7 +178,7 @@ describe('x402 service', function () {
     it('pays a v2 seller, returns its body, and records an executed x402.purchase', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '2' } });
       const before = seller.settlements.length;
-      const res = await x402.purchase(f.db, agent, { url: seller.url('/v2/weather'), max_amount: '0.02' }, 'buy-1');
+      const res = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v2/weather'), max_amount: '0.02' }, 'buy-1'));
       expect(res).to.deep.include({ ok: true, paid: true, settled: true, status: 200, body: { forecast: 'sunny', temperature_c: 21 }, body_truncated: false });
       expect(res.headers['payment-response']).to.be.a('string');
       const from = await walletAddress(agent);
@@ -182,10 +192,10 @@ describe('x402 service', function () {
 
     it('pays a v1 seller with X-PAYMENT and sends a POST body upstream', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '2' } });
-      const v1 = await x402.purchase(f.db, agent, { url: seller.url('/v1/report'), max_amount: '0.05' }, null);
+      const v1 = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v1/report'), max_amount: '0.05' }, null));
       expect(v1).to.deep.include({ paid: true, settled: true, status: 200, body: { report: 'Q3', revenue: 1234 } });
       expect(seller.requests.filter((r) => r.path === '/v1/report' && r.headers['x-payment'])).to.have.length.greaterThan(0);
-      const post = await x402.purchase(f.db, agent, { url: seller.url('/v2/answer'), method: 'POST', body: { question: 'life' }, max_amount: '1' }, null);
+      const post = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v2/answer'), method: 'POST', body: { question: 'life' }, max_amount: '1' }, null));
       expect(post).to.deep.include({ paid: true, settled: true, body: { answer: 42, question: 'life' } });
       expect(await usdc(agent)).to.deep.equal({ available: 2_000_000n - 50_000n - 250_000n, held: 0n });
     });
@@ -204,8 +214,8 @@ describe('x402 service', function () {
 
     it('returns a free resource unpaid with no operation', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '1' } });
-      expect(await x402.purchase(f.db, agent, { url: seller.url('/free'), max_amount: '1' }, null)).to.deep.include({ operation_id: null, paid: false, settled: false, status: 200, body: { free: true } });
-      const big = await x402.purchase(f.db, agent, { url: seller.url('/big'), max_amount: '1' }, null);
+      expect(accepted(await x402.purchase(f.db, agent, { url: seller.url('/free'), max_amount: '1' }, null))).to.deep.include({ operation_id: null, paid: false, settled: false, status: 200, body: { free: true } });
+      const big = accepted(await x402.purchase(f.db, agent, { url: seller.url('/big'), max_amount: '1' }, null));
       expect(big.body_truncated).to.equal(true);
       expect((big.body as string).length).to.equal(64 * 1024);
     });

@@ -1,21 +1,22 @@
 // x402 (spec 4.1, contract §13): sign an EIP-3009 USDC authorization, quote a URL's x402 price, and purchase a
 // resource by answering its 402 challenge. Signing and paying create `x402.sign` / `x402.purchase` operations through
 // the ledger area (policy, hold, settlement) in the caller's transaction.
-import type { Config } from '../config.js';
-import type { Db, Knex } from '../db/knex.js';
-import { findWalletByAgent } from '../db/repositories/agent.repository.js';
-import { findAsset, findHeldByOperation } from '../db/repositories/ledger.repository.js';
-import { listOpenOperationsOnChain, transitionOperation, type OperationRow } from '../db/repositories/operation.repository.js';
-import type { Address, Hex } from '../chain/port.js';
-import type { ChainReads } from '../chain/reads.js';
-import type { Clock } from '../lib/clock.js';
-import { createSealer } from '../lib/crypto.js';
-import { ApiError } from '../lib/errors.js';
-import { newId } from '../lib/ids.js';
-import type { Logger } from '../lib/logger.js';
-import { formatAmount, parseAmount } from '../lib/money.js';
-import { isEvmAddress, openWalletAccount } from '../lib/wallet-keys.js';
-import { parsePublicHttpsUrl, UrlRejectedError, type Resolver } from '../webhooks/url-safety.js';
+import type { Config } from '../../config.js';
+import type { Db, Knex } from '../../db/knex.js';
+import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
+import { findAsset, findHeldByOperation } from '../../db/repositories/ledger.repository.js';
+import { listOpenOperationsOnChain, transitionOperation, type OperationRow } from '../../db/repositories/operation.repository.js';
+import type { Address, Hex } from '../../chain/port.js';
+import type { ChainReads } from '../../chain/reads.js';
+import type { Clock } from '../../lib/clock.js';
+import { createSealer } from '../../lib/crypto.js';
+import { ApiError } from '../../lib/errors.js';
+import { newId } from '../../lib/ids.js';
+import type { Logger } from '../../lib/logger.js';
+import { openWalletAccount } from '../../lib/wallet-keys.js';
+import type { Schema } from '../../lib/contract.js';
+import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { parsePublicHttpsUrl, UrlRejectedError, type Resolver } from '../../webhooks/url-safety.js';
 import {
   BASE_PAYABLE,
   chooseRequirement,
@@ -24,96 +25,33 @@ import {
   readRequirement,
   readSettlement,
   unsupportedReason,
-  USDC_DECIMALS,
   type PayableNetwork,
   type RawRequirement,
-  type Requirement,
   type X402Version,
-} from '../x402/challenge.js';
-import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../x402/signing.js';
-import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../x402/upstream.js';
-import type { LedgerArea } from './ledger-area.js';
-import { withWriteTransaction, type OwnerRef, type SettleOutcome } from './operation.service.js';
+} from '../../x402/challenge.js';
+import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../../x402/signing.js';
+import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../../x402/upstream.js';
+import type { LedgerArea } from '../ledger-area.js';
+import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdc, priceOf, short, timeoutSeconds, usdc } from './price.js';
+import { withTransaction } from '../../db/knex.js';
+import type { OwnerRef, SettleOutcome } from '../operation.service.js';
 
-export const DEFAULT_MAX_TIMEOUT_SECONDS = 60;
-export const MAX_TIMEOUT_SECONDS = 3600;
 /** Where captured x402 payments go in the journal (the seller is outside the simulated wallets). */
 const X402_ACCOUNT = { kind: 'external', name: 'x402' } as const;
 
-export interface X402SignBody {
-  payment_requirements?: Record<string, unknown>;
-  pay_to?: string;
-  amount?: string;
-  target_url?: string;
-  max_timeout_seconds?: number;
-}
-
-export interface X402QuoteBody {
-  url: string;
-  method?: 'GET' | 'POST';
-  body?: unknown;
-  timeout_ms?: number;
-}
-
-export interface X402PurchaseBody {
-  url: string;
-  method?: 'GET' | 'POST';
-  body?: unknown;
-  max_amount: string;
-}
-
-export interface X402SignResult {
-  ok: true;
-  operation_id: string;
-  payment_header: string;
-  payment_header_name: 'X-PAYMENT' | 'PAYMENT-SIGNATURE';
-  x402_version: X402Version;
-  nonce: string;
-  valid_before: string;
-  pay_to: string;
-  amount: string;
-  asset_symbol: 'USDC';
-  network: string;
-}
-
-export interface X402Price {
-  amount: string;
-  asset: string;
-  asset_symbol: string | null;
-  network: string;
-  pay_to: string;
-  scheme: string;
-  x402_version: X402Version;
-  max_timeout_seconds: number | null;
-  resource: string | null;
-  description: string | null;
-}
-
-export interface X402QuoteResult {
-  ok: true;
-  supported: boolean;
-  x402_required: boolean;
-  upstream_status: number;
-  price: X402Price | null;
-}
-
-export interface X402PurchaseResult {
-  ok: true;
-  operation_id: string | null;
-  paid: boolean;
-  settled: boolean;
-  status: number;
-  headers: Record<string, string>;
-  body: unknown;
-  body_truncated: boolean;
-}
+export type X402SignBody = Schema<'X402SignRequest'>;
+export type X402QuoteBody = Schema<'X402QuoteRequest'>;
+export type X402PurchaseBody = Schema<'X402PurchaseRequest'>;
+export type X402SignResult = Schema<'X402SignResponse'>;
+export type X402QuoteResult = Schema<'X402QuoteResponse'>;
+export type X402PurchaseResult = Schema<'X402PurchaseResponse'>;
 
 export interface X402Service {
   /** `dryRun` (POST /simulate): policy, hold and operation are evaluated but nothing is signed or sent to a seller. */
-  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402SignResult>;
+  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402SignResult | Refusal>;
   /** `db` reads the evm chain's USDC token (evm mode); without it the price is read against USDC on Base. */
   quote(body: X402QuoteBody, db?: Db): Promise<X402QuoteResult>;
-  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult>;
+  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult | Refusal>;
   /**
    * evm mode, one pass of the worker loop: each open x402 operation becomes `executed` (hold captured) once the chain
    * shows its authorization used, or `execution_failed` (hold released; no public event, spec 6.3) once a block at
@@ -137,55 +75,6 @@ export interface X402ServiceDeps {
 }
 
 const X402_TYPES = ['x402.sign', 'x402.purchase'];
-
-const invalid = (message: string, field: string, details: Record<string, unknown> = {}) =>
-  new ApiError('validation_failed', message, { field, ...details, errors: [{ location: 'body', path: `/${field}`, message }] });
-
-const short = (address: string) => `${address.slice(0, 6)}…${address.slice(-4)}`;
-const usdc = (units: bigint) => formatAmount(units, USDC_DECIMALS);
-
-function parseUsdc(value: unknown, field: string): bigint {
-  if (typeof value !== 'string') throw invalid(`${field} must be a decimal string`, field);
-  let units: bigint;
-  try {
-    units = parseAmount(value, USDC_DECIMALS);
-  } catch {
-    throw invalid(`${field} must be a positive decimal string with at most ${USDC_DECIMALS} decimals`, field);
-  }
-  if (units <= 0n) throw invalid(`${field} must be greater than zero`, field);
-  return units;
-}
-
-function timeoutSeconds(value: unknown, fallback: number | null): number {
-  if (value === undefined || value === null) return Math.min(fallback ?? DEFAULT_MAX_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS);
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_TIMEOUT_SECONDS) throw invalid(`max_timeout_seconds must be an integer in [1, ${MAX_TIMEOUT_SECONDS}]`, 'max_timeout_seconds');
-  return value;
-}
-
-/** The URL of a v2 challenge's `resource` object (or a v1 requirement's `resource` string). */
-function resourceUrl(req: Requirement, challengeResource: unknown): string | null {
-  if (req.resource) return req.resource;
-  if (challengeResource && typeof challengeResource === 'object' && typeof (challengeResource as { url?: unknown }).url === 'string') return (challengeResource as { url: string }).url;
-  return null;
-}
-
-function priceOf(req: Requirement, challengeResource: unknown, payable: PayableNetwork): X402Price {
-  const isUsdc = (req.network === payable.networks[1] || req.network === payable.networks[2]) && req.asset.toLowerCase() === payable.usdc.toLowerCase();
-  const description = req.description ?? (challengeResource && typeof (challengeResource as { description?: unknown }).description === 'string' ? (challengeResource as { description: string }).description : null);
-  return {
-    // Unknown assets have unknown decimals: their amount stays in base units.
-    amount: isUsdc ? usdc(req.amount) : req.amount.toString(),
-    asset: req.asset,
-    asset_symbol: isUsdc ? 'USDC' : null,
-    network: req.network,
-    pay_to: req.payTo,
-    scheme: req.scheme,
-    x402_version: req.version,
-    max_timeout_seconds: req.maxTimeoutSeconds,
-    resource: resourceUrl(req, challengeResource),
-    description,
-  };
-}
 
 interface AuthorizeInput {
   type: 'x402.sign' | 'x402.purchase';
@@ -246,7 +135,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     const operationId = newId();
     // evm mode: what the tracking loop needs to ask the chain whether this authorization was used.
     const onChain = chain ? { chain_id: chain.chainId, token: input.payable.usdc, authorizer: wallet.address } : {};
-    const { operation } = await operations.create(trx, {
+    const created = await operations.create(trx, {
       id: operationId,
       principal: who,
       type: input.type,
@@ -259,6 +148,9 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       idempotencyKey: input.idempotencyKey,
       settlement: chain ? 'manual' : input.settlement,
     });
+    // A policy refusal is recorded (operation, activity, event) and answered; nothing is signed.
+    if (isRefusal(created)) return created;
+    const { operation } = created;
     if (input.dryRun) return { operation, nonce, validBeforeIso, network, header: { name: PAYMENT_HEADER_NAMES[input.version], value: '', payload: {} } };
     const account = openWalletAccount(sealer, wallet.sealed_private_key);
     const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore, payable: input.payable });
@@ -306,11 +198,8 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   const service: X402Service = {
     trackOnChain,
     async sign(db, who, body, idempotencyKey, opts = {}) {
-      const hasRequirements = body.payment_requirements !== undefined && body.payment_requirements !== null;
-      const hasPayTo = body.pay_to !== undefined || body.amount !== undefined;
-      if (hasRequirements === hasPayTo) throw invalid('give either payment_requirements or pay_to with amount, not both', 'payment_requirements');
       let targetUrl: string | null = null;
-      if (body.target_url !== undefined && body.target_url !== null) {
+      if (body.target_url !== undefined) {
         try {
           targetUrl = parsePublicHttpsUrl(body.target_url, { allowLoopback }).url.toString();
         } catch (err) {
@@ -326,9 +215,9 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       let amount: bigint;
       let requirement: RawRequirement | null = null;
       let fallbackTimeout: number | null = null;
-      if (hasRequirements) {
-        const raw = body.payment_requirements!;
-        if (typeof raw !== 'object' || Array.isArray(raw)) throw invalid('payment_requirements must be an object', 'payment_requirements');
+      // The document admits either payment_requirements or pay_to with amount.
+      if (body.payment_requirements) {
+        const raw = body.payment_requirements;
         const read = readRequirement(raw);
         if ('problems' in read) throw invalid(`payment_requirements is not an x402 requirement: ${read.problems.join('; ')}`, 'payment_requirements', { problems: read.problems });
         const reason = unsupportedReason(read, payable);
@@ -337,13 +226,12 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         requirement = version === 2 ? raw : null;
         fallbackTimeout = read.maxTimeoutSeconds;
       } else {
-        if (!isEvmAddress(body.pay_to)) throw invalid('pay_to must be a 0x EVM address', 'pay_to');
-        payTo = body.pay_to;
-        amount = parseUsdc(body.amount, 'amount');
+        payTo = body.pay_to!;
+        amount = parseUsdc(body.amount!, 'amount');
       }
       const seconds = timeoutSeconds(body.max_timeout_seconds, fallbackTimeout);
 
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx) => {
         const signed = await authorize(trx, who, {
           payable,
           type: 'x402.sign',
@@ -359,6 +247,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           idempotencyKey,
           dryRun: opts.dryRun,
         });
+        if (isRefusal(signed)) return signed;
         return {
           ok: true as const,
           operation_id: signed.operation.id,
@@ -407,7 +296,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: usdc(req.amount), max_amount: usdc(maxAmount) });
       }
 
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx) => {
         const signed = await authorize(trx, who, {
           payable,
           type: 'x402.purchase',
@@ -423,6 +312,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           idempotencyKey,
           dryRun: opts.dryRun,
         });
+        if (isRefusal(signed)) return signed;
         // Simulation stops before the paid retry: the seller never sees an authorization.
         if (opts.dryRun) return upstreamResult(first, { operation_id: signed.operation.id, paid: false, settled: false });
         // The paid retry. A network failure, or a 5xx without a settlement receipt, throws upstream_error, which rolls
