@@ -9,7 +9,7 @@ import { createAccessLog } from './http/access-log.js';
 import { toApiError } from './http/error-mapping.js';
 import { createHealthHandlers, type ReadinessCheck } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
-import { createIdempotencyAround, createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware, type BearerVerifier } from './http/pipeline.js';
+import { createIdempotencyAround, createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware } from './http/pipeline.js';
 import { createRouter, type Router } from './http/router.js';
 import { createIdempotency } from './idempotency/idempotency.js';
 import { systemClock, type Clock } from './lib/clock.js';
@@ -162,10 +162,6 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     // evm mode with the DeFi bootstrap: USD prices of the pooled assets from the pools' time-weighted prices.
     ...(chain?.dex && config.chain.poolPriceIntervalMs > 0 ? [poolPriceLoop(createPoolPriceRecorder({ db, dex: chain.dex, ledger: services.ledger.ledger, clock }), config.chain.poolPriceIntervalMs, log)] : []),
   ];
-  let bearer: BearerVerifier | null = null;
-  const setBearer = (verifier: BearerVerifier) => {
-    bearer = verifier;
-  };
   const close = async () => {
     // quit() waits forever on a client that never connected; destroy() does not.
     if (redis?.isReady) await redis.quit().catch(() => redis.destroy());
@@ -173,7 +169,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     await db.destroy();
     await tracing.shutdown();
   };
-  return { config, log, clock, db, redis, metrics, tracing, rateLimits, document, idempotency, services, loops, onAgentCreated, chain, getBearer: () => bearer, setBearer, close };
+  return { config, log, clock, db, redis, metrics, tracing, rateLimits, document, idempotency, services, loops, onAgentCreated, chain, sealer, close };
 }
 
 function buildServices(deps: {
@@ -235,7 +231,6 @@ function readinessChecks(core: Pick<Awaited<ReturnType<typeof buildCore>>, 'db' 
 export async function createApp(config: Readonly<Config>, overrides: AppOverrides = {}): Promise<BuiltApp> {
   const core = await buildCore(config, overrides);
   const { db, log, clock, services } = core;
-  core.setBearer(createBearerVerifier({ config, db, clock }));
   const router = await createRouter({ document: core.document, handlers: { ...handlers, ...(overrides.handlers ?? {}) }, around: createIdempotencyAround(core.idempotency) });
   // One set of request-handling dependencies for the /v1/agent pipeline and the MCP endpoint.
   const httpDeps = {
@@ -247,9 +242,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     services,
     rateLimits: core.rateLimits,
     document: core.document,
-    get bearer() {
-      return core.getBearer();
-    },
+    bearer: createBearerVerifier({ config, db, clock }),
     adminToken: resolveAdminToken(config),
   };
   const pipeline = createPipeline(httpDeps);
@@ -265,7 +258,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   const health = createHealthHandlers({ checks: readinessChecks(core), chainHealth: core.chain ? () => core.chain!.health() : null });
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
-  mountOAuth(app, { config, db, clock, log, services });
+  mountOAuth(app, { config, db, clock, log, services, sealer: core.sealer });
   mountMcp(app, httpDeps);
   mountConsole(app, { config, db, services, log });
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.

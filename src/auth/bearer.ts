@@ -7,7 +7,7 @@ import { snapshotOf } from './api-key.js';
 import { findLiveGrantBinding, touchGrant } from '../db/repositories/oauth.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
-import { loadPublicJwks, SIGNING_ALG } from '../oauth/keys.js';
+import { loadPublicJwks, SIGNING_ALG } from './signing-keys.js';
 import { assertAgentActive } from './api-key.js';
 import type { Principal } from './principal.js';
 

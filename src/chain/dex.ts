@@ -9,7 +9,7 @@ import { swapRouterAbi, swapRouterBytecode } from '../../contracts/artifacts/Swa
 import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
 import { getAmountOut } from '../lib/defi/amm.js';
-import type { Address } from './port.js';
+import type { Address } from './hex.js';
 import { deployContract, mintToken, waitMined } from './token.js';
 
 export { swapRouterAbi };

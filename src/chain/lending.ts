@@ -10,7 +10,7 @@ import { encodeAbiParameters, keccak256, parseAbi, maxUint256, parseUnits, type 
 import { irmMockAbi, irmMockBytecode } from '../../contracts/artifacts/IrmMock.js';
 import { morphoAbi, morphoBytecode } from '../../contracts/artifacts/Morpho.js';
 import { oracleMockAbi, oracleMockBytecode } from '../../contracts/artifacts/OracleMock.js';
-import type { Address, Hex } from './port.js';
+import type { Address, Hex } from './hex.js';
 import { deployContract, mintToken, usdCoinAbi, waitMined } from './token.js';
 
 export { borrowRouterAbi, morphoAbi, oracleMockAbi };

@@ -6,9 +6,9 @@ import type { OperationRow } from '../db/repositories/operation.repository.js';
 import type { Dex } from './dex.js';
 import type { LendingVenue } from './lending.js';
 import type { EarnVenue } from './vaults.js';
+import type { Address, Hex } from './hex.js';
 
-export type Hex = `0x${string}`;
-export type Address = `0x${string}`;
+export type { Address, Hex } from './hex.js';
 
 /** What `include=onchain` shows (nulls before submission; the simulated chain fills what it can). */
 export interface OnchainView {

@@ -2,7 +2,7 @@
 import { getAddress, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
 import { usdCoinAbi, usdCoinBytecode } from '../../contracts/artifacts/UsdCoin.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/signing.js';
-import type { Address, Hex } from './port.js';
+import type { Address, Hex } from './hex.js';
 
 export { usdCoinAbi };
 

@@ -8,7 +8,7 @@ import { earnRouterAbi, earnRouterBytecode } from '../../contracts/artifacts/Ear
 import { rewardsDistributorAbi, rewardsDistributorBytecode } from '../../contracts/artifacts/RewardsDistributor.js';
 import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
-import type { Address, Hex } from './port.js';
+import type { Address, Hex } from './hex.js';
 import { deployContract, mintToken } from './token.js';
 
 export { devVaultAbi, earnRouterAbi, rewardsDistributorAbi };

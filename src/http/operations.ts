@@ -1,22 +1,9 @@
 // The operation table read once from the bundled document: extensions, and a precompiled path matcher.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { RateClass } from '../ratelimit/classes.js';
+import type { OpenApiDocument, OperationMeta } from '../lib/contract.js';
 
-export type IdempotencyMode = 'required' | 'optional' | 'none';
-
-export interface OperationMeta {
-  operationId: string;
-  method: string;
-  path: string;
-  tag: string;
-  rateClass: RateClass;
-  scope: string | null;
-  /** Alternative scopes that also satisfy the route (webhook GETs also take agent:webhooks:manage). */
-  altScopes: string[];
-  idempotency: IdempotencyMode;
-  isPublic: boolean;
-}
+export type { IdempotencyMode, OpenApiDocument, OperationMeta } from '../lib/contract.js';
 
 export type MatchResult =
   | { kind: 'operation'; op: OperationMeta; params: Record<string, string> }
@@ -24,9 +11,6 @@ export type MatchResult =
   | { kind: 'method_not_allowed'; allowed: string[] };
 
 export const DOCUMENT_PATH = fileURLToPath(new URL('../../generated/openapi.json', import.meta.url));
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type OpenApiDocument = Record<string, any>;
 
 export function loadDocument(path = DOCUMENT_PATH): OpenApiDocument {
   return JSON.parse(readFileSync(path, 'utf8')) as OpenApiDocument;

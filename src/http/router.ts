@@ -6,8 +6,8 @@ import addFormatsModule from 'ajv-formats';
 import { createHash } from 'node:crypto';
 import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
 import { assertNoNulCharacters } from './input-guard.js';
-import type { AnyHandler, HandlerMap, HandlerResult, OperationRequest, RequestContext } from './types.js';
-import { createMatcher, prepareForBackend, readOperations, type MatchResult, type OpenApiDocument, type OperationMeta } from './operations.js';
+import type { AnyHandler, HandlerMap, HandlerResult, OperationRequest, RequestContext, Router } from './types.js';
+import { createMatcher, prepareForBackend, readOperations, type OpenApiDocument, type OperationMeta } from './operations.js';
 
 // CommonJS interop: both modules export their value as `default` under NodeNext.
 type AjvCtor = new (opts: object) => { addFormat: unknown };
@@ -21,18 +21,7 @@ class OpenAPI31Backend extends OpenAPIBackend {
   }
 }
 
-
-export interface Router {
-  ops: OperationMeta[];
-  byId: Map<string, OperationMeta>;
-  match(method: string, path: string): MatchResult;
-  handle(req: OabRequest, ctx: RequestContext): Promise<HandlerResult>;
-  /** Problems of a response against the document (empty when it conforms). */
-  validateResponse(operationId: string, status: number, body: unknown, headers: Record<string, string>): string[];
-  implemented: Set<string>;
-  /** Compiles every operation's validators, yielding to the event loop between operations; stops when `signal` aborts. */
-  warm(signal?: AbortSignal): Promise<void>;
-}
+export type { Router } from './types.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AjvError = { instancePath?: string; message?: string; params?: Record<string, any>; keyword?: string };

@@ -1,18 +1,18 @@
 // The contract between the HTTP glue and the handlers: handlers are typed by operationId from the
 // document (generated/api.d.ts), so a body, a parameter or a response the document does not
 // describe is a compile error.
-import type { components, operations } from '../../generated/api.js';
+import type { Request as OabRequest } from 'openapi-backend';
+import type { operations } from '../../generated/api.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { Services } from '../services/registry.js';
-import type { Router } from './router.js';
+import type { HandlerResult, OperationId, OperationMeta } from '../lib/contract.js';
+import type { MatchResult } from './operations.js';
 
-export type OperationId = keyof operations;
-/** A named schema of the document (`#/components/schemas/<N>`). */
-export type Schema<N extends keyof components['schemas']> = components['schemas'][N];
+export type { HandlerResult, OperationId, Schema } from '../lib/contract.js';
 
 type Parameters<K extends OperationId> = operations[K]['parameters'];
 type Present<T> = [Exclude<T, undefined>] extends [never] ? Record<string, never> : Exclude<T, undefined>;
@@ -37,11 +37,17 @@ type Answers<K extends OperationId> = {
   [S in keyof Responses<K>]: S extends number ? (`${S}` extends `${1 | 2 | 3}${string}` ? { status: S; body: Json<Responses<K>[S]>; headers?: Record<string, string> } : never) : never;
 }[keyof Responses<K>];
 
-/** A response as it leaves the pipeline (any status: errors are written here too). */
-export interface HandlerResult {
-  status: number;
-  body: unknown;
-  headers?: Record<string, string>;
+/** The app's router (src/http/router.ts): routing, request validation, the handlers, response validation. */
+export interface Router {
+  ops: OperationMeta[];
+  byId: Map<string, OperationMeta>;
+  match(method: string, path: string): MatchResult;
+  handle(req: OabRequest, ctx: RequestContext): Promise<HandlerResult>;
+  /** Problems of a response against the document (empty when it conforms). */
+  validateResponse(operationId: string, status: number, body: unknown, headers: Record<string, string>): string[];
+  implemented: Set<string>;
+  /** Compiles every operation's validators, yielding to the event loop between operations; stops when `signal` aborts. */
+  warm(signal?: AbortSignal): Promise<void>;
 }
 
 export interface RequestContext {

@@ -5,7 +5,7 @@ import * as repo from '../db/repositories/idempotency.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { canonicalJson, sha256Hex, type Sealer } from '../lib/crypto.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
-import type { HandlerResult } from '../http/types.js';
+import type { HandlerResult } from '../lib/contract.js';
 import type { Metrics } from '../observability/metrics.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;

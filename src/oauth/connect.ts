@@ -7,7 +7,7 @@ import { ALL_SCOPES } from '../auth/principal.js';
 import { constantTimeEqual } from '../lib/crypto.js';
 import { escapeHtml, page, securityHeaders } from './html.js';
 import { isPlausibleEmail, LOGIN_CODE_MAX_ATTEMPTS, OAuthInputError } from './oauth.service.js';
-import type { OAuthDeps, OAuthRuntime } from './provider.js';
+import type { OAuthDeps, OAuthRuntime } from './types.js';
 
 const SCOPE_LABELS: Record<string, string> = {
   'agent:read': 'Read balances, activity, operations and resource lists',

@@ -6,8 +6,9 @@ import { withTransaction } from '../db/knex.js';
 import * as repo from '../db/repositories/oauth.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
+import { SIGNING_ALG } from '../auth/signing-keys.js';
 
-export const SIGNING_ALG = 'ES256';
+export { loadPublicJwks, SIGNING_ALG } from '../auth/signing-keys.js';
 
 /**
  * A retired key stops being published. A key stays published for this long after a newer key
@@ -61,11 +62,6 @@ export async function loadSigningKeys(db: Db, sealer: Sealer, clock: Clock): Pro
     publicJwk: row.public_jwk as JWK,
     createdAt: new Date(row.created_at),
   }));
-}
-
-/** Public halves of the live keys (no private material is read), for the resource server. */
-export async function loadPublicJwks(db: Db): Promise<JWK[]> {
-  return (await repo.listSigningKeys(db)).map((row) => row.public_jwk as JWK);
 }
 
 /**

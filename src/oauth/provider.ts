@@ -5,28 +5,18 @@ import type express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import Provider, { errors, interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
-import type { Config } from '../config.js';
-import type { Knex } from 'knex';
 import { ALL_SCOPES } from '../auth/principal.js';
 import { resourceUrl } from '../auth/bearer.js';
 import { listSigningKeys } from '../db/repositories/oauth.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { createSealer, type Sealer } from '../lib/crypto.js';
-import type { Logger } from '../lib/logger.js';
-import type { Services } from '../services/registry.js';
+import type { Sealer } from '../lib/crypto.js';
 import { createAdapterClass, revokeGrantEverywhere } from './adapter.js';
 import { createConnectRouter } from './connect.js';
 import { escapeHtml, securityHeaders } from './html.js';
 import { loadSigningKeys, SIGNING_ALG, type SigningKey } from './keys.js';
 import { REGISTRATION_THROTTLE, redirectUriProblem } from './oauth.service.js';
+import type { OAuthDeps, OAuthRuntime } from './types.js';
 
-export interface OAuthDeps {
-  config: Readonly<Config>;
-  db: Knex;
-  clock: Clock;
-  log: Logger;
-  services: Services;
-}
+export type { OAuthDeps, OAuthRuntime } from './types.js';
 
 /** Contract §12: access tokens live 15 minutes; refresh tokens expire after 30 idle days. */
 export const ACCESS_TOKEN_TTL_S = 15 * 60;
@@ -211,13 +201,8 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Seale
   return provider;
 }
 
-export interface OAuthRuntime {
-  /** The provider built from the current signing keys (rebuilt after a rotation). */
-  provider(): Promise<Provider>;
-}
-
 export function createOAuthRuntime(deps: OAuthDeps): OAuthRuntime {
-  const sealer = createSealer(deps.config.masterKey, deps.config.masterKeyPrevious);
+  const { sealer } = deps;
   let current: { provider: Provider; kids: string } | null = null;
   let building: Promise<Provider> | null = null;
   let checkedAt = -Infinity;

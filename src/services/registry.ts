@@ -1,5 +1,5 @@
 // Every service the handlers, the worker and agentctl reach through `ctx.services`. One field per area.
-import type { OAuthService } from '../oauth/oauth.service.js';
+import type { OAuthService } from './oauth.types.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { AgentService } from './agent.service.js';
 import type { ChainInbound } from './chain-inbound.js';

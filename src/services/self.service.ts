@@ -5,7 +5,7 @@ import type { Db } from '../db/knex.js';
 import { findAgent, findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
-import type { OpenApiDocument, OperationMeta } from '../http/operations.js';
+import type { OpenApiDocument, OperationMeta } from '../lib/contract.js';
 import { RATE_CLASSES, type RateClass, type RateRule } from '../ratelimit/classes.js';
 
 export const EMITTED_EVENT_TYPES = [
