@@ -9,7 +9,8 @@ import { createAccessLog } from './http/access-log.js';
 import { toApiError } from './http/error-mapping.js';
 import { createHealthHandlers, type ReadinessCheck } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
-import { createIdempotencyAround, createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware } from './http/pipeline.js';
+import { createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware } from './http/pipeline.js';
+import { runIdempotent } from './http/steps.js';
 import { createRouter, type Router } from './http/router.js';
 import { createIdempotency } from './idempotency/idempotency.js';
 import { systemClock, type Clock } from './lib/clock.js';
@@ -231,7 +232,7 @@ function readinessChecks(core: Pick<Awaited<ReturnType<typeof buildCore>>, 'db' 
 export async function createApp(config: Readonly<Config>, overrides: AppOverrides = {}): Promise<BuiltApp> {
   const core = await buildCore(config, overrides);
   const { db, log, clock, services } = core;
-  const router = await createRouter({ document: core.document, handlers: { ...handlers, ...(overrides.handlers ?? {}) }, around: createIdempotencyAround(core.idempotency) });
+  const router = await createRouter({ document: core.document, handlers: { ...handlers, ...(overrides.handlers ?? {}) }, around: runIdempotent(core.idempotency) });
   // One set of request-handling dependencies for the /v1/agent pipeline and the MCP endpoint.
   const httpDeps = {
     config,

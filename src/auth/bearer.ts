@@ -9,7 +9,7 @@ import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
 import { loadPublicJwks, SIGNING_ALG } from './signing-keys.js';
 import { assertAgentActive } from './api-key.js';
-import type { Principal } from './principal.js';
+import type { AgentSnapshot, Principal } from './principal.js';
 
 export type BearerResource = 'agent' | 'mcp';
 
@@ -26,9 +26,9 @@ export function buildWwwAuthenticate(baseUrl: string, resource: BearerResource, 
   return `Bearer ${parts.join(', ')}`;
 }
 
+/** The one verifier of access tokens; its principal always carries the agent as read (layer two passed). */
 export interface BearerVerifier {
-  verify(token: string, resource: BearerResource): Promise<Principal>;
-  wwwAuthenticate(resource: BearerResource, error?: 'invalid_token' | 'insufficient_scope' | 'invalid_request', scope?: string): string;
+  verify(token: string, resource: BearerResource): Promise<Principal & { snapshot: AgentSnapshot }>;
 }
 
 /** Tolerated clock skew between the authorization server and this verifier for `iat`. */
@@ -68,8 +68,6 @@ export function createBearerVerifier(deps: { config: Readonly<Config>; db: Db; c
     new ApiError('invalid_token', message, undefined, { headers: { 'WWW-Authenticate': buildWwwAuthenticate(config.baseUrl, resource, 'invalid_token') } });
 
   return {
-    wwwAuthenticate: (resource, error, scope) => buildWwwAuthenticate(config.baseUrl, resource, error, scope),
-
     async verify(token, resource) {
       const audience = resourceUrl(config.baseUrl, resource);
       let payload: JWTPayload;

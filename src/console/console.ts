@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import express, { type Express, type Request, type Response } from 'express';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
-import { clientAddress, header } from '../http/pipeline.js';
+import { clientAddress, header } from '../http/request.js';
 import { errorBody } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { isPlausibleEmail } from '../oauth/oauth.service.js';

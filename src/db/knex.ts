@@ -129,3 +129,25 @@ export async function withTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => 
   if ((db as Knex.Transaction).isTransaction) return fn(db as Knex.Transaction);
   return (db as Knex).transaction(fn);
 }
+
+/** An outcome as a value: what a function returned, or what it threw. */
+export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+/**
+ * A dry run: runs `fn` in a transaction (a savepoint inside one it is given) that is always rolled
+ * back, and returns what `fn` returned or threw as a value. Only a failure to open or roll back the
+ * transaction itself is thrown.
+ */
+export async function rollbackAfter<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<Settled<T>> {
+  let settled: Settled<T> | undefined;
+  await db.transaction(async (trx) => {
+    try {
+      settled = { ok: true, value: await fn(trx) };
+    } catch (error) {
+      settled = { ok: false, error };
+    }
+    // knex resolves (does not reject) a transaction rolled back without an error.
+    if (!trx.isCompleted()) await trx.rollback();
+  });
+  return settled!;
+}

@@ -1,19 +1,14 @@
 // Tag simulate: runs any write route (routing, scope, request validation, policy, ledger maths) inside a
 // transaction that is always rolled back, without charging the target route's rate limit (contract §9, §14).
-import type { LooseHandler, HandlerResult, RequestContext } from '../http/types.js';
-import { ApiError, isApiError, type ErrorCode } from '../lib/errors.js';
-import { body } from './ledger-common.js';
+import { dryRun, requireScope, type Settled } from '../http/steps.js';
+import type { Handler, HandlerResult, Schema } from '../http/types.js';
+import { ApiError, errorBody, isApiError, type ErrorBody, type ErrorCode } from '../lib/errors.js';
 
 const POLICY_CODES = new Set<ErrorCode>(['permission_not_granted', 'asset_not_allowed', 'recipient_not_allowed', 'protocol_not_allowed', 'limit_exceeded', 'ltv_too_high']);
 const FUNDS_CODES = new Set<ErrorCode>(['insufficient_funds']);
 
-type Stage = { name: string; outcome: 'passed' | 'failed' | 'skipped'; code?: ErrorCode; message?: string };
-
-class Rollback extends Error {
-  constructor(readonly result: { result?: HandlerResult; error?: unknown }) {
-    super('simulation rollback');
-  }
-}
+type Stage = Schema<'SimulateStage'>;
+type Failure = { status: number; error: ErrorBody['error'] };
 
 function stagesFor(code: ErrorCode | null, message?: string): Stage[] {
   const order = ['validation', 'policy', 'funds', 'execution'];
@@ -25,56 +20,59 @@ function stagesFor(code: ErrorCode | null, message?: string): Stage[] {
   });
 }
 
-export const simulateRequest: LooseHandler = async (c, ctx) => {
-  const input = body<{ method: string; path: string; body?: Record<string, unknown> | null }>(c);
+const isErrorBody = (body: unknown): body is ErrorBody => typeof body === 'object' && body !== null && (body as ErrorBody).ok === false && typeof (body as ErrorBody).error?.code === 'string';
+const failureOf = (e: ApiError): Failure => ({ status: e.status, error: errorBody(e.code, e.message, e.details).error });
+
+/**
+ * The refusal in a dry run's outcome, or null when the write would succeed. A refusal the handler
+ * returns (status >= 400, the error envelope) counts exactly as the ApiError it would have thrown;
+ * anything else thrown is not a refusal and propagates.
+ */
+function refusalIn(outcome: Settled<HandlerResult>): Failure | null {
+  if (!outcome.ok) {
+    if (isApiError(outcome.error)) return failureOf(outcome.error);
+    throw outcome.error;
+  }
+  const { status, body } = outcome.value;
+  return status >= 400 && isErrorBody(body) ? { status, error: body.error } : null;
+}
+
+export const simulateRequest: Handler<'simulateRequest'> = async (req, ctx) => {
+  const input = req.body;
   const method = input.method.toUpperCase();
   const path = input.path.split('?')[0]!;
   const { router } = ctx;
   const stages: Stage[] = [];
-  const answer = (status: number, error: { code: ErrorCode; message: string; details?: Record<string, unknown> } | null, response?: unknown) => ({
-    status: 200,
-    body: error ? { ok: true, would_succeed: false, status, error, stages } : { ok: true, would_succeed: true, status, response, stages },
+  const answer = (failure: Failure | null, success?: HandlerResult) => ({
+    status: 200 as const,
+    body: failure
+      ? { ok: true as const, would_succeed: false, status: failure.status, error: failure.error, stages }
+      : { ok: true as const, would_succeed: true, status: success!.status, response: success!.body as Record<string, unknown>, stages },
   });
 
+  // route
   const match = router.match(method, path);
   if (match.kind !== 'operation' || match.op.method === 'get' || match.op.operationId === 'simulateRequest') {
     const code: ErrorCode = match.kind === 'method_not_allowed' ? 'method_not_allowed' : match.kind === 'not_found' ? 'not_found' : 'validation_failed';
     const message = match.kind === 'operation' ? 'only write routes can be simulated' : 'No route matches this request.';
     stages.push({ name: 'route', outcome: 'failed', code, message });
-    return answer(new ApiError(code, message).status, { code, message });
+    return answer(failureOf(new ApiError(code, message)));
   }
   stages.push({ name: 'route', outcome: 'passed' });
-  const op = match.op;
-  if (ctx.principal.method === 'oauth' && op.scope && !ctx.principal.scopes.has(op.scope) && !op.altScopes.some((s) => ctx.principal.scopes.has(s))) {
-    const message = `This route requires the scope ${op.scope}.`;
-    stages.push({ name: 'scope', outcome: 'failed', code: 'insufficient_scope', message });
-    return answer(403, { code: 'insufficient_scope', message, details: { required_scope: op.scope } });
+
+  // scope: the pipeline's own step
+  try {
+    requireScope(ctx.config.baseUrl, ctx.principal, [match.op], 'agent');
+  } catch (err) {
+    if (!isApiError(err)) throw err;
+    stages.push({ name: 'scope', outcome: 'failed', code: err.code, message: err.message });
+    return answer(failureOf(err));
   }
   stages.push({ name: 'scope', outcome: 'passed' });
 
-  const db = ctx.db as import('knex').Knex;
-  const outcome = await db
-    .transaction(async (trx) => {
-      const inner: RequestContext = { ...ctx, db: trx, idempotencyKey: null, dryRun: true };
-      try {
-        const result = await router.handle({ method, path, query: {}, headers: { 'idempotency-key': `simulate-${ctx.requestId}`, 'content-type': 'application/json' }, body: input.body ?? {} } as never, inner);
-        throw new Rollback({ result });
-      } catch (err) {
-        if (err instanceof Rollback) throw err;
-        throw new Rollback({ error: err });
-      }
-    })
-    .catch((err: unknown) => {
-      if (err instanceof Rollback) return err.result;
-      throw err;
-    });
-
-  if (outcome.error !== undefined) {
-    if (!isApiError(outcome.error)) throw outcome.error;
-    const e = outcome.error;
-    stages.push(...stagesFor(e.code, e.message));
-    return answer(e.status, e.details === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, details: e.details });
-  }
-  stages.push(...stagesFor(null));
-  return answer(outcome.result!.status, null, outcome.result!.body);
+  // validation, policy, funds, execution: the route itself, rolled back
+  const outcome = await dryRun(ctx, { method, path, body: input.body ?? {} });
+  const refusal = refusalIn(outcome);
+  stages.push(...stagesFor(refusal?.error.code ?? null, refusal?.error.message));
+  return refusal ? answer(refusal) : answer(null, (outcome as { value: HandlerResult }).value);
 };

@@ -1,18 +1,16 @@
 // The MCP endpoint at /mcp: stateless Streamable HTTP, OAuth bearer tokens bound to /mcp, tools dispatched through the API router.
 import { randomUUID } from 'node:crypto';
-import express, { type Express, type Request, type Response } from 'express';
+import type { Express, Request, Response } from 'express';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
-import { findAuthRow } from '../db/repositories/agent.repository.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
-import { BODY_LIMIT_BYTES, clientAddress, rateLimitedError, rateLimitHeaders, wwwAuthenticate, type PipelineDeps } from '../http/pipeline.js';
-import { toApiError } from '../http/error-mapping.js';
-import type { HandlerResult, RequestContext } from '../http/types.js';
-import { ApiError, errorBody, isApiError } from '../lib/errors.js';
-import { AUTH_FAILURE_RULE } from '../ratelimit/classes.js';
-import type { RateDecision } from '../ratelimit/limiter.js';
+import type { PipelineDeps } from '../http/pipeline.js';
+import { BODY_LIMIT_BYTES, createSteps, readJsonBody, type Exchange, type RateOverrides } from '../http/steps.js';
+import type { HandlerResult } from '../http/types.js';
+import { isApiError } from '../lib/errors.js';
+import type { OperationMeta } from '../lib/contract.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
 
 export const MCP_PATH = '/mcp';
@@ -36,9 +34,9 @@ function sendJsonRpcError(res: Response, status: number, code: number, message: 
 }
 
 /** Authentication and scope refusals carry the API envelope and the RFC 6750 challenge (contract §2). */
-function sendApiError(res: Response, err: ApiError, extraHeaders: Record<string, string> = {}): void {
-  for (const [name, value] of Object.entries({ ...extraHeaders, ...err.headers })) res.setHeader(name, value);
-  res.status(err.status).json(errorBody(err.code, err.message, err.details));
+function sendApiAnswer(res: Response, answer: HandlerResult): void {
+  for (const [name, value] of Object.entries(answer.headers ?? {})) res.setHeader(name, value);
+  res.status(answer.status).json(answer.body);
 }
 
 interface JsonRpcMessage {
@@ -54,94 +52,41 @@ interface JsonRpcMessage {
  */
 export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
   const { config, log } = deps;
+  const steps = createSteps(deps);
   const tools = buildTools(deps.document ?? loadDocument(), deps.router.ops);
   const toolsByName = new Map(tools.map((t) => [t.name, t]));
   const toolList = tools.map((t) => t.definition);
   const allowedOrigin = new URL(config.baseUrl).origin;
 
-  async function authenticate(req: Request): Promise<{ principal: Principal } | { error: ApiError; rate?: RateDecision }> {
-    const invalid = (message: string) =>
-      new ApiError('invalid_token', message, undefined, { headers: { 'WWW-Authenticate': wwwAuthenticate(config.baseUrl, 'mcp', 'invalid_token') } });
-    let error: ApiError;
-    const m = /^Bearer\s+([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(req.headers.authorization ?? '');
-    if (!m || !deps.bearer) {
-      // Header keys are not accepted here: /mcp is an OAuth protected resource only.
-      error = invalid('A bearer token issued for this MCP resource is required.');
-    } else {
-      try {
-        return { principal: await deps.bearer.verify(m[1]!, 'mcp') };
-      } catch (err) {
-        if (!isApiError(err) || err.status !== 401) throw err;
-        error = err.code === 'invalid_token' && !err.headers['WWW-Authenticate'] ? invalid(err.message) : err;
-        if (err.code !== 'invalid_token') {
-          // Layer-two refusals (agent disabled, outside its window) still point the client at the metadata.
-          error = new ApiError(err.code, err.message, err.details, { headers: { ...err.headers, 'WWW-Authenticate': wwwAuthenticate(config.baseUrl, 'mcp', 'invalid_token') } });
-        }
-      }
-    }
-    const decision = await deps.rateLimits.chargeAddress('authfail', clientAddress(req), AUTH_FAILURE_RULE);
-    return decision.allowed ? { error, rate: decision } : { error: rateLimitedError(decision), rate: decision };
-  }
-
-  /** The scopes a batch of JSON-RPC messages needs and the token lacks (only `tools/call` needs any). */
-  function missingScopes(principal: Principal, body: unknown): string[] {
+  /** The tools a batch of JSON-RPC messages calls (only `tools/call` needs a scope). */
+  function calledOperations(body: unknown): OperationMeta[] {
     const messages = (Array.isArray(body) ? body : [body]) as JsonRpcMessage[];
-    const missing = new Set<string>();
+    const ops: OperationMeta[] = [];
     for (const message of messages) {
       if (message?.method !== 'tools/call' || typeof message.params?.name !== 'string') continue;
       const tool = toolsByName.get(message.params.name);
-      if (!tool?.op.scope) continue;
-      const { scope, altScopes } = tool.op;
-      if (!principal.scopes.has(scope) && !altScopes.some((s) => principal.scopes.has(s))) missing.add(scope);
+      if (tool) ops.push(tool.op);
     }
-    return [...missing];
+    return ops;
   }
 
-  /** Runs one tool call through the same machinery as HTTP: rate limit, router (validation, idempotency, handler), response check. */
-  async function callTool(principal: Principal, requestId: string, name: string, args: Record<string, unknown> | undefined): Promise<CallToolResult> {
+  /** One tool call through the same steps as HTTP: rate limit, router (validation, idempotency, handler), respond. */
+  async function callTool(principal: Principal, overrides: RateOverrides, requestId: string, name: string, args: Record<string, unknown> | undefined): Promise<CallToolResult> {
     const tool = toolsByName.get(name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     const startedAt = process.hrtime.bigint();
-    let rate: RateDecision | undefined;
+    const exchange: Exchange = { requestId, op: tool.op };
     let result: HandlerResult;
     try {
-      const overrides = principal.snapshot?.rateOverrides ?? (await findAuthRow(deps.db, principal.agentId))?.rate_overrides ?? [];
-      const rule = deps.rateLimits.rulesFor(overrides)[tool.op.rateClass];
-      rate = await deps.rateLimits.charge(principal.agentId, tool.op.rateClass, rule);
-      if (!rate.allowed) throw rateLimitedError(rate);
+      await steps.chargeRateLimit(exchange, principal.agentId, tool.op.rateClass, overrides);
       const request = toDispatchRequest(tool, args);
-      const ctx: RequestContext = {
-        requestId,
-        principal,
-        db: deps.db,
-        idempotencyKey: request.idempotencyKey,
-        services: deps.services,
-        clock: deps.clock,
-        config,
-        log,
-        router: deps.router,
-      };
+      const ctx = steps.contextFor(exchange, principal, { idempotencyKey: request.idempotencyKey });
       result = await deps.router.handle({ method: request.method, path: request.path, query: request.query, headers: request.headers, body: request.body }, ctx);
     } catch (err) {
-      const apiError = toApiError(err);
-      if (apiError) {
-        result = { status: apiError.status, body: errorBody(apiError.code, apiError.message, apiError.details), headers: apiError.headers };
-      } else {
-        log.error({ err, requestId, tool: name }, 'unhandled error in MCP tool call');
-        result = { status: 500, body: errorBody('internal_error', `An internal error occurred (request ${requestId}).`) };
-      }
+      result = steps.errorResult(exchange, err, { tool: name });
     }
-
-    const headers: Record<string, string> = { ...(rate ? rateLimitHeaders(rate) : {}), ...(result.headers ?? {}), 'X-Request-Id': requestId };
-    let { status, body } = result;
-    if (config.validateResponses) {
-      const problems = deps.router.validateResponse(tool.op.operationId, status, body, headers);
-      if (problems.length > 0) {
-        log.error({ operationId: tool.op.operationId, status, problems, requestId }, 'response does not match the document');
-        status = 500;
-        body = errorBody('internal_error', `Response failed validation against the document (request ${requestId}).`, { response_validation: problems });
-      }
-    }
+    // A refusal a handler returns (status >= 400, the error envelope) and one it throws answer alike.
+    const { status, body, headers } = steps.respond(exchange, result);
     const latencyMs = Number(process.hrtime.bigint() - startedAt) / 1e6;
     log.info({ requestId, agentId: principal.agentId, tool: name, route: tool.op.operationId, status, latencyMs: Math.round(latencyMs * 100) / 100 }, 'mcp tool call');
     return {
@@ -151,7 +96,7 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
     };
   }
 
-  function createServer(principal: Principal, requestId: string): Server {
+  function createServer(principal: Principal, overrides: RateOverrides, requestId: string): Server {
     // The low-level server: tool input schemas are the contract's JSON Schemas, and the router (not
     // zod) validates arguments, so a tool refuses exactly what the HTTP route refuses.
     const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
@@ -159,19 +104,13 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
     // and a call the token cannot make is refused with the 403 challenge before it runs.
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: toolList }));
     server.setRequestHandler(CallToolRequestSchema, async (request) =>
-      callTool(principal, requestId, request.params.name, request.params.arguments as Record<string, unknown> | undefined),
+      callTool(principal, overrides, requestId, request.params.name, request.params.arguments as Record<string, unknown> | undefined),
     );
     return server;
   }
 
-  const jsonParser = express.json({ limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'], strict: false });
-  const parseBody = (req: Request, res: Response) =>
-    new Promise<unknown>((resolve) => {
-      jsonParser(req, res, (err?: unknown) => resolve(err ?? null));
-    });
-
   const handle = async (req: Request, res: Response): Promise<void> => {
-    const requestId = requestIdOf(res);
+    const exchange: Exchange = { requestId: requestIdOf(res) };
     try {
       // Streamable HTTP: servers must refuse foreign origins (DNS rebinding); clients outside a browser send none.
       const origin = req.headers.origin;
@@ -180,12 +119,13 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
         return;
       }
 
-      const auth = await authenticate(req);
-      if ('error' in auth) {
-        sendApiError(res, auth.error, auth.rate ? rateLimitHeaders(auth.rate) : {});
-        return;
-      }
-      const { principal } = auth;
+      const authenticated = await steps.authenticate(req, exchange, 'mcp').catch((err: unknown) => {
+        if (!isApiError(err)) throw err;
+        sendApiAnswer(res, steps.respond(exchange, steps.errorResult(exchange, err)));
+        return null;
+      });
+      if (!authenticated) return;
+      const { principal, overrides } = authenticated;
 
       if (req.method !== 'POST') {
         // Stateless server: no standalone SSE stream (GET) and no session to end (DELETE).
@@ -193,26 +133,21 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
         return;
       }
 
-      const parseError = (await parseBody(req, res)) as { type?: string; status?: number } | null;
-      if (parseError) {
-        if (parseError.type === 'entity.too.large' || parseError.status === 413) sendJsonRpcError(res, 413, -32600, `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
+      const problem = await readJsonBody(req, res);
+      if (problem) {
+        if (problem.kind === 'too_large') sendJsonRpcError(res, 413, -32600, `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
         else sendJsonRpcError(res, 400, -32700, 'Parse error: the request body is not valid JSON.');
         return;
       }
 
-      const missing = missingScopes(principal, req.body);
-      if (missing.length > 0) {
-        const scope = missing.join(' ');
-        sendApiError(
-          res,
-          new ApiError('insufficient_scope', `This tool requires the scope ${scope}.`, { required_scope: scope }, {
-            headers: { 'WWW-Authenticate': wwwAuthenticate(config.baseUrl, 'mcp', 'insufficient_scope', scope) },
-          }),
-        );
+      try {
+        steps.requireScope(principal, calledOperations(req.body), 'mcp', 'tool');
+      } catch (err) {
+        sendApiAnswer(res, steps.respond(exchange, steps.errorResult(exchange, err)));
         return;
       }
 
-      const server = createServer(principal, requestId);
+      const server = createServer(principal, overrides, exchange.requestId);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       res.on('close', () => {
         void transport.close();
@@ -221,8 +156,8 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
       await server.connect(transport);
       await transport.handleRequest(req, res, req.body);
     } catch (err) {
-      log.error({ err, requestId }, 'MCP request failed');
-      if (!res.headersSent) sendJsonRpcError(res, 500, -32603, `Internal error (request ${requestId}).`);
+      log.error({ err, requestId: exchange.requestId }, 'MCP request failed');
+      if (!res.headersSent) sendJsonRpcError(res, 500, -32603, `Internal error (request ${exchange.requestId}).`);
     }
   };
 

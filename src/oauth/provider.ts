@@ -15,6 +15,7 @@ import { escapeHtml, securityHeaders } from './html.js';
 import { loadSigningKeys, SIGNING_ALG, type SigningKey } from './keys.js';
 import { REGISTRATION_THROTTLE, redirectUriProblem } from './oauth.service.js';
 import type { OAuthDeps, OAuthRuntime } from './types.js';
+import { clientAddress } from '../http/request.js';
 
 export type { OAuthDeps, OAuthRuntime } from './types.js';
 
@@ -234,8 +235,6 @@ export function createOAuthRuntime(deps: OAuthDeps): OAuthRuntime {
     },
   };
 }
-
-const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 
 /** RFC 9728 protected-resource metadata for one of our two resources. */
 export function protectedResourceMetadata(baseUrl: string, resource: 'agent' | 'mcp') {
