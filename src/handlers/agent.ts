@@ -1,30 +1,31 @@
 // Tag agent: who am I, my rate-limit state, the capabilities document and the public contract.
-import type { LooseHandler } from '../http/types.js';
-import { RATE_CLASSES } from '../ratelimit/classes.js';
+import type { Handler, LooseHandler, RequestContext } from '../http/types.js';
+import type { RateDecision } from '../ratelimit/limiter.js';
 
-export const getSelf: LooseHandler = async (_c, ctx) => {
+export const getSelf: Handler<'getSelf'> = async (_req, ctx) => {
   const self = await ctx.services.self.describe(ctx.db, ctx.principal);
   return { status: 200, body: { ok: true, ...self } };
 };
 
-export const getSelfUsage: LooseHandler = async (_c, ctx) => {
+const usageOf = (d: RateDecision) => ({ limit: d.limit, burst: d.burst, window_seconds: d.windowSeconds, remaining: d.remaining, reset: d.resetAt.toISOString() });
+
+export const getSelfUsage: Handler<'getSelfUsage'> = async (_req, ctx) => {
   const usage = await ctx.services.rateLimits.usage(ctx.db, ctx.principal.agentId);
-  const classes = Object.fromEntries(
-    RATE_CLASSES.map((cls) => {
-      const d = usage[cls];
-      return [cls, { limit: d.limit, burst: d.burst, window_seconds: d.windowSeconds, remaining: d.remaining, reset: d.resetAt.toISOString() }];
-    }),
-  );
+  // In the document's order of the classes (RATE_CLASSES), each one required.
+  const classes = { read: usageOf(usage.read), write: usageOf(usage.write), simulate: usageOf(usage.simulate), webhook_management: usageOf(usage.webhook_management), bulk_write: usageOf(usage.bulk_write) };
   return { status: 200, body: { ok: true, classes } };
 };
 
-export const getCapabilities: LooseHandler = async (_c, ctx) => {
+async function capabilitiesFor(ctx: RequestContext) {
   const overrides = ctx.principal.snapshot?.rateOverrides ?? (await ctx.services.rateLimits.overridesFor(ctx.db, ctx.principal.agentId));
-  return { status: 200, body: { ok: true, ...ctx.services.self.capabilities(ctx.services.rateLimits.rulesFor(overrides)) } };
-};
+  return { status: 200 as const, body: { ok: true as const, ...ctx.services.self.capabilities(ctx.services.rateLimits.rulesFor(overrides)) } };
+}
 
-export const getCapabilitiesJson: LooseHandler = getCapabilities;
+export const getCapabilities: Handler<'getCapabilities'> = (_req, ctx) => capabilitiesFor(ctx);
 
+export const getCapabilitiesJson: Handler<'getCapabilitiesJson'> = (_req, ctx) => capabilitiesFor(ctx);
+
+/** Loose: its 304 (If-None-Match) is not a response the document declares for getOpenApi. */
 export const getOpenApi: LooseHandler = async (c, ctx) => {
   const { document, etag } = ctx.services.self.publicDocument();
   const headers = { ETag: etag, 'Cache-Control': 'public, max-age=300' };
@@ -35,4 +36,5 @@ export const getOpenApi: LooseHandler = async (c, ctx) => {
   return { status: 200, body: document, headers };
 };
 
+/** Loose until the policy service types its limits (it returns them as a record today). */
 export const getSelfLimits: LooseHandler = async (_c, ctx) => ({ status: 200, body: { ok: true, ...(await ctx.services.ledger.policy.limits(ctx.db, ctx.principal.agentId)) } });

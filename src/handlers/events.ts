@@ -1,7 +1,18 @@
 // Tag events: the agent's events, newest first, and one event.
-import type { LooseHandler } from '../http/types.js';
-import { ok, pageQuery, param, query } from './ledger-common.js';
+import type { Handler, Schema } from '../http/types.js';
+import { pageQuery, param, query } from './ledger-common.js';
 
-export const listEvents: LooseHandler = async (c, ctx) => ok(await ctx.services.events.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), type: query(c, 'type'), since: query(c, 'since') }));
+type Event = Schema<'EventResponse'>['event'];
 
-export const getEvent: LooseHandler = async (c, ctx) => ok({ event: await ctx.services.events.get(ctx.db, ctx.principal.agentId, param(c, 'id')) });
+/**
+ * An envelope as the outbox stored it. Services append only the document's event types; the
+ * repository keeps `type` a string because appendEvent's callers pass it as one.
+ */
+const asEvent = (envelope: { type: string }): Event => envelope as Event;
+
+export const listEvents: Handler<'listEvents'> = async (req, ctx) => {
+  const page = await ctx.services.events.list(ctx.db, ctx.principal.agentId, { ...pageQuery(req), type: query(req, 'type'), since: query(req, 'since') });
+  return { status: 200, body: { ...page, items: page.items.map(asEvent) } };
+};
+
+export const getEvent: Handler<'getEvent'> = async (req, ctx) => ({ status: 200, body: { ok: true, event: asEvent(await ctx.services.events.get(ctx.db, ctx.principal.agentId, param(req, 'id'))) } });

@@ -81,8 +81,9 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
      * idempotency_request_in_progress at once; a later one gets the stored response.
      */
     async run(run: IdempotentRun, execute: (trx: Knex.Transaction) => Promise<HandlerResult>): Promise<IdempotencyOutcome> {
+      let outcome: IdempotencyOutcome | null;
       try {
-        return await withTransaction(deps.db, async (trx) => {
+        outcome = await withTransaction(deps.db, async (trx) => {
           // Lock, then look (a fresh snapshot); the stored-record guard below is the backstop.
           const { locked, record } = await repo.lockAndFindRecord(trx, run.agentId, run.key, deps.clock.now());
           if (!locked) {
@@ -113,20 +114,24 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
               created_at: at,
               expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS),
             });
-            // A live record we did not see (it cannot happen after lock-then-look, but the key is money): its
-            // record wins, ours rolls back with every effect, and the backstop below replays it.
-            if (!stored) throw new KeyCommittedConcurrently();
+            if (!stored) {
+              // A live record we did not see (it cannot happen after lock-then-look, but the key is money):
+              // its record wins, every effect of ours is undone, and it is replayed below.
+              await trx.raw('ROLLBACK TO SAVEPOINT idem_effects');
+              return null;
+            }
           }
           return { result, replayed: false };
         });
       } catch (err) {
         // Backstop: someone committed the same key between our look and our insert.
-        if (err instanceof KeyCommittedConcurrently || (err as { code?: string }).code === '23505') {
-          const row = await repo.findLiveRecord(deps.db, run.agentId, run.key, deps.clock.now());
-          if (row) return check(row, run);
-        }
-        throw err;
+        if ((err as { code?: string }).code !== '23505') throw err;
+        outcome = null;
       }
+      if (outcome) return outcome;
+      const row = await repo.findLiveRecord(deps.db, run.agentId, run.key, deps.clock.now());
+      if (!row) throw new Error('the Idempotency-Key was committed by a concurrent request whose record is gone');
+      return check(row, run);
     },
 
     async deleteExpired(): Promise<number> {
@@ -144,8 +149,3 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
 
 export type Idempotency = ReturnType<typeof createIdempotency>;
 
-class KeyCommittedConcurrently extends Error {
-  constructor() {
-    super('the Idempotency-Key was committed by a concurrent request');
-  }
-}

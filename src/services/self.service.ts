@@ -1,62 +1,72 @@
 // The authenticated context (GET /self) and the capabilities document generated from the contract.
 import type { Principal } from '../auth/principal.js';
-import { ALL_SCOPES } from '../auth/principal.js';
 import type { Db } from '../db/knex.js';
 import { findAgent, findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
-import type { OpenApiDocument, OperationMeta } from '../lib/contract.js';
-import { RATE_CLASSES, type RateClass, type RateRule } from '../ratelimit/classes.js';
+import type { OpenApiDocument, OperationMeta, Schema } from '../lib/contract.js';
+import { EVENT_TYPES, OPERATION_TYPES, SCOPES, SUBSCRIBABLE_EVENT_TYPES } from '../../generated/vocabulary.js';
+import type { RateClass, RateRule } from '../ratelimit/classes.js';
 
-export const EMITTED_EVENT_TYPES = [
-  'payment.executed', 'payment.execution_failed', 'one_off_payment.created', 'conversion.executed', 'conversion.execution_failed',
-  'earn.deposit.executed', 'earn.withdraw.executed', 'earn.move.executed', 'rewards.claimed', 'debt.borrowed', 'debt.repaid',
-  'debt.deleveraged', 'collateral.added', 'collateral.removed', 'withdrawal.settled', 'withdrawal.execution_failed',
-  'agent.webhook_disabled', 'operation.policy_rejected', 'webhook.test',
-] as const;
-export const TRUSTED_DESTINATION_EVENT_TYPES = ['trusted_destination.confirmed', 'trusted_destination.cancelled', 'trusted_destination.removed'] as const;
-export const RESERVED_EVENT_TYPES = [
-  'payment.submitted', 'payment.received', 'one_off_payment.claimed', 'one_off_payment.expired', 'withdrawal.submitted', 'deposit.received',
-  'recurring_payment.updated', 'recipient.changed', 'agent.limit_approaching', 'agent.limit_reached', 'agent.disabled', 'agent.expired',
-  'agent.expiring_soon',
-] as const;
-export const SUBSCRIBABLE_EVENT_TYPES = [...EMITTED_EVENT_TYPES, ...TRUSTED_DESTINATION_EVENT_TYPES] as const;
-export const OPERATION_TYPES = [
-  'payment', 'one_off_payment.create', 'withdrawal.bank', 'withdrawal.crypto', 'conversion', 'earn.deposit', 'earn.withdraw', 'earn.move',
-  'earn.rewards_claim', 'debt.borrow', 'debt.repay', 'debt.deleverage', 'collateral.add', 'collateral.remove',
-  'trusted_destination.confirm', 'trusted_destination.cancel', 'trusted_destination.remove', 'x402.sign', 'x402.purchase',
-] as const;
+/** The reserved event types: documented (`EventType`) but not subscribable in v1 (contract §11). */
+const RESERVED_EVENT_TYPES = EVENT_TYPES.filter((type) => !(SUBSCRIBABLE_EVENT_TYPES as readonly string[]).includes(type));
+
+/** GET /self without its `ok`. */
+export type SelfDescription = Omit<Schema<'AgentSelf'>, 'ok'>;
+/** GET /capabilities without its `ok`. */
+export type CapabilitiesDocument = Omit<Schema<'Capabilities'>, 'ok'>;
+
+type Endpoint = Schema<'CapabilityEndpoint'>;
+
+/**
+ * An operation as the capabilities list it. The document's method keys and `x-required-scope`
+ * values are what Redocly lints (redocly.yaml), so they are the schema's enums.
+ */
+const endpointOf = (op: OperationMeta): Endpoint => ({
+  method: op.method.toUpperCase() as Endpoint['method'],
+  path: op.path,
+  operation_id: op.operationId,
+  rate_class: op.rateClass,
+  idempotency: op.idempotency,
+  // A public route (openapi.json) has no scope: the document spells that `none`.
+  scope: (op.scope ?? 'none') as Endpoint['scope'],
+});
+
+const isScope = (scope: string): scope is Schema<'Scope'> => (SCOPES as readonly string[]).includes(scope);
 
 export interface SelfService {
-  describe(db: Db, principal: Principal): Promise<Record<string, unknown>>;
+  describe(db: Db, principal: Principal): Promise<SelfDescription>;
   /** The capabilities document, with the caller's effective rate-limit rules. */
-  capabilities(rules: Record<RateClass, RateRule>): Record<string, unknown>;
+  capabilities(rules: Record<RateClass, RateRule>): CapabilitiesDocument;
   /** The bundled contract served at /v1/agent/openapi.json, with its strong ETag. */
   publicDocument(): { document: OpenApiDocument; etag: string };
 }
 
 export function createSelfService(deps: { document: OpenApiDocument; ops: OperationMeta[] }): SelfService {
-  const endpoints = deps.ops
-    .filter((op) => op.path.startsWith('/v1/agent'))
-    // A public route (openapi.json) has no scope: the document spells that `none`.
-    .map((op) => ({ method: op.method.toUpperCase(), path: op.path, operation_id: op.operationId, rate_class: op.rateClass, idempotency: op.idempotency, scope: op.scope ?? 'none' }));
+  const endpoints = deps.ops.filter((op) => op.path.startsWith('/v1/agent')).map(endpointOf);
   // Scope descriptions come from the document's OAuth scheme: one source for docs, consent and this.
   const flows = deps.document.components?.securitySchemes?.oauth2?.flows ?? {};
   const scopeText: Record<string, string> = (Object.values(flows)[0] as { scopes?: Record<string, string> } | undefined)?.scopes ?? {};
   const fixed = Object.freeze({
-    api_version: 'v1',
+    api_version: 'v1' as const,
     endpoints,
-    scopes: ALL_SCOPES.map((scope) => ({ scope, description: scopeText[scope] ?? scope })),
-    event_types: { emitted: [...EMITTED_EVENT_TYPES, ...TRUSTED_DESTINATION_EVENT_TYPES], subscribable: [...SUBSCRIBABLE_EVENT_TYPES], reserved: [...RESERVED_EVENT_TYPES] },
+    scopes: SCOPES.map((scope) => ({ scope, description: scopeText[scope] ?? scope })),
+    // Every subscribable type is emitted in v1 (payments, DeFi, withdrawals, trusted destinations, webhooks).
+    event_types: { emitted: [...SUBSCRIBABLE_EVENT_TYPES], subscribable: [...SUBSCRIBABLE_EVENT_TYPES], reserved: RESERVED_EVENT_TYPES },
     operation_types: [...OPERATION_TYPES],
   });
-  const capabilities = (rules: Record<RateClass, RateRule>) => ({
+  const definition = (rule: RateRule) => ({ limit: rule.limit, burst: rule.burst, window_seconds: rule.windowSeconds });
+  const capabilities = (rules: Record<RateClass, RateRule>): CapabilitiesDocument => ({
     ...fixed,
-    rate_classes: Object.fromEntries(RATE_CLASSES.map((cls) => [cls, { limit: rules[cls].limit, burst: rules[cls].burst, window_seconds: rules[cls].windowSeconds }])),
+    // In the order of RATE_CLASSES (the document's), one key per class: the schema requires each.
+    rate_classes: { read: definition(rules.read), write: definition(rules.write), simulate: definition(rules.simulate), webhook_management: definition(rules.webhook_management), bulk_write: definition(rules.bulk_write) },
   });
   const publicDocument = { document: deps.document, etag: `"${sha256Hex(JSON.stringify(deps.document)).slice(0, 32)}"` };
   return {
     async describe(db, principal) {
+      // GET /self is an agent route: owner and admin credentials never reach it.
+      const { method } = principal;
+      if (method !== 'api_key' && method !== 'oauth') throw new ApiError('not_found', 'Agent not found.');
       const iso = (d: Date | string | null) => (d ? new Date(d).toISOString() : null);
       let agent: { enabled: boolean; starts_at: string | null; ends_at: string | null; created_at: string; address: string | null };
       if (principal.snapshot) {
@@ -78,7 +88,8 @@ export function createSelfService(deps: { document: OpenApiDocument; ops: Operat
           created_at: agent.created_at,
         },
         wallet: { id: principal.walletId, address: agent.address },
-        auth: { method: principal.method, scopes: [...principal.scopes], client_id: principal.clientId },
+        // Tokens carry only the provider's configured scopes (SCOPES); header keys hold all of them.
+        auth: { method, scopes: [...principal.scopes].filter(isScope), client_id: principal.clientId },
       };
     },
     capabilities,
