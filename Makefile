@@ -1,5 +1,5 @@
 # Every target goes through npm so it runs on the pinned Node 24 (node_modules/.bin first on PATH).
-.PHONY: install gen contracts chain lint typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain
+.PHONY: install gen contracts chain lint lint-layers typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain
 
 install:
 	npm ci
@@ -9,6 +9,10 @@ gen:
 
 lint:
 	npm run --silent lint
+
+# The layer rules of docs/ARCHITECTURE.md (.dependency-cruiser.cjs): no import circles, no import that points up.
+lint-layers:
+	npm run --silent lint:layers
 
 contract-lint:
 	npm run --silent lint:contract
@@ -43,7 +47,7 @@ drift: gen contracts
 test:
 	npm test
 
-check: lint contract-lint deploy-lint typecheck drift test
+check: lint lint-layers contract-lint deploy-lint typecheck drift test
 
 run:
 	npm start
