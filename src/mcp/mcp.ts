@@ -6,8 +6,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
-import type { PipelineDeps } from '../http/pipeline.js';
-import { BODY_LIMIT_BYTES, createSteps, readJsonBody, type Exchange, type RateOverrides } from '../http/steps.js';
+import { BODY_LIMIT_BYTES, createSteps, readJsonBody, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
 import type { HandlerResult } from '../http/types.js';
 import { isApiError } from '../lib/errors.js';
 import type { OperationMeta } from '../lib/contract.js';
@@ -19,8 +18,8 @@ const INSTRUCTIONS =
   'Tools act for the one agent and wallet your token was issued for; each mirrors a /v1/agent route and needs that route\'s OAuth scope. ' +
   'Money is a decimal string in asset units. Mutating tools require an idempotency_key: reuse it to retry safely.';
 
-/** The /v1/agent pipeline's dependencies, plus the document the tools are generated from. */
-export interface McpDeps extends PipelineDeps {
+/** The pipeline steps' dependencies, plus the document the tools are generated from. */
+export interface McpDeps extends StepDeps {
   /** The bundled document (defaults to generated/openapi.json); tools and their input schemas come from it. */
   document?: OpenApiDocument;
 }
