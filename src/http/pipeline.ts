@@ -17,9 +17,6 @@ import { clientAddress, header } from './request.js';
 import { createSteps, rateLimitedError, type Authenticated, type Exchange, type StepDeps } from './steps.js';
 import type { HandlerResult } from './types.js';
 
-export { BODY_LIMIT_BYTES, rateLimitHeaders, rateLimitedError } from './steps.js';
-export { clientAddress, header } from './request.js';
-
 export interface PipelineDeps extends StepDeps {
   /** The operator's token (ADMIN_TOKEN or the embedded default's generated one); null: /v1/admin is off. */
   adminToken?: string | null;

@@ -186,8 +186,6 @@ export function createSteps(deps: StepDeps) {
   return { authenticate, failAuthentication, chargeRateLimit, requireScope: requireScopeHere, validateRequest, contextFor, errorResult, respond };
 }
 
-export type Steps = ReturnType<typeof createSteps>;
-
 /**
  * A dry run of one request (simulate): the router's validation and the handler run in a transaction
  * that is always rolled back, without the idempotency step; the answer or the error comes back as a value.
