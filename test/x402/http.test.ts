@@ -65,6 +65,17 @@ describe('x402 routes over HTTP', function () {
       const op = await s.request('GET', `/v1/agent/operations/${res.body.error.details.operation_id}`, { agent });
       expect(op.body.operation).to.include({ type: 'x402.sign', status: 'policy_rejected' });
     });
+
+    it('is simulated as a policy failure when policy refuses (a refusal the handler returns), and records nothing', async () => {
+      const agent = await s.agent({ policy: { operation_types: ['payment'] }, fund: { USDC: '1' } });
+      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/x402/sign', body: { pay_to: SELLER_PAY_TO, amount: '0.1' } } });
+      expect(res.status, JSON.stringify(res.body)).to.equal(200);
+      expect(res.body).to.include({ ok: true, would_succeed: false, status: 403 });
+      expect(res.body.error.code).to.equal('permission_not_granted');
+      expect(res.body.stages.map((st: { name: string; outcome: string }) => `${st.name}:${st.outcome}`)).to.deep.equal(['route:passed', 'scope:passed', 'validation:passed', 'policy:failed', 'funds:skipped', 'execution:skipped']);
+      const ops = await s.request('GET', '/v1/agent/operations?status=policy_rejected', { agent });
+      expect(ops.body.items).to.have.length(0);
+    });
   });
 
   describe('quoteX402', () => {
