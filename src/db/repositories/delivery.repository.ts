@@ -1,9 +1,9 @@
 // Webhook delivery records: fan-out from the outbox, fenced claims with leases, attempt results, listing.
+import type { Schema } from '../../lib/contract.js';
 import { withTransaction, type Db } from '../knex.js';
 
 export const DELIVERY_CHANNEL = 'webhook_deliveries';
-export const DELIVERY_STATUSES = ['pending', 'in_flight', 'retrying', 'delivered', 'failed'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+type DeliveryStatus = Schema<'DeliveryStatus'>;
 
 export interface DeliveryRow {
   id: string;
