@@ -1,17 +1,17 @@
-// One outbound HTTPS request over got to a checked target (webhook deliveries, x402 sellers): the
-// connection goes through a pinned agent (url-safety), one AbortSignal bounds DNS, connect, TLS,
-// headers and body, redirects are never followed, nothing is retried or decompressed, and at most
-// `maxBytes` of the body are read.
-import type { ClientRequest, IncomingHttpHeaders } from 'node:http';
+// One outbound HTTPS request to a checked target (webhook deliveries, x402 sellers): the connection
+// goes through a pinned agent (url-safety), one AbortSignal bounds DNS, connect, TLS, headers and
+// body, redirects are never followed, nothing is retried or decompressed (identity encoding), and at
+// most `maxBytes` of the body are read. node:https rather than got: got cost more than the 10 % of
+// delivery throughput allowed for it (docs/ARCHITECTURE.md, "Outbound HTTP").
+import type { IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
-import got from 'got';
+import { request } from 'node:https';
 import type { SafeTarget } from './url-safety.js';
 
 export interface OutboundRequest {
   target: SafeTarget;
   method: 'GET' | 'POST';
-  /** A header set to undefined is not sent (got's own User-Agent, for one). */
-  headers: Record<string, string | undefined>;
+  headers: Record<string, string>;
   body?: string | Buffer;
   /** A pinned agent (createPinnedAgent) for the target's validated addresses. */
   agent: https.Agent;
@@ -39,21 +39,11 @@ export class OutboundError extends Error {
     this.name = 'OutboundError';
   }
 
-  /** The underlying error's code (ECONNREFUSED, a certificate code, ETIMEDOUT, ERR_ABORTED...). */
+  /** The underlying error's code (ECONNREFUSED, a certificate code, ABORT_ERR...). */
   get code(): string {
     return String((this.cause as { code?: unknown })?.code ?? '');
   }
 }
-
-// Defaults merged once, not per request.
-const client = got.extend({
-  followRedirect: false,
-  retry: { limit: 0 },
-  throwHttpErrors: false,
-  decompress: false,
-  http2: false,
-  cache: false,
-});
 
 /** Sends the request and reads the body up to the cap; rejects with OutboundError. */
 export function sendOutbound(input: OutboundRequest): Promise<OutboundResponse> {
@@ -75,41 +65,37 @@ export function sendOutbound(input: OutboundRequest): Promise<OutboundResponse> 
       settled = true;
       resolve({ status: status!, headers, body: Buffer.concat(chunks), truncated });
     };
-    const stream = client.stream(target.url, {
-      method: input.method,
-      headers: { 'user-agent': undefined, ...input.headers, 'accept-encoding': 'identity' },
-      body: input.body,
-      agent: { https: input.agent },
-      signal,
-    });
+    const sent: Record<string, string> = { ...input.headers, 'Accept-Encoding': 'identity' };
+    if (input.body !== undefined) sent['Content-Length'] = String(Buffer.byteLength(input.body));
+    const req = request({ host: target.hostname, port: target.port, path: `${target.url.pathname}${target.url.search}`, method: input.method, agent: input.agent, signal, headers: sent });
     // Belt and braces: the socket must be connected to an address we validated.
-    stream.on('request', (req: ClientRequest) => {
-      req.on('socket', (socket) => {
-        const check = () => {
-          const remote = socket.remoteAddress;
-          if (remote && !allowed.has(remote)) stream.destroy(Object.assign(new Error(`connected to unvalidated address ${remote}`), { code: 'EPINNED' }));
-        };
-        if (socket.remoteAddress) check();
-        else socket.once('connect', check);
-      });
+    req.on('socket', (socket) => {
+      const check = () => {
+        const remote = socket.remoteAddress;
+        if (remote && !allowed.has(remote)) req.destroy(Object.assign(new Error(`connected to unvalidated address ${remote}`), { code: 'EPINNED' }));
+      };
+      if (socket.remoteAddress) check();
+      else socket.once('connect', check);
     });
-    stream.on('response', (res: { statusCode: number; headers: IncomingHttpHeaders }) => {
-      status = res.statusCode;
+    req.on('response', (res) => {
+      status = res.statusCode ?? 0;
       headers = res.headers;
+      res.on('data', (chunk: Buffer) => {
+        if (settled) return;
+        const room = input.maxBytes - size;
+        chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+        size += Math.min(chunk.length, room);
+        if (chunk.length > room) {
+          // Stop reading at the cap: never buffer (or inflate) more than it.
+          succeed(true);
+          res.destroy();
+        }
+      });
+      res.on('end', () => succeed(false));
+      res.on('error', fail);
+      res.on('close', () => fail(signal.aborted ? signal.reason : Object.assign(new Error('connection closed while reading the body'), { code: 'ECONNRESET' })));
     });
-    stream.on('data', (chunk: Buffer) => {
-      if (settled) return;
-      const room = input.maxBytes - size;
-      chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
-      size += Math.min(chunk.length, room);
-      if (chunk.length > room) {
-        // Stop reading at the cap: never buffer (or inflate) more than it.
-        succeed(true);
-        stream.destroy();
-      }
-    });
-    stream.on('end', () => succeed(false));
-    stream.on('error', fail);
-    stream.on('close', () => fail(signal.aborted ? signal.reason : Object.assign(new Error('connection closed while reading the body'), { code: 'ECONNRESET' })));
+    req.on('error', fail);
+    req.end(input.body);
   });
 }
