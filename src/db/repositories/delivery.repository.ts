@@ -98,7 +98,7 @@ const CLAIM_ENDPOINT_SCAN = 1000;
  */
 export async function claimDueDeliveries(db: Db, options: ClaimOptions): Promise<DeliveryRow[]> {
   return withTransaction(db, async (trx) => {
-    await trx.raw('SELECT pg_advisory_xact_lock(?::bigint)', [CLAIM_LOCK_KEY]);
+    await trx.raw(`SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY})`);
     // Expired leases (a worker died or stalled) go back to the queue, still due; their stale
     // holder can no longer complete them because the claim token is cleared.
     await trx('webhook_deliveries')
