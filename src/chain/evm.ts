@@ -16,7 +16,6 @@ import {
   type TransactionReceipt,
   type TransactionSerializableEIP1559,
 } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
 import type { ChainConfig } from '../config.js';
 import type { Db, Knex } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
@@ -633,8 +632,5 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
   };
   return chain;
 }
-
-/** The relayer's account from CHAIN_RELAYER_KEY; the key itself is never logged. */
-export const relayerFromKey = (key: string): PrivateKeyAccount => privateKeyToAccount(key as Hex);
 
 export type { AssetRow };

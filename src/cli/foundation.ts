@@ -1,5 +1,6 @@
 // agentctl: owners, owner tokens, agents, keys, activation windows and rate-limit overrides.
-import { RATE_CLASSES } from '../ratelimit/classes.js';
+import { RATE_CLASSES } from '../../generated/vocabulary.js';
+import type { Schema } from '../lib/contract.js';
 import { CliUsageError, parseDateFlag, parseIntFlag, requireFlag, requirePositional, optionalFlag, seg, type CliArgs, type CliCommand } from './types.js';
 
 function windowFlags(args: CliArgs) {
@@ -9,10 +10,12 @@ function windowFlags(args: CliArgs) {
   return { startsAt, endsAt };
 }
 
+const isRateClass = (value: string): value is Schema<'RateClass'> => (RATE_CLASSES as readonly string[]).includes(value);
+
 function rateLimitFlags(args: CliArgs) {
   const agentId = requirePositional(args, 0, 'AGENT_ID');
   const cls = requireFlag(args, 'class');
-  if (!(RATE_CLASSES as readonly string[]).includes(cls)) throw new CliUsageError(`--class must be one of ${RATE_CLASSES.join(', ')}`);
+  if (!isRateClass(cls)) throw new CliUsageError(`--class must be one of ${RATE_CLASSES.join(', ')}`);
   const limit = parseIntFlag(args, 'limit', true);
   const burst = parseIntFlag(args, 'burst', true);
   const windowSeconds = parseIntFlag(args, 'window') ?? 60;

@@ -2,16 +2,20 @@
 // what its webhook endpoints missed. The stored payload is the exact envelope that was delivered.
 import type { Db } from '../db/knex.js';
 import * as repo from '../db/repositories/event.repository.js';
+import type { Schema } from '../lib/contract.js';
 import { ApiError } from '../lib/errors.js';
 import { isUuid } from '../lib/ids.js';
 import { decodeKey, encodeKey, pageLimit, toPage, type ListPage } from './cursor.js';
 
+type EventEnvelope = Schema<'EventEnvelope'>;
+
 export interface EventService {
-  list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown; type?: string; since?: string }): Promise<ListPage<repo.EventEnvelope>>;
-  get(db: Db, agentId: string, id: string): Promise<repo.EventEnvelope>;
+  list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown; type?: string; since?: string }): Promise<ListPage<EventEnvelope>>;
+  get(db: Db, agentId: string, id: string): Promise<EventEnvelope>;
 }
 
-const envelope = (row: repo.StoredEventRow) => JSON.parse(row.payload) as repo.EventEnvelope;
+/** The stored payload is the envelope exactly as delivered (the document's EventEnvelope). */
+const envelope = (row: repo.StoredEventRow) => JSON.parse(row.payload) as EventEnvelope;
 
 export function createEventService(): EventService {
   return {

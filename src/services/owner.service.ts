@@ -5,6 +5,7 @@ import type { Db } from '../db/knex.js';
 import { findOwner } from '../db/repositories/agent.repository.js';
 import * as repo from '../db/repositories/owner.repository.js';
 import type { Clock } from '../lib/clock.js';
+import type { Schema } from '../lib/contract.js';
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -39,6 +40,14 @@ export interface LiveAgent {
   wallet_id: string;
 }
 
+export type OwnerAgentView = Schema<'OwnerAgent'>;
+export type AuditEntryView = Schema<'AuditEntry'>;
+/** The page query of the owner lists, as the document gives it. */
+export interface OwnerPageQuery {
+  cursor?: string;
+  limit?: number;
+}
+
 export interface OwnerService {
   createToken(db: Db, ownerId: string, label?: string | null): Promise<{ owner_id: string; token: string; token_id: string }>;
   /** The owner a token belongs to, or undefined (unknown, revoked, or its owner deleted). */
@@ -53,31 +62,48 @@ export interface OwnerService {
   requireOwned(db: Db, actor: OwnerActor, kind: OwnedKind, id: string): Promise<LiveAgent>;
   /** The owner an action is recorded under: the actor's own, or (admin) the one named. */
   resolveOwner(db: Db, actor: OwnerActor, requested: string | undefined): Promise<string>;
-  listAgents(db: Db, actor: OwnerActor, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  getAgent(db: Db, actor: OwnerActor, agentId: string): Promise<Record<string, unknown>>;
+  listAgents(db: Db, actor: OwnerActor, query: OwnerPageQuery): Promise<ListPage<OwnerAgentView>>;
+  getAgent(db: Db, actor: OwnerActor, agentId: string): Promise<OwnerAgentView>;
   deleteAgent(db: Db, actor: OwnerActor, agentId: string): Promise<void>;
-  listEndpoints(db: Db, actor: OwnerActor, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
+  listEndpoints(db: Db, actor: OwnerActor, query: OwnerPageQuery): Promise<ListPage<OwnerEndpointView>>;
   audit(db: Db, entry: { ownerId: string; actor: OwnerActor | 'system'; action: string; targetType?: string | null; targetId?: string | null; details?: Record<string, unknown> }): Promise<void>;
-  listAudit(db: Db, actor: OwnerActor, query: { cursor?: string; limit?: unknown; since?: string }): Promise<ListPage<Record<string, unknown>>>;
+  listAudit(db: Db, actor: OwnerActor, query: OwnerPageQuery & { since?: string }): Promise<ListPage<AuditEntryView>>;
 }
 
 const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
 const isUuid = (v: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v);
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
 
+/** An endpoint in the owner's list (no named schema: the document answers OwnerResult). */
+export interface OwnerEndpointView {
+  id: string;
+  agent_id: string;
+  agent_name: string;
+  url: string;
+  description: string;
+  event_types: string[];
+  enabled: boolean;
+  disabled_reason: string | null;
+  consecutive_failures: number;
+  failing_since: string | null;
+  last_delivered_at: string | null;
+  last_failure_at: string | null;
+  created_at: string | null;
+}
+
 export function createOwnerService(deps: { clock: Clock; account: AccountService }): OwnerService {
   const { clock } = deps;
 
   const visible = (actor: OwnerActor, ownerId: string) => actor.kind === 'admin' || actor.ownerId === ownerId;
 
-  function agentStatus(a: { enabled: boolean; starts_at: Date | null; ends_at: Date | null }, now: Date): string {
+  function agentStatus(a: { enabled: boolean; starts_at: Date | null; ends_at: Date | null }, now: Date): OwnerAgentView['status'] {
     if (!a.enabled) return 'disabled';
     if (a.starts_at && now < new Date(a.starts_at)) return 'not_yet_active';
     if (a.ends_at && now >= new Date(a.ends_at)) return 'expired';
     return 'active';
   }
 
-  async function agentView(db: Db, a: Awaited<ReturnType<typeof repo.findLiveAgent>> & object): Promise<Record<string, unknown>> {
+  async function agentView(db: Db, a: Awaited<ReturnType<typeof repo.findLiveAgent>> & object): Promise<OwnerAgentView> {
     const balances = await deps.account.listBalances(db, { agentId: a.id, walletId: a.wallet_id }, { limit: 100 });
     return {
       agent_id: a.id,
@@ -90,8 +116,8 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
       wallet_id: a.wallet_id,
       wallet_address: a.wallet_address,
       api_key_prefix: a.api_key_prefix,
-      created_at: iso(a.created_at),
-      balances: balances.items.filter((b) => b.total !== '0').map((b) => ({ asset: b.asset_symbol, amount: b.total })),
+      created_at: iso(a.created_at)!,
+      balances: balances.items.filter((b) => b.total !== '0').map((b) => ({ asset: b.asset_symbol as string, amount: b.total as string })),
     };
   }
 
@@ -219,14 +245,15 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
       return toPage(rows, limit, (r) => ({
         id: r.id,
         owner_id: r.owner_id,
-        actor: r.actor,
+        actor: r.actor as AuditEntryView['actor'],
         action: r.action,
         target_type: r.target_type,
         target_id: r.target_id,
-        details: typeof r.details === 'string' ? (JSON.parse(r.details) as Record<string, unknown>) : r.details,
+        // The document declares `details` an object without listing its fields.
+        details: (typeof r.details === 'string' ? JSON.parse(r.details) : r.details) as AuditEntryView['details'],
         client_address: r.client_address,
         request_id: r.request_id,
-        created_at: iso(r.created_at),
+        created_at: iso(r.created_at)!,
       }), (r) => encodeKeyset(r));
     },
   };

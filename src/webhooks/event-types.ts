@@ -1,4 +1,9 @@
-// Event type vocabulary (spec 6.3, contract §11): what v1 emits, what an endpoint may subscribe to, what is reserved.
+// Event types (spec 6.3, contract §11): what may be subscribed to is the document's vocabulary
+// (generated/vocabulary.ts); what v1 actually emits is a fact of this code, listed here.
+import { SUBSCRIBABLE_EVENT_TYPES } from '../../generated/vocabulary.js';
+import type { Schema } from '../lib/contract.js';
+
+export type SubscribableEventType = Schema<'SubscribableEventType'>;
 
 export const EMITTED_EVENT_TYPES = [
   'payment.executed',
@@ -20,30 +25,7 @@ export const EMITTED_EVENT_TYPES = [
   'agent.webhook_disabled',
   'operation.policy_rejected',
   'webhook.test',
-] as const;
-
-export const SUBSCRIBABLE_EVENT_TYPES = [
-  ...EMITTED_EVENT_TYPES,
-  'trusted_destination.confirmed',
-  'trusted_destination.cancelled',
-  'trusted_destination.removed',
-] as const;
-
-export const RESERVED_EVENT_TYPES = [
-  'payment.submitted',
-  'payment.received',
-  'one_off_payment.claimed',
-  'one_off_payment.expired',
-  'withdrawal.submitted',
-  'deposit.received',
-  'recurring_payment.updated',
-  'recipient.changed',
-  'agent.limit_approaching',
-  'agent.limit_reached',
-  'agent.disabled',
-  'agent.expired',
-  'agent.expiring_soon',
-] as const;
+] as const satisfies readonly SubscribableEventType[];
 
 const SUBSCRIBABLE: ReadonlySet<string> = new Set(SUBSCRIBABLE_EVENT_TYPES);
-export const isSubscribableEventType = (type: string): boolean => SUBSCRIBABLE.has(type);
+export const isSubscribableEventType = (type: string): type is SubscribableEventType => SUBSCRIBABLE.has(type);

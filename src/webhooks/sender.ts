@@ -1,6 +1,8 @@
-// One webhook HTTP attempt: pinned connection, one deadline for everything, no redirects, 4 KB read cap.
+// One webhook HTTP attempt (over got, src/webhooks/outbound.ts): pinned connection, one deadline for
+// everything, no redirects, 4 KB read cap.
+import type { IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
-import { request } from 'node:https';
+import { sendOutbound, type OutboundError } from './outbound.js';
 import { createPinnedAgent, type SafeTarget } from './url-safety.js';
 
 export const MAX_RESPONSE_BYTES = 4096;
@@ -81,6 +83,7 @@ export interface Sender {
 
 /** Postgres text cannot hold NUL; a binary (e.g. gzip) body is kept as lossy UTF-8. */
 const toStoredText = (bytes: Buffer): string => bytes.toString('utf8').replace(/\u0000/g, '\uFFFD');
+const retryAfterOf = (headers: IncomingHttpHeaders): string | null => (typeof headers['retry-after'] === 'string' ? headers['retry-after'] : null);
 
 export function createSender(options: SenderOptions = {}): Sender {
   const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
@@ -102,68 +105,19 @@ export function createSender(options: SenderOptions = {}): Sender {
   };
 
   return {
-    send(input) {
+    async send(input) {
       const { target, signal } = input;
-      const allowed = new Set(target.addresses.map((a) => a.address));
-      return new Promise<SendResult>((resolve) => {
-        let settled = false;
-        let status: number | null = null;
-        const chunks: Buffer[] = [];
-        let size = 0;
-        const finish = (errorClass: ErrorClass | null, retryAfter: string | null, message: string | null) => {
-          if (settled) return;
-          settled = true;
-          resolve({ httpStatus: status, responseBody: toStoredText(Buffer.concat(chunks)), errorClass, retryAfter, message });
-        };
-        if (signal.aborted) return finish('timeout', null, 'deadline reached before connecting');
-
-        const req = request({
-          host: target.hostname,
-          port: target.port,
-          path: `${target.url.pathname}${target.url.search}`,
-          method: 'POST',
-          agent: agentFor(target),
-          signal,
-          headers: {
-            ...input.headers,
-            'Accept-Encoding': 'identity',
-            'Content-Length': String(Buffer.byteLength(input.body)),
-          },
-        });
-        // Belt and braces: the socket must be connected to an address we validated.
-        req.on('socket', (socket) => {
-          const check = () => {
-            const remote = socket.remoteAddress;
-            if (remote && !allowed.has(remote)) req.destroy(Object.assign(new Error(`connected to unvalidated address ${remote}`), { code: 'EPINNED' }));
-          };
-          if (socket.remoteAddress) check();
-          else socket.once('connect', check);
-        });
-        req.on('response', (res) => {
-          status = res.statusCode ?? null;
-          const errorClass = status === null ? 'connect_error' : classifyStatus(status);
-          const retryAfter = typeof res.headers['retry-after'] === 'string' ? res.headers['retry-after'] : null;
-          const done = () => finish(errorClass, retryAfter, null);
-          res.on('data', (chunk: Buffer) => {
-            if (settled) return;
-            const room = maxBytes - size;
-            chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
-            size += Math.min(chunk.length, room);
-            if (size >= maxBytes) {
-              // Stop reading: never inflate or buffer more than the cap (gzip bombs stay compressed).
-              done();
-              res.destroy();
-            }
-          });
-          res.on('end', done);
-          res.on('error', (err) => finish(signal.aborted ? 'timeout' : classifyNetworkError(err, false), retryAfter, err.message));
-          res.on('close', () => {
-            if (!settled) finish(signal.aborted ? 'timeout' : errorClass, retryAfter, signal.aborted ? 'deadline reached while reading the body' : null);
-          });
-        });
-        req.on('error', (err) => finish(classifyNetworkError(err, signal.aborted), null, err.message));
-        req.end(input.body);
-      });
+      if (signal.aborted) return { httpStatus: null, responseBody: '', errorClass: 'timeout', retryAfter: null, message: 'deadline reached before connecting' };
+      try {
+        const res = await sendOutbound({ target, method: 'POST', headers: input.headers, body: input.body, agent: agentFor(target), signal, maxBytes });
+        return { httpStatus: res.status, responseBody: toStoredText(res.body), errorClass: classifyStatus(res.status), retryAfter: retryAfterOf(res.headers), message: null };
+      } catch (err) {
+        const failed = err as OutboundError;
+        // A deadline reached while reading a body keeps the status the receiver sent.
+        const errorClass = signal.aborted ? 'timeout' : classifyNetworkError(failed.cause, false);
+        const message = signal.aborted && failed.status !== null ? 'deadline reached while reading the body' : failed.message;
+        return { httpStatus: failed.status, responseBody: toStoredText(failed.body), errorClass, retryAfter: retryAfterOf(failed.headers), message };
+      }
     },
     close() {
       for (const agent of agents.values()) agent.destroy();

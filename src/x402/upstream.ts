@@ -1,8 +1,10 @@
 // Outbound requests to x402 sellers: the webhook URL-safety rules (public HTTPS, every resolved address public, pinned
-// connection), one deadline over DNS, connect, TLS, headers and body, no redirects, and a capped body.
-import { request } from 'node:https';
+// connection), one deadline over DNS, connect, TLS, headers and body, no redirects, and a capped body
+// (over got, src/webhooks/outbound.ts).
+import type { IncomingHttpHeaders } from 'node:http';
 import { ApiError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+import { sendOutbound, type OutboundError } from '../webhooks/outbound.js';
 import { assertPublicHttpsUrl, createPinnedAgent, DnsResolutionError, UrlRejectedError, type Resolver } from '../webhooks/url-safety.js';
 
 /** Most response bytes read from a seller; the rest is dropped and `truncated` set. */
@@ -41,6 +43,15 @@ export type UpstreamFetcher = (req: UpstreamRequest) => Promise<UpstreamResponse
 
 const upstreamError = (message: string, details: Record<string, unknown> = {}) => new ApiError('upstream_error', message, details);
 
+/** Lower-case names; repeated headers joined with ", ". */
+function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return out;
+}
+
 export function createUpstreamFetcher(options: UpstreamOptions): UpstreamFetcher {
   const maxBytes = options.maxBodyBytes ?? MAX_UPSTREAM_BODY_BYTES;
   return async (req) => {
@@ -56,70 +67,25 @@ export function createUpstreamFetcher(options: UpstreamOptions): UpstreamFetcher
     }
     const payload = req.method === 'POST' && req.body !== undefined ? Buffer.from(JSON.stringify(req.body), 'utf8') : null;
     const agent = createPinnedAgent({ addresses: target.addresses, ca: options.ca, keepAlive: false });
-    const allowed = new Set(target.addresses.map((a) => a.address));
     try {
-      return await new Promise<UpstreamResponse>((resolve, reject) => {
-        const headers: Record<string, string> = {
+      const res = await sendOutbound({
+        target,
+        method: req.method,
+        headers: {
           Accept: 'application/json, */*;q=0.5',
-          'Accept-Encoding': 'identity',
           'User-Agent': USER_AGENT,
           ...(req.headers ?? {}),
-        };
-        if (payload) {
-          headers['Content-Type'] = 'application/json';
-          headers['Content-Length'] = String(payload.length);
-        }
-        const outgoing = request({ host: target.hostname, port: target.port, path: `${target.url.pathname}${target.url.search}`, method: req.method, agent, signal, headers });
-        // The socket must be connected to an address we validated (the pinned lookup already ensures it).
-        outgoing.on('socket', (socket) => {
-          const check = () => {
-            const remote = socket.remoteAddress;
-            if (remote && !allowed.has(remote)) outgoing.destroy(Object.assign(new Error(`connected to unvalidated address ${remote}`), { code: 'EPINNED' }));
-          };
-          if (socket.remoteAddress) check();
-          else socket.once('connect', check);
-        });
-        outgoing.on('response', (res) => {
-          const status = res.statusCode ?? 0;
-          const out: Record<string, string> = {};
-          for (const [name, value] of Object.entries(res.headers)) {
-            if (value === undefined) continue;
-            out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
-          }
-          const chunks: Buffer[] = [];
-          let size = 0;
-          let done = false;
-          const finish = (truncated: boolean) => {
-            if (done) return;
-            done = true;
-            resolve({ status, headers: out, body: Buffer.concat(chunks), truncated });
-          };
-          res.on('data', (chunk: Buffer) => {
-            if (done) return;
-            const room = maxBytes - size;
-            chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
-            size += Math.min(chunk.length, room);
-            if (chunk.length > room) {
-              // Stop reading at the cap: never buffer more than it.
-              finish(true);
-              res.destroy();
-            }
-          });
-          res.on('end', () => finish(false));
-          res.on('error', (err) => {
-            if (!done) reject(err);
-          });
-          res.on('close', () => {
-            if (!done) reject(signal.aborted ? signal.reason : new Error('connection closed while reading the body'));
-          });
-        });
-        outgoing.on('error', reject);
-        outgoing.end(payload ?? undefined);
+          ...(payload ? { 'Content-Type': 'application/json' } : {}),
+        },
+        body: payload ?? undefined,
+        agent,
+        signal,
+        maxBytes,
       });
+      return { status: res.status, headers: flattenHeaders(res.headers), body: res.body, truncated: res.truncated };
     } catch (err) {
-      if (err instanceof ApiError) throw err;
       const timedOut = signal.aborted;
-      const code = String((err as { code?: unknown })?.code ?? '');
+      const code = (err as OutboundError).code;
       throw upstreamError(timedOut ? `the target did not answer within ${req.timeoutMs} ms` : `the request to the target failed${code ? ` (${code})` : ''}`, { reason: timedOut ? 'timeout' : 'network_error' });
     } finally {
       agent.destroy();

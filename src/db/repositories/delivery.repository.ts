@@ -1,9 +1,9 @@
 // Webhook delivery records: fan-out from the outbox, fenced claims with leases, attempt results, listing.
+import type { Schema } from '../../lib/contract.js';
 import { withTransaction, type Db } from '../knex.js';
 
 export const DELIVERY_CHANNEL = 'webhook_deliveries';
-export const DELIVERY_STATUSES = ['pending', 'in_flight', 'retrying', 'delivered', 'failed'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+type DeliveryStatus = Schema<'DeliveryStatus'>;
 
 export interface DeliveryRow {
   id: string;
@@ -80,6 +80,14 @@ export async function nextDueAt(db: Db): Promise<Date | null> {
   return at ? new Date(at) : null;
 }
 
+/** The advisory lock key that serialises delivery claimers (transaction-scoped); no other lock may use it. */
+const CLAIM_LOCK_KEY = 7411003;
+/**
+ * Most endpoints with due work one claim looks at (the loose index scan stops there): bounds the
+ * claim's cost when many endpoints are due; the rest wait for the next claim.
+ */
+const CLAIM_ENDPOINT_SCAN = 1000;
+
 /**
  * Claims due deliveries (pending/retrying whose time has come; in_flight rows whose lease
  * expired are first put back) with FOR UPDATE SKIP LOCKED, at most `perEndpointCap` in flight per endpoint
@@ -90,7 +98,7 @@ export async function nextDueAt(db: Db): Promise<Date | null> {
  */
 export async function claimDueDeliveries(db: Db, options: ClaimOptions): Promise<DeliveryRow[]> {
   return withTransaction(db, async (trx) => {
-    await trx.raw('SELECT pg_advisory_xact_lock(7411003)');
+    await trx.raw(`SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY})`);
     // Expired leases (a worker died or stalled) go back to the queue, still due; their stale
     // holder can no longer complete them because the claim token is cleared.
     await trx('webhook_deliveries')
@@ -145,7 +153,7 @@ export async function claimDueDeliveries(db: Db, options: ClaimOptions): Promise
         token: options.token,
         batch: options.batch,
         cap: options.perEndpointCap,
-        scan: 1000,
+        scan: CLAIM_ENDPOINT_SCAN,
         deadline: new Date(options.now.getTime() + options.deadlineMs),
       },
     );
@@ -170,20 +178,6 @@ export async function completeClaimedDelivery(db: Db, id: string, token: string,
     .update({ ...patch, claim_token: null, lease_until: null })
     .returning('*');
   return row as DeliveryRow | undefined;
-}
-
-/** Gives a claimed delivery back untouched (shutdown before the attempt started). */
-export async function releaseClaimedDelivery(db: Db, id: string, token: string, at: Date): Promise<boolean> {
-  const count = await db('webhook_deliveries')
-    .where({ id, claim_token: token, status: 'in_flight' })
-    .update({
-      status: db.raw("CASE WHEN attempt > 1 THEN 'retrying' ELSE 'pending' END"),
-      attempt: db.raw('attempt - 1'),
-      claim_token: null,
-      lease_until: null,
-      updated_at: at,
-    });
-  return count === 1;
 }
 
 /** On auto-disable: every not-yet-attempted or waiting delivery of the endpoint fails. */

@@ -197,9 +197,6 @@ export function ratioToBps(ratio: number): bigint {
   return BigInt(Math.floor(Math.round(ratio * 1e8) / 1e4));
 }
 
-/** bps as a JSON ratio number (for display). */
-export const bpsToRatio = (bps: bigint): number => Number(bps) / 10_000;
-
 // ---------------------------------------------------------------------------------------------
 // The one decision every borrow and collateral removal takes (so tests exercise the same code).
 
