@@ -3,6 +3,7 @@
 import type { LooseRequest } from '../http/types.js';
 import type { LooseHandler, RequestContext } from '../http/types.js';
 import { ApiError } from '../lib/errors.js';
+import { answer } from '../lib/refusal.js';
 import { policyToJson } from '../services/policy.service.js';
 import type { DestinationAction } from '../services/destination.service.js';
 import { OAuthInputError } from '../oauth/oauth.service.js';
@@ -193,7 +194,7 @@ const destinationAction = (action: DestinationAction): LooseHandler => async (c,
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'trusted_destination', id);
   const result = await ctx.services.ledger.destinations.act(ctx.db, { agentId: agent.id, walletId: agent.wallet_id }, id, action, { byOwner: true });
   await record(c, ctx, agent.owner_id, { type: 'trusted_destination', id }, { agent_id: agent.id });
-  return { status: 200, body: result };
+  return answer(result);
 };
 export const ownerConfirmTrustedDestination = destinationAction('confirm');
 export const ownerCancelTrustedDestination = destinationAction('cancel');

@@ -1,5 +1,6 @@
 // Tag payments: payments, one-off payments and recurring payments (details and lists return operations).
 import type { LooseHandler } from '../http/types.js';
+import { answer } from '../lib/refusal.js';
 import type { OneOffBody, PaymentBody } from '../services/payment.service.js';
 import { body, ok, pageQuery, param, query, who } from './ledger-common.js';
 
@@ -10,13 +11,13 @@ const operationDetail = (types: string[]): LooseHandler => async (c, ctx) => {
   return ok({ operation: await ctx.services.ledger.operations.get(ctx.db, ctx.principal.agentId, param(c, 'id'), { types, include: include ? [include] : [] }) });
 };
 
-export const createPayment: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createPayment(ctx.db, who(ctx), body<PaymentBody>(c), ctx.idempotencyKey) });
+export const createPayment: LooseHandler = async (c, ctx) => answer(await ctx.services.ledger.payments.createPayment(ctx.db, who(ctx), body<PaymentBody>(c), ctx.idempotencyKey));
 
 export const listPayments: LooseHandler = operationList(['payment']);
 
 export const getPayment: LooseHandler = operationDetail(['payment']);
 
-export const createOneOffPayment: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createOneOffPayment(ctx.db, who(ctx), body<OneOffBody>(c), ctx.idempotencyKey) });
+export const createOneOffPayment: LooseHandler = async (c, ctx) => answer(await ctx.services.ledger.payments.createOneOffPayment(ctx.db, who(ctx), body<OneOffBody>(c), ctx.idempotencyKey));
 
 export const listOneOffPayments: LooseHandler = operationList(['one_off_payment.create']);
 

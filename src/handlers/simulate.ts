@@ -1,7 +1,7 @@
 // Tag simulate: runs any write route (routing, scope, request validation, policy, ledger maths) inside a
 // transaction that is always rolled back, without charging the target route's rate limit (contract §9, §14).
 import type { LooseHandler, HandlerResult, RequestContext } from '../http/types.js';
-import { ApiError, isApiError, type ErrorCode } from '../lib/errors.js';
+import { ApiError, isApiError, type ErrorBody, type ErrorCode } from '../lib/errors.js';
 import { body } from './ledger-common.js';
 
 const POLICY_CODES = new Set<ErrorCode>(['permission_not_granted', 'asset_not_allowed', 'recipient_not_allowed', 'protocol_not_allowed', 'limit_exceeded', 'ltv_too_high']);
@@ -75,6 +75,13 @@ export const simulateRequest: LooseHandler = async (c, ctx) => {
     stages.push(...stagesFor(e.code, e.message));
     return answer(e.status, e.details === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, details: e.details });
   }
+  const result = outcome.result!;
+  // A refusal the handler answered (a policy rejection) fails the simulation as a thrown error does.
+  if (result.status >= 400) {
+    const { error } = result.body as ErrorBody;
+    stages.push(...stagesFor(error.code, error.message));
+    return answer(result.status, error);
+  }
   stages.push(...stagesFor(null));
-  return answer(outcome.result!.status, null, outcome.result!.body);
+  return answer(result.status, null, result.body);
 };

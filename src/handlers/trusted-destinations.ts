@@ -1,9 +1,10 @@
 // Tag trusted-destinations: list and read; confirm (after the time lock), cancel (pending) and remove (confirmed).
 import type { LooseHandler } from '../http/types.js';
+import { answer } from '../lib/refusal.js';
 import type { DestinationAction } from '../services/destination.service.js';
 import { ok, pageQuery, param, who } from './ledger-common.js';
 
-const act = (action: DestinationAction): LooseHandler => async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.destinations.act(ctx.db, who(ctx), param(c, 'id'), action, { idempotencyKey: ctx.idempotencyKey }) });
+const act = (action: DestinationAction): LooseHandler => async (c, ctx) => answer(await ctx.services.ledger.destinations.act(ctx.db, who(ctx), param(c, 'id'), action, { idempotencyKey: ctx.idempotencyKey }));
 
 export const listTrustedDestinations: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.destinations.list(ctx.db, ctx.principal.agentId, pageQuery(c)));
 

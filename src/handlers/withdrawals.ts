@@ -1,13 +1,14 @@
 // Tag withdrawals: to the owner's bank methods and to confirmed trusted destinations (details return operations).
 import type { LooseHandler } from '../http/types.js';
+import { answer } from '../lib/refusal.js';
 import type { WithdrawalBody } from '../services/withdrawal.service.js';
 import { body, ok, pageQuery, param, query, who } from './ledger-common.js';
 
 const TYPES = ['withdrawal.bank', 'withdrawal.crypto'];
 
-export const createBankWithdrawal: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.withdrawals.createBankWithdrawal(ctx.db, who(ctx), body<WithdrawalBody & { method_id: string }>(c), ctx.idempotencyKey) });
+export const createBankWithdrawal: LooseHandler = async (c, ctx) => answer(await ctx.services.ledger.withdrawals.createBankWithdrawal(ctx.db, who(ctx), body<WithdrawalBody & { method_id: string }>(c), ctx.idempotencyKey));
 
-export const createCryptoWithdrawal: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.withdrawals.createCryptoWithdrawal(ctx.db, who(ctx), body<WithdrawalBody & { destination_id: string }>(c), ctx.idempotencyKey) });
+export const createCryptoWithdrawal: LooseHandler = async (c, ctx) => answer(await ctx.services.ledger.withdrawals.createCryptoWithdrawal(ctx.db, who(ctx), body<WithdrawalBody & { destination_id: string }>(c), ctx.idempotencyKey));
 
 export const listWithdrawals: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), types: TYPES }));
 

@@ -1,15 +1,16 @@
 // Trusted destinations (contract §10): the owner proposes (pending, time lock); confirm after the lock, cancel a
 // pending one, remove a confirmed one. Each change is an immediate operation with its trusted_destination.* event.
-import type { Db } from '../db/knex.js';
+import { withTransaction, type Db } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import * as repo from '../db/repositories/recipient.repository.js';
 import type { TrustedDestinationRow } from '../db/repositories/recipient.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
 import { isUuid, newId } from '../lib/ids.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { isEvmAddress } from '../lib/wallet-keys.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { withWriteTransaction, type OperationService, type OwnerRef, type WriteResponse } from './operation.service.js';
+import { type OperationService, type OwnerRef, type WriteResponse } from './operation.service.js';
 
 export type DestinationAction = 'confirm' | 'cancel' | 'remove';
 
@@ -26,9 +27,9 @@ export interface DestinationService {
   list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
   get(db: Db, agentId: string, id: string): Promise<Record<string, unknown>>;
   /** The agent's write (policy applies) or, with `byOwner`, the owner's agentctl action (no agent policy). */
-  act(db: Db, who: OwnerRef, id: string, action: DestinationAction, opts?: { idempotencyKey?: string | null; byOwner?: boolean }): Promise<WriteResponse>;
+  act(db: Db, who: OwnerRef, id: string, action: DestinationAction, opts?: { idempotencyKey?: string | null; byOwner?: boolean }): Promise<WriteResponse | Refusal>;
   /** Owner path by destination id alone (agentctl). */
-  actAsOwner(db: Db, id: string, action: DestinationAction): Promise<WriteResponse>;
+  actAsOwner(db: Db, id: string, action: DestinationAction): Promise<WriteResponse | Refusal>;
 }
 
 export function publicDestination(d: TrustedDestinationRow): Record<string, unknown> {
@@ -67,7 +68,7 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
 
     async act(db, who, id, action, opts = {}) {
       const t = TRANSITIONS[action];
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx) => {
         const dest = isUuid(id) ? await repo.findTrustedDestination(trx, who.agentId, id, { lock: true }) : undefined;
         if (!dest) throw new ApiError('not_found', 'trusted destination not found');
         if (dest.status !== t.from) throw new ApiError('invalid_state_transition', `cannot ${action} a ${dest.status} trusted destination (needs ${t.from})`, { status: dest.status });
@@ -78,7 +79,7 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
         const opId = newId();
         const updated = { ...dest, status: t.to, [t.stamp]: now, updated_at: now } as TrustedDestinationRow;
         // The operation first: a policy refusal commits only the rejected operation, never the change.
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           id: opId,
           principal: who,
           type: `trusted_destination.${action}`,
@@ -92,9 +93,10 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
           idempotencyKey: opts.idempotencyKey ?? null,
           eventData: { trusted_destination: publicDestination(updated) },
         });
+        if (isRefusal(created)) return created;
         const moved = await repo.transitionTrustedDestination(trx, dest.id, t.from, { status: t.to, [t.stamp]: now, updated_at: now });
         if (!moved) throw new ApiError('invalid_state_transition', 'the trusted destination changed concurrently');
-        return operations.writeResponse(operation);
+        return operations.writeResponse(created.operation);
       });
     },
 

@@ -15,6 +15,7 @@ import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount } from '../lib/money.js';
+import { refuse, type Refusal } from '../lib/refusal.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
 import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
 import type { PolicyRequest, PolicyService } from './policy.service.js';
@@ -117,8 +118,14 @@ export interface WriteResponse {
   human_message: string;
 }
 
+export interface CreatedOperation {
+  operation: OperationRow;
+  holdIds: string[];
+}
+
 export interface OperationService {
-  create(db: Db, input: CreateOperationInput): Promise<{ operation: OperationRow; holdIds: string[] }>;
+  /** A policy refusal is returned (its policy_rejected operation, activity and event are written and commit as any answer). */
+  create(db: Db, input: CreateOperationInput): Promise<CreatedOperation | Refusal>;
   /** Terminal transition from `from` (guarded in SQL): captures nothing itself; on failure releases the operation's holds. */
   finish(db: Db, operationId: string, from: OperationStatus, outcome: SettleOutcome): Promise<OperationRow | undefined>;
   registerSettler(type: string, settler: Settler): void;
@@ -221,7 +228,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
   const service: OperationService = {
     async create(db, input) {
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx): Promise<CreatedOperation | Refusal> => {
         const now = clock.now();
         const id = input.id ?? newId();
         const settlement = input.settlement ?? 'worker';
@@ -259,7 +266,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         if (!decision.allowed) {
           const op = await repo.insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
           await terminalEffects(trx, op, 'operation.policy_rejected');
-          throw new ApiError(decision.code, decision.message, { ...decision.details, operation_id: op.id }, { commit: true });
+          return refuse(decision.code, decision.message, { ...decision.details, operation_id: op.id });
         }
 
         const holdIds: string[] = [];
@@ -414,17 +421,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
               outcome = await captureOnChain(trx, op, tracked);
             } else {
               const settler = settlers.get(op.type)!;
-              try {
-                outcome = await trx.transaction(async (sp) => {
-                  const result = await settler(sp, op);
-                  if (!result.ok) throw new SettlementFailed(result);
-                  return result;
-                });
-              } catch (err) {
-                if (err instanceof SettlementFailed) outcome = err.outcome;
-                else if (err instanceof ApiError) outcome = { ok: false, code: err.code, message: err.message };
-                else throw err;
-              }
+              outcome = await settleInSavepoint(trx, settler, op);
             }
             await service.finish(trx, op.id, 'submitted', outcome);
             await postGasFee(trx, op, tracked.feeUnits);
@@ -515,40 +512,26 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
     },
   };
 
+  /** Runs a settler in a savepoint: a failed outcome (returned, or an ApiError thrown) undoes its writes. */
+  async function settleInSavepoint(trx: Knex.Transaction, settler: Settler, op: OperationRow): Promise<SettleOutcome> {
+    const sp = await trx.transaction();
+    try {
+      const result = await settler(sp, op);
+      if (result.ok) await sp.commit();
+      else await sp.rollback();
+      return result;
+    } catch (err) {
+      await sp.rollback();
+      if (err instanceof ApiError) return { ok: false, code: err.code, message: err.message };
+      throw err;
+    }
+  }
+
   async function ledgerHolds(trx: Db, operationId: string): Promise<string[]> {
     return (await findHeldByOperation(trx, operationId)).map((h) => h.id);
   }
 
   return service;
-}
-
-/**
- * `withTransaction` for writes whose refusals may need committing: an ApiError with `commit: true` commits the
- * transaction this call opened (the rejected operation and its event stay) and is rethrown afterwards. Inside a
- * caller's transaction the error simply propagates for the caller (the idempotency layer) to commit.
- */
-export async function withWriteTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
-  if ((db as Knex.Transaction).isTransaction) return fn(db as Knex.Transaction);
-  let deferred: ApiError | null = null;
-  const result = await (db as Knex).transaction(async (trx) => {
-    try {
-      return await fn(trx);
-    } catch (err) {
-      if (err instanceof ApiError && err.commit) {
-        deferred = err;
-        return undefined;
-      }
-      throw err;
-    }
-  });
-  if (deferred) throw deferred;
-  return result as T;
-}
-
-class SettlementFailed extends Error {
-  constructor(readonly outcome: SettleOutcome) {
-    super('settlement failed');
-  }
 }
 
 export { simulatedBlock, txHashOf } from '../chain/simulated.js';

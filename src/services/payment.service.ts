@@ -9,10 +9,11 @@ import type { Clock } from '../lib/clock.js';
 import { ApiError, type ErrorCode } from '../lib/errors.js';
 import { isUuid, newId } from '../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { isEvmAddress } from '../lib/wallet-keys.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
 import { USD_DECIMALS, type Account, type AmountFields, type LedgerService } from './ledger.service.js';
-import { withWriteTransaction, type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
+import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
 import type { PolicyService } from './policy.service.js';
 
 export type Route = 'recurring_payment' | 'one_off_payment' | 'trusted_destination' | 'direct';
@@ -47,8 +48,8 @@ export function checkNote(note: unknown): string | null {
 const short = (address: string) => `${address.slice(0, 6)}…${address.slice(-4)}`;
 
 export interface PaymentService {
-  createPayment(db: Db, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  createOneOffPayment(db: Db, who: OwnerRef, body: OneOffBody, idempotencyKey: string | null): Promise<WriteResponse>;
+  createPayment(db: Db, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  createOneOffPayment(db: Db, who: OwnerRef, body: OneOffBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   /** The recipient side (agentctl one-off claim): captures the hold to the recipient after the unlock delay. */
   claimOneOff(db: Db, id: string): Promise<OneOffPaymentRow>;
   /** The owner's cancel (agentctl one-off cancel): releases the hold. */
@@ -233,7 +234,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         Object.assign(details, { deliver_as: deliverAs.symbol, quoted_deliver_amount: quoted.toString(), min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(), slippage_bps: slippageBps });
       }
       const who2 = target.name ? `${target.name} (${short(target.address)})` : short(target.address);
-      const { operation } = await operations.create(db, {
+      const created = await operations.create(db, {
         principal: who,
         type: 'payment',
         asset: asset.symbol,
@@ -245,7 +246,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         humanMessage: `Paying ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${who2}${converting ? ` delivered as ${deliverAs.symbol}` : ''}`,
         idempotencyKey,
       });
-      return operations.writeResponse(operation);
+      return isRefusal(created) ? created : operations.writeResponse(created.operation);
     },
 
     async createOneOffPayment(db, who, body, idempotencyKey) {
@@ -259,13 +260,13 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       if (!Number.isInteger(unlock) || unlock < 0 || unlock > 2_592_000) throw new ApiError('validation_failed', 'unlock_delay_seconds must be an integer in [0, 2592000]', { field: 'unlock_delay_seconds' });
       if (!Number.isInteger(expires) || expires < 60 || expires > 2_592_000) throw new ApiError('validation_failed', 'expires_in_seconds must be an integer in [60, 2592000]', { field: 'expires_in_seconds' });
       if (expires <= unlock) throw new ApiError('validation_failed', 'expires_in_seconds must exceed unlock_delay_seconds', { field: 'expires_in_seconds' });
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx) => {
         const now = clock.now();
         const oneOffId = newId();
         const operationId = newId();
         const unlockAt = new Date(now.getTime() + unlock * 1000);
         const expiresAt = new Date(now.getTime() + expires * 1000);
-        const { operation, holdIds } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           id: operationId,
           principal: who,
           type: 'one_off_payment.create',
@@ -281,8 +282,9 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
           acceptedEvent: 'one_off_payment.created',
           eventData: { one_off_payment: { id: oneOffId, to_address: target.address, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString() } },
         });
-        await repo.insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
-        return operations.writeResponse(operation);
+        if (isRefusal(created)) return created;
+        await repo.insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: created.holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
+        return operations.writeResponse(created.operation);
       });
     },
 
@@ -361,15 +363,13 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       if (action === 'withdrawal' && target.route !== 'trusted_destination') reason = 'recipient_not_allowed';
       if (!reason) {
         // Evaluated in a transaction that is rolled back: resolution never records anything.
-        reason = await (db as Knex)
-          .transaction(async (trx) => {
-            const decision = await policy.evaluate(trx, who.agentId, { type, asset: body.asset ?? null, recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address } });
-            throw new ResolveDone(decision.allowed ? null : decision.code);
-          })
-          .catch((err: unknown) => {
-            if (err instanceof ResolveDone) return err.code;
-            throw err;
-          });
+        const trx = await (db as Knex).transaction();
+        try {
+          const decision = await policy.evaluate(trx, who.agentId, { type, asset: body.asset ?? null, recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address } });
+          reason = decision.allowed ? null : decision.code;
+        } finally {
+          await trx.rollback();
+        }
       }
       return {
         to: body.to,
@@ -441,10 +441,4 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     },
   };
   return service;
-}
-
-class ResolveDone extends Error {
-  constructor(readonly code: ErrorCode | null) {
-    super('resolved');
-  }
 }

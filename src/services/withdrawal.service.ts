@@ -1,5 +1,5 @@
 // Withdrawals to the owner's bank methods and to confirmed trusted destinations, and the methods themselves.
-import type { Db, Knex } from '../db/knex.js';
+import { withTransaction, type Db, type Knex } from '../db/knex.js';
 import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../db/repositories/operation.repository.js';
 import * as repo from '../db/repositories/recipient.repository.js';
@@ -8,9 +8,10 @@ import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
 import { isUuid, newId } from '../lib/ids.js';
 import { formatAmount } from '../lib/money.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
 import type { LedgerService } from './ledger.service.js';
-import { withWriteTransaction, type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
+import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
 import { checkNote, resolveMoney } from './payment.service.js';
 
 export interface WithdrawalBody {
@@ -21,8 +22,8 @@ export interface WithdrawalBody {
 }
 
 export interface WithdrawalService {
-  createBankWithdrawal(db: Db, who: OwnerRef & { ownerId: string }, body: WithdrawalBody & { method_id: string }, idempotencyKey: string | null): Promise<WriteResponse>;
-  createCryptoWithdrawal(db: Db, who: OwnerRef, body: WithdrawalBody & { destination_id: string }, idempotencyKey: string | null): Promise<WriteResponse>;
+  createBankWithdrawal(db: Db, who: OwnerRef & { ownerId: string }, body: WithdrawalBody & { method_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  createCryptoWithdrawal(db: Db, who: OwnerRef, body: WithdrawalBody & { destination_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   addMethod(db: Db, ownerId: string, input: { kind: string; label: string; bankName?: string | null; last4?: string | null; currency?: string | null }): Promise<{ method_id: string }>;
   listMethods(db: Db, ownerId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
   publicMethod(m: WithdrawalMethodRow): Record<string, unknown>;
@@ -42,7 +43,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
       const asset = await ledger.requireAsset(db, body.asset);
       if (asset.category !== 'cash') throw new ApiError('validation_failed', `bank withdrawals take cash assets (${(await cash(db)).join(', ')})`, { field: 'asset' });
       const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
-      const { operation } = await operations.create(db, {
+      const created = await operations.create(db, {
         principal: who,
         type: 'withdrawal.bank',
         asset: asset.symbol,
@@ -53,12 +54,12 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
         humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${method.label} (…${method.account_last4})`,
         idempotencyKey,
       });
-      return operations.writeResponse(operation);
+      return isRefusal(created) ? created : operations.writeResponse(created.operation);
     },
 
     async createCryptoWithdrawal(db, who, body, idempotencyKey) {
       const note = checkNote(body.note);
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx) => {
         // Locked (destination, then the policy row inside operations.create: the order of destination
         // actions), so a concurrent remove or cancel waits for this withdrawal or sees it refused.
         const dest = isUuid(body.destination_id) ? await repo.findTrustedDestination(trx, who.agentId, body.destination_id, { lock: true }) : undefined;
@@ -66,7 +67,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
         if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
         const asset = await ledger.requireAsset(trx, body.asset);
         const { amount, usdE8 } = await resolveMoney(trx, ledger, asset, body);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'withdrawal.crypto',
           asset: asset.symbol,
@@ -78,7 +79,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
           humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${dest.label} (${dest.address.slice(0, 6)}…${dest.address.slice(-4)})`,
           idempotencyKey,
         });
-        return operations.writeResponse(operation);
+        return isRefusal(created) ? created : operations.writeResponse(created.operation);
       });
     },
 

@@ -2,7 +2,7 @@
 // resource by answering its 402 challenge. Signing and paying create `x402.sign` / `x402.purchase` operations through
 // the ledger area (policy, hold, settlement) in the caller's transaction.
 import type { Config } from '../config.js';
-import type { Db, Knex } from '../db/knex.js';
+import { withTransaction, type Db, type Knex } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findAsset, findHeldByOperation } from '../db/repositories/ledger.repository.js';
 import { listOpenOperationsOnChain, transitionOperation, type OperationRow } from '../db/repositories/operation.repository.js';
@@ -14,6 +14,7 @@ import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount, parseAmount } from '../lib/money.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { isEvmAddress, openWalletAccount } from '../lib/wallet-keys.js';
 import { parsePublicHttpsUrl, UrlRejectedError, type Resolver } from '../webhooks/url-safety.js';
 import {
@@ -33,7 +34,7 @@ import {
 import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../x402/signing.js';
 import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../x402/upstream.js';
 import type { LedgerArea } from './ledger-area.js';
-import { withWriteTransaction, type OwnerRef, type SettleOutcome } from './operation.service.js';
+import { type OwnerRef, type SettleOutcome } from './operation.service.js';
 
 export const DEFAULT_MAX_TIMEOUT_SECONDS = 60;
 export const MAX_TIMEOUT_SECONDS = 3600;
@@ -110,10 +111,10 @@ export interface X402PurchaseResult {
 
 export interface X402Service {
   /** `dryRun` (POST /simulate): policy, hold and operation are evaluated but nothing is signed or sent to a seller. */
-  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402SignResult>;
+  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402SignResult | Refusal>;
   /** `db` reads the evm chain's USDC token (evm mode); without it the price is read against USDC on Base. */
   quote(body: X402QuoteBody, db?: Db): Promise<X402QuoteResult>;
-  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult>;
+  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult | Refusal>;
   /**
    * evm mode, one pass of the worker loop: each open x402 operation becomes `executed` (hold captured) once the chain
    * shows its authorization used, or `execution_failed` (hold released; no public event, spec 6.3) once a block at
@@ -246,7 +247,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     const operationId = newId();
     // evm mode: what the tracking loop needs to ask the chain whether this authorization was used.
     const onChain = chain ? { chain_id: chain.chainId, token: input.payable.usdc, authorizer: wallet.address } : {};
-    const { operation } = await operations.create(trx, {
+    const created = await operations.create(trx, {
       id: operationId,
       principal: who,
       type: input.type,
@@ -259,6 +260,8 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       idempotencyKey: input.idempotencyKey,
       settlement: chain ? 'manual' : input.settlement,
     });
+    if (isRefusal(created)) return created;
+    const { operation } = created;
     if (input.dryRun) return { operation, nonce, validBeforeIso, network, header: { name: PAYMENT_HEADER_NAMES[input.version], value: '', payload: {} } };
     const account = openWalletAccount(sealer, wallet.sealed_private_key);
     const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore, payable: input.payable });
@@ -343,7 +346,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       }
       const seconds = timeoutSeconds(body.max_timeout_seconds, fallbackTimeout);
 
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx) => {
         const signed = await authorize(trx, who, {
           payable,
           type: 'x402.sign',
@@ -359,6 +362,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           idempotencyKey,
           dryRun: opts.dryRun,
         });
+        if (isRefusal(signed)) return signed;
         return {
           ok: true as const,
           operation_id: signed.operation.id,
@@ -407,7 +411,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: usdc(req.amount), max_amount: usdc(maxAmount) });
       }
 
-      return withWriteTransaction(db, async (trx) => {
+      return withTransaction(db, async (trx) => {
         const signed = await authorize(trx, who, {
           payable,
           type: 'x402.purchase',
@@ -423,6 +427,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           idempotencyKey,
           dryRun: opts.dryRun,
         });
+        if (isRefusal(signed)) return signed;
         // Simulation stops before the paid retry: the seller never sees an authorization.
         if (opts.dryRun) return upstreamResult(first, { operation_id: signed.operation.id, paid: false, settled: false });
         // The paid retry. A network failure, or a 5xx without a settlement receipt, throws upstream_error, which rolls
