@@ -11,7 +11,7 @@ import { ANVIL_DEV_KEYS } from '../../src/chain/dev-accounts.js';
 import { mintToken } from '../../src/chain/token.js';
 import { loadConfig } from '../../src/config.js';
 import type { Address } from '../../src/chain/port.js';
-import { runSettlementTick } from '../../src/services/settlement.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import { startAnvil } from '../../test/helpers/anvil.js';
 import { createIsolatedDatabase } from '../../test/helpers/chain.js';
 import { isRefusal } from '../../src/lib/refusal.js';

@@ -1,7 +1,7 @@
 // Tag trusted-destinations: list and read; confirm (after the time lock), cancel (pending) and remove (confirmed).
 import type { LooseHandler } from '../http/types.js';
 import { answer } from '../lib/refusal.js';
-import type { DestinationAction } from '../services/destination.service.js';
+import type { DestinationAction } from '../services/ledger/destinations.js';
 import { ok, pageQuery, param, who } from './ledger-common.js';
 
 const act = (action: DestinationAction): LooseHandler => async (c, ctx) => answer(await ctx.services.ledger.destinations.act(ctx.db, who(ctx), param(c, 'id'), action, { idempotencyKey: ctx.idempotencyKey }));

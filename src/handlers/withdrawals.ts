@@ -1,7 +1,7 @@
 // Tag withdrawals: to the owner's bank methods and to confirmed trusted destinations (details return operations).
 import type { LooseHandler } from '../http/types.js';
 import { answer } from '../lib/refusal.js';
-import type { WithdrawalBody } from '../services/withdrawal.service.js';
+import type { WithdrawalBody } from '../services/ledger/withdrawals.js';
 import { body, ok, pageQuery, param, query, who } from './ledger-common.js';
 
 const TYPES = ['withdrawal.bank', 'withdrawal.crypto'];

@@ -8,13 +8,13 @@ import type { Address } from '../chain/port.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../db/repositories/operation.repository.js';
+import { lockPolicy } from '../db/repositories/policy.repository.js';
 import type { Knex } from '../db/knex.js';
 import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import { findPrice, type AssetRow } from '../db/repositories/ledger.repository.js';
 import * as repo from '../db/repositories/market.repository.js';
 import type { MarketRow } from '../db/repositories/market.repository.js';
-import { lockPolicy } from '../db/repositories/operation.repository.js';
 import * as aave from '../lib/defi/aave.js';
 import { convertAtPrice, inputForOutput } from '../lib/defi/pricing.js';
 import type { Clock } from '../lib/clock.js';
@@ -23,9 +23,9 @@ import { newId } from '../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
 import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { decodeKey, encodeKey, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type Account, type LedgerService, type Posting } from './ledger.service.js';
-import type { OperationService, OwnerRef, WriteResponse } from './operation.service.js';
-import type { PolicyService } from './policy.service.js';
+import { USD_DECIMALS, type Account, type LedgerService, type Posting } from './ledger/ledger.js';
+import type { OperationService, OwnerRef, WriteResponse } from './ledger/operations.js';
+import type { PolicyService } from './ledger/policy.js';
 
 /** Swap fee (bps) when repaying from another asset or selling collateral. */
 export const BORROW_CONVERSION_FEE_BPS = 30n;

@@ -4,7 +4,8 @@
 import type { Db, Knex } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import { findHeldByOperation, type AssetRow } from '../db/repositories/ledger.repository.js';
-import { lockPolicy, type OperationRow } from '../db/repositories/operation.repository.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
+import { lockPolicy } from '../db/repositories/policy.repository.js';
 import * as repo from '../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../db/repositories/vault.repository.js';
 import type { QuoteRoute, QuoteRow } from '../db/repositories/quote.repository.js';
@@ -20,9 +21,9 @@ import { formatAmount } from '../lib/money.js';
 import { isRefusal, type Refusal } from '../lib/refusal.js';
 import type { ListPage } from './cursor.js';
 import type { EarnService } from './earn.service.js';
-import { USD_DECIMALS, type AmountFields, type LedgerService } from './ledger.service.js';
-import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from './operation.service.js';
-import type { PolicyService } from './policy.service.js';
+import { USD_DECIMALS, type AmountFields, type LedgerService } from './ledger/ledger.js';
+import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from './ledger/operations.js';
+import type { PolicyService } from './ledger/policy.js';
 
 export const QUOTE_TTL_MS = 60_000;
 export const DEFAULT_SLIPPAGE_PERCENT = 1;

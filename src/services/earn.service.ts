@@ -8,7 +8,8 @@ import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
 import type { Db, Knex } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
-import { lockPolicy, type OperationRow } from '../db/repositories/operation.repository.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
+import { lockPolicy } from '../db/repositories/policy.repository.js';
 import * as repo from '../db/repositories/vault.repository.js';
 import type { PositionRow, VaultRow } from '../db/repositories/vault.repository.js';
 import { findPrice, type AssetRow } from '../db/repositories/ledger.repository.js';
@@ -20,9 +21,9 @@ import { newId } from '../lib/ids.js';
 import { formatAmount, mulDiv } from '../lib/money.js';
 import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
-import type { OperationService, OwnerRef, WriteResponse } from './operation.service.js';
-import type { PolicyService } from './policy.service.js';
+import { USD_DECIMALS, type LedgerService } from './ledger/ledger.js';
+import type { OperationService, OwnerRef, WriteResponse } from './ledger/operations.js';
+import type { PolicyService } from './ledger/policy.js';
 
 /** Swap fee (bps) when a withdrawal is paid out in another asset (`destination_asset` + `allow_conversion`). */
 export const WITHDRAW_CONVERSION_FEE_BPS = 30n;

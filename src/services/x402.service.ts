@@ -5,7 +5,7 @@ import type { Config } from '../config.js';
 import { withTransaction, type Db, type Knex } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import { findAsset, findHeldByOperation } from '../db/repositories/ledger.repository.js';
-import { listOpenOperationsOnChain, transitionOperation, type OperationRow } from '../db/repositories/operation.repository.js';
+import { type OperationRow, listOpenOperationsOnChain, transitionOperation } from '../db/repositories/operation.repository.js';
 import type { Address, Hex } from '../chain/port.js';
 import type { ChainReads } from '../chain/reads.js';
 import type { Clock } from '../lib/clock.js';
@@ -33,8 +33,8 @@ import {
 } from '../x402/challenge.js';
 import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../x402/signing.js';
 import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../x402/upstream.js';
-import type { LedgerArea } from './ledger-area.js';
-import { type OwnerRef, type SettleOutcome } from './operation.service.js';
+import type { LedgerArea } from './ledger/area.js';
+import { type OwnerRef, type SettleOutcome } from './ledger/operations.js';
 
 export const DEFAULT_MAX_TIMEOUT_SECONDS = 60;
 export const MAX_TIMEOUT_SECONDS = 3600;

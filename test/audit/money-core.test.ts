@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { createIdempotency } from '../../src/idempotency/idempotency.js';
 import { createSealer } from '../../src/lib/crypto.js';
 import { ApiError } from '../../src/lib/errors.js';
-import { runSettlementTick } from '../../src/services/settlement.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import { addr, assertBooksBalance, createLedgerFixture, makeAgent, MASTER_KEY, rejectingRefusals, settleAll, type LedgerFixture } from '../ledger/factory.js';
 
 const codeOf = (err: unknown) => (err instanceof ApiError ? err.code : `unexpected: ${String(err)}`);

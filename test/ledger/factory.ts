@@ -4,7 +4,7 @@ import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
 import { createAgentService, type AgentCreatedHook, type AgentService } from '../../src/services/agent.service.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
+import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
 import { testEnv } from '../setup.js';
 
 export const MASTER_KEY = 'test-master-key-0123456789abcdef0123456789';

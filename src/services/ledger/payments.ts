@@ -1,20 +1,24 @@
 // Payments, one-off (claimable) payments, recipients, recurring payments and recipient resolution.
-import type { Db, Knex } from '../db/knex.js';
-import { withTransaction } from '../db/knex.js';
-import { findHeldByOperation, type AssetRow } from '../db/repositories/ledger.repository.js';
-import type { OperationRow } from '../db/repositories/operation.repository.js';
-import * as repo from '../db/repositories/recipient.repository.js';
-import type { OneOffPaymentRow, RecipientRow, RecurringPaymentRow } from '../db/repositories/recipient.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError, type ErrorCode } from '../lib/errors.js';
-import { isUuid, newId } from '../lib/ids.js';
-import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
-import { isRefusal, type Refusal } from '../lib/refusal.js';
-import { isEvmAddress } from '../lib/wallet-keys.js';
-import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type Account, type AmountFields, type LedgerService } from './ledger.service.js';
-import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
-import type { PolicyService } from './policy.service.js';
+import type { Db, Knex } from '../../db/knex.js';
+import { withTransaction } from '../../db/knex.js';
+import { findHeldByOperation, type AssetRow } from '../../db/repositories/ledger.repository.js';
+import type { OneOffPaymentRow } from '../../db/repositories/one-off-payment.repository.js';
+import { claimExpiredOneOffs, insertOneOffPayment, lockPendingOneOff, resolveOneOff } from '../../db/repositories/one-off-payment.repository.js';
+import type { OperationRow } from '../../db/repositories/operation.repository.js';
+import { type RecipientRow, findRecipient, findRecipientsByAddress, findRecipientsByName, insertRecipient, listRecipients } from '../../db/repositories/recipient.repository.js';
+import { findActiveRecurringByRecipient, findRecurringPayment, insertRecurringPayment, listRecurringPayments } from '../../db/repositories/recurring-payment.repository.js';
+import { findConfirmedDestinationsByAddress, findTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
+import type { RecurringPaymentRow } from '../../db/repositories/recurring-payment.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { ApiError, type ErrorCode } from '../../lib/errors.js';
+import { isUuid, newId } from '../../lib/ids.js';
+import { formatAmount, mulDiv, parseAmount } from '../../lib/money.js';
+import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { isEvmAddress } from '../../lib/wallet-keys.js';
+import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import { USD_DECIMALS, type Account, type AmountFields, type LedgerService } from './ledger.js';
+import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
+import type { PolicyService } from './policy.js';
 
 export type Route = 'recurring_payment' | 'one_off_payment' | 'trusted_destination' | 'direct';
 
@@ -108,13 +112,13 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
   const { clock, ledger, operations, policy } = deps;
 
   async function publicRecipient(db: Db, r: RecipientRow): Promise<PublicRecipient> {
-    const [dest] = await repo.findConfirmedDestinationsByAddress(db, r.agent_id, r.address);
-    const recurring = await repo.findActiveRecurringByRecipient(db, r.agent_id, r.id);
+    const [dest] = await findConfirmedDestinationsByAddress(db, r.agent_id, r.address);
+    const recurring = await findActiveRecurringByRecipient(db, r.agent_id, r.id);
     return { id: r.id, name: r.name, address: r.address, chain: r.chain, trusted_destination_id: dest?.id ?? null, recurring_payment_id: recurring?.id ?? null, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString() };
   }
 
   async function publicRecurring(db: Db, r: RecurringPaymentRow): Promise<Record<string, unknown>> {
-    const recipient = await repo.findRecipient(db, r.agent_id, r.recipient_id);
+    const recipient = await findRecipient(db, r.agent_id, r.recipient_id);
     const asset = await ledger.requireAsset(db, r.asset_symbol);
     const amountUsd = await ledger.usdValue(db, asset, BigInt(r.amount)).then(usd, () => null);
     return {
@@ -134,7 +138,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
   }
 
   async function recipientTarget(db: Db, r: RecipientRow): Promise<Target> {
-    const recurring = r.kind === 'recurring' ? await repo.findActiveRecurringByRecipient(db, r.agent_id, r.id) : undefined;
+    const recurring = r.kind === 'recurring' ? await findActiveRecurringByRecipient(db, r.agent_id, r.id) : undefined;
     return { route: r.kind === 'recurring' ? 'recurring_payment' : 'one_off_payment', kind: 'recipient', address: r.address, name: r.name, recipientId: r.id, destinationId: null, recurringPaymentId: recurring?.id ?? null };
   }
 
@@ -169,7 +173,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
 
   async function lockOneOff(trx: Db, id: string): Promise<OneOffPaymentRow> {
     if (!isUuid(id)) throw new ApiError('not_found', 'one-off payment not found');
-    const row = await repo.lockPendingOneOff(trx, id);
+    const row = await lockPendingOneOff(trx, id);
     if (!row) throw new ApiError('not_found', 'one-off payment not found');
     if (row.status !== 'pending') throw new ApiError('invalid_state_transition', `the one-off payment is ${row.status}`, { status: row.status });
     return row;
@@ -195,9 +199,9 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     async targets(db, agentId, to) {
       const out: Target[] = [];
       if (isUuid(to)) {
-        const recipient = await repo.findRecipient(db, agentId, to);
+        const recipient = await findRecipient(db, agentId, to);
         if (recipient) out.push(await recipientTarget(db, recipient));
-        const dest = await repo.findTrustedDestination(db, agentId, to);
+        const dest = await findTrustedDestination(db, agentId, to);
         if (dest) {
           if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `trusted destination is ${dest.status}, not confirmed`, { field: 'to', status: dest.status });
           out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: dest.address, name: dest.label, recipientId: null, destinationId: dest.id, recurringPaymentId: null });
@@ -206,12 +210,12 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         return out;
       }
       if (isEvmAddress(to)) {
-        for (const r of await repo.findRecipientsByAddress(db, agentId, to)) out.push(await recipientTarget(db, r));
-        for (const d of await repo.findConfirmedDestinationsByAddress(db, agentId, to)) out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
+        for (const r of await findRecipientsByAddress(db, agentId, to)) out.push(await recipientTarget(db, r));
+        for (const d of await findConfirmedDestinationsByAddress(db, agentId, to)) out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
         out.push({ route: 'direct', kind: 'address', address: to, name: null, recipientId: null, destinationId: null, recurringPaymentId: null });
         return out;
       }
-      const byName = await repo.findRecipientsByName(db, agentId, to);
+      const byName = await findRecipientsByName(db, agentId, to);
       if (byName.length === 0) throw new ApiError('not_found', 'no recipient has this id, address or name', { field: 'to' });
       for (const r of byName) out.push(await recipientTarget(db, r));
       return out;
@@ -283,7 +287,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
           eventData: { one_off_payment: { id: oneOffId, to_address: target.address, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString() } },
         });
         if (isRefusal(created)) return created;
-        await repo.insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: created.holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
+        await insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: created.holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
         return operations.writeResponse(created.operation);
       });
     },
@@ -296,7 +300,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         if (now >= row.expires_at) throw new ApiError('invalid_state_transition', 'the one-off payment has expired');
         const { account, wallet } = await paymentToAccount(trx, row.to_address);
         if (!(await ledger.capture(trx, row.hold_id, account, 'one_off_claim'))) throw new ApiError('invalid_state_transition', 'the one-off payment hold is no longer held');
-        await repo.resolveOneOff(trx, row.id, 'claimed', now);
+        await resolveOneOff(trx, row.id, 'claimed', now);
         const asset = await ledger.requireAsset(trx, row.asset_symbol);
         await oneOffActivity(trx, row, 'one_off_payment.claim', 'none', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} claimed by ${short(row.to_address)}`);
         await recordReceived(trx, wallet, row.operation_id, asset, BigInt(row.amount), null);
@@ -309,7 +313,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         const row = await lockOneOff(trx, id);
         const now = clock.now();
         await ledger.release(trx, row.hold_id);
-        await repo.resolveOneOff(trx, row.id, 'cancelled', now);
+        await resolveOneOff(trx, row.id, 'cancelled', now);
         const asset = await ledger.requireAsset(trx, row.asset_symbol);
         await oneOffActivity(trx, row, 'one_off_payment.cancel', 'in', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} cancelled; funds released`);
         return { ...row, status: 'cancelled', resolved_at: now };
@@ -319,10 +323,10 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     async expireOneOffs(db, limit = 50) {
       return db.transaction(async (trx) => {
         const now = clock.now();
-        const rows = await repo.claimExpiredOneOffs(trx, now, limit);
+        const rows = await claimExpiredOneOffs(trx, now, limit);
         for (const row of rows) {
           await ledger.release(trx, row.hold_id);
-          await repo.resolveOneOff(trx, row.id, 'expired', now);
+          await resolveOneOff(trx, row.id, 'expired', now);
           const asset = await ledger.requireAsset(trx, row.asset_symbol);
           await oneOffActivity(trx, row, 'one_off_payment.expire', 'in', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} expired unclaimed; funds released`);
         }
@@ -337,19 +341,19 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       if (input.asset) await ledger.requireAsset(db, input.asset);
       const now = clock.now();
       const id = newId();
-      await repo.insertRecipient(db, { id, agent_id: agentId, kind: input.kind, name: input.name, address: input.address, chain: 'base', asset_symbol: input.asset ?? null, created_at: now, updated_at: now });
+      await insertRecipient(db, { id, agent_id: agentId, kind: input.kind, name: input.name, address: input.address, chain: 'base', asset_symbol: input.asset ?? null, created_at: now, updated_at: now });
       return { recipient_id: id };
     },
 
     async listRecipients(db, agentId, query) {
       const limit = pageLimit(query.limit);
-      const rows = await repo.listRecipients(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = await listRecipients(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
       const page = toPage(rows, limit, (r) => r, encodeKeyset);
       return { ...page, items: await Promise.all(page.items.map((r) => publicRecipient(db, r))) };
     },
 
     async getRecipient(db, agentId, id) {
-      const r = isUuid(id) ? await repo.findRecipient(db, agentId, id) : undefined;
+      const r = isUuid(id) ? await findRecipient(db, agentId, id) : undefined;
       if (!r) throw new ApiError('not_found', 'recipient not found');
       return publicRecipient(db, r);
     },
@@ -387,26 +391,26 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     },
 
     async addRecurring(db, agentId, input) {
-      const recipient = isUuid(input.recipientId) ? await repo.findRecipient(db, agentId, input.recipientId) : undefined;
+      const recipient = isUuid(input.recipientId) ? await findRecipient(db, agentId, input.recipientId) : undefined;
       if (!recipient) throw new ApiError('not_found', 'recipient not found');
       if (!['day', 'week', 'month'].includes(input.interval)) throw new ApiError('validation_failed', 'interval must be day, week or month');
       const asset = await ledger.requireAsset(db, input.asset);
       const amount = ledger.parseAssetAmount(asset, input.amount);
       const now = clock.now();
       const id = newId();
-      await repo.insertRecurringPayment(db, { id, agent_id: agentId, recipient_id: recipient.id, asset_symbol: asset.symbol, amount, interval: input.interval as 'day', status: 'active', next_run_at: null, created_at: now, updated_at: now });
+      await insertRecurringPayment(db, { id, agent_id: agentId, recipient_id: recipient.id, asset_symbol: asset.symbol, amount, interval: input.interval as 'day', status: 'active', next_run_at: null, created_at: now, updated_at: now });
       return { recurring_payment_id: id };
     },
 
     async listRecurring(db, agentId, query) {
       const limit = pageLimit(query.limit);
-      const rows = await repo.listRecurringPayments(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = await listRecurringPayments(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
       const page = toPage(rows, limit, (r) => r, encodeKeyset);
       return { ...page, items: await Promise.all(page.items.map((r) => publicRecurring(db, r))) };
     },
 
     async getRecurring(db, agentId, id) {
-      const r = isUuid(id) ? await repo.findRecurringPayment(db, agentId, id) : undefined;
+      const r = isUuid(id) ? await findRecurringPayment(db, agentId, id) : undefined;
       if (!r) throw new ApiError('not_found', 'recurring payment not found');
       return publicRecurring(db, r);
     },

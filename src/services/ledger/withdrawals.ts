@@ -1,18 +1,19 @@
 // Withdrawals to the owner's bank methods and to confirmed trusted destinations, and the methods themselves.
-import { withTransaction, type Db, type Knex } from '../db/knex.js';
-import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
-import type { OperationRow } from '../db/repositories/operation.repository.js';
-import * as repo from '../db/repositories/recipient.repository.js';
-import type { WithdrawalMethodRow } from '../db/repositories/recipient.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError } from '../lib/errors.js';
-import { isUuid, newId } from '../lib/ids.js';
-import { formatAmount } from '../lib/money.js';
-import { isRefusal, type Refusal } from '../lib/refusal.js';
-import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import type { LedgerService } from './ledger.service.js';
-import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operation.service.js';
-import { checkNote, resolveMoney } from './payment.service.js';
+import { withTransaction, type Db, type Knex } from '../../db/knex.js';
+import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
+import type { OperationRow } from '../../db/repositories/operation.repository.js';
+import { findTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
+import { findWithdrawalMethod, insertWithdrawalMethod, listWithdrawalMethods } from '../../db/repositories/withdrawal-method.repository.js';
+import type { WithdrawalMethodRow } from '../../db/repositories/withdrawal-method.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { ApiError } from '../../lib/errors.js';
+import { isUuid, newId } from '../../lib/ids.js';
+import { formatAmount } from '../../lib/money.js';
+import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import type { LedgerService } from './ledger.js';
+import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
+import { checkNote, resolveMoney } from './payments.js';
 
 export interface WithdrawalBody {
   asset: string;
@@ -38,7 +39,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
   const service: WithdrawalService = {
     async createBankWithdrawal(db, who, body, idempotencyKey) {
       const note = checkNote(body.note);
-      const method = isUuid(body.method_id) ? await repo.findWithdrawalMethod(db, who.ownerId, body.method_id) : undefined;
+      const method = isUuid(body.method_id) ? await findWithdrawalMethod(db, who.ownerId, body.method_id) : undefined;
       if (!method || method.status !== 'active') throw new ApiError('not_found', 'withdrawal method not found', { field: 'method_id' });
       const asset = await ledger.requireAsset(db, body.asset);
       if (asset.category !== 'cash') throw new ApiError('validation_failed', `bank withdrawals take cash assets (${(await cash(db)).join(', ')})`, { field: 'asset' });
@@ -62,7 +63,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
       return withTransaction(db, async (trx) => {
         // Locked (destination, then the policy row inside operations.create: the order of destination
         // actions), so a concurrent remove or cancel waits for this withdrawal or sees it refused.
-        const dest = isUuid(body.destination_id) ? await repo.findTrustedDestination(trx, who.agentId, body.destination_id, { lock: true }) : undefined;
+        const dest = isUuid(body.destination_id) ? await findTrustedDestination(trx, who.agentId, body.destination_id, { lock: true }) : undefined;
         if (!dest) throw new ApiError('not_found', 'trusted destination not found', { field: 'destination_id' });
         if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
         const asset = await ledger.requireAsset(trx, body.asset);
@@ -91,14 +92,14 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
       if (!/^[0-9A-Za-z]{4}$/.test(last4)) throw new ApiError('validation_failed', 'last4 must be 4 letters or digits');
       const currency = (input.currency ?? 'USD').toUpperCase();
       if (!/^[A-Z]{3}$/.test(currency)) throw new ApiError('validation_failed', 'currency must be an ISO 4217 code');
-      await repo.insertWithdrawalMethod(db, { id, owner_id: ownerId, kind: 'bank', label: input.label, bank_name: input.bankName ?? null, account_last4: last4, currency, status: 'active', created_at: clock.now() });
+      await insertWithdrawalMethod(db, { id, owner_id: ownerId, kind: 'bank', label: input.label, bank_name: input.bankName ?? null, account_last4: last4, currency, status: 'active', created_at: clock.now() });
       return { method_id: id };
     },
 
     async listMethods(db, ownerId, query) {
       const limit = pageLimit(query.limit);
       const symbols = await cash(db);
-      const rows = await repo.listWithdrawalMethods(db, ownerId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = await listWithdrawalMethods(db, ownerId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
       return toPage(rows, limit, (m) => ({ ...service.publicMethod(m), asset_symbols: symbols }), encodeKeyset);
     },
 

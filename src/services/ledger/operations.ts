@@ -1,24 +1,26 @@
-// Operations (contract §8): creation with policy and hold in the caller's transaction, guarded status transitions,
-// settlement by registered settlers, and the activity row plus outbox event of every terminal transition.
-import { ChainUnavailableError, type Chain, type OnchainView, type TrackResult } from '../chain/port.js';
-import { createSimulatedChain, txHashOf } from '../chain/simulated.js';
-import type { Db, Knex } from '../db/knex.js';
-import { withTransaction } from '../db/knex.js';
-import { findWalletByAgent } from '../db/repositories/agent.repository.js';
-import { appendEvent } from '../db/repositories/event.repository.js';
-import { findHeldByOperation } from '../db/repositories/ledger.repository.js';
-import * as repo from '../db/repositories/operation.repository.js';
-import type { OperationRow, OperationStatus } from '../db/repositories/operation.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { sha256Hex } from '../lib/crypto.js';
-import { ApiError } from '../lib/errors.js';
-import { newId } from '../lib/ids.js';
-import type { Logger } from '../lib/logger.js';
-import { formatAmount } from '../lib/money.js';
-import { refuse, type Refusal } from '../lib/refusal.js';
-import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
-import type { PolicyRequest, PolicyService } from './policy.service.js';
+// Operations (contract §8), the state machine: creation with policy and hold in the caller's transaction, guarded
+// terminal transitions with the activity row and outbox event of each, reads. Settlement: settlement.ts.
+import type { Chain, OnchainView } from '../../chain/port.js';
+import { txHashOf } from '../../chain/simulated.js';
+import type { Db, Knex } from '../../db/knex.js';
+import { withTransaction } from '../../db/knex.js';
+import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
+import { appendEvent } from '../../db/repositories/event.repository.js';
+import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
+import { type OperationRow, type OperationStatus, findOperation, insertOperation, listOperations, transitionOperation } from '../../db/repositories/operation.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { sha256Hex } from '../../lib/crypto.js';
+import { ApiError } from '../../lib/errors.js';
+import { newId } from '../../lib/ids.js';
+import type { Logger } from '../../lib/logger.js';
+import { formatAmount } from '../../lib/money.js';
+import { refuse, type Refusal } from '../../lib/refusal.js';
+import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import { createActivityLog, type ActivityInput } from './activity.js';
+import { createChains } from './chains.js';
+import { USD_DECIMALS, type LedgerService } from './ledger.js';
+import type { PolicyRequest, PolicyService } from './policy.js';
+import { createSettlementScheduler, type SettlementScheduler } from './settlement.js';
 
 export type { OperationRow, OperationStatus };
 
@@ -123,7 +125,7 @@ export interface CreatedOperation {
   holdIds: string[];
 }
 
-export interface OperationService {
+export interface OperationService extends SettlementScheduler {
   /** A policy refusal is returned (its policy_rejected operation, activity and event are written and commit as any answer). */
   create(db: Db, input: CreateOperationInput): Promise<CreatedOperation | Refusal>;
   /** Terminal transition from `from` (guarded in SQL): captures nothing itself; on failure releases the operation's holds. */
@@ -134,15 +136,13 @@ export interface OperationService {
   /** Runs in the transaction that finalises an operation of `type` as execution_failed (after its holds are released). */
   registerFailureHook(type: string, hook: (trx: Knex.Transaction, op: OperationRow) => Promise<void>): void;
   settlerTypes(): string[];
-  /** One settlement pass: accepted -> submitted, then due submitted -> executed | execution_failed. Returns rows moved. */
-  settleDue(db: Knex, opts?: { limit?: number }): Promise<number>;
 
   get(db: Db, agentId: string, id: string, opts?: { types?: string[]; include?: string[] }): Promise<PublicOperation>;
   list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown; status?: string; type?: string; since?: string; types?: string[] }): Promise<ListPage<PublicOperation>>;
   toPublic(db: Db, op: OperationRow, opts?: { onchain?: boolean }): Promise<PublicOperation>;
   writeResponse(op: OperationRow): WriteResponse;
   /** Writes an activity row (the ledger area's and other areas' financial events). */
-  recordActivity(db: Db, input: { principal: OwnerRef; type: string; status: string; operationId: string | null; direction: 'in' | 'out' | 'none'; asset?: string | null; amount?: bigint | null; amountUsdE8?: bigint | null; counterparty?: string | null; description: string; txHash?: string | null }): Promise<void>;
+  recordActivity(db: Db, input: ActivityInput): Promise<void>;
 }
 
 const usd = (v: string | bigint | null): string | null => (v === null ? null : formatAmount(BigInt(v), USD_DECIMALS));
@@ -160,40 +160,10 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   const settlers = new Map<string, Settler>();
   const chainSettlers = new Map<string, ChainSettler>();
   const failureHooks = new Map<string, (trx: Knex.Transaction, op: OperationRow) => Promise<void>>();
-  // Operations whose money does not move on the configured chain (and every operation without CHAIN_RPC_URL)
-  // settle on the simulated chain through their registered settler.
-  const simulated = createSimulatedChain({ clock, settlementDelayMs: deps.settlementDelayMs });
-  const chain = deps.chain ?? simulated;
-  const retryMs = deps.chainRetryMs ?? 1000;
-  let lastPumpWarning = 0;
-
-  /** The adapter that settles `op`: the configured chain when its money moves there, else the simulated one. */
-  async function adapterFor(db: Db, op: Pick<OperationRow, 'type' | 'details' | 'asset_symbol'>): Promise<Chain> {
-    if (chain === simulated || !op.asset_symbol) return simulated;
-    const asset = (await ledger.assets(db)).get(op.asset_symbol) ?? null;
-    return chain.settlesOnChain(op, asset) ? chain : simulated;
-  }
-
-  /** On-chain confirmation: the amount's hold leaves the wallet (the recipient is credited by the chain itself); other holds (the gas reserve) are released. */
-  async function captureOnChain(trx: Knex.Transaction, op: OperationRow, tracked: Extract<TrackResult, { state: 'confirmed' }>): Promise<SettleOutcome> {
-    const custom = chainSettlers.get(op.type);
-    if (custom) return custom(trx, op, tracked.details);
-    let captured = false;
-    for (const hold of await findHeldByOperation(trx, op.id)) {
-      if (!captured && hold.asset_symbol === op.asset_symbol && hold.amount === op.amount) {
-        captured = await ledger.capture(trx, hold.id, { kind: 'external', name: 'onchain' }, op.type === 'payment' ? 'payment' : 'withdrawal');
-      } else {
-        await ledger.release(trx, hold.id);
-      }
-    }
-    return { ok: true, details: tracked.details };
-  }
-
-  /** Gas the wallet itself paid (ETH transfers), out of its available balance once the holds are resolved. */
-  async function postGasFee(trx: Knex.Transaction, op: OperationRow, feeUnits: bigint) {
-    if (feeUnits <= 0n) return;
-    await ledger.post(trx, { operationId: op.id, entryType: 'gas_fee', postings: [{ account: { kind: 'available', walletId: op.wallet_id }, asset: 'ETH', amount: -feeUnits }, { account: { kind: 'external', name: 'gas' }, asset: 'ETH', amount: feeUnits }] });
-  }
+  const chains = createChains({ clock, ledger, settlementDelayMs: deps.settlementDelayMs, chain: deps.chain });
+  const { chain } = chains;
+  const activity = createActivityLog({ clock });
+  const scheduler = createSettlementScheduler({ clock, ledger, chains, retryMs: deps.chainRetryMs ?? 1000, log: deps.log, settlers, chainSettlers, settlerTypes: () => service.settlerTypes(), finish: (trx, id, from, outcome) => service.finish(trx, id, from, outcome) });
 
   async function decimalsOf(db: Db, symbol: string | null): Promise<number | null> {
     if (!symbol) return null;
@@ -264,7 +234,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
         const decision = input.skipPolicy ? ({ allowed: true } as const) : await policy.evaluate(trx, input.principal.agentId, { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null });
         if (!decision.allowed) {
-          const op = await repo.insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
+          const op = await insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
           await terminalEffects(trx, op, 'operation.policy_rejected');
           return refuse(decision.code, decision.message, { ...decision.details, operation_id: op.id });
         }
@@ -283,7 +253,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         // immediate operation that moves money there finalises execution_failed here, and its caller
         // applies no effects. (Trusted-destination actions name an address but move nothing.)
         if (immediate && amount !== null && input.toAddress && (await ledger.isFailingAddress(trx, input.toAddress))) {
-          const failed = await repo.insertOperation(trx, {
+          const failed = await insertOperation(trx, {
             ...base,
             status: 'execution_failed',
             error_code: 'settlement_failed',
@@ -295,7 +265,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           await terminalEffects(trx, failed, OPERATION_EVENTS[failed.type]?.failed);
           return { operation: failed, holdIds: [] };
         }
-        const op = await repo.insertOperation(trx, {
+        const op = await insertOperation(trx, {
           ...base,
           status: immediate ? 'executed' : 'accepted',
           error_code: null,
@@ -318,11 +288,11 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         const now = clock.now();
         let op: OperationRow | undefined;
         if (outcome.ok) {
-          op = await repo.transitionOperation(trx, operationId, from, { status: 'executed', executed_at: now, updated_at: now, details: outcome.details });
+          op = await transitionOperation(trx, operationId, from, { status: 'executed', executed_at: now, updated_at: now, details: outcome.details });
           if (!op) return undefined;
           await terminalEffects(trx, op, OPERATION_EVENTS[op.type]?.executed);
         } else {
-          op = await repo.transitionOperation(trx, operationId, from, { status: 'execution_failed', failed_at: now, updated_at: now, error_code: outcome.code, error_message: outcome.message });
+          op = await transitionOperation(trx, operationId, from, { status: 'execution_failed', failed_at: now, updated_at: now, error_code: outcome.code, error_message: outcome.message });
           if (!op) return undefined;
           for (const hold of await ledgerHolds(trx, operationId)) await ledger.release(trx, hold);
           await failureHooks.get(op.type)?.(trx, op);
@@ -346,105 +316,12 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
     settlerTypes: () => [...new Set([...settlers.keys(), ...chainSettlers.keys()])],
 
-    async settleDue(db, opts = {}) {
-      const limit = opts.limit ?? 50;
-      const types = service.settlerTypes();
-      let moved = 0;
-      // Phase 1: accepted -> submitted. The simulated chain makes up a hash and settles SETTLEMENT_DELAY_MS later;
-      // the evm chain signs and records the transfer here (broadcast after commit, by the chain's pump). A chain
-      // that cannot be reached leaves the operation accepted (its holds stay) for a later pass. With a real chain,
-      // one operation per transaction: a nonce row stays locked until commit, and a batch taking the relayer's and
-      // a wallet's rows in claim order could deadlock with another worker taking them in the other order.
-      const batch = chain === simulated ? limit : 1;
-      let claimed = 0;
-      let unreachable = false;
-      while (claimed < limit && !unreachable) {
-        const { due, submitted } = await db.transaction(async (trx) => {
-          const now = clock.now();
-          const rows = await repo.claimDueOperations(trx, 'accepted', types, now, batch);
-          let n = 0;
-          for (const [i, op] of rows.entries()) {
-            const adapter = await adapterFor(trx, op);
-            let result;
-            try {
-              result = await trx.transaction((sp) => adapter.submit(sp, op));
-            } catch (err) {
-              if (!(err instanceof ChainUnavailableError)) deps.log?.error({ err, operation_id: op.id }, 'chain submission failed; retried later');
-              else deps.log?.warn({ err: err.message }, 'chain unreachable; accepted operations wait');
-              const later = { status: 'accepted' as const, settle_after: new Date(now.getTime() + retryMs), updated_at: now };
-              for (const rest of err instanceof ChainUnavailableError ? rows.slice(i) : [op]) await repo.transitionOperation(trx, rest.id, 'accepted', later);
-              if (!(err instanceof ChainUnavailableError)) continue;
-              unreachable = true;
-              break;
-            }
-            if (!result.ok) await service.finish(trx, op.id, 'accepted', result);
-            else await repo.transitionOperation(trx, op.id, 'accepted', { status: 'submitted', submitted_at: now, settle_after: result.recheckAt, tx_hash: result.txHash, updated_at: now });
-            n += 1;
-          }
-          return { due: rows.length, submitted: n };
-        });
-        moved += submitted;
-        claimed += due;
-        if (due < batch) break;
-      }
-      if (chain !== simulated && !unreachable) {
-        await chain.pump(db).catch((err: unknown) => {
-          // At most one warning a minute while the node stays away (the loop retries every few hundred ms).
-          if (clock.now().getTime() - lastPumpWarning < 60_000) return;
-          lastPumpWarning = clock.now().getTime();
-          deps.log?.warn({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'chain broadcast pass failed; retried');
-        });
-      }
-      // Phase 2: due submitted -> executed | execution_failed, one operation per transaction and its settler in a
-      // savepoint. One at a time so a transaction holds the balance rows of one transfer only: a batch locking the
-      // rows of many transfers in claim order deadlocks with another worker (or a write) locking them in another.
-      // An unexpected error leaves that operation submitted for a later pass instead of stalling every other one.
-      const skipped: string[] = [];
-      for (let i = 0; i < limit; i++) {
-        let claimed: OperationRow | undefined;
-        try {
-          const settled = await db.transaction(async (trx) => {
-            [claimed] = await repo.claimDueOperations(trx, 'submitted', types, clock.now(), 1, skipped);
-            const op = claimed;
-            if (!op) return 'none' as const;
-            const adapter = await adapterFor(trx, op);
-            const tracked = await adapter.track(trx, op);
-            if (tracked.state === 'pending') {
-              await repo.transitionOperation(trx, op.id, 'submitted', { status: 'submitted', settle_after: new Date(clock.now().getTime() + retryMs), updated_at: clock.now() });
-              return 'pending' as const;
-            }
-            if (tracked.txHash && tracked.txHash !== op.tx_hash) await repo.transitionOperation(trx, op.id, 'submitted', { status: 'submitted', tx_hash: tracked.txHash, updated_at: clock.now() });
-            let outcome: SettleOutcome;
-            if (tracked.state === 'failed') {
-              outcome = { ok: false, code: tracked.code, message: tracked.message };
-            } else if (adapter !== simulated) {
-              outcome = await captureOnChain(trx, op, tracked);
-            } else {
-              const settler = settlers.get(op.type)!;
-              outcome = await settleInSavepoint(trx, settler, op);
-            }
-            await service.finish(trx, op.id, 'submitted', outcome);
-            await postGasFee(trx, op, tracked.feeUnits);
-            return 'settled' as const;
-          });
-          if (settled === 'none') break;
-          if (settled === 'pending') skipped.push(claimed!.id);
-          else moved += 1;
-        } catch (err) {
-          if (!claimed) throw err;
-          if (err instanceof ChainUnavailableError) {
-            deps.log?.warn({ err: err.message }, 'chain unreachable; submitted operations wait');
-            break;
-          }
-          skipped.push(claimed.id);
-          deps.log?.error({ err, operation_id: claimed.id, type: claimed.type }, 'settlement of an operation failed; retried on a later pass');
-        }
-      }
-      return moved;
-    },
+    settleDue: (db, opts) => scheduler.settleDue(db, opts),
+
+    recordActivity: (db, input) => activity.record(db, input),
 
     async get(db, agentId, id, opts = {}) {
-      const op = await repo.findOperation(db, agentId, id);
+      const op = await findOperation(db, agentId, id);
       if (!op || (opts.types && !opts.types.includes(op.type))) throw new ApiError('not_found', 'operation not found');
       return service.toPublic(db, op, { onchain: opts.include?.includes('onchain') ?? false });
     },
@@ -457,7 +334,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         if (Number.isNaN(since.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
       }
       const types = query.type ? (query.types && !query.types.includes(query.type) ? [] : [query.type]) : query.types;
-      const rows = types && types.length === 0 ? [] : await repo.listOperations(db, { agentId, types, status: query.status, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = types && types.length === 0 ? [] : await listOperations(db, { agentId, types, status: query.status, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
       const page = toPage(rows, limit, (r) => r, encodeKeyset);
       return { ...page, items: await Promise.all(page.items.map((r) => service.toPublic(db, r))) };
     },
@@ -483,7 +360,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       };
       if (opts.onchain) {
         const wallet = await findWalletByAgent(db, op.agent_id);
-        out.onchain = await (await adapterFor(db, op)).onchain(db, op, wallet?.address ?? null);
+        out.onchain = await (await chains.adapterFor(db, op)).onchain(db, op, wallet?.address ?? null);
       }
       return out;
     },
@@ -492,40 +369,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       return { ok: true, operation_id: op.id, status: op.status, resource: { type: op.resource_type, id: op.resource_id }, fee_usd: usd(op.fee_usd_e8) ?? '0', human_message: op.human_message };
     },
 
-    async recordActivity(db, input) {
-      await repo.insertActivity(db, {
-        id: newId(),
-        agent_id: input.principal.agentId,
-        wallet_id: input.principal.walletId,
-        type: input.type,
-        status: input.status,
-        operation_id: input.operationId,
-        direction: input.direction,
-        asset_symbol: input.asset ?? null,
-        amount: input.amount ?? null,
-        amount_usd_e8: input.amountUsdE8 ?? null,
-        counterparty: input.counterparty ?? null,
-        description: input.description,
-        ...(input.txHash ? { tx_hash: input.txHash } : {}),
-        created_at: clock.now(),
-      });
-    },
   };
-
-  /** Runs a settler in a savepoint: a failed outcome (returned, or an ApiError thrown) undoes its writes. */
-  async function settleInSavepoint(trx: Knex.Transaction, settler: Settler, op: OperationRow): Promise<SettleOutcome> {
-    const sp = await trx.transaction();
-    try {
-      const result = await settler(sp, op);
-      if (result.ok) await sp.commit();
-      else await sp.rollback();
-      return result;
-    } catch (err) {
-      await sp.rollback();
-      if (err instanceof ApiError) return { ok: false, code: err.code, message: err.message };
-      throw err;
-    }
-  }
 
   async function ledgerHolds(trx: Db, operationId: string): Promise<string[]> {
     return (await findHeldByOperation(trx, operationId)).map((h) => h.id);
@@ -534,4 +378,3 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   return service;
 }
 
-export { simulatedBlock, txHashOf } from '../chain/simulated.js';

@@ -1,16 +1,16 @@
 // Trusted destinations (contract §10): the owner proposes (pending, time lock); confirm after the lock, cancel a
 // pending one, remove a confirmed one. Each change is an immediate operation with its trusted_destination.* event.
-import { withTransaction, type Db } from '../db/knex.js';
-import { findWalletByAgent } from '../db/repositories/agent.repository.js';
-import * as repo from '../db/repositories/recipient.repository.js';
-import type { TrustedDestinationRow } from '../db/repositories/recipient.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError } from '../lib/errors.js';
-import { isUuid, newId } from '../lib/ids.js';
-import { isRefusal, type Refusal } from '../lib/refusal.js';
-import { isEvmAddress } from '../lib/wallet-keys.js';
-import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { type OperationService, type OwnerRef, type WriteResponse } from './operation.service.js';
+import { withTransaction, type Db } from '../../db/knex.js';
+import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
+import { findTrustedDestination, findTrustedDestinationById, insertTrustedDestination, listTrustedDestinations, transitionTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
+import type { TrustedDestinationRow } from '../../db/repositories/trusted-destination.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { ApiError } from '../../lib/errors.js';
+import { isUuid, newId } from '../../lib/ids.js';
+import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { isEvmAddress } from '../../lib/wallet-keys.js';
+import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import { type OperationService, type OwnerRef, type WriteResponse } from './operations.js';
 
 export type DestinationAction = 'confirm' | 'cancel' | 'remove';
 
@@ -50,18 +50,18 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
       if (!Number.isInteger(timelock) || timelock < 0) throw new ApiError('validation_failed', 'timelock must be a non-negative integer of seconds');
       const now = clock.now();
       const id = newId();
-      await repo.insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: new Date(now.getTime() + timelock * 1000), created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });
+      await insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: new Date(now.getTime() + timelock * 1000), created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });
       return { destination_id: id };
     },
 
     async list(db, agentId, query) {
       const limit = pageLimit(query.limit);
-      const rows = await repo.listTrustedDestinations(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = await listTrustedDestinations(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
       return toPage(rows, limit, publicDestination, encodeKeyset);
     },
 
     async get(db, agentId, id) {
-      const d = isUuid(id) ? await repo.findTrustedDestination(db, agentId, id) : undefined;
+      const d = isUuid(id) ? await findTrustedDestination(db, agentId, id) : undefined;
       if (!d) throw new ApiError('not_found', 'trusted destination not found');
       return publicDestination(d);
     },
@@ -69,7 +69,7 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
     async act(db, who, id, action, opts = {}) {
       const t = TRANSITIONS[action];
       return withTransaction(db, async (trx) => {
-        const dest = isUuid(id) ? await repo.findTrustedDestination(trx, who.agentId, id, { lock: true }) : undefined;
+        const dest = isUuid(id) ? await findTrustedDestination(trx, who.agentId, id, { lock: true }) : undefined;
         if (!dest) throw new ApiError('not_found', 'trusted destination not found');
         if (dest.status !== t.from) throw new ApiError('invalid_state_transition', `cannot ${action} a ${dest.status} trusted destination (needs ${t.from})`, { status: dest.status });
         const now = clock.now();
@@ -94,14 +94,14 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
           eventData: { trusted_destination: publicDestination(updated) },
         });
         if (isRefusal(created)) return created;
-        const moved = await repo.transitionTrustedDestination(trx, dest.id, t.from, { status: t.to, [t.stamp]: now, updated_at: now });
+        const moved = await transitionTrustedDestination(trx, dest.id, t.from, { status: t.to, [t.stamp]: now, updated_at: now });
         if (!moved) throw new ApiError('invalid_state_transition', 'the trusted destination changed concurrently');
         return operations.writeResponse(created.operation);
       });
     },
 
     async actAsOwner(db, id, action) {
-      const dest = isUuid(id) ? await repo.findTrustedDestinationById(db, id) : undefined;
+      const dest = isUuid(id) ? await findTrustedDestinationById(db, id) : undefined;
       if (!dest) throw new ApiError('not_found', 'trusted destination not found');
       const wallet = await findWalletByAgent(db, dest.agent_id);
       return service.act(db, { agentId: dest.agent_id, walletId: wallet!.id }, id, action, { byOwner: true });
