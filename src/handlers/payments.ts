@@ -1,7 +1,8 @@
 // Tag payments: payments, one-off payments and recurring payments (details and lists return operations).
 import type { LooseHandler } from '../http/types.js';
 import { answer } from '../lib/refusal.js';
-import type { OneOffBody, PaymentBody } from '../services/ledger/payments.js';
+import type { OneOffBody } from '../services/ledger/one-off-payments.js';
+import type { PaymentBody } from '../services/ledger/payments.js';
 import { body, ok, pageQuery, param, query, who } from './ledger-common.js';
 
 const operationList = (types: string[]): LooseHandler => async (c, ctx) => ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), types }));

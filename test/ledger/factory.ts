@@ -15,15 +15,19 @@ export type RefusalsRejected<S> = { [K in keyof S]: S[K] extends (...args: infer
 /** Rejected with this when the service returned a Refusal (its effects committed, as for any answer). */
 export class Refused extends ApiError {}
 
+function rejectRefusal(result: unknown): unknown {
+  if (isRefusal(result)) throw new Refused(result.refusal.code, result.refusal.message, result.refusal.details);
+  return result;
+}
+
 export function rejectingRefusals<S extends object>(service: S): RefusalsRejected<S> {
   const view: Record<string, unknown> = {};
   for (const [name, member] of Object.entries(service)) {
     view[name] =
       typeof member === 'function'
-        ? async (...args: unknown[]) => {
-            const result: unknown = await (member as (...a: unknown[]) => Promise<unknown>).apply(service, args);
-            if (isRefusal(result)) throw new Refused(result.refusal.code, result.refusal.message, result.refusal.details);
-            return result;
+        ? (...args: unknown[]) => {
+            const out: unknown = (member as (...a: unknown[]) => unknown).apply(service, args);
+            return out instanceof Promise ? out.then(rejectRefusal) : out;
           }
         : member;
   }

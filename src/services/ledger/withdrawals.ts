@@ -13,7 +13,7 @@ import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
 import type { LedgerService } from './ledger.js';
 import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
-import { checkNote, resolveMoney } from './payments.js';
+import { checkNote, resolveMoney } from './write-input.js';
 
 export interface WithdrawalBody {
   asset: string;
