@@ -1,26 +1,25 @@
 // Operations (contract §8), the state machine: creation with policy and hold in the caller's transaction, guarded
 // terminal transitions with the activity row and outbox event of each, reads. Settlement: settlement.ts.
-import type { Chain, OnchainView } from '../../chain/port.js';
+import type { Chain } from '../../chain/port.js';
 import { txHashOf } from '../../chain/simulated.js';
 import type { Db, Knex } from '../../db/knex.js';
 import { withTransaction } from '../../db/knex.js';
-import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
 import { appendEvent } from '../../db/repositories/event.repository.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
-import { type OperationRow, type OperationStatus, findOperation, insertOperation, listOperations, transitionOperation } from '../../db/repositories/operation.repository.js';
+import { insertOperation, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { sha256Hex } from '../../lib/crypto.js';
-import { ApiError } from '../../lib/errors.js';
 import { newId } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
-import { formatAmount } from '../../lib/money.js';
 import { refuse, type Refusal } from '../../lib/refusal.js';
-import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
 import { createActivityLog, type ActivityInput } from './activity.js';
 import { createChains } from './chains.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.js';
+import type { LedgerService } from './ledger.js';
+import { createOperationViews, type OperationViews } from './operation-views.js';
 import type { PolicyRequest, PolicyService } from './policy.js';
 import { createSettlementScheduler, type SettlementScheduler } from './settlement.js';
+
+export type { PublicOperation, WriteResponse } from './operation-views.js';
 
 export type { OperationRow, OperationStatus };
 
@@ -92,40 +91,12 @@ export type Settler = (trx: Knex.Transaction, op: OperationRow) => Promise<Settl
 /** The ledger side of an operation confirmed on chain (`details`: what the adapter read from the receipt). */
 export type ChainSettler = (trx: Knex.Transaction, op: OperationRow, details: Record<string, unknown>) => Promise<SettleOutcome>;
 
-export interface PublicOperation {
-  id: string;
-  type: string;
-  status: OperationStatus;
-  resource: { type: string; id: string };
-  asset_symbol: string | null;
-  amount: string | null;
-  amount_usd: string | null;
-  fee_usd: string;
-  human_message: string;
-  idempotency_key_hash: string | null;
-  error: { code: string; message: string } | null;
-  created_at: string;
-  submitted_at: string | null;
-  executed_at: string | null;
-  failed_at: string | null;
-  onchain?: OnchainView;
-}
-
-export interface WriteResponse {
-  ok: true;
-  operation_id: string;
-  status: OperationStatus;
-  resource: { type: string; id: string };
-  fee_usd: string;
-  human_message: string;
-}
-
 export interface CreatedOperation {
   operation: OperationRow;
   holdIds: string[];
 }
 
-export interface OperationService extends SettlementScheduler {
+export interface OperationService extends SettlementScheduler, OperationViews {
   /** A policy refusal is returned (its policy_rejected operation, activity and event are written and commit as any answer). */
   create(db: Db, input: CreateOperationInput): Promise<CreatedOperation | Refusal>;
   /** Terminal transition from `from` (guarded in SQL): captures nothing itself; on failure releases the operation's holds. */
@@ -137,16 +108,10 @@ export interface OperationService extends SettlementScheduler {
   registerFailureHook(type: string, hook: (trx: Knex.Transaction, op: OperationRow) => Promise<void>): void;
   settlerTypes(): string[];
 
-  get(db: Db, agentId: string, id: string, opts?: { types?: string[]; include?: string[] }): Promise<PublicOperation>;
-  list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown; status?: string; type?: string; since?: string; types?: string[] }): Promise<ListPage<PublicOperation>>;
-  toPublic(db: Db, op: OperationRow, opts?: { onchain?: boolean }): Promise<PublicOperation>;
-  writeResponse(op: OperationRow): WriteResponse;
   /** Writes an activity row (the ledger area's and other areas' financial events). */
   recordActivity(db: Db, input: ActivityInput): Promise<void>;
 }
 
-const usd = (v: string | bigint | null): string | null => (v === null ? null : formatAmount(BigInt(v), USD_DECIMALS));
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 function family(type: string): string {
   if (type.startsWith('withdrawal.')) return 'withdrawal';
@@ -163,12 +128,8 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   const chains = createChains({ clock, ledger, settlementDelayMs: deps.settlementDelayMs, chain: deps.chain });
   const { chain } = chains;
   const activity = createActivityLog({ clock });
+  const views = createOperationViews({ ledger, chains });
   const scheduler = createSettlementScheduler({ clock, ledger, chains, retryMs: deps.chainRetryMs ?? 1000, log: deps.log, settlers, chainSettlers, settlerTypes: () => service.settlerTypes(), finish: (trx, id, from, outcome) => service.finish(trx, id, from, outcome) });
-
-  async function decimalsOf(db: Db, symbol: string | null): Promise<number | null> {
-    if (!symbol) return null;
-    return (await ledger.assets(db)).get(symbol)?.decimals ?? null;
-  }
 
   async function terminalEffects(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}) {
     await service.recordActivity(trx, {
@@ -190,7 +151,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         walletId: op.wallet_id,
         operationId: op.id,
         resource: { type: op.resource_type, id: op.resource_id },
-        data: { ...extra, operation: await service.toPublic(trx, op) },
+        data: { ...extra, operation: await views.toPublic(trx, op) },
         createdAt: clock.now(),
       });
     }
@@ -276,7 +237,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           tx_hash: immediate ? txHashOf(id) : null,
         });
         if (input.acceptedEvent) {
-          await appendEvent(trx, { type: input.acceptedEvent, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await service.toPublic(trx, op) }, createdAt: now });
+          await appendEvent(trx, { type: input.acceptedEvent, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: now });
         }
         if (immediate) await terminalEffects(trx, op, OPERATION_EVENTS[op.type]?.executed, input.eventData);
         return { operation: op, holdIds };
@@ -320,55 +281,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
     recordActivity: (db, input) => activity.record(db, input),
 
-    async get(db, agentId, id, opts = {}) {
-      const op = await findOperation(db, agentId, id);
-      if (!op || (opts.types && !opts.types.includes(op.type))) throw new ApiError('not_found', 'operation not found');
-      return service.toPublic(db, op, { onchain: opts.include?.includes('onchain') ?? false });
-    },
-
-    async list(db, agentId, query) {
-      const limit = pageLimit(query.limit);
-      let since: Date | undefined;
-      if (query.since) {
-        since = new Date(query.since);
-        if (Number.isNaN(since.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
-      }
-      const types = query.type ? (query.types && !query.types.includes(query.type) ? [] : [query.type]) : query.types;
-      const rows = types && types.length === 0 ? [] : await listOperations(db, { agentId, types, status: query.status, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
-      const page = toPage(rows, limit, (r) => r, encodeKeyset);
-      return { ...page, items: await Promise.all(page.items.map((r) => service.toPublic(db, r))) };
-    },
-
-    async toPublic(db, op, opts = {}) {
-      const decimals = await decimalsOf(db, op.asset_symbol);
-      const out: PublicOperation = {
-        id: op.id,
-        type: op.type,
-        status: op.status,
-        resource: { type: op.resource_type, id: op.resource_id },
-        asset_symbol: op.asset_symbol,
-        amount: op.amount === null || decimals === null ? null : formatAmount(BigInt(op.amount), decimals),
-        amount_usd: usd(op.amount_usd_e8),
-        fee_usd: usd(op.fee_usd_e8) ?? '0',
-        human_message: op.human_message,
-        idempotency_key_hash: op.idempotency_key_hash,
-        error: op.error_code ? { code: op.error_code, message: op.error_message ?? '' } : null,
-        created_at: op.created_at.toISOString(),
-        submitted_at: iso(op.submitted_at),
-        executed_at: iso(op.executed_at),
-        failed_at: iso(op.failed_at),
-      };
-      if (opts.onchain) {
-        const wallet = await findWalletByAgent(db, op.agent_id);
-        out.onchain = await (await chains.adapterFor(db, op)).onchain(db, op, wallet?.address ?? null);
-      }
-      return out;
-    },
-
-    writeResponse(op) {
-      return { ok: true, operation_id: op.id, status: op.status, resource: { type: op.resource_type, id: op.resource_id }, fee_usd: usd(op.fee_usd_e8) ?? '0', human_message: op.human_message };
-    },
-
+    ...views,
   };
 
   async function ledgerHolds(trx: Db, operationId: string): Promise<string[]> {
