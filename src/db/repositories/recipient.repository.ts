@@ -8,7 +8,7 @@ export interface RecipientRow {
   kind: 'recurring' | 'one_off';
   name: string;
   address: string;
-  chain: string;
+  chain: 'base';
   asset_symbol: string | null;
   created_at: Date;
   updated_at: Date;

@@ -6,7 +6,7 @@ export interface TrustedDestinationRow {
   id: string;
   agent_id: string;
   kind: 'crypto';
-  chain: string;
+  chain: 'base';
   address: string;
   label: string;
   status: 'pending' | 'confirmed' | 'cancelled' | 'removed';

@@ -5,6 +5,7 @@ import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
 import { findTrustedDestination, findTrustedDestinationById, insertTrustedDestination, listTrustedDestinations, transitionTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
 import type { TrustedDestinationRow } from '../../db/repositories/trusted-destination.repository.js';
 import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid, newId } from '../../lib/ids.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
@@ -24,15 +25,15 @@ export const DEFAULT_TIMELOCK_SECONDS = 86_400;
 
 export interface DestinationService {
   add(db: Db, agentId: string, input: { kind: string; chain: string; address: string; label: string; timelockSeconds?: number }): Promise<{ destination_id: string }>;
-  list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  get(db: Db, agentId: string, id: string): Promise<Record<string, unknown>>;
+  list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'TrustedDestination'>>>;
+  get(db: Db, agentId: string, id: string): Promise<Schema<'TrustedDestination'>>;
   /** The agent's write (policy applies) or, with `byOwner`, the owner's agentctl action (no agent policy). */
   act(db: Db, who: OwnerRef, id: string, action: DestinationAction, opts?: { idempotencyKey?: string | null; byOwner?: boolean }): Promise<WriteResponse | Refusal>;
   /** Owner path by destination id alone (agentctl). */
   actAsOwner(db: Db, id: string, action: DestinationAction): Promise<WriteResponse | Refusal>;
 }
 
-export function publicDestination(d: TrustedDestinationRow): Record<string, unknown> {
+export function publicDestination(d: TrustedDestinationRow): Schema<'TrustedDestination'> {
   const iso = (x: Date | null) => (x ? x.toISOString() : null);
   return { id: d.id, kind: d.kind, chain: d.chain, address: d.address, label: d.label, status: d.status, unlocks_at: d.confirmable_at.toISOString(), confirmed_at: iso(d.confirmed_at), cancelled_at: iso(d.cancelled_at), removed_at: iso(d.removed_at), created_at: d.created_at.toISOString(), updated_at: d.updated_at.toISOString() };
 }

@@ -1,41 +1,18 @@
 // Operations as the document shows them: one operation, a page of them, and the answer of an accepted write.
-import type { OnchainView } from '../../chain/port.js';
 import type { Db } from '../../db/knex.js';
 import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
-import { findOperation, listOperations, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
+import { findOperation, listOperations, type OperationRow } from '../../db/repositories/operation.repository.js';
+import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount } from '../../lib/money.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
 import type { Chains } from './chains.js';
 import { USD_DECIMALS, type LedgerService } from './ledger.js';
 
-export interface PublicOperation {
-  id: string;
-  type: string;
-  status: OperationStatus;
-  resource: { type: string; id: string };
-  asset_symbol: string | null;
-  amount: string | null;
-  amount_usd: string | null;
-  fee_usd: string;
-  human_message: string;
-  idempotency_key_hash: string | null;
-  error: { code: string; message: string } | null;
-  created_at: string;
-  submitted_at: string | null;
-  executed_at: string | null;
-  failed_at: string | null;
-  onchain?: OnchainView;
-}
-
-export interface WriteResponse {
-  ok: true;
-  operation_id: string;
-  status: OperationStatus;
-  resource: { type: string; id: string };
-  fee_usd: string;
-  human_message: string;
-}
+/** An operation as the document shows it. */
+export type PublicOperation = Schema<'Operation'>;
+/** The answer of an accepted write. */
+export type WriteResponse = Schema<'WriteResponse'>;
 
 export interface OperationViews {
   get(db: Db, agentId: string, id: string, opts?: { types?: string[]; include?: string[] }): Promise<PublicOperation>;
@@ -79,7 +56,7 @@ export function createOperationViews(deps: { ledger: LedgerService; chains: Chai
       const decimals = await decimalsOf(db, op.asset_symbol);
       const out: PublicOperation = {
         id: op.id,
-        type: op.type,
+        type: op.type as PublicOperation['type'],
         status: op.status,
         resource: { type: op.resource_type, id: op.resource_id },
         asset_symbol: op.asset_symbol,
@@ -96,7 +73,9 @@ export function createOperationViews(deps: { ledger: LedgerService; chains: Chai
       };
       if (opts.onchain) {
         const wallet = await findWalletByAgent(db, op.agent_id);
-        out.onchain = await (await chains.adapterFor(db, op)).onchain(db, op, wallet?.address ?? null);
+        const view = await (await chains.adapterFor(db, op)).onchain(db, op, wallet?.address ?? null);
+        // The port types wallet_address as nullable; the document requires it (every operation's wallet has an address).
+        out.onchain = { ...view, wallet_address: view.wallet_address ?? '' };
       }
       return out;
     },

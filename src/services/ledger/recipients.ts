@@ -4,6 +4,7 @@ import { findRecipient, insertRecipient, listRecipients, type RecipientRow } fro
 import { findActiveRecurringByRecipient } from '../../db/repositories/recurring-payment.repository.js';
 import { findConfirmedDestinationsByAddress } from '../../db/repositories/trusted-destination.repository.js';
 import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { isUuid, newId } from '../../lib/ids.js';
 import { isEvmAddress } from '../../lib/wallet-keys.js';
@@ -13,22 +14,13 @@ import type { OwnerRef } from './operations.js';
 import type { PolicyService } from './policy.js';
 import { pickRoute, routeTargets } from './routing.js';
 
-export interface PublicRecipient {
-  id: string;
-  name: string;
-  address: string;
-  chain: string;
-  trusted_destination_id: string | null;
-  recurring_payment_id: string | null;
-  created_at: string;
-  updated_at: string;
-}
+export type PublicRecipient = Schema<'Recipient'>;
 
 export interface RecipientService {
   addRecipient(db: Db, agentId: string, input: { kind: 'recurring' | 'one_off'; name: string; address: string; asset?: string | null }): Promise<{ recipient_id: string }>;
   listRecipients(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicRecipient>>;
   getRecipient(db: Db, agentId: string, id: string): Promise<PublicRecipient>;
-  resolve(db: Db, who: OwnerRef, body: { to: string; asset?: string; action?: string }): Promise<Record<string, unknown>>;
+  resolve(db: Db, who: OwnerRef, body: Schema<'ResolveRecipientRequest'>): Promise<Schema<'RecipientResolution'>>;
 }
 
 export function createRecipientService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService }): RecipientService {

@@ -3,6 +3,7 @@ import type { Db } from '../../db/knex.js';
 import { findRecipient } from '../../db/repositories/recipient.repository.js';
 import { findRecurringPayment, insertRecurringPayment, listRecurringPayments, type RecurringPaymentRow } from '../../db/repositories/recurring-payment.repository.js';
 import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid, newId } from '../../lib/ids.js';
 import { formatAmount } from '../../lib/money.js';
@@ -11,8 +12,8 @@ import { USD_DECIMALS, type LedgerService } from './ledger.js';
 
 export interface RecurringService {
   addRecurring(db: Db, agentId: string, input: { recipientId: string; asset: string; amount: string; interval: string }): Promise<{ recurring_payment_id: string }>;
-  listRecurring(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  getRecurring(db: Db, agentId: string, id: string): Promise<Record<string, unknown>>;
+  listRecurring(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'RecurringPayment'>>>;
+  getRecurring(db: Db, agentId: string, id: string): Promise<Schema<'RecurringPayment'>>;
 }
 
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
@@ -20,7 +21,7 @@ const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 export function createRecurringService(deps: { clock: Clock; ledger: LedgerService }): RecurringService {
   const { clock, ledger } = deps;
 
-  async function publicRecurring(db: Db, r: RecurringPaymentRow): Promise<Record<string, unknown>> {
+  async function publicRecurring(db: Db, r: RecurringPaymentRow): Promise<Schema<'RecurringPayment'>> {
     const recipient = await findRecipient(db, r.agent_id, r.recipient_id);
     const asset = await ledger.requireAsset(db, r.asset_symbol);
     const amountUsd = await ledger.usdValue(db, asset, BigInt(r.amount)).then(usd, () => null);
@@ -28,7 +29,7 @@ export function createRecurringService(deps: { clock: Clock; ledger: LedgerServi
       id: r.id,
       name: recipient?.name ?? '',
       recipient_id: r.recipient_id,
-      to_address: recipient?.address,
+      to_address: recipient?.address ?? '',
       asset_symbol: r.asset_symbol,
       amount: formatAmount(BigInt(r.amount), asset.decimals),
       amount_usd: amountUsd,

@@ -6,6 +6,7 @@ import { findTrustedDestination } from '../../db/repositories/trusted-destinatio
 import { findWithdrawalMethod, insertWithdrawalMethod, listWithdrawalMethods } from '../../db/repositories/withdrawal-method.repository.js';
 import type { WithdrawalMethodRow } from '../../db/repositories/withdrawal-method.repository.js';
 import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid, newId } from '../../lib/ids.js';
 import { formatAmount } from '../../lib/money.js';
@@ -26,8 +27,8 @@ export interface WithdrawalService {
   createBankWithdrawal(db: Db, who: OwnerRef & { ownerId: string }, body: WithdrawalBody & { method_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   createCryptoWithdrawal(db: Db, who: OwnerRef, body: WithdrawalBody & { destination_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   addMethod(db: Db, ownerId: string, input: { kind: string; label: string; bankName?: string | null; last4?: string | null; currency?: string | null }): Promise<{ method_id: string }>;
-  listMethods(db: Db, ownerId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  publicMethod(m: WithdrawalMethodRow): Record<string, unknown>;
+  listMethods(db: Db, ownerId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'WithdrawalMethod'>>>;
+  publicMethod(m: WithdrawalMethodRow): Schema<'WithdrawalMethod'>;
   settle(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
 }
 
