@@ -5,6 +5,7 @@ import { withTransaction } from '../../db/knex.js';
 import { claimExpiredOneOffs, insertOneOffPayment, lockPendingOneOff, resolveOneOff, type OneOffPaymentRow } from '../../db/repositories/one-off-payment.repository.js';
 import type { OperationRow } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid, newId } from '../../lib/ids.js';
 import { formatAmount } from '../../lib/money.js';
@@ -13,17 +14,10 @@ import type { Delivery } from './delivery.js';
 import type { LedgerService } from './ledger.js';
 import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
 import { routeTargets } from './routing.js';
-import { checkNote, resolveMoney, shortAddress as short } from './write-input.js';
+import { resolveMoney, shortAddress as short } from './write-input.js';
 
-export interface OneOffBody {
-  to: string;
-  asset: string;
-  note?: string;
-  unlock_delay_seconds?: number;
-  expires_in_seconds?: number;
-  amount?: string;
-  amount_usd?: string;
-}
+/** The request body as the document declares it. */
+export type OneOffBody = Schema<'OneOffPaymentRequest'>;
 
 export interface OneOffService {
   createOneOffPayment(db: Db, who: OwnerRef, body: OneOffBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
@@ -66,15 +60,14 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
 
   return {
     async createOneOffPayment(db, who, body, idempotencyKey) {
-      const note = checkNote(body.note);
+      const note = body.note ?? null;
       const asset = await ledger.requireAsset(db, body.asset);
       const targets = await routeTargets(db, who.agentId, body.to);
       const target = targets.find((t) => t.route === 'one_off_payment') ?? targets.find((t) => t.route === 'direct') ?? targets[0]!;
       const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
       const unlock = body.unlock_delay_seconds ?? 0;
       const expires = body.expires_in_seconds ?? 604_800;
-      if (!Number.isInteger(unlock) || unlock < 0 || unlock > 2_592_000) throw new ApiError('validation_failed', 'unlock_delay_seconds must be an integer in [0, 2592000]', { field: 'unlock_delay_seconds' });
-      if (!Number.isInteger(expires) || expires < 60 || expires > 2_592_000) throw new ApiError('validation_failed', 'expires_in_seconds must be an integer in [60, 2592000]', { field: 'expires_in_seconds' });
+      // The document bounds each field; only their order is a rule of its own.
       if (expires <= unlock) throw new ApiError('validation_failed', 'expires_in_seconds must exceed unlock_delay_seconds', { field: 'expires_in_seconds' });
       return withTransaction(db, async (trx) => {
         const now = clock.now();

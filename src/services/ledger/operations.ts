@@ -1,5 +1,6 @@
 // Operations (contract §8), the state machine: creation with policy and hold in the caller's transaction, guarded
 // terminal transitions with the activity row and outbox event of each, reads. Settlement: settlement.ts.
+import type { EVENT_TYPES, OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Chain } from '../../chain/port.js';
 import { txHashOf } from '../../chain/simulated.js';
 import type { Db, Knex } from '../../db/knex.js';
@@ -24,7 +25,10 @@ export type { PublicOperation, WriteResponse } from './operation-views.js';
 export type { OperationRow, OperationStatus };
 
 /** Event types per operation type (spec 6.3, contract §8). Families without a failure event emit none on failure. */
-export const OPERATION_EVENTS: Record<string, { executed?: string; failed?: string }> = {
+type OperationType = (typeof OPERATION_TYPES)[number];
+type EventType = (typeof EVENT_TYPES)[number];
+
+const OPERATION_EVENTS: Record<OperationType, { executed?: EventType; failed?: EventType }> = {
   payment: { executed: 'payment.executed', failed: 'payment.execution_failed' },
   'withdrawal.bank': { executed: 'withdrawal.settled', failed: 'withdrawal.execution_failed' },
   'withdrawal.crypto': { executed: 'withdrawal.settled', failed: 'withdrawal.execution_failed' },
@@ -41,7 +45,14 @@ export const OPERATION_EVENTS: Record<string, { executed?: string; failed?: stri
   'trusted_destination.confirm': { executed: 'trusted_destination.confirmed' },
   'trusted_destination.cancel': { executed: 'trusted_destination.cancelled' },
   'trusted_destination.remove': { executed: 'trusted_destination.removed' },
+  // one_off_payment.created is written at acceptance (acceptedEvent); x402 operations announce nothing of their own (their terminal activity row is the record).
+  'one_off_payment.create': {},
+  'x402.sign': {},
+  'x402.purchase': {},
 };
+
+/** The events of an operation type; none for a type outside the document (test-only settlers). */
+const eventsOf = (type: string): { executed?: EventType; failed?: EventType } => OPERATION_EVENTS[type as OperationType] ?? {};
 
 export interface OwnerRef {
   agentId: string;
@@ -223,7 +234,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
             submitted_at: now,
             failed_at: now,
           });
-          await terminalEffects(trx, failed, OPERATION_EVENTS[failed.type]?.failed);
+          await terminalEffects(trx, failed, eventsOf(failed.type).failed);
           return { operation: failed, holdIds: [] };
         }
         const op = await insertOperation(trx, {
@@ -239,7 +250,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         if (input.acceptedEvent) {
           await appendEvent(trx, { type: input.acceptedEvent, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: now });
         }
-        if (immediate) await terminalEffects(trx, op, OPERATION_EVENTS[op.type]?.executed, input.eventData);
+        if (immediate) await terminalEffects(trx, op, eventsOf(op.type).executed, input.eventData);
         return { operation: op, holdIds };
       });
     },
@@ -251,13 +262,13 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         if (outcome.ok) {
           op = await transitionOperation(trx, operationId, from, { status: 'executed', executed_at: now, updated_at: now, details: outcome.details });
           if (!op) return undefined;
-          await terminalEffects(trx, op, OPERATION_EVENTS[op.type]?.executed);
+          await terminalEffects(trx, op, eventsOf(op.type).executed);
         } else {
           op = await transitionOperation(trx, operationId, from, { status: 'execution_failed', failed_at: now, updated_at: now, error_code: outcome.code, error_message: outcome.message });
           if (!op) return undefined;
           for (const hold of await ledgerHolds(trx, operationId)) await ledger.release(trx, hold);
           await failureHooks.get(op.type)?.(trx, op);
-          await terminalEffects(trx, op, OPERATION_EVENTS[op.type]?.failed);
+          await terminalEffects(trx, op, eventsOf(op.type).failed);
         }
         return op;
       });

@@ -4,6 +4,7 @@ import type { Db, Knex } from '../../db/knex.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount, mulDiv } from '../../lib/money.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
@@ -14,19 +15,11 @@ import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from '.
 import type { PolicyService } from './policy.js';
 import { createRecipientService, type RecipientService } from './recipients.js';
 import { createRecurringService, type RecurringService } from './recurring.js';
-import { pickRoute, routeTargets, type Route, type Target } from './routing.js';
-import { checkNote, resolveMoney, shortAddress as short } from './write-input.js';
+import { pickRoute, routeTargets, type Target } from './routing.js';
+import { resolveMoney, shortAddress as short } from './write-input.js';
 
-export interface PaymentBody {
-  to: string;
-  asset: string;
-  deliver_as?: string;
-  note?: string;
-  slippage_percent?: number;
-  prefer?: 'auto' | Route;
-  amount?: string;
-  amount_usd?: string;
-}
+/** The request body as the document declares it. */
+export type PaymentBody = Schema<'PaymentRequest'>;
 
 export interface PaymentService extends OneOffService, RecipientService, RecurringService {
   createPayment(db: Db, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
@@ -47,14 +40,13 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     targets: routeTargets,
 
     async createPayment(db, who, body, idempotencyKey) {
-      const note = checkNote(body.note);
+      const note = body.note ?? null;
       const asset = await ledger.requireAsset(db, body.asset);
       const deliverAs = body.deliver_as ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
       const target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
       const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
       const converting = deliverAs.symbol !== asset.symbol;
       const slippagePercent = body.slippage_percent ?? 1;
-      if (!(slippagePercent > 0 && slippagePercent <= 50)) throw new ApiError('validation_failed', 'slippage_percent must be in (0, 50]', { field: 'slippage_percent' });
       const slippageBps = Math.round(slippagePercent * 100);
       const details: Record<string, unknown> = { route: target.route, recipient_id: target.recipientId, trusted_destination_id: target.destinationId, recurring_payment_id: target.recurringPaymentId, note };
       if (converting) {

@@ -1,32 +1,11 @@
 // Per-agent policy (contract §9): default deny, allow-lists, USD caps and counts evaluated under a row lock.
+import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Db } from '../../db/knex.js';
 import { findPolicy, lockPolicy, sumUsage, upsertPolicy } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
-
-export const OPERATION_TYPES = [
-  'payment',
-  'one_off_payment.create',
-  'withdrawal.bank',
-  'withdrawal.crypto',
-  'conversion',
-  'earn.deposit',
-  'earn.withdraw',
-  'earn.move',
-  'earn.rewards_claim',
-  'debt.borrow',
-  'debt.repay',
-  'debt.deleverage',
-  'collateral.add',
-  'collateral.remove',
-  'trusted_destination.confirm',
-  'trusted_destination.cancel',
-  'trusted_destination.remove',
-  'x402.sign',
-  'x402.purchase',
-] as const;
 
 export type Period = 'day' | 'week' | 'month';
 

@@ -14,18 +14,12 @@ import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
 import type { LedgerService } from './ledger.js';
 import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
-import { checkNote, resolveMoney } from './write-input.js';
+import { resolveMoney } from './write-input.js';
 
-export interface WithdrawalBody {
-  asset: string;
-  note?: string;
-  amount?: string;
-  amount_usd?: string;
-}
 
 export interface WithdrawalService {
-  createBankWithdrawal(db: Db, who: OwnerRef & { ownerId: string }, body: WithdrawalBody & { method_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  createCryptoWithdrawal(db: Db, who: OwnerRef, body: WithdrawalBody & { destination_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  createBankWithdrawal(db: Db, who: OwnerRef & { ownerId: string }, body: Schema<'BankWithdrawalRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  createCryptoWithdrawal(db: Db, who: OwnerRef, body: Schema<'CryptoWithdrawalRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   addMethod(db: Db, ownerId: string, input: { kind: string; label: string; bankName?: string | null; last4?: string | null; currency?: string | null }): Promise<{ method_id: string }>;
   listMethods(db: Db, ownerId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'WithdrawalMethod'>>>;
   publicMethod(m: WithdrawalMethodRow): Schema<'WithdrawalMethod'>;
@@ -39,7 +33,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
 
   const service: WithdrawalService = {
     async createBankWithdrawal(db, who, body, idempotencyKey) {
-      const note = checkNote(body.note);
+      const note = body.note ?? null;
       const method = isUuid(body.method_id) ? await findWithdrawalMethod(db, who.ownerId, body.method_id) : undefined;
       if (!method || method.status !== 'active') throw new ApiError('not_found', 'withdrawal method not found', { field: 'method_id' });
       const asset = await ledger.requireAsset(db, body.asset);
@@ -60,7 +54,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
     },
 
     async createCryptoWithdrawal(db, who, body, idempotencyKey) {
-      const note = checkNote(body.note);
+      const note = body.note ?? null;
       return withTransaction(db, async (trx) => {
         // Locked (destination, then the policy row inside operations.create: the order of destination
         // actions), so a concurrent remove or cancel waits for this withdrawal or sees it refused.

@@ -1,7 +1,7 @@
-// What every money-moving write of the ledger area reads from its body: the amount (or its USD value) and the note.
+// What every money-moving write of the ledger area reads from its body: the amount (or its USD value). The
+// document bounds the other fields (note, slippage, delays); services keep only the rules it cannot state.
 import type { Db } from '../../db/knex.js';
 import type { AssetRow } from '../../db/repositories/ledger.repository.js';
-import { ApiError } from '../../lib/errors.js';
 import { parseAmount } from '../../lib/money.js';
 import { USD_DECIMALS, type AmountFields, type LedgerService } from './ledger.js';
 
@@ -11,12 +11,6 @@ export async function resolveMoney(db: Db, ledger: LedgerService, asset: AssetRo
   // A USD amount is its own USD value; an asset amount is valued at the feed, rounded up as it counts toward caps.
   const usdE8 = body.amount_usd != null ? parseAmount(body.amount_usd, USD_DECIMALS) : await ledger.usdValue(db, asset, amount, 'up');
   return { amount, usdE8 };
-}
-
-export function checkNote(note: unknown): string | null {
-  if (note === undefined || note === null) return null;
-  if (typeof note !== 'string' || note.length > 500) throw new ApiError('validation_failed', 'note must be a string of at most 500 characters', { field: 'note' });
-  return note;
 }
 
 /** `0x1234…abcd`, as human messages show an address. */
