@@ -1,7 +1,7 @@
 // Tag withdrawals: to the owner's bank methods and to confirmed trusted destinations (details return operations).
 import type { Handler } from '../http/types.js';
 import { answer } from '../lib/refusal.js';
-import { ok, who } from './ledger-common.js';
+import { getOperationOf, listOperationsOf, ok, who } from './ledger-common.js';
 
 const TYPES = ['withdrawal.bank', 'withdrawal.crypto'];
 
@@ -9,11 +9,8 @@ export const createBankWithdrawal: Handler<'createBankWithdrawal'> = async (req,
 
 export const createCryptoWithdrawal: Handler<'createCryptoWithdrawal'> = async (req, ctx) => answer(await ctx.services.ledger.withdrawals.createCryptoWithdrawal(ctx.db, who(ctx), req.body, ctx.idempotencyKey));
 
-export const listWithdrawals: Handler<'listWithdrawals'> = async (req, ctx) => ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...req.query, types: TYPES }));
+export const listWithdrawals: Handler<'listWithdrawals'> = listOperationsOf(TYPES);
 
-export const getWithdrawal: Handler<'getWithdrawal'> = async (req, ctx) => {
-  const { include } = req.query;
-  return ok({ operation: await ctx.services.ledger.operations.get(ctx.db, ctx.principal.agentId, req.params.id, { types: TYPES, include: include ? [include] : [] }) });
-};
+export const getWithdrawal: Handler<'getWithdrawal'> = getOperationOf(TYPES);
 
 export const listWithdrawalMethods: Handler<'listWithdrawalMethods'> = async (req, ctx) => ok(await ctx.services.ledger.withdrawals.listMethods(ctx.db, ctx.principal.ownerId, req.query));

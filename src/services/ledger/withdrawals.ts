@@ -1,6 +1,6 @@
 // Withdrawals to the owner's bank methods and to confirmed trusted destinations, and the methods themselves.
 import { withTransaction, type Db, type Knex } from '../../db/knex.js';
-import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
+import { findHeldByOperation, type AssetRow } from '../../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../../db/repositories/operation.repository.js';
 import { findTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
 import { findWithdrawalMethod, insertWithdrawalMethod, listWithdrawalMethods } from '../../db/repositories/withdrawal-method.repository.js';
@@ -12,9 +12,9 @@ import { isUuid, newId } from '../../lib/ids.js';
 import { formatAmount } from '../../lib/money.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
-import type { LedgerService } from './ledger.js';
+import type { AmountFields, LedgerService } from './ledger.js';
 import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
-import { resolveMoney } from './write-input.js';
+import { resolveMoney, shortAddress } from './write-input.js';
 
 
 export interface WithdrawalService {
@@ -31,30 +31,34 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
   let cashSymbols: string[] | null = null;
   const cash = async (db: Db) => (cashSymbols ??= [...(await ledger.assets(db)).values()].filter((a) => a.category === 'cash').map((a) => a.symbol));
 
+  /** Records the withdrawal of `body`'s amount of `asset` to one payee (the policy sees it as the recipient). */
+  async function withdraw(db: Db, who: OwnerRef, type: 'withdrawal.bank' | 'withdrawal.crypto', asset: AssetRow, body: AmountFields & { note?: string }, to: { id: string; address: string | null; label: string; detail: Record<string, string> }, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
+    const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
+    const created = await operations.create(db, {
+      principal: who,
+      type,
+      asset: asset.symbol,
+      amount,
+      amountUsdE8: usdE8,
+      ...(to.address ? { toAddress: to.address } : {}),
+      policy: { recipient: { ids: [to.id], address: to.address } },
+      details: { ...to.detail, note: body.note ?? null },
+      humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${to.label}`,
+      idempotencyKey,
+    });
+    return isRefusal(created) ? created : operations.writeResponse(created.operation);
+  }
+
   const service: WithdrawalService = {
     async createBankWithdrawal(db, who, body, idempotencyKey) {
-      const note = body.note ?? null;
       const method = isUuid(body.method_id) ? await findWithdrawalMethod(db, who.ownerId, body.method_id) : undefined;
       if (!method || method.status !== 'active') throw new ApiError('not_found', 'withdrawal method not found', { field: 'method_id' });
       const asset = await ledger.requireAsset(db, body.asset);
       if (asset.category !== 'cash') throw new ApiError('validation_failed', `bank withdrawals take cash assets (${(await cash(db)).join(', ')})`, { field: 'asset' });
-      const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
-      const created = await operations.create(db, {
-        principal: who,
-        type: 'withdrawal.bank',
-        asset: asset.symbol,
-        amount,
-        amountUsdE8: usdE8,
-        policy: { recipient: { ids: [method.id], address: null } },
-        details: { method_id: method.id, note },
-        humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${method.label} (…${method.account_last4})`,
-        idempotencyKey,
-      });
-      return isRefusal(created) ? created : operations.writeResponse(created.operation);
+      return withdraw(db, who, 'withdrawal.bank', asset, body, { id: method.id, address: null, label: `${method.label} (…${method.account_last4})`, detail: { method_id: method.id } }, idempotencyKey);
     },
 
     async createCryptoWithdrawal(db, who, body, idempotencyKey) {
-      const note = body.note ?? null;
       return withTransaction(db, async (trx) => {
         // Locked (destination, then the policy row inside operations.create: the order of destination
         // actions), so a concurrent remove or cancel waits for this withdrawal or sees it refused.
@@ -62,20 +66,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
         if (!dest) throw new ApiError('not_found', 'trusted destination not found', { field: 'destination_id' });
         if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
         const asset = await ledger.requireAsset(trx, body.asset);
-        const { amount, usdE8 } = await resolveMoney(trx, ledger, asset, body);
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'withdrawal.crypto',
-          asset: asset.symbol,
-          amount,
-          amountUsdE8: usdE8,
-          toAddress: dest.address,
-          policy: { recipient: { ids: [dest.id], address: dest.address } },
-          details: { trusted_destination_id: dest.id, note },
-          humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${dest.label} (${dest.address.slice(0, 6)}…${dest.address.slice(-4)})`,
-          idempotencyKey,
-        });
-        return isRefusal(created) ? created : operations.writeResponse(created.operation);
+        return withdraw(trx, who, 'withdrawal.crypto', asset, body, { id: dest.id, address: dest.address, label: `${dest.label} (${shortAddress(dest.address)})`, detail: { trusted_destination_id: dest.id } }, idempotencyKey);
       });
     },
 
