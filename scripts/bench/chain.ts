@@ -11,9 +11,10 @@ import { ANVIL_DEV_KEYS } from '../../src/chain/dev-accounts.js';
 import { mintToken } from '../../src/chain/token.js';
 import { loadConfig } from '../../src/config.js';
 import type { Address } from '../../src/chain/port.js';
-import { runSettlementTick } from '../../src/services/settlement.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import { startAnvil } from '../../test/helpers/anvil.js';
 import { createIsolatedDatabase } from '../../test/helpers/chain.js';
+import { isRefusal } from '../../src/lib/refusal.js';
 
 const { values } = parseArgs({ options: { payments: { type: 'string', default: '200' }, agents: { type: 'string', default: '5' }, workers: { type: 'string', default: '2' } } });
 const paymentCount = Number(values.payments);
@@ -41,6 +42,7 @@ async function main() {
     const ids: string[] = [];
     for (let i = 0; i < paymentCount; i++) {
       const res = await ledger.payments.createPayment(built.db, who[i % who.length]!, { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' }, randomUUID());
+      if (isRefusal(res)) throw new Error(`payment refused: ${res.refusal.message}`);
       ids.push(res.operation_id);
     }
 

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
+import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '10' }, agents: { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } });
 const seconds = Number(values.seconds);

@@ -2,8 +2,8 @@
 // withdrawal methods, one-off payments (recipient claim, owner cancel) and the simulated chain and price feed.
 import { readFile } from 'node:fs/promises';
 import { findAgent } from '../db/repositories/agent.repository.js';
-import { policyToJson } from '../services/policy.service.js';
-import type { DestinationAction } from '../services/destination.service.js';
+import { policyToJson } from '../services/ledger/policy.js';
+import type { DestinationAction } from '../services/ledger/destinations.js';
 import { CliUsageError, optionalFlag, parseDateFlag, parseIntFlag, requireFlag, requirePositional, seg, type CliArgs, type CliCommand, type CliContext } from './types.js';
 
 async function requireAgent(ctx: CliContext, agentId: string) {

@@ -2,8 +2,9 @@
 // connected apps and audit log. Every id is checked against the caller's agents first (404 otherwise).
 import type { Handler, OperationRequest, RequestContext } from '../http/types.js';
 import { ApiError } from '../lib/errors.js';
-import { policyToJson } from '../services/policy.service.js';
-import type { DestinationAction } from '../services/destination.service.js';
+import { isRefusal, refusalAnswer } from '../lib/refusal.js';
+import { policyToJson } from '../services/ledger/policy.js';
+import type { DestinationAction } from '../services/ledger/destinations.js';
 import { OAuthInputError } from '../oauth/oauth.service.js';
 import { actorOf, created, ok, record } from './owner-common.js';
 
@@ -191,7 +192,7 @@ async function destinationAction(req: OperationRequest<DestinationActionId>, ctx
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'trusted_destination', id);
   const result = await ctx.services.ledger.destinations.act(ctx.db, { agentId: agent.id, walletId: agent.wallet_id }, id, action, { byOwner: true });
   await record(req, ctx, agent.owner_id, { type: 'trusted_destination', id }, { agent_id: agent.id });
-  return ok(result);
+  return isRefusal(result) ? refusalAnswer(result) : ok(result);
 }
 export const ownerConfirmTrustedDestination: Handler<'ownerConfirmTrustedDestination'> = (req, ctx) => destinationAction(req, ctx, 'confirm');
 export const ownerCancelTrustedDestination: Handler<'ownerCancelTrustedDestination'> = (req, ctx) => destinationAction(req, ctx, 'cancel');

@@ -1,27 +1,23 @@
 // Tag payments: payments, one-off payments and recurring payments (details and lists return operations).
-import type { LooseHandler } from '../http/types.js';
-import type { OneOffBody, PaymentBody } from '../services/payment.service.js';
-import { body, ok, pageQuery, param, query, who } from './ledger-common.js';
+import type { Handler } from '../http/types.js';
+import { answer } from '../lib/refusal.js';
+import { getOperationOf, listOperationsOf, ok, who } from './ledger-common.js';
 
-const operationList = (types: string[]): LooseHandler => async (c, ctx) => ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...pageQuery(c), types }));
+const PAYMENT = ['payment'];
+const ONE_OFF = ['one_off_payment.create'];
 
-const operationDetail = (types: string[]): LooseHandler => async (c, ctx) => {
-  const include = query(c, 'include');
-  return ok({ operation: await ctx.services.ledger.operations.get(ctx.db, ctx.principal.agentId, param(c, 'id'), { types, include: include ? [include] : [] }) });
-};
+export const createPayment: Handler<'createPayment'> = async (req, ctx) => answer(await ctx.services.ledger.payments.createPayment(ctx.db, who(ctx), req.body, ctx.idempotencyKey));
 
-export const createPayment: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createPayment(ctx.db, who(ctx), body<PaymentBody>(c), ctx.idempotencyKey) });
+export const listPayments: Handler<'listPayments'> = listOperationsOf(PAYMENT);
 
-export const listPayments: LooseHandler = operationList(['payment']);
+export const getPayment: Handler<'getPayment'> = getOperationOf(PAYMENT);
 
-export const getPayment: LooseHandler = operationDetail(['payment']);
+export const createOneOffPayment: Handler<'createOneOffPayment'> = async (req, ctx) => answer(await ctx.services.ledger.payments.createOneOffPayment(ctx.db, who(ctx), req.body, ctx.idempotencyKey));
 
-export const createOneOffPayment: LooseHandler = async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.payments.createOneOffPayment(ctx.db, who(ctx), body<OneOffBody>(c), ctx.idempotencyKey) });
+export const listOneOffPayments: Handler<'listOneOffPayments'> = listOperationsOf(ONE_OFF);
 
-export const listOneOffPayments: LooseHandler = operationList(['one_off_payment.create']);
+export const getOneOffPayment: Handler<'getOneOffPayment'> = getOperationOf(ONE_OFF);
 
-export const getOneOffPayment: LooseHandler = operationDetail(['one_off_payment.create']);
+export const listRecurringPayments: Handler<'listRecurringPayments'> = async (req, ctx) => ok(await ctx.services.ledger.payments.listRecurring(ctx.db, ctx.principal.agentId, req.query));
 
-export const listRecurringPayments: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.payments.listRecurring(ctx.db, ctx.principal.agentId, pageQuery(c)));
-
-export const getRecurringPayment: LooseHandler = async (c, ctx) => ok({ recurring_payment: await ctx.services.ledger.payments.getRecurring(ctx.db, ctx.principal.agentId, param(c, 'id')) });
+export const getRecurringPayment: Handler<'getRecurringPayment'> = async (req, ctx) => ok({ recurring_payment: await ctx.services.ledger.payments.getRecurring(ctx.db, ctx.principal.agentId, req.params.id) });

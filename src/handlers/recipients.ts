@@ -1,9 +1,9 @@
 // Tag recipients: the owner's payees for this agent, and resolution of a `to` value.
-import type { LooseHandler } from '../http/types.js';
-import { body, ok, pageQuery, param, who } from './ledger-common.js';
+import type { Handler } from '../http/types.js';
+import { ok, who } from './ledger-common.js';
 
-export const listRecipients: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.payments.listRecipients(ctx.db, ctx.principal.agentId, pageQuery(c)));
+export const listRecipients: Handler<'listRecipients'> = async (req, ctx) => ok(await ctx.services.ledger.payments.listRecipients(ctx.db, ctx.principal.agentId, req.query));
 
-export const getRecipient: LooseHandler = async (c, ctx) => ok({ recipient: await ctx.services.ledger.payments.getRecipient(ctx.db, ctx.principal.agentId, param(c, 'id')) });
+export const getRecipient: Handler<'getRecipient'> = async (req, ctx) => ok({ recipient: await ctx.services.ledger.payments.getRecipient(ctx.db, ctx.principal.agentId, req.params.id) });
 
-export const resolveRecipient: LooseHandler = async (c, ctx) => ok({ resolution: await ctx.services.ledger.payments.resolve(ctx.db, who(ctx), body<{ to: string; asset?: string; action?: string }>(c)) });
+export const resolveRecipient: Handler<'resolveRecipient'> = async (req, ctx) => ok({ resolution: await ctx.services.ledger.payments.resolve(ctx.db, who(ctx), req.body) });

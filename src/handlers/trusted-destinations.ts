@@ -1,16 +1,14 @@
 // Tag trusted-destinations: list and read; confirm (after the time lock), cancel (pending) and remove (confirmed).
-import type { LooseHandler } from '../http/types.js';
-import type { DestinationAction } from '../services/destination.service.js';
-import { ok, pageQuery, param, who } from './ledger-common.js';
+import type { Handler } from '../http/types.js';
+import { answer } from '../lib/refusal.js';
+import { ok, who } from './ledger-common.js';
 
-const act = (action: DestinationAction): LooseHandler => async (c, ctx) => ({ status: 200, body: await ctx.services.ledger.destinations.act(ctx.db, who(ctx), param(c, 'id'), action, { idempotencyKey: ctx.idempotencyKey }) });
+export const listTrustedDestinations: Handler<'listTrustedDestinations'> = async (req, ctx) => ok(await ctx.services.ledger.destinations.list(ctx.db, ctx.principal.agentId, req.query));
 
-export const listTrustedDestinations: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.destinations.list(ctx.db, ctx.principal.agentId, pageQuery(c)));
+export const getTrustedDestination: Handler<'getTrustedDestination'> = async (req, ctx) => ok({ trusted_destination: await ctx.services.ledger.destinations.get(ctx.db, ctx.principal.agentId, req.params.id) });
 
-export const getTrustedDestination: LooseHandler = async (c, ctx) => ok({ trusted_destination: await ctx.services.ledger.destinations.get(ctx.db, ctx.principal.agentId, param(c, 'id')) });
+export const confirmTrustedDestination: Handler<'confirmTrustedDestination'> = async (req, ctx) => answer(await ctx.services.ledger.destinations.act(ctx.db, who(ctx), req.params.id, 'confirm', { idempotencyKey: ctx.idempotencyKey }));
 
-export const confirmTrustedDestination: LooseHandler = act('confirm');
+export const cancelTrustedDestination: Handler<'cancelTrustedDestination'> = async (req, ctx) => answer(await ctx.services.ledger.destinations.act(ctx.db, who(ctx), req.params.id, 'cancel', { idempotencyKey: ctx.idempotencyKey }));
 
-export const cancelTrustedDestination: LooseHandler = act('cancel');
-
-export const deleteTrustedDestination: LooseHandler = act('remove');
+export const deleteTrustedDestination: Handler<'deleteTrustedDestination'> = async (req, ctx) => answer(await ctx.services.ledger.destinations.act(ctx.db, who(ctx), req.params.id, 'remove', { idempotencyKey: ctx.idempotencyKey }));

@@ -36,7 +36,9 @@ type Responses<K extends OperationId> = operations[K]['responses'];
 /** The statuses below 400 the document declares for an operation, each with its body. */
 type Answers<K extends OperationId> = {
   [S in keyof Responses<K>]: S extends number ? (`${S}` extends `${1 | 2 | 3}${string}` ? { status: S; body: Json<Responses<K>[S]>; headers?: Record<string, string> } : never) : never;
-}[keyof Responses<K>];
+}[keyof Responses<K>] | Refused<K>;
+/** The 403 of an operation that declares one: a refusal the service returned (src/lib/refusal.ts `answer`). */
+type Refused<K extends OperationId> = 403 extends keyof Responses<K> ? { status: 403; body: Json<Responses<K>[403]> } : never;
 
 /** The app's router (src/http/router.ts): routing, request validation, the handlers, response validation. */
 export interface Router {

@@ -98,7 +98,7 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
           } catch (err) {
             if (!isApiError(err) || !isStorable(err.status)) throw err;
             // A refusal: keep its effects only when the service asked for it (policy rejections).
-            if (!err.commit) await trx.raw('ROLLBACK TO SAVEPOINT idem_effects');
+            await trx.raw('ROLLBACK TO SAVEPOINT idem_effects');
             result = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
           }
           if (isStorable(result.status)) {

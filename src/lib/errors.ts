@@ -40,8 +40,6 @@ export const ERROR_STATUS = {
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export interface ApiErrorOptions {
-  /** Commit the transaction's effects although the request fails (policy rejections record an operation). */
-  commit?: boolean;
   headers?: Record<string, string>;
   /** A more precise status within the code's class (validation_failed as 414 or 431 for an over-long URL or header block). */
   status?: 414 | 431;
@@ -51,7 +49,6 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly details?: Record<string, unknown>;
-  readonly commit: boolean;
   readonly headers: Record<string, string>;
 
   constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options: ApiErrorOptions = {}) {
@@ -61,7 +58,6 @@ export class ApiError extends Error {
     this.status = options.status ?? ERROR_STATUS[code];
     // validation_failed always lists its problems (details.errors), as the document requires.
     this.details = code === 'validation_failed' && !Array.isArray(details?.errors) ? { ...details, errors: [{ location: 'body', message }] } : details;
-    this.commit = options.commit ?? false;
     this.headers = options.headers ?? {};
   }
 }

@@ -4,14 +4,14 @@ import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import * as ledgerRepo from '../db/repositories/ledger.repository.js';
-import * as opRepo from '../db/repositories/operation.repository.js';
-import * as recipients from '../db/repositories/recipient.repository.js';
+import { listActivity } from '../db/repositories/activity.repository.js';
+import { listWithdrawalMethods } from '../db/repositories/withdrawal-method.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
 import { formatAmount, mulDiv } from '../lib/money.js';
 import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
-import type { OperationService, OwnerRef } from './operation.service.js';
+import { USD_DECIMALS, type LedgerService } from './ledger/ledger.js';
+import type { OperationService, OwnerRef } from './ledger/operations.js';
 
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 
@@ -157,7 +157,7 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         if (Number.isNaN(since.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
       }
       const assets = await ledger.assets(db);
-      const rows = await opRepo.listActivity(db, { agentId: who.agentId, type: query.type, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = await listActivity(db, { agentId: who.agentId, type: query.type, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
       return toPage(
         rows,
         limit,
@@ -193,7 +193,7 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         status: wallet.address ? 'active' : 'disabled',
         created_at: wallet.created_at,
       };
-      const banks = await recipients.listWithdrawalMethods(db, who.ownerId, { limit: 1000 });
+      const banks = await listWithdrawalMethods(db, who.ownerId, { limit: 1000 });
       const cash = assets.filter((a) => a.category === 'cash').map((a) => a.symbol).sort();
       const all = [
         cryptoMethod,

@@ -9,8 +9,8 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { createPollingLoop, type WorkerLoop } from '../worker.js';
 import { createDepositWatcher, type DepositWatcher } from './deposit-watcher.js';
-import type { LedgerService } from './ledger.service.js';
-import type { OperationService } from './operation.service.js';
+import type { LedgerService } from './ledger/ledger.js';
+import type { OperationService } from './ledger/operations.js';
 import { createReconciler, reconcileAndWarn, type Reconciler } from './reconcile.js';
 
 /** A tick that treats an unreachable node as idle: one warning per outage instead of an error every poll. */

@@ -4,7 +4,8 @@
 import type { Db, Knex } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import { findHeldByOperation, type AssetRow } from '../db/repositories/ledger.repository.js';
-import { lockPolicy, type OperationRow } from '../db/repositories/operation.repository.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
+import { lockPolicy } from '../db/repositories/policy.repository.js';
 import * as repo from '../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../db/repositories/vault.repository.js';
 import type { QuoteRoute, QuoteRow } from '../db/repositories/quote.repository.js';
@@ -17,11 +18,12 @@ import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { formatAmount } from '../lib/money.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import type { ListPage } from './cursor.js';
 import type { EarnService } from './earn.service.js';
-import { USD_DECIMALS, type AmountFields, type LedgerService } from './ledger.service.js';
-import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from './operation.service.js';
-import type { PolicyService } from './policy.service.js';
+import { USD_DECIMALS, type AmountFields, type LedgerService } from './ledger/ledger.js';
+import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from './ledger/operations.js';
+import type { PolicyService } from './ledger/policy.js';
 
 export const QUOTE_TTL_MS = 60_000;
 export const DEFAULT_SLIPPAGE_PERCENT = 1;
@@ -59,7 +61,7 @@ export interface PublicQuote {
 
 export interface ConversionService {
   quote(db: Db, who: OwnerRef, body: QuoteBody): Promise<PublicQuote>;
-  execute(db: Db, who: OwnerRef, body: { quote_id: string }, idempotencyKey: string | null): Promise<WriteResponse>;
+  execute(db: Db, who: OwnerRef, body: { quote_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   list(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOperation>>;
   get(db: Db, who: OwnerRef, id: string, include?: string[]): Promise<PublicOperation>;
   /** The settler of `conversion` operations (registered with the operation service at construction). */
@@ -236,8 +238,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         if (quote.from_vault_id && (await policy.evaluate(trx, who.agentId, { ...policyFacts, type: 'conversion', asset: from.symbol, usdE8: toUsd(fromAmount, pf) })).allowed) {
           await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
         }
-        try {
-          const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
             id: operationId,
             principal: who,
             type: 'conversion',
@@ -261,12 +262,12 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
             humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
             idempotencyKey,
           });
-          return operations.writeResponse(operation);
-        } catch (err) {
+        if (isRefusal(created)) {
           // A policy refusal commits its record; the quote stays usable (it was not what failed).
-          if (err instanceof ApiError && err.commit) await repo.releaseQuote(trx, quote.id, operationId);
-          throw err;
+          await repo.releaseQuote(trx, quote.id, operationId);
+          return created;
         }
+        return operations.writeResponse(created.operation);
       });
     },
 

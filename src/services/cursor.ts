@@ -1,6 +1,6 @@
 // Opaque keyset cursors for the ledger area's lists (newest first): base64url of {t, id} or of a text key.
 import { validationFailed } from '../lib/errors.js';
-import type { Keyset } from '../db/repositories/operation.repository.js';
+import type { Keyset } from '../db/repositories/keyset.js';
 
 export const DEFAULT_LIMIT = 50;
 export const MAX_LIMIT = 100;

@@ -8,7 +8,7 @@ import type { Clock } from '../lib/clock.js';
 import { createBorrowService, type BorrowService } from './borrow.service.js';
 import { createConversionService, type ConversionService } from './conversion.service.js';
 import { createEarnService, type EarnService } from './earn.service.js';
-import type { LedgerArea } from './ledger-area.js';
+import type { LedgerArea } from './ledger/area.js';
 
 export interface DefiArea {
   earn: EarnService;

@@ -18,8 +18,8 @@ import { formatAmount } from '../lib/money.js';
 import { DEV_CHAIN_ID } from '../chain/dev-accounts.js';
 import type { Address, BlockRef, NativeTransfer, TransferLog } from '../chain/port.js';
 import type { ChainReads } from '../chain/reads.js';
-import type { LedgerService } from './ledger.service.js';
-import type { OperationService } from './operation.service.js';
+import type { LedgerService } from './ledger/ledger.js';
+import type { OperationService } from './ledger/operations.js';
 
 export const DEPOSIT_CURSOR = 'deposits';
 /** The log index recorded for a plain ETH transfer (a transaction carries one native value at most). */

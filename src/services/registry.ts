@@ -5,7 +5,7 @@ import type { AgentService } from './agent.service.js';
 import type { ChainInbound } from './chain-inbound.js';
 import type { DefiArea } from './defi-area.js';
 import type { EventService } from './event.service.js';
-import type { LedgerArea } from './ledger-area.js';
+import type { LedgerArea } from './ledger/area.js';
 import type { OwnerService } from './owner.service.js';
 import type { SelfService } from './self.service.js';
 import type { WebhookService } from './webhook.service.js';

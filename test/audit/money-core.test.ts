@@ -3,8 +3,8 @@ import { expect } from 'chai';
 import { createIdempotency } from '../../src/idempotency/idempotency.js';
 import { createSealer } from '../../src/lib/crypto.js';
 import { ApiError } from '../../src/lib/errors.js';
-import { runSettlementTick } from '../../src/services/settlement.js';
-import { addr, assertBooksBalance, createLedgerFixture, makeAgent, MASTER_KEY, settleAll, type LedgerFixture } from '../ledger/factory.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
+import { addr, assertBooksBalance, createLedgerFixture, makeAgent, MASTER_KEY, rejectingRefusals, settleAll, type LedgerFixture } from '../ledger/factory.js';
 
 const codeOf = (err: unknown) => (err instanceof ApiError ? err.code : `unexpected: ${String(err)}`);
 
@@ -78,7 +78,7 @@ describe('audit: money core', () => {
           throw new Error('settler bug');
         });
         const agent = await makeAgent(g, { fund: { USDC: '10' } });
-        const crash = await g.area.operations.create(g.db, { principal: agent, type: 'audit.crash', humanMessage: 'crashes in settlement', skipPolicy: true });
+        const crash = await rejectingRefusals(g.area.operations).create(g.db, { principal: agent, type: 'audit.crash', humanMessage: 'crashes in settlement', skipPolicy: true });
         const pay = await g.area.payments.createPayment(g.db, agent, { to: addr(0x4001), asset: 'USDC', amount: '1' }, null);
         const oneOff = await g.area.payments.createOneOffPayment(g.db, agent, { to: addr(0x4002), asset: 'USDC', amount: '2', expires_in_seconds: 60 }, null);
         g.clock.advance(61_000);

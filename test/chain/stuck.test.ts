@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { parseEther } from 'viem';
-import { runSettlementTick } from '../../src/services/settlement.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { randomAddress, startChainServer } from '../helpers/chain.js';
 

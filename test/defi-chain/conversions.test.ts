@@ -8,7 +8,7 @@ import { formatUnits, getAddress, maxUint256, parseUnits } from 'viem';
 import { swapRouterAbi, uniswapV2PairAbi, type DexContracts } from '../../src/chain/dex.js';
 import { morphoAbi, type LendingContracts } from '../../src/chain/lending.js';
 import { mintToken } from '../../src/chain/token.js';
-import { runSettlementTick } from '../../src/services/settlement.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
 import { agentctl } from '../helpers/process.js';

@@ -6,14 +6,15 @@ import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
 import { parseAmount } from '../../src/lib/money.js';
 import { createAgentService, type AgentService } from '../../src/services/agent.service.js';
 import { createDefiArea, type DefiArea } from '../../src/services/defi-area.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
+import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
+import { rejectingRefusals, type RefusalsRejected } from '../ledger/factory.js';
 import { testEnv } from '../setup.js';
 
 export interface DefiHarness {
   db: Knex;
   clock: FakeClock;
   ledger: LedgerArea;
-  defi: DefiArea;
+  defi: Omit<DefiArea, 'earn' | 'borrow' | 'conversions'> & { earn: RefusalsRejected<DefiArea['earn']>; borrow: RefusalsRejected<DefiArea['borrow']>; conversions: RefusalsRejected<DefiArea['conversions']> };
   agents: AgentService;
   newAgent(opts?: { policy?: Record<string, unknown>; funds?: Record<string, string> }): Promise<{ agentId: string; walletId: string }>;
   balance(walletId: string, asset: string): Promise<bigint>;
@@ -30,7 +31,7 @@ export async function createDefiHarness(): Promise<DefiHarness> {
     db,
     clock,
     ledger,
-    defi,
+    defi: { ...defi, earn: rejectingRefusals(defi.earn), borrow: rejectingRefusals(defi.borrow), conversions: rejectingRefusals(defi.conversions) },
     agents,
     async newAgent(opts = {}) {
       const { owner_id } = await agents.createOwner(db, { email: `defi-${Math.random().toString(36).slice(2)}@example.com` });

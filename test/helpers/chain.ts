@@ -9,7 +9,7 @@ import { getAddress, parseUnits } from 'viem';
 import type { Address, Hex } from '../../src/chain/port.js';
 import type { Clock } from '../../src/lib/clock.js';
 import { mintToken } from '../../src/chain/token.js';
-import { runSettlementTick } from '../../src/services/settlement.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import type { OperationRow } from '../../src/db/repositories/operation.repository.js';
 import { migrationSource } from '../../src/db/migrations/index.js';
 import { testEnv } from '../setup.js';

@@ -4,7 +4,7 @@ import { createKnex } from '../../src/db/knex.js';
 import { createIdempotency } from '../../src/idempotency/idempotency.js';
 import { createFakeClock } from '../../src/lib/clock.js';
 import { createSealer } from '../../src/lib/crypto.js';
-import { ApiError } from '../../src/lib/errors.js';
+import { ApiError, errorBody } from '../../src/lib/errors.js';
 import { newId } from '../../src/lib/ids.js';
 import { testEnv } from '../setup.js';
 
@@ -75,7 +75,7 @@ describe('idempotency (Postgres)', () => {
     expect(await effects(agentId)).to.equal(0);
     const committed = await idem.run(run(agentId, 'r2'), async (trx) => {
       await trx('idem_effects').insert({ agent_id: agentId, note: 'policy record' });
-      throw new ApiError('limit_exceeded', 'cap', undefined, { commit: true });
+      return { status: 403, body: errorBody('limit_exceeded', 'cap') };
     });
     expect(committed.result.status).to.equal(403);
     expect(await effects(agentId)).to.equal(1);

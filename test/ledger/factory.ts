@@ -1,16 +1,45 @@
 // Ledger-area test factory: a Knex on the per-run database, the area on a fake clock, and funded agents.
 import { createKnex, type Knex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
+import { ApiError } from '../../src/lib/errors.js';
+import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
 import { createAgentService, type AgentCreatedHook, type AgentService } from '../../src/services/agent.service.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
+import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
 import { testEnv } from '../setup.js';
 
 export const MASTER_KEY = 'test-master-key-0123456789abcdef0123456789';
 
+/** A service whose refusals reject: what a service test calls, so `.catch(codeOf)` reads a refusal's code. */
+export type RefusalsRejected<S> = { [K in keyof S]: S[K] extends (...args: infer A) => Promise<infer R> ? (...args: A) => Promise<Exclude<R, Refusal>> : S[K] };
+
+/** Rejected with this when the service returned a Refusal (its effects committed, as for any answer). */
+export class Refused extends ApiError {}
+
+function rejectRefusal(result: unknown): unknown {
+  if (isRefusal(result)) throw new Refused(result.refusal.code, result.refusal.message, result.refusal.details);
+  return result;
+}
+
+export function rejectingRefusals<S extends object>(service: S): RefusalsRejected<S> {
+  const view: Record<string, unknown> = {};
+  for (const [name, member] of Object.entries(service)) {
+    view[name] =
+      typeof member === 'function'
+        ? (...args: unknown[]) => {
+            const out: unknown = (member as (...a: unknown[]) => unknown).apply(service, args);
+            return out instanceof Promise ? out.then(rejectRefusal) : out;
+          }
+        : member;
+  }
+  return view as RefusalsRejected<S>;
+}
+
+export type TestLedgerArea = Omit<LedgerArea, 'payments' | 'withdrawals' | 'destinations'> & { payments: RefusalsRejected<LedgerArea['payments']>; withdrawals: RefusalsRejected<LedgerArea['withdrawals']>; destinations: RefusalsRejected<LedgerArea['destinations']> };
+
 export interface LedgerFixture {
   db: Knex;
   clock: FakeClock;
-  area: LedgerArea;
+  area: TestLedgerArea;
   agents: AgentService;
   close(): Promise<void>;
 }
@@ -21,7 +50,8 @@ export async function createLedgerFixture(opts: { settlementDelayMs?: number; po
   const hooks: AgentCreatedHook[] = [];
   const area = createLedgerArea({ config: { masterKey: MASTER_KEY, settlementDelayMs: opts.settlementDelayMs ?? 0 }, clock, onAgentCreated: hooks });
   const agents = createAgentService({ clock, onAgentCreated: hooks });
-  return { db, clock, area, agents, close: () => db.destroy() };
+  const view: TestLedgerArea = { ...area, payments: rejectingRefusals(area.payments), withdrawals: rejectingRefusals(area.withdrawals), destinations: rejectingRefusals(area.destinations) };
+  return { db, clock, area: view, agents, close: () => db.destroy() };
 }
 
 export interface TestAgent {

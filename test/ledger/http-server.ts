@@ -2,8 +2,8 @@
 import type { Knex } from 'knex';
 import { createClient } from 'redis';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
-import type { LedgerArea } from '../../src/services/ledger-area.js';
-import { runSettlementTick } from '../../src/services/settlement.js';
+import type { LedgerArea } from '../../src/services/ledger/area.js';
+import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import { startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
 import { testEnv } from '../setup.js';
 

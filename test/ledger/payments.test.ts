@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { ApiError } from '../../src/lib/errors.js';
-import { addr, assertBooksBalance, createLedgerFixture, makeAgent, settleAll, type LedgerFixture } from './factory.js';
+import { addr, assertBooksBalance, createLedgerFixture, makeAgent, Refused, settleAll, type LedgerFixture } from './factory.js';
 
 const codeOf = (err: unknown) => (err instanceof ApiError ? err.code : `unexpected: ${String(err)}`);
 
@@ -134,7 +134,7 @@ describe('policy', () => {
     const agent = await makeAgent(f, { policy: null, fund: { USDC: '10' } });
     const err = await f.area.payments.createPayment(f.db, agent, { to: addr(1), asset: 'USDC', amount: '1' }, 'k1').catch((e: unknown) => e);
     expect(codeOf(err)).to.equal('permission_not_granted');
-    expect((err as ApiError).commit).to.equal(true);
+    expect(err).to.be.instanceOf(Refused);
     const ops = await f.db('operations').where({ agent_id: agent.agentId });
     expect(ops.map((o) => [o.status, o.error_code])).to.deep.equal([['policy_rejected', 'permission_not_granted']]);
     const events = await f.db('events').where({ agent_id: agent.agentId });

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ApiError } from '../../src/lib/errors.js';
 import { createLogger } from '../../src/lib/logger.js';
-import { createSettlementLoop } from '../../src/services/settlement.js';
+import { createSettlementLoop } from '../../src/services/ledger/settlement-loop.js';
 import { createWorker } from '../../src/worker.js';
 import { addr, assertBooksBalance, createLedgerFixture, makeAgent, settleAll, type LedgerFixture } from './factory.js';
 

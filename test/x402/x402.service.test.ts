@@ -6,7 +6,7 @@ import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
 import { createX402Service, type X402Service } from '../../src/services/x402/service.js';
 import { decodeBase64Json } from '../../src/x402/challenge.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES, USDC_BASE_DOMAIN } from '../../src/x402/signing.js';
-import { createLedgerFixture, makeAgent, MASTER_KEY, settleAll, type LedgerFixture, type TestAgent } from '../ledger/factory.js';
+import { createLedgerFixture, makeAgent, MASTER_KEY, rejectingRefusals, settleAll, type LedgerFixture, type RefusalsRejected, type TestAgent } from '../ledger/factory.js';
 import { SELLER_PAY_TO, startSeller, USDC, type Seller } from './seller.js';
 
 /** A refusal, thrown (ApiError) or answered (a policy Refusal value). */
@@ -32,14 +32,14 @@ describe('x402 service', function () {
   this.timeout(30_000);
   let f: LedgerFixture;
   let seller: Seller;
-  let x402: X402Service;
+  let x402: RefusalsRejected<X402Service>;
 
   before(async () => {
     f = await createLedgerFixture();
     // The seller's facilitator checks validBefore against real time: run the fake clock at the real now.
     f.clock.set(new Date());
     seller = await startSeller();
-    x402 = createX402Service({ config: { masterKey: MASTER_KEY, unsafeAllowLoopbackTargets: true }, clock: f.clock, ledger: f.area, ca: seller.ca });
+    x402 = rejectingRefusals(createX402Service({ config: { masterKey: MASTER_KEY, unsafeAllowLoopbackTargets: true }, clock: f.clock, ledger: f.area, ca: seller.ca }));
   });
   after(async () => {
     await seller.close();

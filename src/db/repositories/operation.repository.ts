@@ -1,5 +1,6 @@
-// Operations (guarded status transitions, settlement claims), activity rows and agent policies with their usage.
+// Operations: insertion, guarded status transitions, settlement claims and open on-chain operations.
 import type { Db } from '../knex.js';
+import { newestFirst, type Keyset } from './keyset.js';
 
 export type OperationStatus = 'accepted' | 'submitted' | 'executed' | 'execution_failed' | 'policy_rejected' | 'cancelled';
 
@@ -38,29 +39,6 @@ export type NewOperationRow = Omit<OperationRow, 'amount' | 'amount_usd_e8' | 'f
   details: Record<string, unknown>;
 };
 
-export interface ActivityRow {
-  id: string;
-  agent_id: string;
-  wallet_id: string;
-  type: string;
-  status: string;
-  operation_id: string | null;
-  direction: 'in' | 'out' | 'none';
-  asset_symbol: string | null;
-  amount: string | null;
-  amount_usd_e8: string | null;
-  counterparty: string | null;
-  description: string;
-  /** The on-chain transaction behind the entry (deposits seen on chain); absent elsewhere. */
-  tx_hash?: string | null;
-  created_at: Date;
-}
-
-export interface Keyset {
-  createdAt: Date;
-  id: string;
-}
-
 export interface OperationFilter {
   agentId: string;
   types?: string[];
@@ -87,16 +65,11 @@ export async function findOperation(db: Db, agentId: string, id: string): Promis
   return db('operations').where({ agent_id: agentId, id }).first();
 }
 
-export async function findOperationById(db: Db, id: string): Promise<OperationRow | undefined> {
-  return db('operations').where({ id }).first();
-}
-
 export async function listOperations(db: Db, f: OperationFilter): Promise<OperationRow[]> {
-  const q = db('operations').where({ agent_id: f.agentId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(f.limit);
+  const q = newestFirst(db('operations').where({ agent_id: f.agentId }), f);
   if (f.types) q.whereIn('type', f.types);
   if (f.status) q.where('status', f.status);
   if (f.since) q.where('created_at', '>=', f.since);
-  if (f.before) q.whereRaw('(created_at, id) < (?, ?)', [f.before.createdAt, f.before.id]);
   return q;
 }
 
@@ -125,45 +98,6 @@ export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted
     .limit(limit)
     .forUpdate()
     .skipLocked();
-}
-
-/** Usage toward policy caps: accepted, submitted and executed money-moving operations since `since` (all time when null). */
-export async function sumUsage(db: Db, agentId: string, since: Date | null): Promise<{ usd_e8: bigint; count: number }> {
-  const q = db('operations').where({ agent_id: agentId, counts_toward_limits: true }).whereIn('status', ['accepted', 'submitted', 'executed']);
-  if (since) q.where('created_at', '>=', since);
-  const row = await q.first(db.raw('coalesce(sum(amount_usd_e8), 0)::text as usd'), db.raw('count(*)::int as n'));
-  return { usd_e8: BigInt((row as { usd: string }).usd), count: Number((row as { n: number }).n) };
-}
-
-export async function insertActivity(db: Db, row: Omit<ActivityRow, 'amount' | 'amount_usd_e8'> & { amount: bigint | null; amount_usd_e8: bigint | null }): Promise<void> {
-  await db('activity').insert({ ...row, amount: row.amount?.toString() ?? null, amount_usd_e8: row.amount_usd_e8?.toString() ?? null });
-}
-
-export async function listActivity(db: Db, f: { agentId: string; type?: string; since?: Date; before?: Keyset; limit: number }): Promise<ActivityRow[]> {
-  const q = db('activity').where({ agent_id: f.agentId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(f.limit);
-  if (f.type) q.where('type', f.type);
-  if (f.since) q.where('created_at', '>=', f.since);
-  if (f.before) q.whereRaw('(created_at, id) < (?, ?)', [f.before.createdAt, f.before.id]);
-  return q;
-}
-
-export interface PolicyRow {
-  agent_id: string;
-  policy: Record<string, unknown>;
-  updated_at: Date;
-}
-
-export async function upsertPolicy(db: Db, agentId: string, policy: Record<string, unknown>, at: Date): Promise<void> {
-  await db('agent_policies').insert({ agent_id: agentId, policy: JSON.stringify(policy), updated_at: at }).onConflict('agent_id').merge();
-}
-
-export async function findPolicy(db: Db, agentId: string): Promise<PolicyRow | undefined> {
-  return db('agent_policies').where({ agent_id: agentId }).first();
-}
-
-/** Locks the agent's policy row for the rest of the transaction: writes of one agent evaluate usage one at a time. */
-export async function lockPolicy(db: Db, agentId: string): Promise<PolicyRow | undefined> {
-  return db('agent_policies').where({ agent_id: agentId }).forUpdate().first();
 }
 
 /** Open (accepted or submitted) operations of `types` recorded against chain `chainId` (`details.chain_id`), oldest first. */

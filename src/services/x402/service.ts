@@ -31,10 +31,10 @@ import {
 } from '../../x402/challenge.js';
 import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../../x402/signing.js';
 import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../../x402/upstream.js';
-import type { LedgerArea } from '../ledger-area.js';
+import type { LedgerArea } from '../ledger/area.js';
 import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdc, priceOf, short, timeoutSeconds, usdc } from './price.js';
 import { withTransaction } from '../../db/knex.js';
-import type { OwnerRef, SettleOutcome } from '../operation.service.js';
+import type { OwnerRef, SettleOutcome } from '../ledger/operations.js';
 
 /** Where captured x402 payments go in the journal (the seller is outside the simulated wallets). */
 const X402_ACCOUNT = { kind: 'external', name: 'x402' } as const;

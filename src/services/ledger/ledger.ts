@@ -1,13 +1,13 @@
 // The ledger core: balanced journal postings, holds (reserve, capture, release), deposits, and the USD price feed.
 // Every function runs in the transaction it is given (or opens one) so callers compose them atomically.
-import type { Db } from '../db/knex.js';
-import { withTransaction } from '../db/knex.js';
-import * as repo from '../db/repositories/ledger.repository.js';
-import type { AssetRow } from '../db/repositories/ledger.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError, validationFailed } from '../lib/errors.js';
-import { newId } from '../lib/ids.js';
-import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
+import type { Db } from '../../db/knex.js';
+import { withTransaction } from '../../db/knex.js';
+import * as repo from '../../db/repositories/ledger.repository.js';
+import type { AssetRow } from '../../db/repositories/ledger.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { ApiError, validationFailed } from '../../lib/errors.js';
+import { newId } from '../../lib/ids.js';
+import { formatAmount, mulDiv, parseAmount } from '../../lib/money.js';
 
 /** USD values carry 8 decimals (prices, amount_usd, caps), as Aave-style oracles do. */
 export const USD_DECIMALS = 8;

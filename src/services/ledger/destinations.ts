@@ -1,15 +1,17 @@
 // Trusted destinations (contract §10): the owner proposes (pending, time lock); confirm after the lock, cancel a
 // pending one, remove a confirmed one. Each change is an immediate operation with its trusted_destination.* event.
-import type { Db } from '../db/knex.js';
-import { findWalletByAgent } from '../db/repositories/agent.repository.js';
-import * as repo from '../db/repositories/recipient.repository.js';
-import type { TrustedDestinationRow } from '../db/repositories/recipient.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError } from '../lib/errors.js';
-import { isUuid, newId } from '../lib/ids.js';
-import { isEvmAddress } from '../lib/wallet-keys.js';
-import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { withWriteTransaction, type OperationService, type OwnerRef, type WriteResponse } from './operation.service.js';
+import { withTransaction, type Db } from '../../db/knex.js';
+import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
+import { findTrustedDestination, findTrustedDestinationById, insertTrustedDestination, listTrustedDestinations, transitionTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
+import type { TrustedDestinationRow } from '../../db/repositories/trusted-destination.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
+import { ApiError } from '../../lib/errors.js';
+import { isUuid, newId } from '../../lib/ids.js';
+import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { isEvmAddress } from '../../lib/wallet-keys.js';
+import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import { type OperationService, type OwnerRef, type WriteResponse } from './operations.js';
 
 export type DestinationAction = 'confirm' | 'cancel' | 'remove';
 
@@ -23,15 +25,15 @@ export const DEFAULT_TIMELOCK_SECONDS = 86_400;
 
 export interface DestinationService {
   add(db: Db, agentId: string, input: { kind: string; chain: string; address: string; label: string; timelockSeconds?: number }): Promise<{ destination_id: string }>;
-  list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  get(db: Db, agentId: string, id: string): Promise<Record<string, unknown>>;
+  list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'TrustedDestination'>>>;
+  get(db: Db, agentId: string, id: string): Promise<Schema<'TrustedDestination'>>;
   /** The agent's write (policy applies) or, with `byOwner`, the owner's agentctl action (no agent policy). */
-  act(db: Db, who: OwnerRef, id: string, action: DestinationAction, opts?: { idempotencyKey?: string | null; byOwner?: boolean }): Promise<WriteResponse>;
+  act(db: Db, who: OwnerRef, id: string, action: DestinationAction, opts?: { idempotencyKey?: string | null; byOwner?: boolean }): Promise<WriteResponse | Refusal>;
   /** Owner path by destination id alone (agentctl). */
-  actAsOwner(db: Db, id: string, action: DestinationAction): Promise<WriteResponse>;
+  actAsOwner(db: Db, id: string, action: DestinationAction): Promise<WriteResponse | Refusal>;
 }
 
-export function publicDestination(d: TrustedDestinationRow): Record<string, unknown> {
+export function publicDestination(d: TrustedDestinationRow): Schema<'TrustedDestination'> {
   const iso = (x: Date | null) => (x ? x.toISOString() : null);
   return { id: d.id, kind: d.kind, chain: d.chain, address: d.address, label: d.label, status: d.status, unlocks_at: d.confirmable_at.toISOString(), confirmed_at: iso(d.confirmed_at), cancelled_at: iso(d.cancelled_at), removed_at: iso(d.removed_at), created_at: d.created_at.toISOString(), updated_at: d.updated_at.toISOString() };
 }
@@ -49,26 +51,26 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
       if (!Number.isInteger(timelock) || timelock < 0) throw new ApiError('validation_failed', 'timelock must be a non-negative integer of seconds');
       const now = clock.now();
       const id = newId();
-      await repo.insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: new Date(now.getTime() + timelock * 1000), created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });
+      await insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: new Date(now.getTime() + timelock * 1000), created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });
       return { destination_id: id };
     },
 
     async list(db, agentId, query) {
       const limit = pageLimit(query.limit);
-      const rows = await repo.listTrustedDestinations(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = await listTrustedDestinations(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
       return toPage(rows, limit, publicDestination, encodeKeyset);
     },
 
     async get(db, agentId, id) {
-      const d = isUuid(id) ? await repo.findTrustedDestination(db, agentId, id) : undefined;
+      const d = isUuid(id) ? await findTrustedDestination(db, agentId, id) : undefined;
       if (!d) throw new ApiError('not_found', 'trusted destination not found');
       return publicDestination(d);
     },
 
     async act(db, who, id, action, opts = {}) {
       const t = TRANSITIONS[action];
-      return withWriteTransaction(db, async (trx) => {
-        const dest = isUuid(id) ? await repo.findTrustedDestination(trx, who.agentId, id, { lock: true }) : undefined;
+      return withTransaction(db, async (trx) => {
+        const dest = isUuid(id) ? await findTrustedDestination(trx, who.agentId, id, { lock: true }) : undefined;
         if (!dest) throw new ApiError('not_found', 'trusted destination not found');
         if (dest.status !== t.from) throw new ApiError('invalid_state_transition', `cannot ${action} a ${dest.status} trusted destination (needs ${t.from})`, { status: dest.status });
         const now = clock.now();
@@ -78,7 +80,7 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
         const opId = newId();
         const updated = { ...dest, status: t.to, [t.stamp]: now, updated_at: now } as TrustedDestinationRow;
         // The operation first: a policy refusal commits only the rejected operation, never the change.
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           id: opId,
           principal: who,
           type: `trusted_destination.${action}`,
@@ -92,14 +94,15 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
           idempotencyKey: opts.idempotencyKey ?? null,
           eventData: { trusted_destination: publicDestination(updated) },
         });
-        const moved = await repo.transitionTrustedDestination(trx, dest.id, t.from, { status: t.to, [t.stamp]: now, updated_at: now });
+        if (isRefusal(created)) return created;
+        const moved = await transitionTrustedDestination(trx, dest.id, t.from, { status: t.to, [t.stamp]: now, updated_at: now });
         if (!moved) throw new ApiError('invalid_state_transition', 'the trusted destination changed concurrently');
-        return operations.writeResponse(operation);
+        return operations.writeResponse(created.operation);
       });
     },
 
     async actAsOwner(db, id, action) {
-      const dest = isUuid(id) ? await repo.findTrustedDestinationById(db, id) : undefined;
+      const dest = isUuid(id) ? await findTrustedDestinationById(db, id) : undefined;
       if (!dest) throw new ApiError('not_found', 'trusted destination not found');
       const wallet = await findWalletByAgent(db, dest.agent_id);
       return service.act(db, { agentId: dest.agent_id, walletId: wallet!.id }, id, action, { byOwner: true });

@@ -1,25 +1,25 @@
 // The ledger area's services, wired once: ledger, policy, operations (with the settlers of this area),
 // payments, withdrawals, trusted destinations, account reads; plus the wallet-key hook and the demo setup.
-import type { Chain } from '../chain/port.js';
-import type { Config } from '../config.js';
-import type { Db } from '../db/knex.js';
-import { setWalletKey } from '../db/repositories/ledger.repository.js';
-import { findVault } from '../db/repositories/vault.repository.js';
-import { DEX_PROTOCOL } from '../chain/dex.js';
-import { LENDING_SETTING, type LendingContracts } from '../chain/lending.js';
-import { findSetting } from '../db/repositories/chain.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { createSealer } from '../lib/crypto.js';
-import type { Logger } from '../lib/logger.js';
-import { generateWalletKey } from '../lib/wallet-keys.js';
-import { createAccountService, type AccountService, type ProtocolContracts } from './account.service.js';
-import type { AgentCreatedHook } from './agent.service.js';
-import { createDestinationService, type DestinationService } from './destination.service.js';
-import { createLedgerService, type LedgerService } from './ledger.service.js';
-import { createOperationService, type OperationService } from './operation.service.js';
-import { createPaymentService, type PaymentService } from './payment.service.js';
-import { createPolicyService, type PolicyService } from './policy.service.js';
-import { createWithdrawalService, type WithdrawalService } from './withdrawal.service.js';
+import type { Chain } from '../../chain/port.js';
+import type { Config } from '../../config.js';
+import type { Db } from '../../db/knex.js';
+import { setWalletKey } from '../../db/repositories/ledger.repository.js';
+import { findVault } from '../../db/repositories/vault.repository.js';
+import { DEX_PROTOCOL } from '../../chain/dex.js';
+import { LENDING_SETTING, type LendingContracts } from '../../chain/lending.js';
+import { findSetting } from '../../db/repositories/chain.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { createSealer } from '../../lib/crypto.js';
+import type { Logger } from '../../lib/logger.js';
+import { generateWalletKey } from '../../lib/wallet-keys.js';
+import { createAccountService, type AccountService, type ProtocolContracts } from '../account.service.js';
+import type { AgentCreatedHook } from '../agent.service.js';
+import { createDestinationService, type DestinationService } from './destinations.js';
+import { createLedgerService, type LedgerService } from './ledger.js';
+import { createOperationService, type OperationService } from './operations.js';
+import { createPaymentService, type PaymentService } from './payments.js';
+import { createPolicyService, type PolicyService } from './policy.js';
+import { createWithdrawalService, type WithdrawalService } from './withdrawals.js';
 
 export interface LedgerArea {
   ledger: LedgerService;

@@ -1,32 +1,11 @@
 // Per-agent policy (contract §9): default deny, allow-lists, USD caps and counts evaluated under a row lock.
-import type { Db } from '../db/knex.js';
-import * as repo from '../db/repositories/operation.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError, type ErrorCode } from '../lib/errors.js';
-import { formatAmount, parseAmount } from '../lib/money.js';
-import { USD_DECIMALS } from './ledger.service.js';
-
-export const OPERATION_TYPES = [
-  'payment',
-  'one_off_payment.create',
-  'withdrawal.bank',
-  'withdrawal.crypto',
-  'conversion',
-  'earn.deposit',
-  'earn.withdraw',
-  'earn.move',
-  'earn.rewards_claim',
-  'debt.borrow',
-  'debt.repay',
-  'debt.deleverage',
-  'collateral.add',
-  'collateral.remove',
-  'trusted_destination.confirm',
-  'trusted_destination.cancel',
-  'trusted_destination.remove',
-  'x402.sign',
-  'x402.purchase',
-] as const;
+import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
+import type { Db } from '../../db/knex.js';
+import { findPolicy, lockPolicy, sumUsage, upsertPolicy } from '../../db/repositories/policy.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { ApiError, type ErrorCode } from '../../lib/errors.js';
+import { formatAmount, parseAmount } from '../../lib/money.js';
+import { USD_DECIMALS } from './ledger.js';
 
 export type Period = 'day' | 'week' | 'month';
 
@@ -196,19 +175,19 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
 
     async set(db, agentId, input) {
       const policy = parsePolicy(input);
-      await repo.upsertPolicy(db, agentId, policyToJson(policy), clock.now());
+      await upsertPolicy(db, agentId, policyToJson(policy), clock.now());
       return policy;
     },
 
     allowAll: (db, agentId) => service.set(db, agentId, { operation_types: 'all', allowed_assets: 'all', allowed_recipients: 'all', allowed_protocols: 'all' }),
 
     async get(db, agentId) {
-      const row = await repo.findPolicy(db, agentId);
+      const row = await findPolicy(db, agentId);
       return row ? fromStored(row.policy) : null;
     },
 
     async evaluate(trx, agentId, req) {
-      const row = await repo.lockPolicy(trx, agentId);
+      const row = await lockPolicy(trx, agentId);
       if (!row) return deny('permission_not_granted', 'the agent has no policy: every operation is denied by default', { operation_type: req.type });
       const p = fromStored(row.policy);
       if (!listed(p.operation_types, req.type) || (Array.isArray(p.operation_types) && p.operation_types.length === 0)) {
@@ -229,7 +208,7 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
         if (p.per_tx_usd !== undefined && value > p.per_tx_usd) return deny('limit_exceeded', `the operation's ${usd(value)} USD exceeds the per-transaction cap of ${usd(p.per_tx_usd)} USD`, { limit: 'per_tx_usd', cap: usd(p.per_tx_usd), requested: usd(value) });
         const now = clock.now();
         if (p.per_period_usd !== undefined || p.max_txs_per_period !== undefined) {
-          const used = await repo.sumUsage(trx, agentId, periodStart(p.period, now));
+          const used = await sumUsage(trx, agentId, periodStart(p.period, now));
           if (p.max_txs_per_period !== undefined && used.count + 1 > p.max_txs_per_period) {
             return deny('limit_exceeded', `the ${p.period} transaction count cap of ${p.max_txs_per_period} is reached`, { limit: 'max_txs_per_period', cap: p.max_txs_per_period, used: used.count });
           }
@@ -238,7 +217,7 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
           }
         }
         if (p.lifetime_usd !== undefined) {
-          const used = await repo.sumUsage(trx, agentId, null);
+          const used = await sumUsage(trx, agentId, null);
           if (used.usd_e8 + value > p.lifetime_usd) return deny('limit_exceeded', `the operation would exceed the lifetime cap of ${usd(p.lifetime_usd)} USD`, { limit: 'lifetime_usd', cap: usd(p.lifetime_usd), used: usd(used.usd_e8), requested: usd(value) });
         }
       }
@@ -253,8 +232,8 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       const now = clock.now();
       const period = policy?.period ?? 'day';
       const start = periodStart(period, now);
-      const inPeriod = await repo.sumUsage(db, agentId, start);
-      const lifetime = await repo.sumUsage(db, agentId, null);
+      const inPeriod = await sumUsage(db, agentId, start);
+      const lifetime = await sumUsage(db, agentId, null);
       return { limits: effectiveLimits(policy), usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
     },
   };

@@ -1,10 +1,10 @@
 // The settlement worker loop: accepted operations are submitted, then settled (executed or execution_failed)
 // SETTLEMENT_DELAY_MS later; pending one-off payments past their expiry release their holds.
 import type { Knex } from 'knex';
-import type { Clock } from '../lib/clock.js';
-import type { Logger } from '../lib/logger.js';
-import { createPollingLoop, type WorkerLoop } from '../worker.js';
-import type { LedgerArea } from './ledger-area.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Logger } from '../../lib/logger.js';
+import { createPollingLoop, type WorkerLoop } from '../../worker.js';
+import type { LedgerArea } from './area.js';
 
 export interface SettlementDeps {
   db: Knex;

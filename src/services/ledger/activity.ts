@@ -1,0 +1,48 @@
+// The activity log: one row per financial event of a wallet (terminal operations, receipts, deposits).
+import type { Db } from '../../db/knex.js';
+import { insertActivity } from '../../db/repositories/activity.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { newId } from '../../lib/ids.js';
+import type { OwnerRef } from './operations.js';
+
+export interface ActivityInput {
+  principal: OwnerRef;
+  type: string;
+  status: string;
+  operationId: string | null;
+  direction: 'in' | 'out' | 'none';
+  asset?: string | null;
+  amount?: bigint | null;
+  amountUsdE8?: bigint | null;
+  counterparty?: string | null;
+  description: string;
+  txHash?: string | null;
+}
+
+export interface ActivityLog {
+  record(db: Db, input: ActivityInput): Promise<void>;
+}
+
+export function createActivityLog(deps: { clock: Clock }): ActivityLog {
+  const { clock } = deps;
+  return {
+    async record(db, input) {
+      await insertActivity(db, {
+        id: newId(),
+        agent_id: input.principal.agentId,
+        wallet_id: input.principal.walletId,
+        type: input.type,
+        status: input.status,
+        operation_id: input.operationId,
+        direction: input.direction,
+        asset_symbol: input.asset ?? null,
+        amount: input.amount ?? null,
+        amount_usd_e8: input.amountUsdE8 ?? null,
+        counterparty: input.counterparty ?? null,
+        description: input.description,
+        ...(input.txHash ? { tx_hash: input.txHash } : {}),
+        created_at: clock.now(),
+      });
+    },
+  };
+}

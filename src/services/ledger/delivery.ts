@@ -1,0 +1,40 @@
+// Delivery to a payee: the account a payment to an address credits (the wallet of another agent here, else the
+// outside world) and the payment.received activity of a receiving agent.
+import type { Db } from '../../db/knex.js';
+import type { AssetRow } from '../../db/repositories/ledger.repository.js';
+import { formatAmount } from '../../lib/money.js';
+import type { ActivityLog } from './activity.js';
+import type { Account, LedgerService } from './ledger.js';
+
+export type Payee = { id: string; agent_id: string } | undefined;
+
+export interface Delivery {
+  paymentToAccount(trx: Db, address: string): Promise<{ account: Account; wallet: Payee }>;
+  recordReceived(trx: Db, wallet: Payee, operationId: string, asset: AssetRow, amount: bigint, from: string | null): Promise<void>;
+}
+
+export function createDelivery(deps: { ledger: LedgerService; activity: Pick<ActivityLog, 'record'> }): Delivery {
+  const { ledger } = deps;
+  return {
+    async paymentToAccount(trx, address) {
+      const wallet = await ledger.walletByAddress(trx, address);
+      return { account: wallet ? { kind: 'available', walletId: wallet.id } : { kind: 'external', name: 'payments' }, wallet };
+    },
+
+    async recordReceived(trx, wallet, operationId, asset, amount, from) {
+      if (!wallet) return;
+      await deps.activity.record(trx, {
+        principal: { agentId: wallet.agent_id, walletId: wallet.id },
+        type: 'payment.received',
+        status: 'executed',
+        operationId,
+        direction: 'in',
+        asset: asset.symbol,
+        amount,
+        amountUsdE8: await ledger.usdValue(trx, asset, amount).catch(() => null),
+        counterparty: from,
+        description: `Received ${formatAmount(amount, asset.decimals)} ${asset.symbol}`,
+      });
+    },
+  };
+}

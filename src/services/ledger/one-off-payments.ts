@@ -1,0 +1,147 @@
+// One-off (claimable) payments: the amount is escrowed by a hold at creation and leaves on claim (after the unlock
+// delay), or returns on the owner's cancel or at expiry.
+import type { Db, Knex } from '../../db/knex.js';
+import { withTransaction } from '../../db/knex.js';
+import { claimExpiredOneOffs, insertOneOffPayment, lockPendingOneOff, resolveOneOff, type OneOffPaymentRow } from '../../db/repositories/one-off-payment.repository.js';
+import type { OperationRow } from '../../db/repositories/operation.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
+import { ApiError } from '../../lib/errors.js';
+import { isUuid, newId } from '../../lib/ids.js';
+import { formatAmount } from '../../lib/money.js';
+import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import type { Delivery } from './delivery.js';
+import type { LedgerService } from './ledger.js';
+import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
+import { routeTargets } from './routing.js';
+import { resolveMoney, shortAddress as short } from './write-input.js';
+
+/** The request body as the document declares it. */
+export type OneOffBody = Schema<'OneOffPaymentRequest'>;
+
+export interface OneOffService {
+  createOneOffPayment(db: Db, who: OwnerRef, body: OneOffBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  /** The recipient side (agentctl one-off claim): captures the hold to the recipient after the unlock delay. */
+  claimOneOff(db: Db, id: string): Promise<OneOffPaymentRow>;
+  /** The owner's cancel (agentctl one-off cancel): releases the hold. */
+  cancelOneOff(db: Db, id: string): Promise<OneOffPaymentRow>;
+  /** Releases the holds of pending one-off payments past their expiry; returns how many expired. */
+  expireOneOffs(db: Knex, limit?: number): Promise<number>;
+  settleOneOffCreate(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
+}
+
+export function createOneOffService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; delivery: Delivery }): OneOffService {
+  const { clock, ledger, operations } = deps;
+  const { paymentToAccount, recordReceived } = deps.delivery;
+
+  async function lockOneOff(trx: Db, id: string): Promise<OneOffPaymentRow> {
+    if (!isUuid(id)) throw new ApiError('not_found', 'one-off payment not found');
+    const row = await lockPendingOneOff(trx, id);
+    if (!row) throw new ApiError('not_found', 'one-off payment not found');
+    if (row.status !== 'pending') throw new ApiError('invalid_state_transition', `the one-off payment is ${row.status}`, { status: row.status });
+    return row;
+  }
+
+  async function oneOffActivity(trx: Db, row: OneOffPaymentRow, type: string, direction: 'in' | 'out' | 'none', description: string) {
+    const asset = await ledger.requireAsset(trx, row.asset_symbol);
+    await operations.recordActivity(trx, {
+      principal: { agentId: row.agent_id, walletId: row.wallet_id },
+      type,
+      status: 'executed',
+      operationId: row.operation_id,
+      direction,
+      asset: row.asset_symbol,
+      amount: BigInt(row.amount),
+      amountUsdE8: await ledger.usdValue(trx, asset, BigInt(row.amount)).catch(() => null),
+      counterparty: row.to_address,
+      description,
+    });
+  }
+
+  return {
+    async createOneOffPayment(db, who, body, idempotencyKey) {
+      const note = body.note ?? null;
+      const asset = await ledger.requireAsset(db, body.asset);
+      const targets = await routeTargets(db, who.agentId, body.to);
+      const target = targets.find((t) => t.route === 'one_off_payment') ?? targets.find((t) => t.route === 'direct') ?? targets[0]!;
+      const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
+      const unlock = body.unlock_delay_seconds ?? 0;
+      const expires = body.expires_in_seconds ?? 604_800;
+      // The document bounds each field; only their order is a rule of its own.
+      if (expires <= unlock) throw new ApiError('validation_failed', 'expires_in_seconds must exceed unlock_delay_seconds', { field: 'expires_in_seconds' });
+      return withTransaction(db, async (trx) => {
+        const now = clock.now();
+        const oneOffId = newId();
+        const operationId = newId();
+        const unlockAt = new Date(now.getTime() + unlock * 1000);
+        const expiresAt = new Date(now.getTime() + expires * 1000);
+        const created = await operations.create(trx, {
+          id: operationId,
+          principal: who,
+          type: 'one_off_payment.create',
+          resource: { type: 'one_off_payment', id: oneOffId },
+          asset: asset.symbol,
+          amount,
+          amountUsdE8: usdE8,
+          toAddress: target.address,
+          policy: { recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address } },
+          details: { one_off_payment_id: oneOffId, recipient_id: target.recipientId, note, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString() },
+          humanMessage: `One-off payment of ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${target.name ?? short(target.address)}, claimable from ${unlockAt.toISOString()} until ${expiresAt.toISOString()}`,
+          idempotencyKey,
+          acceptedEvent: 'one_off_payment.created',
+          eventData: { one_off_payment: { id: oneOffId, to_address: target.address, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString() } },
+        });
+        if (isRefusal(created)) return created;
+        await insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: created.holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
+        return operations.writeResponse(created.operation);
+      });
+    },
+
+    async claimOneOff(db, id) {
+      return withTransaction(db, async (trx) => {
+        const row = await lockOneOff(trx, id);
+        const now = clock.now();
+        if (now < row.unlock_at) throw new ApiError('time_delay_not_reached', `the payment unlocks at ${row.unlock_at.toISOString()}`, { unlocks_at: row.unlock_at.toISOString() });
+        if (now >= row.expires_at) throw new ApiError('invalid_state_transition', 'the one-off payment has expired');
+        const { account, wallet } = await paymentToAccount(trx, row.to_address);
+        if (!(await ledger.capture(trx, row.hold_id, account, 'one_off_claim'))) throw new ApiError('invalid_state_transition', 'the one-off payment hold is no longer held');
+        await resolveOneOff(trx, row.id, 'claimed', now);
+        const asset = await ledger.requireAsset(trx, row.asset_symbol);
+        await oneOffActivity(trx, row, 'one_off_payment.claim', 'none', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} claimed by ${short(row.to_address)}`);
+        await recordReceived(trx, wallet, row.operation_id, asset, BigInt(row.amount), null);
+        return { ...row, status: 'claimed', resolved_at: now };
+      });
+    },
+
+    async cancelOneOff(db, id) {
+      return withTransaction(db, async (trx) => {
+        const row = await lockOneOff(trx, id);
+        const now = clock.now();
+        await ledger.release(trx, row.hold_id);
+        await resolveOneOff(trx, row.id, 'cancelled', now);
+        const asset = await ledger.requireAsset(trx, row.asset_symbol);
+        await oneOffActivity(trx, row, 'one_off_payment.cancel', 'in', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} cancelled; funds released`);
+        return { ...row, status: 'cancelled', resolved_at: now };
+      });
+    },
+
+    async expireOneOffs(db, limit = 50) {
+      return db.transaction(async (trx) => {
+        const now = clock.now();
+        const rows = await claimExpiredOneOffs(trx, now, limit);
+        for (const row of rows) {
+          await ledger.release(trx, row.hold_id);
+          await resolveOneOff(trx, row.id, 'expired', now);
+          const asset = await ledger.requireAsset(trx, row.asset_symbol);
+          await oneOffActivity(trx, row, 'one_off_payment.expire', 'in', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} expired unclaimed; funds released`);
+        }
+        return rows.length;
+      });
+    },
+
+    async settleOneOffCreate() {
+      // The claimable payout is escrowed: its hold stays until claim, cancel or expiry.
+      return { ok: true };
+    },
+  };
+}

@@ -1,0 +1,304 @@
+// Operations (contract §8), the state machine: creation with policy and hold in the caller's transaction, guarded
+// terminal transitions with the activity row and outbox event of each, reads. Settlement: settlement.ts.
+import type { EVENT_TYPES, OPERATION_TYPES } from '../../../generated/vocabulary.js';
+import type { Chain } from '../../chain/port.js';
+import { txHashOf } from '../../chain/simulated.js';
+import type { Db, Knex } from '../../db/knex.js';
+import { withTransaction } from '../../db/knex.js';
+import { appendEvent } from '../../db/repositories/event.repository.js';
+import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
+import { insertOperation, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { sha256Hex } from '../../lib/crypto.js';
+import { newId } from '../../lib/ids.js';
+import type { Logger } from '../../lib/logger.js';
+import { refuse, type Refusal } from '../../lib/refusal.js';
+import { createActivityLog, type ActivityInput } from './activity.js';
+import { createChains } from './chains.js';
+import type { LedgerService } from './ledger.js';
+import { createOperationViews, type OperationViews } from './operation-views.js';
+import type { PolicyRequest, PolicyService } from './policy.js';
+import { createSettlementScheduler, type SettlementScheduler } from './settlement.js';
+
+export type { PublicOperation, WriteResponse } from './operation-views.js';
+
+export type { OperationRow, OperationStatus };
+
+/** Event types per operation type (spec 6.3, contract §8). Families without a failure event emit none on failure. */
+type OperationType = (typeof OPERATION_TYPES)[number];
+type EventType = (typeof EVENT_TYPES)[number];
+
+const OPERATION_EVENTS: Record<OperationType, { executed?: EventType; failed?: EventType }> = {
+  payment: { executed: 'payment.executed', failed: 'payment.execution_failed' },
+  'withdrawal.bank': { executed: 'withdrawal.settled', failed: 'withdrawal.execution_failed' },
+  'withdrawal.crypto': { executed: 'withdrawal.settled', failed: 'withdrawal.execution_failed' },
+  conversion: { executed: 'conversion.executed', failed: 'conversion.execution_failed' },
+  'earn.deposit': { executed: 'earn.deposit.executed' },
+  'earn.withdraw': { executed: 'earn.withdraw.executed' },
+  'earn.move': { executed: 'earn.move.executed' },
+  'earn.rewards_claim': { executed: 'rewards.claimed' },
+  'debt.borrow': { executed: 'debt.borrowed' },
+  'debt.repay': { executed: 'debt.repaid' },
+  'debt.deleverage': { executed: 'debt.deleveraged' },
+  'collateral.add': { executed: 'collateral.added' },
+  'collateral.remove': { executed: 'collateral.removed' },
+  'trusted_destination.confirm': { executed: 'trusted_destination.confirmed' },
+  'trusted_destination.cancel': { executed: 'trusted_destination.cancelled' },
+  'trusted_destination.remove': { executed: 'trusted_destination.removed' },
+  // one_off_payment.created is written at acceptance (acceptedEvent); x402 operations announce nothing of their own (their terminal activity row is the record).
+  'one_off_payment.create': {},
+  'x402.sign': {},
+  'x402.purchase': {},
+};
+
+/** The events of an operation type; none for a type outside the document (test-only settlers). */
+const eventsOf = (type: string): { executed?: EventType; failed?: EventType } => OPERATION_EVENTS[type as OperationType] ?? {};
+
+export interface OwnerRef {
+  agentId: string;
+  walletId: string;
+}
+
+export interface CreateOperationInput {
+  principal: OwnerRef;
+  type: string;
+  /** Defaults to `{ type: <family>, id: <operation id> }`. */
+  resource?: { type: string; id: string };
+  /** Pre-chosen operation id (so a resource row can reference it). */
+  id?: string;
+  asset?: string | null;
+  amount?: bigint | null;
+  /** USD value (8 decimals); computed from the price feed when an amount is given and this is not. */
+  amountUsdE8?: bigint | null;
+  /** Counts toward policy caps; default: when a USD value is known. */
+  countsTowardLimits?: boolean;
+  /** Extra policy facts (recipient, protocol, slippage, LTV). */
+  policy?: Omit<PolicyRequest, 'type' | 'asset' | 'usdE8'>;
+  /** Holds placed at acceptance; default: the amount in the asset when the operation settles later. */
+  holds?: { asset: string; amount: bigint }[];
+  toAddress?: string | null;
+  details?: Record<string, unknown>;
+  humanMessage: string;
+  idempotencyKey?: string | null;
+  /**
+   * `worker` (default): the settlement loop runs the type's settler after SETTLEMENT_DELAY_MS;
+   * `immediate`: executed in this transaction (no hold), or execution_failed when `toAddress` is a
+   * failing address of the simulated chain (check `operation.status` before applying effects);
+   * `manual`: stays accepted until `finish` is called.
+   */
+  settlement?: 'worker' | 'immediate' | 'manual';
+  /** An event written at acceptance (one_off_payment.created). */
+  acceptedEvent?: string;
+  /** Merged into the data of the events this creation writes (beside `operation`). */
+  eventData?: Record<string, unknown>;
+  /** The owner acting out of band (agentctl): no agent policy applies. */
+  skipPolicy?: boolean;
+}
+
+export type SettleOutcome = { ok: true; details?: Record<string, unknown> } | { ok: false; code: string; message: string };
+
+/** A settler moves the money of one submitted operation; returning `ok: false` rolls its writes back and releases the holds. */
+export type Settler = (trx: Knex.Transaction, op: OperationRow) => Promise<SettleOutcome>;
+/** The ledger side of an operation confirmed on chain (`details`: what the adapter read from the receipt). */
+export type ChainSettler = (trx: Knex.Transaction, op: OperationRow, details: Record<string, unknown>) => Promise<SettleOutcome>;
+
+export interface CreatedOperation {
+  operation: OperationRow;
+  holdIds: string[];
+}
+
+export interface OperationService extends SettlementScheduler, OperationViews {
+  /** A policy refusal is returned (its policy_rejected operation, activity and event are written and commit as any answer). */
+  create(db: Db, input: CreateOperationInput): Promise<CreatedOperation | Refusal>;
+  /** Terminal transition from `from` (guarded in SQL): captures nothing itself; on failure releases the operation's holds. */
+  finish(db: Db, operationId: string, from: OperationStatus, outcome: SettleOutcome): Promise<OperationRow | undefined>;
+  registerSettler(type: string, settler: Settler): void;
+  /** How a confirmed on-chain settlement of `type` moves the ledger, when not the default (capture the amount's hold). */
+  registerChainSettler(type: string, settler: ChainSettler): void;
+  /** Runs in the transaction that finalises an operation of `type` as execution_failed (after its holds are released). */
+  registerFailureHook(type: string, hook: (trx: Knex.Transaction, op: OperationRow) => Promise<void>): void;
+  settlerTypes(): string[];
+
+  /** Writes an activity row (the ledger area's and other areas' financial events). */
+  recordActivity(db: Db, input: ActivityInput): Promise<void>;
+}
+
+
+function family(type: string): string {
+  if (type.startsWith('withdrawal.')) return 'withdrawal';
+  if (type === 'one_off_payment.create') return 'one_off_payment';
+  if (type.startsWith('trusted_destination.')) return 'trusted_destination';
+  return type.replace(/\./g, '_');
+}
+
+export function createOperationService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService; settlementDelayMs: number; log?: Logger; chain?: Chain; chainRetryMs?: number }): OperationService {
+  const { clock, ledger, policy } = deps;
+  const settlers = new Map<string, Settler>();
+  const chainSettlers = new Map<string, ChainSettler>();
+  const failureHooks = new Map<string, (trx: Knex.Transaction, op: OperationRow) => Promise<void>>();
+  const chains = createChains({ clock, ledger, settlementDelayMs: deps.settlementDelayMs, chain: deps.chain });
+  const { chain } = chains;
+  const activity = createActivityLog({ clock });
+  const views = createOperationViews({ ledger, chains });
+  const scheduler = createSettlementScheduler({ clock, ledger, chains, retryMs: deps.chainRetryMs ?? 1000, log: deps.log, settlers, chainSettlers, settlerTypes: () => service.settlerTypes(), finish: (trx, id, from, outcome) => service.finish(trx, id, from, outcome) });
+
+  async function terminalEffects(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}) {
+    await service.recordActivity(trx, {
+      principal: { agentId: op.agent_id, walletId: op.wallet_id },
+      type: op.type,
+      status: op.status,
+      operationId: op.id,
+      direction: op.amount !== null && op.counts_toward_limits ? 'out' : 'none',
+      asset: op.asset_symbol,
+      amount: op.amount === null ? null : BigInt(op.amount),
+      amountUsdE8: op.amount_usd_e8 === null ? null : BigInt(op.amount_usd_e8),
+      counterparty: op.to_address,
+      description: op.status === 'executed' ? op.human_message : `${op.human_message} (${op.status}${op.error_message ? `: ${op.error_message}` : ''})`,
+    });
+    if (eventType) {
+      await appendEvent(trx, {
+        type: eventType,
+        agentId: op.agent_id,
+        walletId: op.wallet_id,
+        operationId: op.id,
+        resource: { type: op.resource_type, id: op.resource_id },
+        data: { ...extra, operation: await views.toPublic(trx, op) },
+        createdAt: clock.now(),
+      });
+    }
+  }
+
+  const service: OperationService = {
+    async create(db, input) {
+      return withTransaction(db, async (trx): Promise<CreatedOperation | Refusal> => {
+        const now = clock.now();
+        const id = input.id ?? newId();
+        const settlement = input.settlement ?? 'worker';
+        const asset = input.asset ? await ledger.requireAsset(trx, input.asset) : null;
+        const amount = input.amount ?? null;
+        let usdE8 = input.amountUsdE8 ?? null;
+        // Rounded up: a value counted toward caps never falls below the amount's worth (dust is not free).
+        if (usdE8 === null && asset && amount !== null) usdE8 = await ledger.usdValue(trx, asset, amount, 'up');
+        const counts = input.countsTowardLimits ?? usdE8 !== null;
+        const base = {
+          id,
+          agent_id: input.principal.agentId,
+          wallet_id: input.principal.walletId,
+          type: input.type,
+          resource_type: input.resource?.type ?? family(input.type),
+          resource_id: input.resource?.id ?? id,
+          asset_symbol: asset?.symbol ?? null,
+          amount,
+          amount_usd_e8: usdE8,
+          fee_usd_e8: 0n,
+          counts_toward_limits: counts,
+          human_message: input.humanMessage,
+          idempotency_key_hash: input.idempotencyKey ? sha256Hex(input.idempotencyKey) : null,
+          to_address: input.toAddress ?? null,
+          tx_hash: null,
+          details: input.details ?? {},
+          created_at: now,
+          submitted_at: null,
+          executed_at: null,
+          failed_at: null,
+          updated_at: now,
+        };
+
+        const decision = input.skipPolicy ? ({ allowed: true } as const) : await policy.evaluate(trx, input.principal.agentId, { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null });
+        if (!decision.allowed) {
+          const op = await insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
+          await terminalEffects(trx, op, 'operation.policy_rejected');
+          return refuse(decision.code, decision.message, { ...decision.details, operation_id: op.id });
+        }
+
+        const holdIds: string[] = [];
+        const holds = input.holds ?? (settlement !== 'immediate' && asset && amount !== null ? [{ asset: asset.symbol, amount }] : []);
+        // An ETH transfer on a real chain also holds its gas reserve (the wallet pays the gas).
+        if (!input.holds && settlement === 'worker' && asset && amount !== null && chain.settlesOnChain({ type: input.type, details: input.details ?? {} }, asset)) {
+          const reserve = chain.gasReserve(asset);
+          if (reserve > 0n) holds.push({ asset: asset.symbol, amount: reserve });
+        }
+        for (const h of holds) holdIds.push((await ledger.hold(trx, { walletId: input.principal.walletId, asset: h.asset, amount: h.amount, operationId: id })).holdId);
+
+        const immediate = settlement === 'immediate';
+        // The simulated chain refuses settlements to a failing address (agentctl chain fail-address): an
+        // immediate operation that moves money there finalises execution_failed here, and its caller
+        // applies no effects. (Trusted-destination actions name an address but move nothing.)
+        if (immediate && amount !== null && input.toAddress && (await ledger.isFailingAddress(trx, input.toAddress))) {
+          const failed = await insertOperation(trx, {
+            ...base,
+            status: 'execution_failed',
+            error_code: 'settlement_failed',
+            error_message: `the simulated chain refused the settlement to ${input.toAddress}`,
+            settle_after: null,
+            submitted_at: now,
+            failed_at: now,
+          });
+          await terminalEffects(trx, failed, eventsOf(failed.type).failed);
+          return { operation: failed, holdIds: [] };
+        }
+        const op = await insertOperation(trx, {
+          ...base,
+          status: immediate ? 'executed' : 'accepted',
+          error_code: null,
+          error_message: null,
+          settle_after: settlement === 'worker' ? now : null,
+          submitted_at: immediate ? now : null,
+          executed_at: immediate ? now : null,
+          tx_hash: immediate ? txHashOf(id) : null,
+        });
+        if (input.acceptedEvent) {
+          await appendEvent(trx, { type: input.acceptedEvent, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: now });
+        }
+        if (immediate) await terminalEffects(trx, op, eventsOf(op.type).executed, input.eventData);
+        return { operation: op, holdIds };
+      });
+    },
+
+    async finish(db, operationId, from, outcome) {
+      return withTransaction(db, async (trx) => {
+        const now = clock.now();
+        let op: OperationRow | undefined;
+        if (outcome.ok) {
+          op = await transitionOperation(trx, operationId, from, { status: 'executed', executed_at: now, updated_at: now, details: outcome.details });
+          if (!op) return undefined;
+          await terminalEffects(trx, op, eventsOf(op.type).executed);
+        } else {
+          op = await transitionOperation(trx, operationId, from, { status: 'execution_failed', failed_at: now, updated_at: now, error_code: outcome.code, error_message: outcome.message });
+          if (!op) return undefined;
+          for (const hold of await ledgerHolds(trx, operationId)) await ledger.release(trx, hold);
+          await failureHooks.get(op.type)?.(trx, op);
+          await terminalEffects(trx, op, eventsOf(op.type).failed);
+        }
+        return op;
+      });
+    },
+
+    registerChainSettler(type, settler) {
+      chainSettlers.set(type, settler);
+    },
+
+    registerFailureHook(type, hook) {
+      failureHooks.set(type, hook);
+    },
+
+    registerSettler(type, settler) {
+      settlers.set(type, settler);
+    },
+
+    settlerTypes: () => [...new Set([...settlers.keys(), ...chainSettlers.keys()])],
+
+    settleDue: (db, opts) => scheduler.settleDue(db, opts),
+
+    recordActivity: (db, input) => activity.record(db, input),
+
+    ...views,
+  };
+
+  async function ledgerHolds(trx: Db, operationId: string): Promise<string[]> {
+    return (await findHeldByOperation(trx, operationId)).map((h) => h.id);
+  }
+
+  return service;
+}
+

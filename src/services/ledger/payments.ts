@@ -1,0 +1,97 @@
+// Payments to a recipient, trusted destination or address (optionally delivered as another asset), and the
+// payments service the area exposes: these with one-off payments, recipients, recurring payments and routing.
+import type { Db, Knex } from '../../db/knex.js';
+import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
+import type { OperationRow } from '../../db/repositories/operation.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Schema } from '../../lib/contract.js';
+import { ApiError } from '../../lib/errors.js';
+import { formatAmount, mulDiv } from '../../lib/money.js';
+import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { createDelivery } from './delivery.js';
+import type { LedgerService } from './ledger.js';
+import { createOneOffService, type OneOffService } from './one-off-payments.js';
+import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
+import type { PolicyService } from './policy.js';
+import { createRecipientService, type RecipientService } from './recipients.js';
+import { createRecurringService, type RecurringService } from './recurring.js';
+import { pickRoute, routeTargets, type Target } from './routing.js';
+import { resolveMoney, shortAddress as short } from './write-input.js';
+
+/** The request body as the document declares it. */
+export type PaymentBody = Schema<'PaymentRequest'>;
+
+export interface PaymentService extends OneOffService, RecipientService, RecurringService {
+  createPayment(db: Db, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  /** Every route `to` can take, best first (prefer=auto takes the first). */
+  targets(db: Db, agentId: string, to: string): Promise<Target[]>;
+  settlePayment(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
+}
+
+export function createPaymentService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService }): PaymentService {
+  const { ledger, operations } = deps;
+  const delivery = createDelivery({ ledger, activity: { record: operations.recordActivity } });
+  const { paymentToAccount, recordReceived } = delivery;
+
+  return {
+    ...createOneOffService({ ...deps, delivery }),
+    ...createRecipientService(deps),
+    ...createRecurringService(deps),
+    targets: routeTargets,
+
+    async createPayment(db, who, body, idempotencyKey) {
+      const note = body.note ?? null;
+      const asset = await ledger.requireAsset(db, body.asset);
+      const deliverAs = body.deliver_as ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
+      const target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
+      const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
+      const converting = deliverAs.symbol !== asset.symbol;
+      const slippagePercent = body.slippage_percent ?? 1;
+      const slippageBps = Math.round(slippagePercent * 100);
+      const details: Record<string, unknown> = { route: target.route, recipient_id: target.recipientId, trusted_destination_id: target.destinationId, recurring_payment_id: target.recurringPaymentId, note };
+      if (converting) {
+        const quoted = await ledger.convert(db, asset, deliverAs, amount);
+        if (quoted <= 0n) throw new ApiError('validation_failed', 'the amount converts to nothing', { field: 'amount' });
+        Object.assign(details, { deliver_as: deliverAs.symbol, quoted_deliver_amount: quoted.toString(), min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(), slippage_bps: slippageBps });
+      }
+      const who2 = target.name ? `${target.name} (${short(target.address)})` : short(target.address);
+      const created = await operations.create(db, {
+        principal: who,
+        type: 'payment',
+        asset: asset.symbol,
+        amount,
+        amountUsdE8: usdE8,
+        toAddress: target.address,
+        policy: { recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address }, slippageBps: converting ? slippageBps : null },
+        details,
+        humanMessage: `Paying ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${who2}${converting ? ` delivered as ${deliverAs.symbol}` : ''}`,
+        idempotencyKey,
+      });
+      return isRefusal(created) ? created : operations.writeResponse(created.operation);
+    },
+
+    async settlePayment(trx, op) {
+      const address = op.to_address!;
+      if (await ledger.isFailingAddress(trx, address)) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${address}` };
+      const asset = await ledger.requireAsset(trx, op.asset_symbol!);
+      const amount = BigInt(op.amount!);
+      const details = op.details as { deliver_as?: string; min_deliver_amount?: string };
+      const { account, wallet } = await paymentToAccount(trx, address);
+      const holds = await findHeldByOperation(trx, op.id);
+      if (details.deliver_as && details.deliver_as !== asset.symbol) {
+        const target = await ledger.requireAsset(trx, details.deliver_as);
+        const out = await ledger.convert(trx, asset, target, amount);
+        if (out < BigInt(details.min_deliver_amount ?? '0')) {
+          return { ok: false, code: 'slippage_exceeded', message: `the conversion would deliver ${formatAmount(out, target.decimals)} ${target.symbol}, below the minimum ${formatAmount(BigInt(details.min_deliver_amount!), target.decimals)}` };
+        }
+        for (const h of holds) await ledger.capture(trx, h.id, { kind: 'external', name: 'conversion' }, 'payment');
+        await ledger.post(trx, { operationId: op.id, entryType: 'payment_conversion', postings: [{ account: { kind: 'external', name: 'conversion' }, asset: target.symbol, amount: -out }, { account, asset: target.symbol, amount: out }] });
+        await recordReceived(trx, wallet, op.id, target, out, null);
+        return { ok: true, details: { delivered_asset: target.symbol, delivered_amount: out.toString() } };
+      }
+      for (const h of holds) await ledger.capture(trx, h.id, account, 'payment');
+      await recordReceived(trx, wallet, op.id, asset, amount, null);
+      return { ok: true, details: { delivered_asset: asset.symbol, delivered_amount: amount.toString() } };
+    },
+  };
+}
