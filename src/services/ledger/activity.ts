@@ -3,7 +3,7 @@ import type { Db } from '../../db/knex.js';
 import { insertActivity } from '../../db/repositories/activity.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { newId } from '../../lib/ids.js';
-import type { OwnerRef } from './operations.js';
+import type { OwnerRef } from './settling.js';
 
 export interface ActivityInput {
   principal: OwnerRef;

@@ -54,10 +54,6 @@ const OPERATION_EVENTS: Record<OperationType, { executed?: EventType; failed?: E
 /** The events of an operation type; none for a type outside the document (test-only settlers). */
 const eventsOf = (type: string): { executed?: EventType; failed?: EventType } => OPERATION_EVENTS[type as OperationType] ?? {};
 
-export interface OwnerRef {
-  agentId: string;
-  walletId: string;
-}
 
 export interface CreateOperationInput {
   principal: OwnerRef;
@@ -95,12 +91,8 @@ export interface CreateOperationInput {
   skipPolicy?: boolean;
 }
 
-export type SettleOutcome = { ok: true; details?: Record<string, unknown> } | { ok: false; code: string; message: string };
-
-/** A settler moves the money of one submitted operation; returning `ok: false` rolls its writes back and releases the holds. */
-export type Settler = (trx: Knex.Transaction, op: OperationRow) => Promise<SettleOutcome>;
-/** The ledger side of an operation confirmed on chain (`details`: what the adapter read from the receipt). */
-export type ChainSettler = (trx: Knex.Transaction, op: OperationRow, details: Record<string, unknown>) => Promise<SettleOutcome>;
+export type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
+import type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
 
 export interface CreatedOperation {
   operation: OperationRow;

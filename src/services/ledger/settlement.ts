@@ -9,7 +9,7 @@ import { ApiError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Chains } from './chains.js';
 import type { LedgerService } from './ledger.js';
-import type { ChainSettler, SettleOutcome, Settler } from './operations.js';
+import type { ChainSettler, SettleOutcome, Settler } from './settling.js';
 
 export interface SettlementScheduler {
   /** One settlement pass: accepted -> submitted, then due submitted -> executed | execution_failed. Returns rows moved. */
