@@ -1,6 +1,7 @@
 // Tag conversions: stored single-use quotes and their execution; list and detail return operations.
 import type { LooseRequest } from '../http/types.js';
 import type { LooseHandler } from '../http/types.js';
+import { answer } from '../lib/refusal.js';
 import type { QuoteBody } from '../services/conversion.service.js';
 
 const body = <T>(c: LooseRequest): T => (c.body && typeof c.body === 'object' ? c.body : {}) as T;
@@ -16,7 +17,7 @@ export const createConversionQuote: LooseHandler = async (c, ctx) => {
 
 export const createConversion: LooseHandler = async (c, ctx) => {
   const result = await ctx.services.defi.conversions.execute(ctx.db, ctx.principal, body<{ quote_id: string }>(c), ctx.idempotencyKey);
-  return { status: 200, body: result };
+  return answer(result);
 };
 
 export const listConversions: LooseHandler = async (c, ctx) => {

@@ -19,6 +19,7 @@ import * as aave from '../lib/defi/aave.js';
 import { convertAtPrice, inputForOutput } from '../lib/defi/pricing.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { newId } from '../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
 import { decodeKey, encodeKey, pageLimit, toPage, type ListPage } from './cursor.js';
@@ -98,11 +99,11 @@ export interface BorrowService {
   /** Collateral and debt in USD (8 decimals) at the last known prices, as the summary values them. */
   totalsUsd(db: Db, who: OwnerRef): Promise<{ collateralUsd: bigint; debtUsd: bigint }>;
   listCollateral(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicCollateral>>;
-  borrow(db: Db, who: OwnerRef, body: BorrowBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  repay(db: Db, who: OwnerRef, body: RepayBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  deleverage(db: Db, who: OwnerRef, body: DeleverageBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  addCollateral(db: Db, who: OwnerRef, body: AddCollateralBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  removeCollateral(db: Db, who: OwnerRef, body: RemoveCollateralBody, idempotencyKey: string | null): Promise<WriteResponse>;
+  borrow(db: Db, who: OwnerRef, body: BorrowBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  repay(db: Db, who: OwnerRef, body: RepayBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  deleverage(db: Db, who: OwnerRef, body: DeleverageBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  addCollateral(db: Db, who: OwnerRef, body: AddCollateralBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  removeCollateral(db: Db, who: OwnerRef, body: RemoveCollateralBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   addMarket(db: Db, input: AddMarketInput): Promise<Record<string, unknown>>;
 }
 
@@ -375,8 +376,8 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
   }
 
   /** Settled by the worker on chain: the operation records the market call; its settler books what Morpho's events say. */
-  async function createOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, input: { type: string; resourceType: 'collateral' | 'debt'; resourceId: string; asset: AssetRow; amount: bigint; details: OnchainLendingDetails; holds?: { asset: string; amount: bigint }[]; ltvBps?: number; extra?: Record<string, unknown>; humanMessage: string; idempotencyKey: string | null }): Promise<WriteResponse> {
-    const { operation } = await operations.create(trx, {
+  async function createOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, input: { type: string; resourceType: 'collateral' | 'debt'; resourceId: string; asset: AssetRow; amount: bigint; details: OnchainLendingDetails; holds?: { asset: string; amount: bigint }[]; ltvBps?: number; extra?: Record<string, unknown>; humanMessage: string; idempotencyKey: string | null }): Promise<WriteResponse | Refusal> {
+    const created = await operations.create(trx, {
       principal: who,
       type: input.type,
       resource: { type: input.resourceType, id: input.resourceId },
@@ -390,6 +391,8 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
       humanMessage: input.humanMessage,
       idempotencyKey: input.idempotencyKey,
     });
+    if (isRefusal(created)) return created;
+    const { operation } = created;
     return operations.writeResponse(operation);
   }
 
@@ -400,7 +403,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
   }
 
   /** Repays `assets` (or every borrow share when `all`) from the wallet's loan-asset balance; the hold covers at most `maxAssets`. */
-  async function repayOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, p: LendingPosition, requested: bigint | 'all', type: 'debt.repay' | 'debt.deleverage', m: MarketRow, extra: Record<string, unknown>, humanMessage: (units: bigint) => string, idempotencyKey: string | null): Promise<WriteResponse> {
+  async function repayOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, p: LendingPosition, requested: bigint | 'all', type: 'debt.repay' | 'debt.deleverage', m: MarketRow, extra: Record<string, unknown>, humanMessage: (units: bigint) => string, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
     if (p.borrowShares === 0n) throw new ApiError('invalid_state_transition', `there is no ${om.loan.symbol} debt to repay`, { asset: om.loan.symbol });
     const all = requested === 'all' || requested >= p.borrowed;
     const { available } = await ledger.balance(trx, who.walletId, om.loan.symbol);
@@ -490,7 +493,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
         owed.set(asset.symbol, (owed.get(asset.symbol) ?? 0n) + amount);
         const check = aave.checkPosition(collateralInputs(s), debtInputs(s, owed), maxAfter);
         if (!check.ok) throw ltvTooHigh(check, `borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'debt.borrow',
           resource: { type: 'debt', id: m.id },
@@ -503,6 +506,8 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
           humanMessage: `Borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol} on ${m.protocol_id}`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: aave.scaledForBorrow(amount, m.index), at: clock.now() });
         await ledger.post(trx, { operationId: operation.id, entryType: 'debt.borrow', postings: [{ account: poolAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
         return operations.writeResponse(operation);
@@ -533,7 +538,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
         const amount = all ? debt.owed : (requested as bigint);
         const scaledDelta = all ? debt.scaled : aave.scaledForRepay(amount, m.index);
         const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'debt.repay',
           resource: { type: 'debt', id: m.id },
@@ -546,6 +551,8 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
           humanMessage: `Repaying ${formatAmount(amount, asset.decimals)} ${asset.symbol}${source.symbol !== asset.symbol ? ` with ${formatAmount(cost, source.decimals)} ${source.symbol}` : ''}`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -scaledDelta, at: clock.now() });
         await ledger.post(trx, { operationId: operation.id, entryType: 'debt.repay', postings: payFromWallet(who, source, cost, asset, amount, poolAccount(m)) });
         return operations.writeResponse(operation);
@@ -569,7 +576,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
         if (source.symbol !== asset.symbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
         const amount = (await resolveAmount(trx, asset, body)) as bigint;
         const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'collateral.add',
           resource: { type: 'collateral', id: m.id },
@@ -581,6 +588,8 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
           humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
         await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
         return operations.writeResponse(operation);
@@ -613,7 +622,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
         after.set(asset.symbol, held - amount);
         const check = aave.checkPosition(collateralInputs(s, after), debtInputs(s), maxAfter);
         if (!check.ok) throw ltvTooHigh(check, `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'collateral.remove',
           resource: { type: 'collateral', id: m.id },
@@ -626,6 +635,8 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
           humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -amount, at: clock.now() }))) {
           throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is smaller than ${formatAmount(amount, asset.decimals)}`, { asset: asset.symbol });
         }
@@ -782,7 +793,7 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
             reachable_ltv: ratio(ltvBpsOf(end)),
           });
         }
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'debt.deleverage',
           resource: { type: 'debt', id: m.id },
@@ -795,6 +806,8 @@ export function createBorrowService(deps: { clock: Clock; ledger: LedgerService;
           humanMessage: `Deleveraging to ${(ltvBpsOf(end) / 100).toFixed(2)} % LTV by repaying ${formatAmount(repaid, debtAsset.decimals)} ${debtSymbol}`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         const debt = s.debts.get(debtSymbol)!;
         const scaledDelta = owed === 0n ? debt.scaled : aave.scaledForRepay(repaid, m.index);
         await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: debtSymbol, delta: -scaledDelta, at: clock.now() });

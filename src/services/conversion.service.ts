@@ -15,6 +15,7 @@ import { convertAtPrice, humanRate, toUsd, type PricedAsset } from '../lib/defi/
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { newId } from '../lib/ids.js';
 import { formatAmount } from '../lib/money.js';
 import type { ListPage } from './cursor.js';
@@ -59,7 +60,7 @@ export interface PublicQuote {
 
 export interface ConversionService {
   quote(db: Db, who: OwnerRef, body: QuoteBody): Promise<PublicQuote>;
-  execute(db: Db, who: OwnerRef, body: { quote_id: string }, idempotencyKey: string | null): Promise<WriteResponse>;
+  execute(db: Db, who: OwnerRef, body: { quote_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   list(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOperation>>;
   get(db: Db, who: OwnerRef, id: string, include?: string[]): Promise<PublicOperation>;
   /** The settler of `conversion` operations (registered with the operation service at construction). */
@@ -236,37 +237,37 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         if (quote.from_vault_id && (await policy.evaluate(trx, who.agentId, { ...policyFacts, type: 'conversion', asset: from.symbol, usdE8: toUsd(fromAmount, pf) })).allowed) {
           await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
         }
-        try {
-          const { operation } = await operations.create(trx, {
-            id: operationId,
-            principal: who,
-            type: 'conversion',
-            resource: { type: 'conversion', id: operationId },
-            asset: from.symbol,
-            amount: fromAmount,
-            amountUsdE8: toUsd(fromAmount, pf),
-            policy: policyFacts,
-            toAddress: quote.pool_address,
-            details: {
-              quote_id: quote.id,
-              to_asset: to.symbol,
-              amount_out: repriced.netOut.toString(),
-              expected_out: quote.expected_out,
-              min_amount_out: quote.min_amount_out,
-              fee_amount: repriced.fee.toString(),
-              to_vault_id: quote.to_vault_id,
-              ...(onchainRoute ? ({ onchain_route: onchainRoute } satisfies Partial<OnchainSwapDetails>) : {}),
-            },
-            eventData: { quote_id: quote.id },
-            humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
-            idempotencyKey,
-          });
-          return operations.writeResponse(operation);
-        } catch (err) {
+        const created = await operations.create(trx, {
+          id: operationId,
+          principal: who,
+          type: 'conversion',
+          resource: { type: 'conversion', id: operationId },
+          asset: from.symbol,
+          amount: fromAmount,
+          amountUsdE8: toUsd(fromAmount, pf),
+          policy: policyFacts,
+          toAddress: quote.pool_address,
+          details: {
+            quote_id: quote.id,
+            to_asset: to.symbol,
+            amount_out: repriced.netOut.toString(),
+            expected_out: quote.expected_out,
+            min_amount_out: quote.min_amount_out,
+            fee_amount: repriced.fee.toString(),
+            to_vault_id: quote.to_vault_id,
+            ...(onchainRoute ? ({ onchain_route: onchainRoute } satisfies Partial<OnchainSwapDetails>) : {}),
+          },
+          eventData: { quote_id: quote.id },
+          humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
+          idempotencyKey,
+        });
+        if (isRefusal(created)) {
           // A policy refusal commits its record; the quote stays usable (it was not what failed).
-          if (err instanceof ApiError && err.commit) await repo.releaseQuote(trx, quote.id, operationId);
-          throw err;
+          await repo.releaseQuote(trx, quote.id, operationId);
+          return created;
         }
+        const { operation } = created;
+        return operations.writeResponse(operation);
       });
     },
 

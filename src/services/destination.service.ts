@@ -6,6 +6,7 @@ import * as repo from '../db/repositories/recipient.repository.js';
 import type { TrustedDestinationRow } from '../db/repositories/recipient.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
+import { isRefusal } from '../lib/refusal.js';
 import { isUuid, newId } from '../lib/ids.js';
 import { isEvmAddress } from '../lib/wallet-keys.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
@@ -78,7 +79,7 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
         const opId = newId();
         const updated = { ...dest, status: t.to, [t.stamp]: now, updated_at: now } as TrustedDestinationRow;
         // The operation first: a policy refusal commits only the rejected operation, never the change.
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           id: opId,
           principal: who,
           type: `trusted_destination.${action}`,
@@ -92,6 +93,9 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
           idempotencyKey: opts.idempotencyKey ?? null,
           eventData: { trusted_destination: publicDestination(updated) },
         });
+        // Until the ledger branch lands: its callers still expect the refusal thrown (and committed).
+        if (isRefusal(created)) throw new ApiError(created.refusal.code, created.refusal.message, created.refusal.details, { commit: true });
+        const { operation } = created;
         const moved = await repo.transitionTrustedDestination(trx, dest.id, t.from, { status: t.to, [t.stamp]: now, updated_at: now });
         if (!moved) throw new ApiError('invalid_state_transition', 'the trusted destination changed concurrently');
         return operations.writeResponse(operation);

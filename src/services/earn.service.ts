@@ -16,6 +16,7 @@ import * as erc from '../lib/defi/erc4626.js';
 import { convertAtPrice } from '../lib/defi/pricing.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
+import { isRefusal, type Refusal } from '../lib/refusal.js';
 import { newId } from '../lib/ids.js';
 import { formatAmount, mulDiv } from '../lib/money.js';
 import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
@@ -100,10 +101,10 @@ export interface EarnService {
   /** USD value (8 decimals) of every position of the wallet at the last known prices (unpriced assets count 0). */
   valueUsd(db: Db, who: OwnerRef): Promise<bigint>;
   listOpportunities(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOpportunity>>;
-  deposit(db: Db, who: OwnerRef, body: DepositBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  withdraw(db: Db, who: OwnerRef, body: WithdrawBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  move(db: Db, who: OwnerRef, body: MoveBody, idempotencyKey: string | null): Promise<WriteResponse>;
-  claimRewards(db: Db, who: OwnerRef, body: { protocols?: string[] }, idempotencyKey: string | null): Promise<WriteResponse>;
+  deposit(db: Db, who: OwnerRef, body: DepositBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  withdraw(db: Db, who: OwnerRef, body: WithdrawBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  move(db: Db, who: OwnerRef, body: MoveBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  claimRewards(db: Db, who: OwnerRef, body: { protocols?: string[] }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
 
   addVault(db: Db, input: AddVaultInput): Promise<PublicOpportunity>;
   /** Every vault (the owner's view, no policy filter), highest APY first. */
@@ -379,7 +380,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           // Settled by the worker on chain: the amount is held now, the shares are what the vault's Deposit event says.
           const estimate = await venue!.previewDeposit(v.address as Address, amount);
           if (estimate <= 0n) throw new ApiError('validation_failed', 'the amount is too small to mint a vault share', { field: 'amount' });
-          const { operation } = await operations.create(trx, {
+          const created = await operations.create(trx, {
             principal: who,
             type: 'earn.deposit',
             resource: { type: 'earn_position', id: positionId },
@@ -392,10 +393,12 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
             humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`,
             idempotencyKey,
           });
+          if (isRefusal(created)) return created;
+          const { operation } = created;
           return operations.writeResponse(operation);
         }
         const shares = erc.previewDeposit(a.state, amount);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'earn.deposit',
           resource: { type: 'earn_position', id: positionId },
@@ -409,6 +412,8 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         if (operation.status === 'execution_failed') return operations.writeResponse(operation);
         await ledger.post(trx, {
           operationId: operation.id,
@@ -439,7 +444,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           if (destination.symbol !== asset.symbol) throw new ApiError('validation_failed', `an on-chain vault pays out ${asset.symbol} only; convert afterwards`, { field: 'destination_asset' });
           const w = await onchainWithdrawal(trx, who, v, p, amount);
           if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to withdraw', { position_id: p.id });
-          const { operation } = await operations.create(trx, {
+          const created = await operations.create(trx, {
             principal: who,
             type: 'earn.withdraw',
             resource: { type: 'earn_position', id: p.id },
@@ -453,13 +458,15 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
             humanMessage: `Withdrawing ${formatAmount(w.assets, asset.decimals)} ${asset.symbol} from ${v.name}`,
             idempotencyKey,
           });
+          if (isRefusal(created)) return created;
+          const { operation } = created;
           return operations.writeResponse(operation);
         }
         const a = accruedVault(v);
         const { shares, assets } = withdrawalOf(a, p, amount);
         if (assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to withdraw', { position_id: p.id });
         const converted = destination.symbol === asset.symbol ? null : convertAtPrice(assets, { ...asset, priceE8: (await ledger.price(trx, asset.symbol)).usdE8 }, { ...destination, priceE8: (await ledger.price(trx, destination.symbol)).usdE8 }, WITHDRAW_CONVERSION_FEE_BPS);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'earn.withdraw',
           resource: { type: 'earn_position', id: p.id },
@@ -473,6 +480,8 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           humanMessage: `Withdrawing ${formatAmount(assets, asset.decimals)} ${asset.symbol} from ${v.name}${converted ? ` as ${formatAmount(converted.netOut, destination.decimals)} ${destination.symbol}` : ''}`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         if (operation.status === 'execution_failed') return operations.writeResponse(operation);
         await burnFrom(trx, v, a, p, shares, assets);
         const postings = [
@@ -516,7 +525,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to move', { position_id: p.id });
           const existingTo = await repo.findPositionByVault(trx, who.walletId, to.id);
           const toPositionId = existingTo?.id ?? newId();
-          const { operation } = await operations.create(trx, {
+          const created = await operations.create(trx, {
             principal: who,
             type: 'earn.move',
             resource: { type: 'earn_position', id: toPositionId },
@@ -530,6 +539,8 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
             humanMessage: `Moving ${formatAmount(w.assets, asset.decimals)} ${asset.symbol} from ${from.name} to ${to.name}`,
             idempotencyKey,
           });
+          if (isRefusal(created)) return created;
+          const { operation } = created;
           return operations.writeResponse(operation);
         }
         const fromState = accruedVault(from);
@@ -537,7 +548,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
         if (assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to move', { position_id: p.id });
         const existing = await repo.findPositionByVault(trx, who.walletId, to.id);
         const positionId = existing?.id ?? newId();
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'earn.move',
           resource: { type: 'earn_position', id: positionId },
@@ -551,6 +562,8 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           humanMessage: `Moving ${formatAmount(assets, asset.decimals)} ${asset.symbol} from ${from.name} to ${to.name}`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         if (operation.status === 'execution_failed') return operations.writeResponse(operation);
         // A move out of a vault the policy no longer allows is fine; into one it does not allow is refused above by create.
         await burnFrom(trx, from, fromState, p, shares, assets);
@@ -603,7 +616,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           const total = single![1];
           // The ledger's accrual leaves the positions now (so no second claim can take it); the worker credits the
           // wallet with what the distributor's Claimed event paid, which is this same amount set on chain.
-          const { operation } = await operations.create(trx, {
+          const created = await operations.create(trx, {
             principal: who,
             type: 'earn.rewards_claim',
             resource: { type: 'earn_rewards_claim', id: claimId },
@@ -622,6 +635,8 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
             humanMessage: `Claiming ${rewardList.map((r) => `${r.amount} ${r.asset_symbol}`).join(' and ')} rewards from ${protocols.join(', ')}`,
             idempotencyKey,
           });
+          if (isRefusal(created)) return created;
+          const { operation } = created;
           if (operation.status === 'execution_failed') return operations.writeResponse(operation);
           const now = clock.now();
           for (const c of claims) {
@@ -630,7 +645,7 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           }
           return operations.writeResponse(operation);
         }
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'earn.rewards_claim',
           resource: { type: 'earn_rewards_claim', id: claimId },
@@ -643,6 +658,8 @@ export function createEarnService(deps: { clock: Clock; ledger: LedgerService; o
           humanMessage: `Claiming ${rewardList.map((r) => `${r.amount} ${r.asset_symbol}`).join(' and ') || 'no'} rewards from ${protocols.join(', ') || (wanted ?? []).join(', ') || 'earn protocols'}`,
           idempotencyKey,
         });
+        if (isRefusal(created)) return created;
+        const { operation } = created;
         if (claims.length === 0) throw new ApiError('invalid_state_transition', 'there are no pending rewards to claim', { protocols: wanted ?? [] });
         const now = clock.now();
         for (const c of claims) {

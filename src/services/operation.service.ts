@@ -12,6 +12,7 @@ import type { OperationRow, OperationStatus } from '../db/repositories/operation
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
+import { refuse, type Refusal } from '../lib/refusal.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount } from '../lib/money.js';
@@ -118,7 +119,8 @@ export interface WriteResponse {
 }
 
 export interface OperationService {
-  create(db: Db, input: CreateOperationInput): Promise<{ operation: OperationRow; holdIds: string[] }>;
+  /** The recorded operation and its holds, or the policy's refusal (its policy_rejected operation recorded and committed). */
+  create(db: Db, input: CreateOperationInput): Promise<{ operation: OperationRow; holdIds: string[] } | Refusal>;
   /** Terminal transition from `from` (guarded in SQL): captures nothing itself; on failure releases the operation's holds. */
   finish(db: Db, operationId: string, from: OperationStatus, outcome: SettleOutcome): Promise<OperationRow | undefined>;
   registerSettler(type: string, settler: Settler): void;
@@ -259,7 +261,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         if (!decision.allowed) {
           const op = await repo.insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
           await terminalEffects(trx, op, 'operation.policy_rejected');
-          throw new ApiError(decision.code, decision.message, { ...decision.details, operation_id: op.id }, { commit: true });
+          return refuse(decision.code, decision.message, { ...decision.details, operation_id: op.id });
         }
 
         const holdIds: string[] = [];

@@ -7,6 +7,7 @@ import * as repo from '../db/repositories/recipient.repository.js';
 import type { OneOffPaymentRow, RecipientRow, RecurringPaymentRow } from '../db/repositories/recipient.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError, type ErrorCode } from '../lib/errors.js';
+import { isRefusal } from '../lib/refusal.js';
 import { isUuid, newId } from '../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../lib/money.js';
 import { isEvmAddress } from '../lib/wallet-keys.js';
@@ -233,7 +234,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         Object.assign(details, { deliver_as: deliverAs.symbol, quoted_deliver_amount: quoted.toString(), min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(), slippage_bps: slippageBps });
       }
       const who2 = target.name ? `${target.name} (${short(target.address)})` : short(target.address);
-      const { operation } = await operations.create(db, {
+      const created = await operations.create(db, {
         principal: who,
         type: 'payment',
         asset: asset.symbol,
@@ -245,6 +246,9 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         humanMessage: `Paying ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${who2}${converting ? ` delivered as ${deliverAs.symbol}` : ''}`,
         idempotencyKey,
       });
+      // Until the ledger branch lands: its callers still expect the refusal thrown (and committed).
+      if (isRefusal(created)) throw new ApiError(created.refusal.code, created.refusal.message, created.refusal.details, { commit: true });
+      const { operation } = created;
       return operations.writeResponse(operation);
     },
 
@@ -265,7 +269,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         const operationId = newId();
         const unlockAt = new Date(now.getTime() + unlock * 1000);
         const expiresAt = new Date(now.getTime() + expires * 1000);
-        const { operation, holdIds } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           id: operationId,
           principal: who,
           type: 'one_off_payment.create',
@@ -281,6 +285,9 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
           acceptedEvent: 'one_off_payment.created',
           eventData: { one_off_payment: { id: oneOffId, to_address: target.address, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString() } },
         });
+        // Until the ledger branch lands: its callers still expect the refusal thrown (and committed).
+        if (isRefusal(created)) throw new ApiError(created.refusal.code, created.refusal.message, created.refusal.details, { commit: true });
+        const { operation, holdIds } = created;
         await repo.insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
         return operations.writeResponse(operation);
       });

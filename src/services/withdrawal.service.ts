@@ -6,6 +6,7 @@ import * as repo from '../db/repositories/recipient.repository.js';
 import type { WithdrawalMethodRow } from '../db/repositories/recipient.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { ApiError } from '../lib/errors.js';
+import { isRefusal } from '../lib/refusal.js';
 import { isUuid, newId } from '../lib/ids.js';
 import { formatAmount } from '../lib/money.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
@@ -42,7 +43,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
       const asset = await ledger.requireAsset(db, body.asset);
       if (asset.category !== 'cash') throw new ApiError('validation_failed', `bank withdrawals take cash assets (${(await cash(db)).join(', ')})`, { field: 'asset' });
       const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
-      const { operation } = await operations.create(db, {
+      const created = await operations.create(db, {
         principal: who,
         type: 'withdrawal.bank',
         asset: asset.symbol,
@@ -53,6 +54,9 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
         humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${method.label} (…${method.account_last4})`,
         idempotencyKey,
       });
+      // Until the ledger branch lands: its callers still expect the refusal thrown (and committed).
+      if (isRefusal(created)) throw new ApiError(created.refusal.code, created.refusal.message, created.refusal.details, { commit: true });
+      const { operation } = created;
       return operations.writeResponse(operation);
     },
 
@@ -66,7 +70,7 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
         if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
         const asset = await ledger.requireAsset(trx, body.asset);
         const { amount, usdE8 } = await resolveMoney(trx, ledger, asset, body);
-        const { operation } = await operations.create(trx, {
+        const created = await operations.create(trx, {
           principal: who,
           type: 'withdrawal.crypto',
           asset: asset.symbol,
@@ -78,6 +82,9 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
           humanMessage: `Withdrawing ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${dest.label} (${dest.address.slice(0, 6)}…${dest.address.slice(-4)})`,
           idempotencyKey,
         });
+        // Until the ledger branch lands: its callers still expect the refusal thrown (and committed).
+        if (isRefusal(created)) throw new ApiError(created.refusal.code, created.refusal.message, created.refusal.details, { commit: true });
+        const { operation } = created;
         return operations.writeResponse(operation);
       });
     },

@@ -11,6 +11,7 @@ import type { ChainReads } from '../chain/reads.js';
 import type { Clock } from '../lib/clock.js';
 import { createSealer } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
+import { isRefusal } from '../lib/refusal.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount, parseAmount } from '../lib/money.js';
@@ -246,7 +247,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     const operationId = newId();
     // evm mode: what the tracking loop needs to ask the chain whether this authorization was used.
     const onChain = chain ? { chain_id: chain.chainId, token: input.payable.usdc, authorizer: wallet.address } : {};
-    const { operation } = await operations.create(trx, {
+    const created = await operations.create(trx, {
       id: operationId,
       principal: who,
       type: input.type,
@@ -259,6 +260,9 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       idempotencyKey: input.idempotencyKey,
       settlement: chain ? 'manual' : input.settlement,
     });
+    // Until the ledger branch lands: its callers still expect the refusal thrown (and committed).
+    if (isRefusal(created)) throw new ApiError(created.refusal.code, created.refusal.message, created.refusal.details, { commit: true });
+    const { operation } = created;
     if (input.dryRun) return { operation, nonce, validBeforeIso, network, header: { name: PAYMENT_HEADER_NAMES[input.version], value: '', payload: {} } };
     const account = openWalletAccount(sealer, wallet.sealed_private_key);
     const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore, payable: input.payable });

@@ -5,6 +5,7 @@ import { createSealer } from '../../src/lib/crypto.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { runSettlementTick } from '../../src/services/settlement.js';
 import { addr, assertBooksBalance, createLedgerFixture, makeAgent, MASTER_KEY, settleAll, type LedgerFixture } from '../ledger/factory.js';
+import { isRefusal } from '../../src/lib/refusal.js';
 
 const codeOf = (err: unknown) => (err instanceof ApiError ? err.code : `unexpected: ${String(err)}`);
 
@@ -79,6 +80,7 @@ describe('audit: money core', () => {
         });
         const agent = await makeAgent(g, { fund: { USDC: '10' } });
         const crash = await g.area.operations.create(g.db, { principal: agent, type: 'audit.crash', humanMessage: 'crashes in settlement', skipPolicy: true });
+        if (isRefusal(crash)) throw new Error('skipPolicy never refuses');
         const pay = await g.area.payments.createPayment(g.db, agent, { to: addr(0x4001), asset: 'USDC', amount: '1' }, null);
         const oneOff = await g.area.payments.createOneOffPayment(g.db, agent, { to: addr(0x4002), asset: 'USDC', amount: '2', expires_in_seconds: 60 }, null);
         g.clock.advance(61_000);

@@ -3,17 +3,44 @@
 import type { Knex } from 'knex';
 import { createKnex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
+import { ApiError } from '../../src/lib/errors.js';
 import { parseAmount } from '../../src/lib/money.js';
+import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
 import { createAgentService, type AgentService } from '../../src/services/agent.service.js';
 import { createDefiArea, type DefiArea } from '../../src/services/defi-area.js';
 import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
 import { testEnv } from '../setup.js';
 
+type Raising<S> = { [K in keyof S]: S[K] extends (...args: infer A) => Promise<infer R> ? (...args: A) => Promise<Exclude<R, Refusal>> : S[K] };
+type RaisingRefusals<T> = { [K in keyof T]: Raising<T[K]> };
+
+/** Each service method raises a returned Refusal as the ApiError the HTTP answer carries (a refusal still commits its record). */
+function raisingRefusals<T extends object>(area: T): RaisingRefusals<T> {
+  const wrap = (service: object) =>
+    Object.fromEntries(
+      Object.entries(service).map(([name, value]) => [
+        name,
+        typeof value === 'function'
+          ? (...args: unknown[]) => {
+              const result: unknown = (value as (...a: unknown[]) => unknown)(...args);
+              if (!(result instanceof Promise)) return result;
+              return result.then((r: unknown) => {
+                if (isRefusal(r)) throw new ApiError(r.refusal.code, r.refusal.message, r.refusal.details);
+                return r;
+              });
+            }
+          : value,
+      ]),
+    );
+  return Object.fromEntries(Object.entries(area).map(([k, v]) => [k, wrap(v as object)])) as RaisingRefusals<T>;
+}
+
 export interface DefiHarness {
   db: Knex;
   clock: FakeClock;
   ledger: LedgerArea;
-  defi: DefiArea;
+  /** The DeFi services, with a returned policy refusal raised as its ApiError (what these tests assert on). */
+  defi: RaisingRefusals<DefiArea>;
   agents: AgentService;
   newAgent(opts?: { policy?: Record<string, unknown>; funds?: Record<string, string> }): Promise<{ agentId: string; walletId: string }>;
   balance(walletId: string, asset: string): Promise<bigint>;
@@ -30,7 +57,7 @@ export async function createDefiHarness(): Promise<DefiHarness> {
     db,
     clock,
     ledger,
-    defi,
+    defi: raisingRefusals(defi),
     agents,
     async newAgent(opts = {}) {
       const { owner_id } = await agents.createOwner(db, { email: `defi-${Math.random().toString(36).slice(2)}@example.com` });
