@@ -2,7 +2,7 @@
 import type { LooseRequest } from '../http/types.js';
 import type { LooseHandler } from '../http/types.js';
 import { answer } from '../lib/refusal.js';
-import type { AddCollateralBody, BorrowBody, DeleverageBody, RemoveCollateralBody, RepayBody } from '../services/borrow.service.js';
+import type { AddCollateralBody, BorrowBody, DeleverageBody, RemoveCollateralBody, RepayBody } from '../services/defi/borrow/borrow.service.js';
 
 const body = <T>(c: LooseRequest): T => (c.body && typeof c.body === 'object' ? c.body : {}) as T;
 const query = (c: LooseRequest, name: string): string | undefined => {

@@ -7,7 +7,7 @@ import { ApiError } from '../../src/lib/errors.js';
 import { parseAmount } from '../../src/lib/money.js';
 import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
 import { createAgentService, type AgentService } from '../../src/services/agent.service.js';
-import { createDefiArea, type DefiArea } from '../../src/services/defi-area.js';
+import { createDefiArea, type DefiArea } from '../../src/services/defi/area.js';
 import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
 import { testEnv } from '../setup.js';
 

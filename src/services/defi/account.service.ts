@@ -1,17 +1,17 @@
 // Reads of the wallet: account summary, assets, protocols, balances, activity, deposit methods and address; funding.
 import { createHash } from 'node:crypto';
-import type { Db } from '../db/knex.js';
-import { withTransaction } from '../db/knex.js';
-import { findWalletByAgent } from '../db/repositories/agent.repository.js';
-import * as ledgerRepo from '../db/repositories/ledger.repository.js';
-import * as opRepo from '../db/repositories/operation.repository.js';
-import * as recipients from '../db/repositories/recipient.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError } from '../lib/errors.js';
-import { formatAmount, mulDiv } from '../lib/money.js';
-import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.service.js';
-import type { OperationService, OwnerRef } from './operation.service.js';
+import type { Db } from '../../db/knex.js';
+import { withTransaction } from '../../db/knex.js';
+import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
+import * as ledgerRepo from '../../db/repositories/ledger.repository.js';
+import * as opRepo from '../../db/repositories/operation.repository.js';
+import * as recipients from '../../db/repositories/recipient.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { ApiError } from '../../lib/errors.js';
+import { formatAmount, mulDiv } from '../../lib/money.js';
+import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from '../../services/cursor.js';
+import { USD_DECIMALS, type LedgerService } from '../../services/ledger.service.js';
+import type { OperationService, OwnerRef } from '../../services/operation.service.js';
 
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 

@@ -1,0 +1,123 @@
+// Earn: ERC-4626 vaults on the ledger. Deposits mint shares (rounded down), withdrawals burn shares
+// (rounded up) or redeem them (assets rounded down); interest accrues lazily as a rising share price
+// from the vault's APY and the injectable clock; rewards accrue per share and are claimed by protocol.
+import type { Db, Knex } from '../../../db/knex.js';
+import type { VaultRow } from '../../../db/repositories/vault.repository.js';
+import * as erc from '../../../lib/defi/erc4626.js';
+import type { Refusal } from '../../../lib/refusal.js';
+import type { ListPage } from '../../../services/cursor.js';
+import type { OwnerRef, WriteResponse } from '../../../services/operation.service.js';
+import { createEarnCore, type EarnDeps } from './vaults.js';
+import { createEarnDeposits } from './deposit.js';
+import { createEarnPositions } from './positions.js';
+import { createEarnRewards } from './rewards.js';
+import { createEarnWithdrawals } from './withdraw-move.js';
+import { registerEarnSettlers } from './chain-settlers.js';
+import { registerRewardSettlers } from './reward-settlers.js';
+
+export { WITHDRAW_CONVERSION_FEE_BPS } from './vaults.js';
+
+export interface PublicPosition {
+  id: string;
+  vault_id: string;
+  vault_address: string;
+  protocol: string;
+  asset_symbol: string;
+  shares: string;
+  value: string;
+  value_usd: string | null;
+  principal: string;
+  earned: string;
+  apy: number;
+  pending_rewards: { asset_symbol: string; amount: string }[];
+  created_at: string;
+  updated_at: string;
+}
+
+export interface PublicOpportunity {
+  vault_id: string;
+  vault_address: string;
+  name: string;
+  protocol: string;
+  asset_symbol: string;
+  apy: number;
+  tvl: string;
+  capacity: string | null;
+  available_capacity: string | null;
+}
+
+export interface DepositBody {
+  asset: string;
+  vault_id?: string;
+  use_best_available?: boolean;
+  amount?: string;
+  amount_usd?: string;
+}
+
+export interface WithdrawBody {
+  position_id: string;
+  withdraw_all?: boolean;
+  destination_asset?: string;
+  allow_conversion?: boolean;
+  amount?: string;
+  amount_usd?: string;
+}
+
+export interface MoveBody {
+  from_position_id: string;
+  move_all?: boolean;
+  to_vault_id?: string;
+  to_best_available?: boolean;
+  amount?: string;
+  amount_usd?: string;
+}
+
+export interface AddVaultInput {
+  name: string;
+  protocol: string;
+  asset: string;
+  apyBps: number;
+  address?: string;
+  decimalsOffset?: number;
+  capacity?: string | null;
+  rewardAsset?: string | null;
+  /** Reward units per share per year as a ratio of the deposit (bps), converted to a per-share rate. */
+  rewardBps?: number;
+}
+
+export interface EarnService {
+  listPositions(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicPosition>>;
+  getPosition(db: Db, who: OwnerRef, id: string): Promise<PublicPosition>;
+  /** USD value (8 decimals) of every position of the wallet at the last known prices (unpriced assets count 0). */
+  valueUsd(db: Db, who: OwnerRef): Promise<bigint>;
+  listOpportunities(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOpportunity>>;
+  deposit(db: Db, who: OwnerRef, body: DepositBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  withdraw(db: Db, who: OwnerRef, body: WithdrawBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  move(db: Db, who: OwnerRef, body: MoveBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  claimRewards(db: Db, who: OwnerRef, body: { protocols?: string[] }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+
+  addVault(db: Db, input: AddVaultInput): Promise<PublicOpportunity>;
+  /** Every vault (the owner's view, no policy filter), highest APY first. */
+  listVaults(db: Db): Promise<(PublicOpportunity & { active: boolean })[]>;
+  findVaultByAddress(db: Db, address: string): Promise<VaultRow | undefined>;
+  /** Pays exactly `assets` out of the wallet's position in the vault into its available balance (caller holds the locks). */
+  redeemAssetsToWallet(trx: Knex.Transaction, who: OwnerRef, vaultId: string, assets: bigint, operationId: string | null): Promise<{ shares: bigint }>;
+  /** Deposits `assets` from the wallet's available balance into the vault. */
+  depositFromWallet(trx: Knex.Transaction, who: OwnerRef, vaultId: string, assets: bigint, operationId: string | null): Promise<{ positionId: string; shares: bigint }>;
+  /** The vault's state accrued to now, without writing (for reads). */
+  accruedVault(v: VaultRow): AccruedVault;
+}
+
+export interface AccruedVault {
+  state: erc.VaultState;
+  accRewardRay: bigint;
+  at: Date;
+}
+
+export function createEarnService(deps: EarnDeps): EarnService {
+  const core = createEarnCore(deps);
+  const service: EarnService = { ...createEarnPositions(core), ...createEarnDeposits(core), ...createEarnWithdrawals(core), ...createEarnRewards(core) };
+  registerEarnSettlers(core);
+  registerRewardSettlers(core);
+  return service;
+}
