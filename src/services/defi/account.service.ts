@@ -9,9 +9,9 @@ import * as recipients from '../../db/repositories/recipient.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount, mulDiv } from '../../lib/money.js';
-import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from '../../services/cursor.js';
-import { USD_DECIMALS, type LedgerService } from '../../services/ledger.service.js';
-import type { OperationService, OwnerRef } from '../../services/operation.service.js';
+import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import { USD_DECIMALS, type LedgerService } from '../ledger.service.js';
+import type { OperationService, OwnerRef } from '../operation.service.js';
 
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 

@@ -8,7 +8,7 @@ import type { Clock } from '../../lib/clock.js';
 import { createBorrowService, type BorrowService } from './borrow/borrow.service.js';
 import { createConversionService, type ConversionService } from './conversions/conversion.service.js';
 import { createEarnService, type EarnService } from './earn/earn.service.js';
-import type { LedgerArea } from '../../services/ledger-area.js';
+import type { LedgerArea } from '../ledger-area.js';
 
 export interface DefiArea {
   earn: EarnService;

@@ -5,7 +5,7 @@ import type { Dex } from '../../chain/dex.js';
 import type { Db } from '../../db/knex.js';
 import { upsertPrice } from '../../db/repositories/ledger.repository.js';
 import type { Clock } from '../../lib/clock.js';
-import type { LedgerService } from '../../services/ledger.service.js';
+import type { LedgerService } from '../ledger.service.js';
 
 /** The window a time-weighted pool price spans at most before its start observation rolls forward. */
 export const POOL_TWAP_WINDOW_SECONDS = 600;

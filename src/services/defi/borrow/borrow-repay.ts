@@ -1,24 +1,18 @@
 // Borrowing and repaying (optionally from another asset, converted at the feed).
-import { withTransaction } from '../../../db/knex.js';
 import * as repo from '../../../db/repositories/market.repository.js';
 import * as aave from '../../../lib/defi/aave.js';
 import { ApiError } from '../../../lib/errors.js';
-import { isRefusal } from '../../../lib/refusal.js';
 import { formatAmount } from '../../../lib/money.js';
 import type { BorrowService } from './borrow.service.js';
 import { ratio } from './markets.js';
 import type { BorrowKit } from './morpho.js';
 
 export function createBorrowRepay(kit: BorrowKit): Pick<BorrowService, 'borrow' | 'repay'> {
-  const { clock, ledger, operations, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, market, lockAccount, walletAccount, poolAccount, payFromWallet, sourceCost, onchainMarket, position, onchainAsset, lendingDetails, afterBorrow, checkOnchain, createOnchain, noConversion, repayOnchain } = kit;
+  const { recordOnMarket, accountWrite, clock, ledger, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, market, walletAccount, poolAccount, payFromWallet, sourceCost, position, lendingDetails, afterBorrow, checkOnchain, createOnchain, noConversion, repayOnchain } = kit;
   return {
     async borrow(db, who, body, idempotencyKey) {
-      return withTransaction(db, async (trx) => {
-        await lockAccount(trx, who);
-        const asset = await ledger.requireAsset(trx, body.asset);
-        const om = await onchainMarket(trx);
+      return accountWrite(db, who, body.asset, 'borrow', async (trx, asset, om) => {
         if (om) {
-          onchainAsset(om, asset.symbol, 'borrow');
           const m = await market(trx, asset.symbol, 'borrow', false);
           const amount = (await resolveAmount(trx, asset, body)) as bigint;
           const what = `borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`;
@@ -34,34 +28,22 @@ export function createBorrowRepay(kit: BorrowKit): Pick<BorrowService, 'borrow' 
         owed.set(asset.symbol, (owed.get(asset.symbol) ?? 0n) + amount);
         const check = aave.checkPosition(collateralInputs(s), debtInputs(s, owed), maxAfter);
         if (!check.ok) throw ltvTooHigh(check, `borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'debt.borrow',
-          resource: { type: 'debt', id: m.id },
-          asset: asset.symbol,
-          amount,
-          policy: { protocol: m.protocol_id, ltvBps: ltvBpsOf(check.data) },
-          settlement: 'immediate',
+        return recordOnMarket(trx, who, m, {
+          type: 'debt.borrow', resource: 'debt', asset: asset.symbol, amount, ltvBps: ltvBpsOf(check.data),
           details: { ltv_after: ratio(ltvBpsOf(check.data)), borrow_index_ray: m.index.toString() },
           eventData: { ltv_after: ratio(ltvBpsOf(check.data)) },
           humanMessage: `Borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol} on ${m.protocol_id}`,
           idempotencyKey,
+        }, async (operation) => {
+          await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: aave.scaledForBorrow(amount, m.index), at: clock.now() });
+          await ledger.post(trx, { operationId: operation.id, entryType: 'debt.borrow', postings: [{ account: poolAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: aave.scaledForBorrow(amount, m.index), at: clock.now() });
-        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.borrow', postings: [{ account: poolAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
-        return operations.writeResponse(operation);
       });
     },
 
     async repay(db, who, body, idempotencyKey) {
-      return withTransaction(db, async (trx) => {
-        await lockAccount(trx, who);
-        const asset = await ledger.requireAsset(trx, body.asset);
-        const om = await onchainMarket(trx);
+      return accountWrite(db, who, body.asset, 'borrow', async (trx, asset, om) => {
         if (om) {
-          onchainAsset(om, asset.symbol, 'borrow');
           noConversion(body.source_asset, asset.symbol);
           const m = await market(trx, asset.symbol, 'borrow', false);
           const requested = await resolveAmount(trx, asset, body, { name: 'repay_all', value: body.repay_all });
@@ -79,24 +61,16 @@ export function createBorrowRepay(kit: BorrowKit): Pick<BorrowService, 'borrow' 
         const amount = all ? debt.owed : (requested as bigint);
         const scaledDelta = all ? debt.scaled : aave.scaledForRepay(amount, m.index);
         const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'debt.repay',
-          resource: { type: 'debt', id: m.id },
-          asset: asset.symbol,
-          amount,
-          policy: { protocol: m.protocol_id },
-          settlement: 'immediate',
+        return recordOnMarket(trx, who, m, {
+          type: 'debt.repay', resource: 'debt', asset: asset.symbol, amount,
           details: { source_asset: source.symbol, source_amount: cost.toString(), repaid_all: all },
           eventData: { repaid_all: all },
           humanMessage: `Repaying ${formatAmount(amount, asset.decimals)} ${asset.symbol}${source.symbol !== asset.symbol ? ` with ${formatAmount(cost, source.decimals)} ${source.symbol}` : ''}`,
           idempotencyKey,
+        }, async (operation) => {
+          await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -scaledDelta, at: clock.now() });
+          await ledger.post(trx, { operationId: operation.id, entryType: 'debt.repay', postings: payFromWallet(who, source, cost, asset, amount, poolAccount(m)) });
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -scaledDelta, at: clock.now() });
-        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.repay', postings: payFromWallet(who, source, cost, asset, amount, poolAccount(m)) });
-        return operations.writeResponse(operation);
       });
     },
 

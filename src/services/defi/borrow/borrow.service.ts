@@ -3,8 +3,8 @@
 // removal keeps D / C within min(market LTV, max_ltv_after, policy max_ltv_bps) exactly.
 import type { Db } from '../../../db/knex.js';
 import type { Refusal } from '../../../lib/refusal.js';
-import type { ListPage } from '../../../services/cursor.js';
-import type { OwnerRef, WriteResponse } from '../../../services/operation.service.js';
+import type { ListPage } from '../../cursor.js';
+import type { OwnerRef, WriteResponse } from '../../operation.service.js';
 import { type BorrowDeps, createBorrowCore } from './markets.js';
 import { type BorrowKit, createMorpho } from './morpho.js';
 import { createBorrowRepay } from './borrow-repay.js';

@@ -3,7 +3,7 @@ import { findHeldByOperation } from '../../../db/repositories/ledger.repository.
 import type { OperationRow } from '../../../db/repositories/operation.repository.js';
 import type { Knex } from '../../../db/knex.js';
 import * as repo from '../../../db/repositories/market.repository.js';
-import type { OwnerRef } from '../../../services/operation.service.js';
+import type { OwnerRef } from '../../operation.service.js';
 import type { BorrowKit, OnchainMarket } from './morpho.js';
 
 export function registerBorrowSettlers(kit: BorrowKit): void {

@@ -1,24 +1,18 @@
 // Collateral: adding (optionally bought from another asset) and removing, within the LTV limits.
-import { withTransaction } from '../../../db/knex.js';
 import * as repo from '../../../db/repositories/market.repository.js';
 import * as aave from '../../../lib/defi/aave.js';
 import { ApiError } from '../../../lib/errors.js';
-import { isRefusal } from '../../../lib/refusal.js';
 import { formatAmount } from '../../../lib/money.js';
 import type { BorrowService } from './borrow.service.js';
 import { ratio } from './markets.js';
 import type { BorrowKit } from './morpho.js';
 
 export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollateral' | 'removeCollateral'> {
-  const { clock, ledger, operations, snapshot, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, market, lockAccount, walletAccount, collateralAccount, payFromWallet, sourceCost, onchainMarket, position, onchainAsset, lendingDetails, checkOnchain, createOnchain, noConversion } = kit;
+  const { recordOnMarket, accountWrite, clock, ledger, snapshot, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, market, walletAccount, collateralAccount, payFromWallet, sourceCost, position, lendingDetails, checkOnchain, createOnchain, noConversion } = kit;
   return {
     async addCollateral(db, who, body, idempotencyKey) {
-      return withTransaction(db, async (trx) => {
-        await lockAccount(trx, who);
-        const asset = await ledger.requireAsset(trx, body.asset);
-        const om = await onchainMarket(trx);
+      return accountWrite(db, who, body.asset, 'collateral', async (trx, asset, om) => {
         if (om) {
-          onchainAsset(om, asset.symbol, 'collateral');
           noConversion(body.source_asset, asset.symbol);
           const m = await market(trx, asset.symbol, 'collateral', false);
           const amount = (await resolveAmount(trx, asset, body)) as bigint;
@@ -29,33 +23,21 @@ export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollat
         if (source.symbol !== asset.symbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
         const amount = (await resolveAmount(trx, asset, body)) as bigint;
         const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'collateral.add',
-          resource: { type: 'collateral', id: m.id },
-          asset: asset.symbol,
-          amount,
-          policy: { protocol: m.protocol_id },
-          settlement: 'immediate',
+        return recordOnMarket(trx, who, m, {
+          type: 'collateral.add', resource: 'collateral', asset: asset.symbol, amount,
           details: { source_asset: source.symbol, source_amount: cost.toString() },
           humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral`,
           idempotencyKey,
+        }, async (operation) => {
+          await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
+          await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
-        await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
-        return operations.writeResponse(operation);
       });
     },
 
     async removeCollateral(db, who, body, idempotencyKey) {
-      return withTransaction(db, async (trx) => {
-        await lockAccount(trx, who);
-        const asset = await ledger.requireAsset(trx, body.asset);
-        const om = await onchainMarket(trx);
+      return accountWrite(db, who, body.asset, 'collateral', async (trx, asset, om) => {
         if (om) {
-          onchainAsset(om, asset.symbol, 'collateral');
           const m = await market(trx, asset.symbol, 'collateral', false);
           const requested = await resolveAmount(trx, asset, body, { name: 'remove_all', value: body.remove_all });
           const p = await position(trx, om, who);
@@ -75,26 +57,18 @@ export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollat
         after.set(asset.symbol, held - amount);
         const check = aave.checkPosition(collateralInputs(s, after), debtInputs(s), maxAfter);
         if (!check.ok) throw ltvTooHigh(check, `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'collateral.remove',
-          resource: { type: 'collateral', id: m.id },
-          asset: asset.symbol,
-          amount,
-          policy: { protocol: m.protocol_id, ltvBps: ltvBpsOf(check.data) },
-          settlement: 'immediate',
+        return recordOnMarket(trx, who, m, {
+          type: 'collateral.remove', resource: 'collateral', asset: asset.symbol, amount, ltvBps: ltvBpsOf(check.data),
           details: { ltv_after: ratio(ltvBpsOf(check.data)) },
           eventData: { ltv_after: ratio(ltvBpsOf(check.data)) },
           humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral`,
           idempotencyKey,
+        }, async (operation) => {
+          if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -amount, at: clock.now() }))) {
+            throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is smaller than ${formatAmount(amount, asset.decimals)}`, { asset: asset.symbol });
+          }
+          await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.remove', postings: [{ account: collateralAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -amount, at: clock.now() }))) {
-          throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is smaller than ${formatAmount(amount, asset.decimals)}`, { asset: asset.symbol });
-        }
-        await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.remove', postings: [{ account: collateralAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
-        return operations.writeResponse(operation);
       });
     },
 

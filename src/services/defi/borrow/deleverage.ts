@@ -5,15 +5,14 @@ import * as repo from '../../../db/repositories/market.repository.js';
 import * as aave from '../../../lib/defi/aave.js';
 import { convertAtPrice, inputForOutput } from '../../../lib/defi/pricing.js';
 import { ApiError } from '../../../lib/errors.js';
-import { isRefusal } from '../../../lib/refusal.js';
 import { formatAmount } from '../../../lib/money.js';
-import type { LedgerService } from '../../../services/ledger.service.js';
+import type { LedgerService } from '../../ledger.service.js';
 import type { BorrowService } from './borrow.service.js';
 import { BORROW_CONVERSION_FEE_BPS, ratio } from './markets.js';
 import type { BorrowKit } from './morpho.js';
 
 export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverage'> {
-  const { clock, ledger, operations, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ratioBps, parseUsd, market, lockAccount, walletAccount, poolAccount, collateralAccount, conversionAccount, onchainMarket, position, wadRatio, noConversion, repayOnchain } = kit;
+  const { recordOnMarket, clock, ledger, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ratioBps, parseUsd, market, lockAccount, walletAccount, poolAccount, collateralAccount, conversionAccount, onchainMarket, position, wadRatio, noConversion, repayOnchain } = kit;
   return {
     async deleverage(db, who, body, idempotencyKey) {
       return withTransaction(db, async (trx) => {
@@ -163,37 +162,29 @@ export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverag
             reachable_ltv: ratio(ltvBpsOf(end)),
           });
         }
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'debt.deleverage',
-          resource: { type: 'debt', id: m.id },
-          asset: debtSymbol,
-          amount: repaid,
-          policy: { protocol: m.protocol_id, ltvBps: ltvBpsOf(end) },
-          settlement: 'immediate',
+        return recordOnMarket(trx, who, m, {
+          type: 'debt.deleverage', resource: 'debt', asset: debtSymbol, amount: repaid, ltvBps: ltvBpsOf(end),
           details: { target_ltv: ratio(target), ltv_before: ratio(ltvBpsOf(start)), ltv_after: ratio(ltvBpsOf(end)), cash_spent: cashSpent.toString(), source_asset: source.symbol, collateral_sold: sold.map((x) => ({ asset_symbol: x.symbol, amount: x.units.toString() })) },
           eventData: { target_ltv: ratio(target), ltv_after: ratio(ltvBpsOf(end)) },
           humanMessage: `Deleveraging to ${(ltvBpsOf(end) / 100).toFixed(2)} % LTV by repaying ${formatAmount(repaid, debtAsset.decimals)} ${debtSymbol}`,
           idempotencyKey,
+        }, async (operation) => {
+          const debt = s.debts.get(debtSymbol)!;
+          const scaledDelta = owed === 0n ? debt.scaled : aave.scaledForRepay(repaid, m.index);
+          await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: debtSymbol, delta: -scaledDelta, at: clock.now() });
+          const postings: Parameters<LedgerService['post']>[1]['postings'] = [];
+          if (cashSpent > 0n) {
+            const cashRepaid = repaid - sold.reduce((a, x) => a + x.out, 0n);
+            if (source.symbol === debtSymbol) postings.push({ account: walletAccount(who), asset: debtSymbol, amount: -cashSpent }, { account: poolAccount(m), asset: debtSymbol, amount: cashSpent });
+            else postings.push({ account: walletAccount(who), asset: source.symbol, amount: -cashSpent }, { account: conversionAccount, asset: source.symbol, amount: cashSpent }, { account: conversionAccount, asset: debtSymbol, amount: -cashRepaid }, { account: poolAccount(m), asset: debtSymbol, amount: cashRepaid });
+          }
+          for (const x of sold) {
+            const collMarket = s.markets.get(x.symbol)!;
+            if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: x.symbol, delta: -x.units, at: clock.now() }))) throw new Error('collateral changed under the wallet lock');
+            postings.push({ account: collateralAccount(collMarket), asset: x.symbol, amount: -x.units }, { account: conversionAccount, asset: x.symbol, amount: x.units }, { account: conversionAccount, asset: debtSymbol, amount: -x.out }, { account: poolAccount(m), asset: debtSymbol, amount: x.out });
+          }
+          await ledger.post(trx, { operationId: operation.id, entryType: 'debt.deleverage', postings });
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        const debt = s.debts.get(debtSymbol)!;
-        const scaledDelta = owed === 0n ? debt.scaled : aave.scaledForRepay(repaid, m.index);
-        await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: debtSymbol, delta: -scaledDelta, at: clock.now() });
-        const postings: Parameters<LedgerService['post']>[1]['postings'] = [];
-        if (cashSpent > 0n) {
-          const cashRepaid = repaid - sold.reduce((a, x) => a + x.out, 0n);
-          if (source.symbol === debtSymbol) postings.push({ account: walletAccount(who), asset: debtSymbol, amount: -cashSpent }, { account: poolAccount(m), asset: debtSymbol, amount: cashSpent });
-          else postings.push({ account: walletAccount(who), asset: source.symbol, amount: -cashSpent }, { account: conversionAccount, asset: source.symbol, amount: cashSpent }, { account: conversionAccount, asset: debtSymbol, amount: -cashRepaid }, { account: poolAccount(m), asset: debtSymbol, amount: cashRepaid });
-        }
-        for (const x of sold) {
-          const collMarket = s.markets.get(x.symbol)!;
-          if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: x.symbol, delta: -x.units, at: clock.now() }))) throw new Error('collateral changed under the wallet lock');
-          postings.push({ account: collateralAccount(collMarket), asset: x.symbol, amount: -x.units }, { account: conversionAccount, asset: x.symbol, amount: x.units }, { account: conversionAccount, asset: debtSymbol, amount: -x.out }, { account: poolAccount(m), asset: debtSymbol, amount: x.out });
-        }
-        await ledger.post(trx, { operationId: operation.id, entryType: 'debt.deleverage', postings });
-        return operations.writeResponse(operation);
       });
     },
 

@@ -5,15 +5,17 @@ import type { Db } from '../../../db/knex.js';
 import { type AssetRow, findPrice } from '../../../db/repositories/ledger.repository.js';
 import * as repo from '../../../db/repositories/market.repository.js';
 import type { MarketRow } from '../../../db/repositories/market.repository.js';
-import { lockPolicy } from '../../../db/repositories/operation.repository.js';
+import { lockPolicy, type OperationRow } from '../../../db/repositories/operation.repository.js';
 import * as aave from '../../../lib/defi/aave.js';
 import { inputForOutput } from '../../../lib/defi/pricing.js';
 import type { Clock } from '../../../lib/clock.js';
 import { ApiError } from '../../../lib/errors.js';
 import { formatAmount, mulDiv, parseAmount } from '../../../lib/money.js';
-import { type Account, type LedgerService, type Posting, USD_DECIMALS } from '../../../services/ledger.service.js';
-import type { OperationService, OwnerRef } from '../../../services/operation.service.js';
-import type { PolicyService } from '../../../services/policy.service.js';
+import { type Account, type LedgerService, type Posting, USD_DECIMALS } from '../../ledger.service.js';
+import type { OperationService, OwnerRef, WriteResponse } from '../../operation.service.js';
+import type { PolicyService } from '../../policy.service.js';
+import { recordWrite } from '../record.js';
+import type { Refusal } from '../../../lib/refusal.js';
 
 /** Swap fee (bps) when repaying from another asset or selling collateral. */
 export const BORROW_CONVERSION_FEE_BPS = 30n;
@@ -176,5 +178,11 @@ export function createBorrowCore(deps: BorrowDeps) {
     return inputForOutput(amount, { ...source, priceE8: ps }, { ...target, priceE8: pt }, BORROW_CONVERSION_FEE_BPS);
   }
 
-  return { clock, ledger, operations, lending, accruedIndex, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, parseUsd, market, lockAccount, walletAccount, poolAccount, collateralAccount, conversionAccount, payFromWallet, sourceCost };
+  /** Records an immediate write on the ledger market `m` (the policy sees its protocol, and the LTV after when given) and books it. */
+  function recordOnMarket(trx: Db, who: OwnerRef, m: MarketRow, input: { type: string; resource: 'debt' | 'collateral'; asset: string; amount: bigint; ltvBps?: number; details: Record<string, unknown>; eventData?: Record<string, unknown>; humanMessage: string; idempotencyKey: string | null }, book: (operation: OperationRow) => Promise<void>): Promise<WriteResponse | Refusal> {
+    const { resource, ltvBps, ...rest } = input;
+    return recordWrite(operations, trx, { ...rest, principal: who, resource: { type: resource, id: m.id }, policy: { protocol: m.protocol_id, ...(ltvBps !== undefined ? { ltvBps } : {}) }, settlement: 'immediate' }, book);
+  }
+
+  return { recordOnMarket, clock, ledger, operations, lending, accruedIndex, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, parseUsd, market, lockAccount, walletAccount, poolAccount, collateralAccount, conversionAccount, payFromWallet, sourceCost };
 }

@@ -4,17 +4,18 @@ import type { OnchainLendingDetails } from '../../../chain/evm.js';
 import { accountData, type LendingContracts, type LendingPosition, toAssetsUp, toSharesUp } from '../../../chain/lending.js';
 import type { Address } from '../../../chain/port.js';
 import { findWalletByAgent } from '../../../db/repositories/agent.repository.js';
-import type { Db } from '../../../db/knex.js';
+import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
 import { type AssetRow, findPrice } from '../../../db/repositories/ledger.repository.js';
 import * as repo from '../../../db/repositories/market.repository.js';
 import type { MarketRow } from '../../../db/repositories/market.repository.js';
 import * as aave from '../../../lib/defi/aave.js';
 import { ApiError } from '../../../lib/errors.js';
-import { isRefusal, type Refusal } from '../../../lib/refusal.js';
+import type { Refusal } from '../../../lib/refusal.js';
 import { formatAmount, mulDiv } from '../../../lib/money.js';
-import type { OwnerRef, WriteResponse } from '../../../services/operation.service.js';
+import type { OwnerRef, WriteResponse } from '../../operation.service.js';
 import type { BorrowSummary } from './borrow.service.js';
 import { type BorrowCore, ratio, usd } from './markets.js';
+import { recordWrite } from '../record.js';
 
 export interface OnchainMarket {
   c: LendingContracts & { router: Address };
@@ -25,7 +26,7 @@ export interface OnchainMarket {
 export type BorrowKit = BorrowCore & ReturnType<typeof createMorpho>;
 
 export function createMorpho(core: BorrowCore) {
-  const { ledger, operations, lending } = core;
+  const { ledger, lockAccount, operations, lending } = core;
   async function onchainMarket(db: Db): Promise<OnchainMarket | null> {
     if (!lending) return null;
     const c = await lending.contracts(db);
@@ -140,7 +141,7 @@ export function createMorpho(core: BorrowCore) {
 
   /** Settled by the worker on chain: the operation records the market call; its settler books what Morpho's events say. */
   async function createOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, input: { type: string; resourceType: 'collateral' | 'debt'; resourceId: string; asset: AssetRow; amount: bigint; details: OnchainLendingDetails; holds?: { asset: string; amount: bigint }[]; ltvBps?: number; extra?: Record<string, unknown>; humanMessage: string; idempotencyKey: string | null }): Promise<WriteResponse | Refusal> {
-    const created = await operations.create(trx, {
+    return recordWrite(operations, trx, {
       principal: who,
       type: input.type,
       resource: { type: input.resourceType, id: input.resourceId },
@@ -154,9 +155,6 @@ export function createMorpho(core: BorrowCore) {
       humanMessage: input.humanMessage,
       idempotencyKey: input.idempotencyKey,
     });
-    if (isRefusal(created)) return created;
-    const { operation } = created;
-    return operations.writeResponse(operation);
   }
 
   const onchainPool = (om: OnchainMarket) => ({ kind: 'external' as const, name: `borrow:morpho:${om.loan.symbol}` });
@@ -179,5 +177,19 @@ export function createMorpho(core: BorrowCore) {
     return createOnchain(trx, who, om, { type, resourceType: 'debt', resourceId: m.id, asset: om.loan, amount: expected, details, holds: [{ asset: om.loan.symbol, amount: maxAssets }], extra: { ...extra, repaid_all: all }, humanMessage: humanMessage(expected), idempotencyKey });
   }
 
-  return { onchainMarket, ownerAddress, position, onchainAsset, wadRatio, wadToBps, lendingDetails, afterBorrow, checkOnchain, onchainSummary, createOnchain, onchainPool, onchainCollateral, noConversion, repayOnchain };
+  /**
+   * A write of the borrow area: one transaction, the account locked (policy row, then wallet: the lock order every DeFi
+   * write shares), the asset, and the chain's lending market when there is one (which must take the asset in `role`).
+   */
+  async function accountWrite<T>(db: Db, who: OwnerRef, symbol: string, role: 'collateral' | 'borrow', write: (trx: Knex.Transaction, asset: AssetRow, om: OnchainMarket | null) => Promise<T>): Promise<T> {
+    return withTransaction(db, async (trx) => {
+      await lockAccount(trx, who);
+      const asset = await ledger.requireAsset(trx, symbol);
+      const om = await onchainMarket(trx);
+      if (om) onchainAsset(om, asset.symbol, role);
+      return write(trx, asset, om);
+    });
+  }
+
+  return { accountWrite, onchainMarket, ownerAddress, position, onchainAsset, wadRatio, wadToBps, lendingDetails, afterBorrow, checkOnchain, onchainSummary, createOnchain, onchainPool, onchainCollateral, noConversion, repayOnchain };
 }

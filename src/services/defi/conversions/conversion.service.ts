@@ -1,28 +1,28 @@
 // Conversions: stored single-use quotes at the price feed (60 s), then execution that re-prices,
 // refuses below min_amount_out, consumes the quote through a primary key and holds the input;
 // the settlement loop swaps the held input for the output (or fails and releases it).
-import type { Db, Knex } from '../../../db/knex.js';
-import { withTransaction } from '../../../db/knex.js';
-import { findHeldByOperation, type AssetRow } from '../../../db/repositories/ledger.repository.js';
+import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
+import { type AssetRow, findHeldByOperation } from '../../../db/repositories/ledger.repository.js';
 import { lockPolicy, type OperationRow } from '../../../db/repositories/operation.repository.js';
 import * as repo from '../../../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
 import type { QuoteRoute, QuoteRow } from '../../../db/repositories/quote.repository.js';
-import { DEX_PROTOCOL, UNISWAP_V2_FEE_BPS, type Dex, type DexQuote } from '../../../chain/dex.js';
+import { type Dex, DEX_PROTOCOL, type DexQuote, UNISWAP_V2_FEE_BPS } from '../../../chain/dex.js';
 import type { OnchainSwapDetails } from '../../../chain/evm.js';
 import { getAmountOut, minAmountOut, slippagePercentToBps } from '../../../lib/defi/amm.js';
-import { convertAtPrice, humanRate, toUsd, type PricedAsset } from '../../../lib/defi/pricing.js';
+import { convertAtPrice, humanRate, type PricedAsset, toUsd } from '../../../lib/defi/pricing.js';
 import type { Clock } from '../../../lib/clock.js';
 import { sha256Hex } from '../../../lib/crypto.js';
 import { ApiError } from '../../../lib/errors.js';
 import { isRefusal, type Refusal } from '../../../lib/refusal.js';
 import { newId } from '../../../lib/ids.js';
 import { formatAmount } from '../../../lib/money.js';
-import type { ListPage } from '../../../services/cursor.js';
+import type { ListPage } from '../../cursor.js';
 import type { EarnService } from '../earn/earn.service.js';
-import { USD_DECIMALS, type AmountFields, type LedgerService } from '../../../services/ledger.service.js';
-import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from '../../../services/operation.service.js';
-import type { PolicyService } from '../../../services/policy.service.js';
+import { type AmountFields, type LedgerService, USD_DECIMALS } from '../../ledger.service.js';
+import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from '../../operation.service.js';
+import type { PolicyService } from '../../policy.service.js';
+import { recordWrite } from '../record.js';
 
 export const QUOTE_TTL_MS = 60_000;
 export const DEFAULT_SLIPPAGE_PERCENT = 1;
@@ -237,11 +237,8 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         if (quote.from_vault_id && (await policy.evaluate(trx, who.agentId, { ...policyFacts, type: 'conversion', asset: from.symbol, usdE8: toUsd(fromAmount, pf) })).allowed) {
           await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
         }
-        const created = await operations.create(trx, {
-          id: operationId,
-          principal: who,
-          type: 'conversion',
-          resource: { type: 'conversion', id: operationId },
+        const result = await recordWrite(operations, trx, {
+          id: operationId, principal: who, type: 'conversion', resource: { type: 'conversion', id: operationId },
           asset: from.symbol,
           amount: fromAmount,
           amountUsdE8: toUsd(fromAmount, pf),
@@ -261,13 +258,9 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
           humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
           idempotencyKey,
         });
-        if (isRefusal(created)) {
-          // A policy refusal commits its record; the quote stays usable (it was not what failed).
-          await repo.releaseQuote(trx, quote.id, operationId);
-          return created;
-        }
-        const { operation } = created;
-        return operations.writeResponse(operation);
+        // A policy refusal commits its record; the quote stays usable (it was not what failed).
+        if (isRefusal(result)) await repo.releaseQuote(trx, quote.id, operationId);
+        return result;
       });
     },
 

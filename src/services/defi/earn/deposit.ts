@@ -5,11 +5,11 @@ import { lockPolicy } from '../../../db/repositories/operation.repository.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
 import * as erc from '../../../lib/defi/erc4626.js';
 import { ApiError } from '../../../lib/errors.js';
-import { isRefusal } from '../../../lib/refusal.js';
 import { newId } from '../../../lib/ids.js';
 import { formatAmount } from '../../../lib/money.js';
 import type { EarnService } from './earn.service.js';
 import type { EarnCore } from './vaults.js';
+import { recordWrite } from '../record.js';
 
 export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' | 'depositFromWallet'> {
   const { ledger, operations, venue, onchain, onchainDetails, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, vaultAccount } = core;
@@ -29,55 +29,33 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
         const a = accruedVault(v);
         const existing = await repo.findPositionByVault(trx, who.walletId, v.id);
         const positionId = existing?.id ?? newId();
+        const deposit = { principal: who, type: 'earn.deposit', resource: { type: 'earn_position', id: positionId }, asset: asset.symbol, amount, policy: { protocol: v.protocol_id }, toAddress: v.address, eventData: { vault_id: v.id, position_id: positionId }, humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`, idempotencyKey };
         if (await onchain(trx, v)) {
           // Settled by the worker on chain: the amount is held now, the shares are what the vault's Deposit event says.
           const estimate = await venue!.previewDeposit(v.address as Address, amount);
           if (estimate <= 0n) throw new ApiError('validation_failed', 'the amount is too small to mint a vault share', { field: 'amount' });
-          const created = await operations.create(trx, {
-            principal: who,
-            type: 'earn.deposit',
-            resource: { type: 'earn_position', id: positionId },
-            asset: asset.symbol,
-            amount,
-            policy: { protocol: v.protocol_id },
-            toAddress: v.address,
+          return recordWrite(operations, trx, {
+            ...deposit,
             details: { vault_id: v.id, position_id: positionId, shares: estimate.toString(), ...(await onchainDetails(trx, { action: 'deposit', vault: v.address as Address, amount: amount.toString(), minimum: '0' })) },
-            eventData: { vault_id: v.id, position_id: positionId },
-            humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`,
-            idempotencyKey,
           });
-          if (isRefusal(created)) return created;
-          const { operation } = created;
-          return operations.writeResponse(operation);
         }
         const shares = erc.previewDeposit(a.state, amount);
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'earn.deposit',
-          resource: { type: 'earn_position', id: positionId },
-          asset: asset.symbol,
-          amount,
-          policy: { protocol: v.protocol_id },
+        return recordWrite(operations, trx, {
+          ...deposit,
           settlement: 'immediate',
-          toAddress: v.address,
           details: { vault_id: v.id, position_id: positionId, shares: shares.toString() },
-          eventData: { vault_id: v.id, position_id: positionId },
-          humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`,
-          idempotencyKey,
+        }, async (operation) => {
+          if (operation.status === 'execution_failed') return;
+          await ledger.post(trx, {
+            operationId: operation.id,
+            entryType: 'earn.deposit',
+            postings: [
+              { account: { kind: 'available', walletId: who.walletId }, asset: asset.symbol, amount: -amount },
+              { account: vaultAccount(v), asset: asset.symbol, amount },
+            ],
+          });
+          await mintInto(trx, who, v, a, amount, positionId);
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        if (operation.status === 'execution_failed') return operations.writeResponse(operation);
-        await ledger.post(trx, {
-          operationId: operation.id,
-          entryType: 'earn.deposit',
-          postings: [
-            { account: { kind: 'available', walletId: who.walletId }, asset: asset.symbol, amount: -amount },
-            { account: vaultAccount(v), asset: asset.symbol, amount },
-          ],
-        });
-        await mintInto(trx, who, v, a, amount, positionId);
-        return operations.writeResponse(operation);
       });
     },
 

@@ -6,7 +6,7 @@ import * as erc from '../../../lib/defi/erc4626.js';
 import { ApiError } from '../../../lib/errors.js';
 import { newId } from '../../../lib/ids.js';
 import { mulDiv } from '../../../lib/money.js';
-import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage } from '../../../services/cursor.js';
+import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage } from '../../cursor.js';
 import type { EarnService } from './earn.service.js';
 import type { EarnCore } from './vaults.js';
 

@@ -4,11 +4,11 @@ import { lockPolicy } from '../../../db/repositories/operation.repository.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
 import type { PositionRow, VaultRow } from '../../../db/repositories/vault.repository.js';
 import { ApiError } from '../../../lib/errors.js';
-import { isRefusal } from '../../../lib/refusal.js';
 import { newId } from '../../../lib/ids.js';
 import { formatAmount } from '../../../lib/money.js';
 import type { AccruedVault, EarnService } from './earn.service.js';
 import type { EarnCore } from './vaults.js';
+import { recordWrite } from '../record.js';
 
 export function createEarnRewards(core: EarnCore): Pick<EarnService, 'claimRewards'> {
   const { clock, ledger, operations, venue, onchain, accruedVault, saveVault, settleRewards, assetOf, allowedProtocols } = core;
@@ -39,6 +39,7 @@ export function createEarnRewards(core: EarnCore): Pick<EarnService, 'claimRewar
         const rewardList = await Promise.all([...totals].map(async ([k, x]) => ({ asset_symbol: k, amount: formatAmount(x, (await assetOf(trx, k)).decimals) })));
         const claimId = newId();
         // On chain (evm, distributor deployed): rewards of positions in on-chain vaults are paid by the distributor.
+        const claim = { principal: who, type: 'earn.rewards_claim', resource: { type: 'earn_rewards_claim', id: claimId }, policy: { protocol: policyProtocol }, eventData: { protocols, rewards: rewardList }, idempotencyKey };
         const distributor = venue && claims.length > 0 ? await venue.rewards(trx) : null;
         const onchainClaims = distributor ? await Promise.all(claims.map((c) => onchain(trx, c.v))) : [];
         if (onchainClaims.some((x) => x)) {
@@ -50,14 +51,11 @@ export function createEarnRewards(core: EarnCore): Pick<EarnService, 'claimRewar
           const total = single![1];
           // The ledger's accrual leaves the positions now (so no second claim can take it); the worker credits the
           // wallet with what the distributor's Claimed event paid, which is this same amount set on chain.
-          const created = await operations.create(trx, {
-            principal: who,
-            type: 'earn.rewards_claim',
-            resource: { type: 'earn_rewards_claim', id: claimId },
+          return recordWrite(operations, trx, {
+            ...claim,
             asset: d.asset,
             amount: total,
             holds: [],
-            policy: { protocol: policyProtocol },
             toAddress: d.distributor,
             details: {
               protocols,
@@ -65,50 +63,39 @@ export function createEarnRewards(core: EarnCore): Pick<EarnService, 'claimRewar
               claims: claims.map((c) => ({ position_id: c.p.id, protocol: c.v.protocol_id, asset: c.v.reward_asset_symbol!, amount: c.rewards.toString() })),
               onchain_rewards: { distributor: d.distributor, token: d.token, amount: total.toString() },
             },
-            eventData: { protocols, rewards: rewardList },
             humanMessage: `Claiming ${rewardList.map((r) => `${r.amount} ${r.asset_symbol}`).join(' and ')} rewards from ${protocols.join(', ')}`,
-            idempotencyKey,
+          }, async (operation) => {
+            if (operation.status === 'execution_failed') return;
+            const now = clock.now();
+            for (const c of claims) {
+              await repo.updatePosition(trx, c.p.id, { shares: BigInt(c.p.shares), principal: BigInt(c.p.principal), reward_checkpoint_ray: c.a.accRewardRay, rewards_accrued: 0n, updated_at: now });
+              await saveVault(trx, c.v, c.a);
+            }
           });
-          if (isRefusal(created)) return created;
-          const { operation } = created;
-          if (operation.status === 'execution_failed') return operations.writeResponse(operation);
+        }
+        return recordWrite(operations, trx, {
+          ...claim,
+          asset: single ? single[0] : null,
+          amount: single ? single[1] : null,
+          settlement: 'immediate',
+          details: { protocols, rewards: Object.fromEntries([...totals].map(([k, x]) => [k, x.toString()])) },
+          humanMessage: `Claiming ${rewardList.map((r) => `${r.amount} ${r.asset_symbol}`).join(' and ') || 'no'} rewards from ${protocols.join(', ') || (wanted ?? []).join(', ') || 'earn protocols'}`,
+        }, async (operation) => {
+          if (claims.length === 0) throw new ApiError('invalid_state_transition', 'there are no pending rewards to claim', { protocols: wanted ?? [] });
           const now = clock.now();
           for (const c of claims) {
             await repo.updatePosition(trx, c.p.id, { shares: BigInt(c.p.shares), principal: BigInt(c.p.principal), reward_checkpoint_ray: c.a.accRewardRay, rewards_accrued: 0n, updated_at: now });
             await saveVault(trx, c.v, c.a);
+            await ledger.post(trx, {
+              operationId: operation.id,
+              entryType: 'earn.rewards_claim',
+              postings: [
+                { account: { kind: 'external', name: `rewards:${c.v.protocol_id}` }, asset: c.v.reward_asset_symbol!, amount: -c.rewards },
+                { account: { kind: 'available', walletId: who.walletId }, asset: c.v.reward_asset_symbol!, amount: c.rewards },
+              ],
+            });
           }
-          return operations.writeResponse(operation);
-        }
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'earn.rewards_claim',
-          resource: { type: 'earn_rewards_claim', id: claimId },
-          asset: single ? single[0] : null,
-          amount: single ? single[1] : null,
-          policy: { protocol: policyProtocol },
-          settlement: 'immediate',
-          details: { protocols, rewards: Object.fromEntries([...totals].map(([k, x]) => [k, x.toString()])) },
-          eventData: { protocols, rewards: rewardList },
-          humanMessage: `Claiming ${rewardList.map((r) => `${r.amount} ${r.asset_symbol}`).join(' and ') || 'no'} rewards from ${protocols.join(', ') || (wanted ?? []).join(', ') || 'earn protocols'}`,
-          idempotencyKey,
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        if (claims.length === 0) throw new ApiError('invalid_state_transition', 'there are no pending rewards to claim', { protocols: wanted ?? [] });
-        const now = clock.now();
-        for (const c of claims) {
-          await repo.updatePosition(trx, c.p.id, { shares: BigInt(c.p.shares), principal: BigInt(c.p.principal), reward_checkpoint_ray: c.a.accRewardRay, rewards_accrued: 0n, updated_at: now });
-          await saveVault(trx, c.v, c.a);
-          await ledger.post(trx, {
-            operationId: operation.id,
-            entryType: 'earn.rewards_claim',
-            postings: [
-              { account: { kind: 'external', name: `rewards:${c.v.protocol_id}` }, asset: c.v.reward_asset_symbol!, amount: -c.rewards },
-              { account: { kind: 'available', walletId: who.walletId }, asset: c.v.reward_asset_symbol!, amount: c.rewards },
-            ],
-          });
-        }
-        return operations.writeResponse(operation);
       });
     },
 

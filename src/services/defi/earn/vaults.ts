@@ -13,9 +13,9 @@ import type { Clock } from '../../../lib/clock.js';
 import { ApiError } from '../../../lib/errors.js';
 import { newId } from '../../../lib/ids.js';
 import { formatAmount, mulDiv } from '../../../lib/money.js';
-import { type LedgerService, USD_DECIMALS } from '../../../services/ledger.service.js';
-import type { OperationService, OwnerRef } from '../../../services/operation.service.js';
-import type { PolicyService } from '../../../services/policy.service.js';
+import { type LedgerService, USD_DECIMALS } from '../../ledger.service.js';
+import type { OperationService, OwnerRef } from '../../operation.service.js';
+import type { PolicyService } from '../../policy.service.js';
 import type { AccruedVault, PublicOpportunity, PublicPosition } from './earn.service.js';
 
 /** Swap fee (bps) when a withdrawal is paid out in another asset (`destination_asset` + `allow_conversion`). */
@@ -48,13 +48,13 @@ export function createEarnCore(deps: EarnDeps) {
     return { onchain_vault: { router: (await venue!.router(db))!, ...c } };
   }
   /** Shares (and assets) of a withdrawal from an on-chain vault: all the wallet's shares, or the vault's previewWithdraw. */
-  async function onchainWithdrawal(db: Db, who: OwnerRef, v: VaultRow, p: PositionRow, amount: bigint | 'all'): Promise<{ shares: bigint; assets: bigint; minimum: bigint }> {
+  async function onchainWithdrawal(db: Db, who: OwnerRef, v: VaultRow, p: PositionRow, amount: bigint | 'all', what: 'withdraw' | 'move'): Promise<{ shares: bigint; assets: bigint; minimum: bigint }> {
     const vault = v.address as Address;
     const held = await venue!.sharesOf(vault, await walletAddress(db, who.agentId));
-    if (amount === 'all') return { shares: held, assets: await venue!.previewRedeem(vault, held), minimum: 0n };
-    const shares = await venue!.previewWithdraw(vault, amount);
-    if (shares > held) throw new ApiError('insufficient_funds', 'the position is worth less than the amount requested', { position_id: p.id });
-    return { shares, assets: amount, minimum: amount };
+    const w = amount === 'all' ? { shares: held, assets: await venue!.previewRedeem(vault, held), minimum: 0n } : { shares: await venue!.previewWithdraw(vault, amount), assets: amount, minimum: amount };
+    if (amount !== 'all' && w.shares > held) throw new ApiError('insufficient_funds', 'the position is worth less than the amount requested', { position_id: p.id });
+    if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', `the position has nothing to ${what}`, { position_id: p.id });
+    return w;
   }
 
   /** Lazy accrual: whole seconds since last_accrued_at; the sub-second remainder carries over. */

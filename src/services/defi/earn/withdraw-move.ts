@@ -5,11 +5,11 @@ import { lockPolicy } from '../../../db/repositories/operation.repository.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
 import { convertAtPrice } from '../../../lib/defi/pricing.js';
 import { ApiError } from '../../../lib/errors.js';
-import { isRefusal } from '../../../lib/refusal.js';
 import { newId } from '../../../lib/ids.js';
 import { formatAmount } from '../../../lib/money.js';
 import type { EarnService } from './earn.service.js';
 import { type EarnCore, WITHDRAW_CONVERSION_FEE_BPS } from './vaults.js';
+import { recordWrite } from '../record.js';
 
 export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdraw' | 'move' | 'redeemAssetsToWallet'> {
   const { ledger, operations, onchain, onchainDetails, onchainWithdrawal, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, burnFrom, vaultAccount, withdrawalOf, lockOwnPosition } = core;
@@ -27,64 +27,43 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
           throw new ApiError('validation_failed', `the position holds ${asset.symbol}; paying out ${destination.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
         }
         const amount = await resolveAmount(trx, asset, body, { name: 'withdraw_all', value: body.withdraw_all });
+        const withdrawal = { principal: who, type: 'earn.withdraw', resource: { type: 'earn_position', id: p.id }, asset: asset.symbol, policy: { protocol: v.protocol_id }, toAddress: v.address, eventData: { vault_id: v.id, position_id: p.id }, idempotencyKey };
         if (await onchain(trx, v)) {
           if (destination.symbol !== asset.symbol) throw new ApiError('validation_failed', `an on-chain vault pays out ${asset.symbol} only; convert afterwards`, { field: 'destination_asset' });
-          const w = await onchainWithdrawal(trx, who, v, p, amount);
-          if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to withdraw', { position_id: p.id });
-          const created = await operations.create(trx, {
-            principal: who,
-            type: 'earn.withdraw',
-            resource: { type: 'earn_position', id: p.id },
-            asset: asset.symbol,
-            amount: w.assets,
-            holds: [],
-            policy: { protocol: v.protocol_id },
-            toAddress: v.address,
+          const w = await onchainWithdrawal(trx, who, v, p, amount, 'withdraw');
+          return recordWrite(operations, trx, {
+            ...withdrawal, amount: w.assets, holds: [],
             details: { vault_id: v.id, position_id: p.id, shares: w.shares.toString(), destination_asset: asset.symbol, amount_out: w.assets.toString(), ...(await onchainDetails(trx, { action: 'redeem', vault: v.address as Address, amount: w.shares.toString(), minimum: w.minimum.toString() })) },
-            eventData: { vault_id: v.id, position_id: p.id },
             humanMessage: `Withdrawing ${formatAmount(w.assets, asset.decimals)} ${asset.symbol} from ${v.name}`,
-            idempotencyKey,
           });
-          if (isRefusal(created)) return created;
-          const { operation } = created;
-          return operations.writeResponse(operation);
         }
         const a = accruedVault(v);
         const { shares, assets } = withdrawalOf(a, p, amount);
         if (assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to withdraw', { position_id: p.id });
         const converted = destination.symbol === asset.symbol ? null : convertAtPrice(assets, { ...asset, priceE8: (await ledger.price(trx, asset.symbol)).usdE8 }, { ...destination, priceE8: (await ledger.price(trx, destination.symbol)).usdE8 }, WITHDRAW_CONVERSION_FEE_BPS);
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'earn.withdraw',
-          resource: { type: 'earn_position', id: p.id },
-          asset: asset.symbol,
+        return recordWrite(operations, trx, {
+          ...withdrawal,
           amount: assets,
-          policy: { protocol: v.protocol_id },
           settlement: 'immediate',
-          toAddress: v.address,
           details: { vault_id: v.id, position_id: p.id, shares: shares.toString(), destination_asset: destination.symbol, amount_out: (converted?.netOut ?? assets).toString() },
-          eventData: { vault_id: v.id, position_id: p.id },
           humanMessage: `Withdrawing ${formatAmount(assets, asset.decimals)} ${asset.symbol} from ${v.name}${converted ? ` as ${formatAmount(converted.netOut, destination.decimals)} ${destination.symbol}` : ''}`,
-          idempotencyKey,
+        }, async (operation) => {
+          if (operation.status === 'execution_failed') return;
+          await burnFrom(trx, v, a, p, shares, assets);
+          const postings = [
+            { account: vaultAccount(v), asset: asset.symbol, amount: -assets },
+            { account: { kind: 'available' as const, walletId: who.walletId }, asset: asset.symbol, amount: assets },
+          ];
+          if (converted) {
+            postings.push(
+              { account: { kind: 'available', walletId: who.walletId }, asset: asset.symbol, amount: -assets },
+              { account: { kind: 'external', name: 'conversion' }, asset: asset.symbol, amount: assets },
+              { account: { kind: 'external', name: 'conversion' }, asset: destination.symbol, amount: -converted.netOut },
+              { account: { kind: 'available', walletId: who.walletId }, asset: destination.symbol, amount: converted.netOut },
+            );
+          }
+          await ledger.post(trx, { operationId: operation.id, entryType: 'earn.withdraw', postings });
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        if (operation.status === 'execution_failed') return operations.writeResponse(operation);
-        await burnFrom(trx, v, a, p, shares, assets);
-        const postings = [
-          { account: vaultAccount(v), asset: asset.symbol, amount: -assets },
-          { account: { kind: 'available' as const, walletId: who.walletId }, asset: asset.symbol, amount: assets },
-        ];
-        if (converted) {
-          postings.push(
-            { account: { kind: 'available', walletId: who.walletId }, asset: asset.symbol, amount: -assets },
-            { account: { kind: 'external', name: 'conversion' }, asset: asset.symbol, amount: assets },
-            { account: { kind: 'external', name: 'conversion' }, asset: destination.symbol, amount: -converted.netOut },
-            { account: { kind: 'available', walletId: who.walletId }, asset: destination.symbol, amount: converted.netOut },
-          );
-        }
-        await ledger.post(trx, { operationId: operation.id, entryType: 'earn.withdraw', postings });
-        return operations.writeResponse(operation);
       });
     },
 
@@ -107,63 +86,40 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
         const p = (await repo.lockPosition(trx, who.walletId, found.id))!;
         const [fromOnchain, toOnchain] = [await onchain(trx, from), await onchain(trx, to)];
         if (fromOnchain !== toOnchain) throw new ApiError('validation_failed', 'a position moves between two on-chain vaults or two ledger vaults only', { field: 'to_vault_id' });
+        const existing = await repo.findPositionByVault(trx, who.walletId, to.id);
+        const positionId = existing?.id ?? newId();
+        const moving = { principal: who, type: 'earn.move', resource: { type: 'earn_position', id: positionId }, asset: asset.symbol, policy: { protocol: to.protocol_id }, toAddress: to.address, eventData: { from_position_id: p.id, position_id: positionId, from_vault_id: from.id, to_vault_id: to.id }, idempotencyKey };
         if (fromOnchain) {
-          const w = await onchainWithdrawal(trx, who, from, p, amount);
-          if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to move', { position_id: p.id });
-          const existingTo = await repo.findPositionByVault(trx, who.walletId, to.id);
-          const toPositionId = existingTo?.id ?? newId();
-          const created = await operations.create(trx, {
-            principal: who,
-            type: 'earn.move',
-            resource: { type: 'earn_position', id: toPositionId },
-            asset: asset.symbol,
-            amount: w.assets,
-            holds: [],
-            policy: { protocol: to.protocol_id },
-            toAddress: to.address,
-            details: { from_vault_id: from.id, to_vault_id: to.id, from_position_id: p.id, position_id: toPositionId, shares_burned: w.shares.toString(), ...(await onchainDetails(trx, { action: 'move', vault: from.address as Address, to_vault: to.address as Address, amount: w.shares.toString(), minimum: '0' })) },
-            eventData: { from_position_id: p.id, position_id: toPositionId, from_vault_id: from.id, to_vault_id: to.id },
+          const w = await onchainWithdrawal(trx, who, from, p, amount, 'move');
+          return recordWrite(operations, trx, {
+            ...moving, amount: w.assets, holds: [],
+            details: { from_vault_id: from.id, to_vault_id: to.id, from_position_id: p.id, position_id: positionId, shares_burned: w.shares.toString(), ...(await onchainDetails(trx, { action: 'move', vault: from.address as Address, to_vault: to.address as Address, amount: w.shares.toString(), minimum: '0' })) },
             humanMessage: `Moving ${formatAmount(w.assets, asset.decimals)} ${asset.symbol} from ${from.name} to ${to.name}`,
-            idempotencyKey,
           });
-          if (isRefusal(created)) return created;
-          const { operation } = created;
-          return operations.writeResponse(operation);
         }
         const fromState = accruedVault(from);
         const { shares, assets } = withdrawalOf(fromState, p, amount);
         if (assets <= 0n) throw new ApiError('insufficient_funds', 'the position has nothing to move', { position_id: p.id });
-        const existing = await repo.findPositionByVault(trx, who.walletId, to.id);
-        const positionId = existing?.id ?? newId();
-        const created = await operations.create(trx, {
-          principal: who,
-          type: 'earn.move',
-          resource: { type: 'earn_position', id: positionId },
-          asset: asset.symbol,
+        return recordWrite(operations, trx, {
+          ...moving,
           amount: assets,
-          policy: { protocol: to.protocol_id },
           settlement: 'immediate',
-          toAddress: to.address,
           details: { from_vault_id: from.id, to_vault_id: to.id, from_position_id: p.id, position_id: positionId, shares_burned: shares.toString() },
-          eventData: { from_position_id: p.id, position_id: positionId, from_vault_id: from.id, to_vault_id: to.id },
           humanMessage: `Moving ${formatAmount(assets, asset.decimals)} ${asset.symbol} from ${from.name} to ${to.name}`,
-          idempotencyKey,
+        }, async (operation) => {
+          if (operation.status === 'execution_failed') return;
+          // A move out of a vault the policy no longer allows is fine; into one it does not allow is refused above by create.
+          await burnFrom(trx, from, fromState, p, shares, assets);
+          await mintInto(trx, who, to, accruedVault(to), assets, positionId);
+          await ledger.post(trx, {
+            operationId: operation.id,
+            entryType: 'earn.move',
+            postings: [
+              { account: vaultAccount(from), asset: asset.symbol, amount: -assets },
+              { account: vaultAccount(to), asset: asset.symbol, amount: assets },
+            ],
+          });
         });
-        if (isRefusal(created)) return created;
-        const { operation } = created;
-        if (operation.status === 'execution_failed') return operations.writeResponse(operation);
-        // A move out of a vault the policy no longer allows is fine; into one it does not allow is refused above by create.
-        await burnFrom(trx, from, fromState, p, shares, assets);
-        await mintInto(trx, who, to, accruedVault(to), assets, positionId);
-        await ledger.post(trx, {
-          operationId: operation.id,
-          entryType: 'earn.move',
-          postings: [
-            { account: vaultAccount(from), asset: asset.symbol, amount: -assets },
-            { account: vaultAccount(to), asset: asset.symbol, amount: assets },
-          ],
-        });
-        return operations.writeResponse(operation);
       });
     },
 
