@@ -5,6 +5,7 @@ import type { components, operations } from '../../generated/api.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../lib/clock.js';
+import type { ErrorBody } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Principal } from '../auth/principal.js';
 import type { Services } from '../services/registry.js';
@@ -63,8 +64,11 @@ export interface RequestContext {
   dryRun?: boolean;
 }
 
-/** The handler of one operation: its request and its success answers come from the document. */
-export type Handler<K extends OperationId> = (req: OperationRequest<K>, ctx: RequestContext) => Promise<Answers<K>>;
+/** A policy refusal returned as a value (src/lib/refusal.ts), for operations whose document declares a 403. */
+type RefusalAnswers<K extends OperationId> = 403 extends keyof Responses<K> ? { status: 403; body: ErrorBody } : never;
+
+/** The handler of one operation: its request and its success answers (and a refusal's 403) come from the document. */
+export type Handler<K extends OperationId> = (req: OperationRequest<K>, ctx: RequestContext) => Promise<Answers<K> | RefusalAnswers<K>>;
 
 /**
  * Operations the document describes but the router does not serve: probes (src/http/health.ts) and

@@ -12,6 +12,7 @@ import { formatAmount, mulDiv } from '../../lib/money.js';
 import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
 import { USD_DECIMALS, type LedgerService } from '../ledger.service.js';
 import type { OperationService, OwnerRef } from '../operation.service.js';
+import type { Schema } from '../../lib/contract.js';
 
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 
@@ -27,7 +28,7 @@ export type HoldingsValuer = (db: Db, who: OwnerRef) => Promise<Partial<Holdings
 export interface AccountService {
   /** Adds a valuer whose amounts join the account summary (earn, collateral, debt). */
   registerHoldings(valuer: HoldingsValuer): void;
-  getAccount(db: Db, who: OwnerRef): Promise<Record<string, unknown>>;
+  getAccount(db: Db, who: OwnerRef): Promise<Schema<'AccountSummary'>>;
   listAssets(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
   listProtocols(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
   listBalances(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; cashOnly?: boolean }): Promise<ListPage<Record<string, unknown>>>;

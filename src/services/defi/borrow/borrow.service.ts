@@ -12,62 +12,24 @@ import { registerBorrowSettlers } from './chain-settlers.js';
 import { createCollateral } from './collateral.js';
 import { createDeleverage } from './deleverage.js';
 import { createBorrowPositions } from './positions.js';
+import type { Schema } from '../../../lib/contract.js';
 
 export { BORROW_CONVERSION_FEE_BPS } from './markets.js';
 
-export interface PublicCollateral {
-  asset_symbol: string;
-  amount: string;
-  amount_usd: string;
-  price_usd: string;
-  max_ltv: number;
-  liquidation_threshold: number;
-  /** On a real chain: the lending market holding it. */
-  market_address?: string;
-}
+export type PublicCollateral = Schema<'Collateral'>;
 
-export interface PublicDebt {
-  asset_symbol: string;
-  amount: string;
-  amount_usd: string;
-  borrow_apr: number;
-}
+export type PublicDebt = Schema<'BorrowSummary'>['debts'][number];
 
-export interface BorrowSummary {
-  collateral_value_usd: string;
-  debt_usd: string;
-  ltv: number;
-  max_ltv: number;
-  liquidation_threshold: number;
-  health_factor: number | null;
-  available_to_borrow_usd: string;
-  liquidation_price_usd: string | null;
-  debts: PublicDebt[];
-  collateral: PublicCollateral[];
-  onchain?: OnchainLendingSummary;
-}
+export type BorrowSummary = Schema<'BorrowSummary'>;
 
 /** The wallet's Morpho Blue position, the protocol's own figures (strings of base units and WADs). */
-export interface OnchainLendingSummary {
-  market_address: string;
-  market_id: string;
-  collateral_asset: string;
-  loan_asset: string;
-  collateral_units: string;
-  borrow_shares: string;
-  borrowed_units: string;
-  oracle_price: string;
-  lltv_wad: string;
-  ltv_wad: string;
-  health_factor_wad: string | null;
-}
+export type OnchainLendingSummary = NonNullable<Schema<'BorrowSummary'>['onchain']>;
 
-type AmountBody = { amount?: string; amount_usd?: string };
-export interface BorrowBody extends AmountBody { asset: string; max_ltv_after?: number }
-export interface RepayBody extends AmountBody { asset: string; repay_all?: boolean; source_asset?: string; allow_conversion?: boolean }
-export interface DeleverageBody { target_ltv: number; max_repay_amount_usd?: string; source_asset?: string; use_available_cash_first?: boolean; allow_conversion?: boolean; allow_partial?: boolean }
-export interface AddCollateralBody extends AmountBody { asset: string; source_asset?: string; allow_conversion?: boolean }
-export interface RemoveCollateralBody extends AmountBody { asset: string; remove_all?: boolean; max_ltv_after?: number }
+export type BorrowBody = Schema<'BorrowRequest'>;
+export type RepayBody = Schema<'RepayRequest'>;
+export type DeleverageBody = Schema<'DeleverageRequest'>;
+export type AddCollateralBody = Schema<'AddCollateralRequest'>;
+export type RemoveCollateralBody = Schema<'RemoveCollateralRequest'>;
 
 export interface AddMarketInput {
   asset: string;

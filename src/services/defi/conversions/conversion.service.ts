@@ -23,44 +23,20 @@ import { type AmountFields, type LedgerService, USD_DECIMALS } from '../../ledge
 import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from '../../operation.service.js';
 import type { PolicyService } from '../../policy.service.js';
 import { recordWrite } from '../record.js';
+import type { Schema } from '../../../lib/contract.js';
 
 export const QUOTE_TTL_MS = 60_000;
 export const DEFAULT_SLIPPAGE_PERCENT = 1;
 /** The simulated DEX every route goes through, with Uniswap v3's fee tiers: 5 bps between cash assets, 30 otherwise. */
 export const CONVERSION_PROTOCOL = 'uniswap-v3';
 
-export interface QuoteBody {
-  from_asset: string;
-  to_asset: string;
-  from_vault_address?: string;
-  to_vault_address?: string;
-  slippage_percent?: number;
-  amount?: string;
-  amount_usd?: string;
-}
+export type QuoteBody = Schema<'ConversionQuoteRequest'>;
 
-export interface PublicQuote {
-  quote_id: string;
-  from_asset: string;
-  to_asset: string;
-  from_amount: string;
-  expected_out: string;
-  min_amount_out: string;
-  slippage_percent: number;
-  human_rate: string;
-  route: { legs: { protocol: string; pool_address: string; fee_bps: number; from_asset: string; to_asset: string; from_amount: string; expected_out: string }[] };
-  from_vault_address: string | null;
-  to_vault_address: string | null;
-  expires_at: string;
-  expires_in_seconds: number;
-  fee_usd: string;
-  price_source: string;
-  created_at: string;
-}
+export type PublicQuote = Schema<'ConversionQuote'>;
 
 export interface ConversionService {
   quote(db: Db, who: OwnerRef, body: QuoteBody): Promise<PublicQuote>;
-  execute(db: Db, who: OwnerRef, body: { quote_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  execute(db: Db, who: OwnerRef, body: Schema<'ConversionRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   list(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOperation>>;
   get(db: Db, who: OwnerRef, id: string, include?: string[]): Promise<PublicOperation>;
   /** The settler of `conversion` operations (registered with the operation service at construction). */

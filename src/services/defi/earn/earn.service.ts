@@ -14,63 +14,19 @@ import { createEarnRewards } from './rewards.js';
 import { createEarnWithdrawals } from './withdraw-move.js';
 import { registerEarnSettlers } from './chain-settlers.js';
 import { registerRewardSettlers } from './reward-settlers.js';
+import type { Schema } from '../../../lib/contract.js';
 
 export { WITHDRAW_CONVERSION_FEE_BPS } from './vaults.js';
 
-export interface PublicPosition {
-  id: string;
-  vault_id: string;
-  vault_address: string;
-  protocol: string;
-  asset_symbol: string;
-  shares: string;
-  value: string;
-  value_usd: string | null;
-  principal: string;
-  earned: string;
-  apy: number;
-  pending_rewards: { asset_symbol: string; amount: string }[];
-  created_at: string;
-  updated_at: string;
-}
+export type PublicPosition = Schema<'EarnPosition'>;
 
-export interface PublicOpportunity {
-  vault_id: string;
-  vault_address: string;
-  name: string;
-  protocol: string;
-  asset_symbol: string;
-  apy: number;
-  tvl: string;
-  capacity: string | null;
-  available_capacity: string | null;
-}
+export type PublicOpportunity = Schema<'EarnOpportunity'>;
 
-export interface DepositBody {
-  asset: string;
-  vault_id?: string;
-  use_best_available?: boolean;
-  amount?: string;
-  amount_usd?: string;
-}
+export type DepositBody = Schema<'EarnDepositRequest'>;
 
-export interface WithdrawBody {
-  position_id: string;
-  withdraw_all?: boolean;
-  destination_asset?: string;
-  allow_conversion?: boolean;
-  amount?: string;
-  amount_usd?: string;
-}
+export type WithdrawBody = Schema<'EarnWithdrawRequest'>;
 
-export interface MoveBody {
-  from_position_id: string;
-  move_all?: boolean;
-  to_vault_id?: string;
-  to_best_available?: boolean;
-  amount?: string;
-  amount_usd?: string;
-}
+export type MoveBody = Schema<'EarnMoveRequest'>;
 
 export interface AddVaultInput {
   name: string;
@@ -94,7 +50,7 @@ export interface EarnService {
   deposit(db: Db, who: OwnerRef, body: DepositBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   withdraw(db: Db, who: OwnerRef, body: WithdrawBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   move(db: Db, who: OwnerRef, body: MoveBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  claimRewards(db: Db, who: OwnerRef, body: { protocols?: string[] }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  claimRewards(db: Db, who: OwnerRef, body: Schema<'ClaimRewardsRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
 
   addVault(db: Db, input: AddVaultInput): Promise<PublicOpportunity>;
   /** Every vault (the owner's view, no policy filter), highest APY first. */
