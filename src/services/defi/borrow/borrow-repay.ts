@@ -16,12 +16,12 @@ export function createBorrowRepay(kit: BorrowKit): Pick<BorrowService, 'borrow' 
           const m = await market(trx, asset.symbol, 'borrow', false);
           const amount = (await resolveAmount(trx, asset, body)) as bigint;
           const what = `borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`;
-          const { ltvBps, ltv } = checkOnchain(afterBorrow(await position(trx, om, who), amount), ratioBps(body.max_ltv_after, 'max_ltv_after'), what);
+          const { ltvBps, ltv } = checkOnchain(afterBorrow(await position(trx, om, who), amount), ratioBps(body.max_ltv_after), what);
           return createOnchain(trx, who, om, { type: 'debt.borrow', resourceType: 'debt', resourceId: m.id, asset, amount, details: lendingDetails(om, 'borrow', amount), holds: [], ltvBps, extra: { ltv_after: ltv }, humanMessage: `Borrowing ${formatAmount(amount, asset.decimals)} ${asset.symbol} on Morpho Blue (${om.c.market.name})`, idempotencyKey });
         }
         const m = await market(trx, asset.symbol, 'borrow', true);
         const amount = (await resolveAmount(trx, asset, body)) as bigint;
-        const maxAfter = ratioBps(body.max_ltv_after, 'max_ltv_after');
+        const maxAfter = ratioBps(body.max_ltv_after);
         const s = await snapshot(trx, who, true);
         await withPrice(trx, s, asset.symbol);
         const owed = new Map([...s.debts].map(([k, v]) => [k, v.owed]));

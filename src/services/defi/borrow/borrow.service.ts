@@ -16,20 +16,12 @@ import type { Schema } from '../../../lib/contract.js';
 
 export { BORROW_CONVERSION_FEE_BPS } from './markets.js';
 
-export type PublicCollateral = Schema<'Collateral'>;
 
-export type PublicDebt = Schema<'BorrowSummary'>['debts'][number];
 
-export type BorrowSummary = Schema<'BorrowSummary'>;
 
 /** The wallet's Morpho Blue position, the protocol's own figures (strings of base units and WADs). */
 export type OnchainLendingSummary = NonNullable<Schema<'BorrowSummary'>['onchain']>;
 
-export type BorrowBody = Schema<'BorrowRequest'>;
-export type RepayBody = Schema<'RepayRequest'>;
-export type DeleverageBody = Schema<'DeleverageRequest'>;
-export type AddCollateralBody = Schema<'AddCollateralRequest'>;
-export type RemoveCollateralBody = Schema<'RemoveCollateralRequest'>;
 
 export interface AddMarketInput {
   asset: string;
@@ -42,15 +34,15 @@ export interface AddMarketInput {
 }
 
 export interface BorrowService {
-  summary(db: Db, who: OwnerRef): Promise<BorrowSummary>;
+  summary(db: Db, who: OwnerRef): Promise<Schema<'BorrowSummary'>>;
   /** Collateral and debt in USD (8 decimals) at the last known prices, as the summary values them. */
   totalsUsd(db: Db, who: OwnerRef): Promise<{ collateralUsd: bigint; debtUsd: bigint }>;
-  listCollateral(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicCollateral>>;
-  borrow(db: Db, who: OwnerRef, body: BorrowBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  repay(db: Db, who: OwnerRef, body: RepayBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  deleverage(db: Db, who: OwnerRef, body: DeleverageBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  addCollateral(db: Db, who: OwnerRef, body: AddCollateralBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  removeCollateral(db: Db, who: OwnerRef, body: RemoveCollateralBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  listCollateral(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'Collateral'>>>;
+  borrow(db: Db, who: OwnerRef, body: Schema<'BorrowRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  repay(db: Db, who: OwnerRef, body: Schema<'RepayRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  deleverage(db: Db, who: OwnerRef, body: Schema<'DeleverageRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  addCollateral(db: Db, who: OwnerRef, body: Schema<'AddCollateralRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  removeCollateral(db: Db, who: OwnerRef, body: Schema<'RemoveCollateralRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   addMarket(db: Db, input: AddMarketInput): Promise<Record<string, unknown>>;
 }
 

@@ -43,12 +43,12 @@ export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollat
           const p = await position(trx, om, who);
           const amount = requested === 'all' ? p.collateral : requested;
           if (amount <= 0n || amount > p.collateral) throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is ${formatAmount(p.collateral, asset.decimals)}`, { asset: asset.symbol, collateral: formatAmount(p.collateral, asset.decimals) });
-          const { ltvBps, ltv } = checkOnchain({ ...p, collateral: p.collateral - amount }, ratioBps(body.max_ltv_after, 'max_ltv_after'), `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
+          const { ltvBps, ltv } = checkOnchain({ ...p, collateral: p.collateral - amount }, ratioBps(body.max_ltv_after), `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
           return createOnchain(trx, who, om, { type: 'collateral.remove', resourceType: 'collateral', resourceId: m.id, asset, amount, details: lendingDetails(om, 'withdraw_collateral', amount), holds: [], ltvBps, extra: { ltv_after: ltv }, humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral from Morpho Blue`, idempotencyKey });
         }
         const m = await market(trx, asset.symbol, 'collateral', false);
         const requested = await resolveAmount(trx, asset, body, { name: 'remove_all', value: body.remove_all });
-        const maxAfter = ratioBps(body.max_ltv_after, 'max_ltv_after');
+        const maxAfter = ratioBps(body.max_ltv_after);
         const s = await snapshot(trx, who, true);
         const held = s.collateral.get(asset.symbol) ?? 0n;
         const amount = requested === 'all' ? held : requested;

@@ -17,7 +17,7 @@ export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverag
     async deleverage(db, who, body, idempotencyKey) {
       return withTransaction(db, async (trx) => {
         await lockAccount(trx, who);
-        const target = ratioBps(body.target_ltv, 'target_ltv')!;
+        const target = ratioBps(body.target_ltv)!;
         const maxRepayUsd = body.max_repay_amount_usd === undefined ? null : parseUsd(body.max_repay_amount_usd, 'max_repay_amount_usd');
         const om = await onchainMarket(trx);
         if (om) {

@@ -117,14 +117,8 @@ export function createBorrowCore(deps: BorrowDeps) {
     });
   }
 
-  function ratioBps(value: number | undefined, field: string): bigint | null {
-    if (value === undefined || value === null) return null;
-    try {
-      return aave.ratioToBps(value);
-    } catch {
-      throw new ApiError('validation_failed', `${field} must be a ratio in [0, 1)`, { field });
-    }
-  }
+  /** A ratio of the request in bps (the document's Ratio bounds it to [0, 1)). */
+  const ratioBps = (value: number | undefined): bigint | null => (value === undefined || value === null ? null : aave.ratioToBps(value));
 
   const resolveAmount = ledger.resolveAmount;
 

@@ -13,9 +13,10 @@ import { ApiError } from '../../../lib/errors.js';
 import type { Refusal } from '../../../lib/refusal.js';
 import { formatAmount, mulDiv } from '../../../lib/money.js';
 import type { OwnerRef, WriteResponse } from '../../operation.service.js';
-import type { BorrowSummary } from './borrow.service.js';
 import { type BorrowCore, ratio, usd } from './markets.js';
 import { recordWrite } from '../record.js';
+import type { Schema } from '../../../lib/contract.js';
+
 
 export interface OnchainMarket {
   c: LendingContracts & { router: Address };
@@ -96,7 +97,7 @@ export function createMorpho(core: BorrowCore) {
     return { ltvBps, ltv };
   }
 
-  async function onchainSummary(db: Db, om: OnchainMarket, who: OwnerRef): Promise<BorrowSummary> {
+  async function onchainSummary(db: Db, om: OnchainMarket, who: OwnerRef): Promise<Schema<'BorrowSummary'>> {
     const p = await position(db, om, who, false);
     const d = accountData(p);
     const priceOf = async (symbol: string) => {

@@ -6,9 +6,10 @@ import { newId } from '../../../lib/ids.js';
 import { formatAmount, parseAmount } from '../../../lib/money.js';
 import { decodeKey, encodeKey, pageLimit, toPage } from '../../cursor.js';
 import { USD_DECIMALS } from '../../ledger.service.js';
-import type { BorrowService, PublicCollateral, PublicDebt } from './borrow.service.js';
+import type { BorrowService } from './borrow.service.js';
 import { ratio, usd, wadToNumber } from './markets.js';
 import type { BorrowKit } from './morpho.js';
+import type { Schema } from '../../../lib/contract.js';
 
 export function createBorrowPositions(kit: BorrowKit): Pick<BorrowService, 'summary' | 'totalsUsd' | 'listCollateral' | 'addMarket'> {
   const { clock, ledger, snapshot, collateralInputs, debtInputs, onchainMarket, onchainSummary } = kit;
@@ -19,7 +20,7 @@ export function createBorrowPositions(kit: BorrowKit): Pick<BorrowService, 'summ
       const s = await snapshot(db, who, false);
       const cols = collateralInputs(s);
       const data = aave.calculateAccountData(cols, debtInputs(s));
-      const collateral: PublicCollateral[] = cols.map((c) => ({
+      const collateral: Schema<'Collateral'>[] = cols.map((c) => ({
         asset_symbol: c.symbol,
         amount: formatAmount(c.amount, c.decimals),
         amount_usd: usd(aave.valueUsd(c.amount, c.priceE8, c.decimals, 'down')),
@@ -27,7 +28,7 @@ export function createBorrowPositions(kit: BorrowKit): Pick<BorrowService, 'summ
         max_ltv: ratio(c.ltvBps),
         liquidation_threshold: ratio(c.liquidationThresholdBps),
       }));
-      const debts: PublicDebt[] = [...s.debts].map(([symbol, d]) => ({
+      const debts: Schema<'BorrowSummary'>['debts'][number][] = [...s.debts].map(([symbol, d]) => ({
         asset_symbol: symbol,
         amount: formatAmount(d.owed, s.assets.get(symbol)!.decimals),
         amount_usd: usd(aave.valueUsd(d.owed, s.prices.get(symbol)!, s.assets.get(symbol)!.decimals, 'up')),

@@ -30,12 +30,10 @@ export const DEFAULT_SLIPPAGE_PERCENT = 1;
 /** The simulated DEX every route goes through, with Uniswap v3's fee tiers: 5 bps between cash assets, 30 otherwise. */
 export const CONVERSION_PROTOCOL = 'uniswap-v3';
 
-export type QuoteBody = Schema<'ConversionQuoteRequest'>;
 
-export type PublicQuote = Schema<'ConversionQuote'>;
 
 export interface ConversionService {
-  quote(db: Db, who: OwnerRef, body: QuoteBody): Promise<PublicQuote>;
+  quote(db: Db, who: OwnerRef, body: Schema<'ConversionQuoteRequest'>): Promise<Schema<'ConversionQuote'>>;
   execute(db: Db, who: OwnerRef, body: Schema<'ConversionRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   list(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOperation>>;
   get(db: Db, who: OwnerRef, id: string, include?: string[]): Promise<PublicOperation>;
@@ -69,7 +67,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
 
   const resolveAmount = async (db: Db, asset: AssetRow, body: AmountFields): Promise<bigint> => (await ledger.resolveAmount(db, asset, body)) as bigint;
 
-  async function publicQuote(db: Db, q: QuoteRow): Promise<PublicQuote> {
+  async function publicQuote(db: Db, q: QuoteRow): Promise<Schema<'ConversionQuote'>> {
     const from = await ledger.requireAsset(db, q.from_asset);
     const to = await ledger.requireAsset(db, q.to_asset);
     const fromAmount = BigInt(q.from_amount);
@@ -122,7 +120,8 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const to = await ledger.requireAsset(trx, body.to_asset, 'to_asset');
         if (from.symbol === to.symbol) throw new ApiError('validation_failed', 'from_asset and to_asset must differ', { fields: ['from_asset', 'to_asset'] });
         const slippageBps = slippagePercentToBps(body.slippage_percent ?? DEFAULT_SLIPPAGE_PERCENT);
-        if (slippageBps === null || slippageBps === 0n || slippageBps > 5000n) throw new ApiError('validation_failed', 'slippage_percent must be in (0, 50] with at most two decimals', { field: 'slippage_percent' });
+        // The document bounds slippage_percent to (0, 50]; whole basis points (two decimals) it cannot say.
+        if (slippageBps === null) throw new ApiError('validation_failed', 'slippage_percent must be in (0, 50] with at most two decimals', { field: 'slippage_percent' });
         const fromVault = await vaultFor(trx, body.from_vault_address, from, 'from_vault_address');
         const toVault = await vaultFor(trx, body.to_vault_address, to, 'to_vault_address');
         const amount = await resolveAmount(trx, from, body);

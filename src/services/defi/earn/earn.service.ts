@@ -18,15 +18,10 @@ import type { Schema } from '../../../lib/contract.js';
 
 export { WITHDRAW_CONVERSION_FEE_BPS } from './vaults.js';
 
-export type PublicPosition = Schema<'EarnPosition'>;
 
-export type PublicOpportunity = Schema<'EarnOpportunity'>;
 
-export type DepositBody = Schema<'EarnDepositRequest'>;
 
-export type WithdrawBody = Schema<'EarnWithdrawRequest'>;
 
-export type MoveBody = Schema<'EarnMoveRequest'>;
 
 export interface AddVaultInput {
   name: string;
@@ -42,19 +37,19 @@ export interface AddVaultInput {
 }
 
 export interface EarnService {
-  listPositions(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicPosition>>;
-  getPosition(db: Db, who: OwnerRef, id: string): Promise<PublicPosition>;
+  listPositions(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'EarnPosition'>>>;
+  getPosition(db: Db, who: OwnerRef, id: string): Promise<Schema<'EarnPosition'>>;
   /** USD value (8 decimals) of every position of the wallet at the last known prices (unpriced assets count 0). */
   valueUsd(db: Db, who: OwnerRef): Promise<bigint>;
-  listOpportunities(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOpportunity>>;
-  deposit(db: Db, who: OwnerRef, body: DepositBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  withdraw(db: Db, who: OwnerRef, body: WithdrawBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
-  move(db: Db, who: OwnerRef, body: MoveBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  listOpportunities(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'EarnOpportunity'>>>;
+  deposit(db: Db, who: OwnerRef, body: Schema<'EarnDepositRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  withdraw(db: Db, who: OwnerRef, body: Schema<'EarnWithdrawRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  move(db: Db, who: OwnerRef, body: Schema<'EarnMoveRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   claimRewards(db: Db, who: OwnerRef, body: Schema<'ClaimRewardsRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
 
-  addVault(db: Db, input: AddVaultInput): Promise<PublicOpportunity>;
+  addVault(db: Db, input: AddVaultInput): Promise<Schema<'EarnOpportunity'>>;
   /** Every vault (the owner's view, no policy filter), highest APY first. */
-  listVaults(db: Db): Promise<(PublicOpportunity & { active: boolean })[]>;
+  listVaults(db: Db): Promise<(Schema<'EarnOpportunity'> & { active: boolean })[]>;
   findVaultByAddress(db: Db, address: string): Promise<VaultRow | undefined>;
   /** Pays exactly `assets` out of the wallet's position in the vault into its available balance (caller holds the locks). */
   redeemAssetsToWallet(trx: Knex.Transaction, who: OwnerRef, vaultId: string, assets: bigint, operationId: string | null): Promise<{ shares: bigint }>;

@@ -16,7 +16,8 @@ import { formatAmount, mulDiv } from '../../../lib/money.js';
 import { type LedgerService, USD_DECIMALS } from '../../ledger.service.js';
 import type { OperationService, OwnerRef } from '../../operation.service.js';
 import type { PolicyService } from '../../policy.service.js';
-import type { AccruedVault, PublicOpportunity, PublicPosition } from './earn.service.js';
+import type { AccruedVault } from './earn.service.js';
+import type { Schema } from '../../../lib/contract.js';
 
 /** Swap fee (bps) when a withdrawal is paid out in another asset (`destination_asset` + `allow_conversion`). */
 export const WITHDRAW_CONVERSION_FEE_BPS = 30n;
@@ -123,7 +124,7 @@ export function createEarnCore(deps: EarnDeps) {
     throw new ApiError('not_found', `no eligible ${asset} vault is available`, { asset });
   }
 
-  async function publicPosition(db: Db, p: PositionRow, vault?: VaultRow): Promise<PublicPosition> {
+  async function publicPosition(db: Db, p: PositionRow, vault?: VaultRow): Promise<Schema<'EarnPosition'>> {
     const v = vault ?? (await repo.findVault(db, p.vault_id))!;
     const asset = await assetOf(db, v.asset_symbol);
     const a = accruedVault(v);
@@ -138,7 +139,7 @@ export function createEarnCore(deps: EarnDeps) {
     } catch {
       valueUsd = null; // a stale price leaves the USD value unknown; the position itself still reads
     }
-    const pending: PublicPosition['pending_rewards'] = [];
+    const pending: Schema<'EarnPosition'>['pending_rewards'] = [];
     if (v.reward_asset_symbol) {
       const rewardAsset = await assetOf(db, v.reward_asset_symbol);
       const { rewards } = settleRewards(p, a.accRewardRay);
@@ -162,7 +163,7 @@ export function createEarnCore(deps: EarnDeps) {
     };
   }
 
-  async function publicOpportunity(db: Db, v: VaultRow): Promise<PublicOpportunity> {
+  async function publicOpportunity(db: Db, v: VaultRow): Promise<Schema<'EarnOpportunity'>> {
     const asset = await assetOf(db, v.asset_symbol);
     const a = accruedVault(v);
     const capacity = v.capacity === null ? null : BigInt(v.capacity);
