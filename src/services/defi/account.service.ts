@@ -39,6 +39,17 @@ export interface AccountService {
   fund(db: Db, agentId: string, input: { asset: string; amount: string }): Promise<Record<string, unknown>>;
 }
 
+/**
+ * A list's `since` as a Date. The document checks the date-time format; a value it accepts that Date cannot read
+ * (a leap second, 23:59:60) is refused here. (operation.service.ts parses its own `since` the same way.)
+ */
+export function parseSince(since: string | undefined): Date | undefined {
+  if (!since) return undefined;
+  const at = new Date(since);
+  if (Number.isNaN(at.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
+  return at;
+}
+
 /** A stable UUID derived from a name (the wallet's crypto deposit method has no row of its own). */
 export function derivedUuid(name: string): string {
   const h = createHash('sha256').update(name).digest('hex');
@@ -152,11 +163,7 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
 
     async listActivity(db, who, query) {
       const limit = pageLimit(query.limit);
-      let since: Date | undefined;
-      if (query.since) {
-        since = new Date(query.since);
-        if (Number.isNaN(since.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
-      }
+      const since = parseSince(query.since);
       const assets = await ledger.assets(db);
       const rows = await opRepo.listActivity(db, { agentId: who.agentId, type: query.type, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
       return toPage(
