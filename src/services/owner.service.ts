@@ -9,7 +9,7 @@ import type { Schema } from '../lib/contract.js';
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import type { AccountService } from './account.service.js';
+import type { AccountService } from './defi/account.service.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
 
 export const OWNER_TOKEN_PREFIX = 'owt_';

@@ -3,7 +3,7 @@ import type { OAuthService } from './oauth.types.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { AgentService } from './agent.service.js';
 import type { ChainInbound } from './chain-inbound.js';
-import type { DefiArea } from './defi-area.js';
+import type { DefiArea } from './defi/area.js';
 import type { EventService } from './event.service.js';
 import type { LedgerArea } from './ledger/area.js';
 import type { OwnerService } from './owner.service.js';

@@ -7,7 +7,7 @@ import { maxUint256, parseUnits } from 'viem';
 import { createDex, swapRouterAbi, type DexContracts } from '../../src/chain/dex.js';
 import { mintToken } from '../../src/chain/token.js';
 import { createFakeClock } from '../../src/lib/clock.js';
-import { createPoolPriceRecorder } from '../../src/services/pool-prices.js';
+import { createPoolPriceRecorder } from '../../src/services/defi/pool-prices.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { startChainServer, type ChainServer } from '../helpers/chain.js';
 

@@ -4,7 +4,7 @@ import { createDefiHarness, errorCode, type DefiHarness } from './helpers.js';
 import fc from 'fast-check';
 import { convertAtPrice } from '../../src/lib/defi/pricing.js';
 import { parseAmount } from '../../src/lib/money.js';
-import { poolAddressFor } from '../../src/services/conversion.service.js';
+import { poolAddressFor } from '../../src/services/defi/conversions/conversion.service.js';
 
 const E6 = 10n ** 6n;
 

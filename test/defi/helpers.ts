@@ -5,7 +5,7 @@ import { createKnex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
 import { parseAmount } from '../../src/lib/money.js';
 import { createAgentService, type AgentService } from '../../src/services/agent.service.js';
-import { createDefiArea, type DefiArea } from '../../src/services/defi-area.js';
+import { createDefiArea, type DefiArea } from '../../src/services/defi/area.js';
 import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
 import { rejectingRefusals, type RefusalsRejected } from '../ledger/factory.js';
 import { testEnv } from '../setup.js';

@@ -68,36 +68,29 @@ export async function listDebts(db: Db, walletId: string): Promise<DebtRow[]> {
   return db('borrow_debts').where({ wallet_id: walletId }).where('scaled_amount', '>', 0).orderBy('asset_symbol', 'asc');
 }
 
-/** Adds (or subtracts, guarded at zero) collateral; false when the guard refused. */
-export async function addCollateral(db: Db, r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
+/** Adds `delta` to a wallet's balance row in `table` (a constant of this module), or subtracts it guarded at zero; false when the guard refused. */
+async function addGuarded(db: Db, table: 'borrow_collateral' | 'borrow_debts', column: 'amount' | 'scaled_amount', r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
   if (r.delta >= 0n) {
     await db.raw(
-      `INSERT INTO borrow_collateral (wallet_id, asset_symbol, agent_id, amount, updated_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET amount = borrow_collateral.amount + EXCLUDED.amount, updated_at = EXCLUDED.updated_at`,
-      [r.wallet_id, r.asset_symbol, r.agent_id, r.delta.toString(), r.at],
+      `INSERT INTO ?? (wallet_id, asset_symbol, agent_id, ??, updated_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET ?? = ??.?? + EXCLUDED.??, updated_at = EXCLUDED.updated_at`,
+      [table, column, r.wallet_id, r.asset_symbol, r.agent_id, r.delta.toString(), r.at, column, table, column, column],
     );
     return true;
   }
-  const n = await db('borrow_collateral')
+  const n = await db(table)
     .where({ wallet_id: r.wallet_id, asset_symbol: r.asset_symbol })
-    .where('amount', '>=', (-r.delta).toString())
-    .update({ amount: db.raw('amount - ?::numeric', [(-r.delta).toString()]), updated_at: r.at });
+    .where(column, '>=', (-r.delta).toString())
+    .update({ [column]: db.raw('?? - ?::numeric', [column, (-r.delta).toString()]), updated_at: r.at });
   return n === 1;
+}
+
+/** Adds (or subtracts, guarded at zero) collateral; false when the guard refused. */
+export async function addCollateral(db: Db, r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
+  return addGuarded(db, 'borrow_collateral', 'amount', r);
 }
 
 /** Adds (or subtracts, guarded at zero) scaled debt; false when the guard refused. */
 export async function addScaledDebt(db: Db, r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
-  if (r.delta >= 0n) {
-    await db.raw(
-      `INSERT INTO borrow_debts (wallet_id, asset_symbol, agent_id, scaled_amount, updated_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET scaled_amount = borrow_debts.scaled_amount + EXCLUDED.scaled_amount, updated_at = EXCLUDED.updated_at`,
-      [r.wallet_id, r.asset_symbol, r.agent_id, r.delta.toString(), r.at],
-    );
-    return true;
-  }
-  const n = await db('borrow_debts')
-    .where({ wallet_id: r.wallet_id, asset_symbol: r.asset_symbol })
-    .where('scaled_amount', '>=', (-r.delta).toString())
-    .update({ scaled_amount: db.raw('scaled_amount - ?::numeric', [(-r.delta).toString()]), updated_at: r.at });
-  return n === 1;
+  return addGuarded(db, 'borrow_debts', 'scaled_amount', r);
 }

@@ -33,19 +33,8 @@ export interface PositionRow {
   updated_at: Date;
 }
 
-export interface NewVault {
-  id: string;
-  name: string;
-  protocol_id: string;
-  asset_symbol: string;
-  address: string;
-  apy_bps: number;
-  decimals_offset: number;
-  capacity: bigint | null;
-  reward_asset_symbol: string | null;
-  reward_rate_ray: bigint;
-  created_at: Date;
-}
+/** A vault as inserted: the row's descriptive columns, money as bigint; state columns take their defaults. */
+export type NewVault = Pick<VaultRow, 'id' | 'name' | 'protocol_id' | 'asset_symbol' | 'address' | 'apy_bps' | 'decimals_offset' | 'reward_asset_symbol' | 'created_at'> & { capacity: bigint | null; reward_rate_ray: bigint };
 
 export async function insertVault(db: Db, v: NewVault): Promise<VaultRow> {
   const [row] = await db('earn_vaults')

@@ -12,7 +12,7 @@ import type { Clock } from '../../lib/clock.js';
 import { createSealer } from '../../lib/crypto.js';
 import type { Logger } from '../../lib/logger.js';
 import { generateWalletKey } from '../../lib/wallet-keys.js';
-import { createAccountService, type AccountService, type ProtocolContracts } from '../account.service.js';
+import { createAccountService, type AccountService, type ProtocolContracts } from '../defi/account.service.js';
 import type { AgentCreatedHook } from '../agent.service.js';
 import { createDestinationService, type DestinationService } from './destinations.js';
 import { createLedgerService, type LedgerService } from './ledger.js';

@@ -1,14 +1,14 @@
 // The DeFi area's services, wired once on top of the ledger area: earn vaults, conversions (whose
 // settler joins the operation service's settlement loop) and borrow markets, whose values join
 // the account summary.
-import type { Dex } from '../chain/dex.js';
-import type { LendingVenue } from '../chain/lending.js';
-import type { EarnVenue } from '../chain/vaults.js';
-import type { Clock } from '../lib/clock.js';
-import { createBorrowService, type BorrowService } from './borrow.service.js';
-import { createConversionService, type ConversionService } from './conversion.service.js';
-import { createEarnService, type EarnService } from './earn.service.js';
-import type { LedgerArea } from './ledger/area.js';
+import type { Dex } from '../../chain/dex.js';
+import type { LendingVenue } from '../../chain/lending.js';
+import type { EarnVenue } from '../../chain/vaults.js';
+import type { Clock } from '../../lib/clock.js';
+import { createBorrowService, type BorrowService } from './borrow/borrow.service.js';
+import { createConversionService, type ConversionService } from './conversions/conversion.service.js';
+import { createEarnService, type EarnService } from './earn/earn.service.js';
+import type { LedgerArea } from '../ledger/area.js';
 
 export interface DefiArea {
   earn: EarnService;

@@ -1,17 +1,18 @@
 // Reads of the wallet: account summary, assets, protocols, balances, activity, deposit methods and address; funding.
 import { createHash } from 'node:crypto';
-import type { Db } from '../db/knex.js';
-import { withTransaction } from '../db/knex.js';
-import { findWalletByAgent } from '../db/repositories/agent.repository.js';
-import * as ledgerRepo from '../db/repositories/ledger.repository.js';
-import { listActivity } from '../db/repositories/activity.repository.js';
-import { listWithdrawalMethods } from '../db/repositories/withdrawal-method.repository.js';
-import type { Clock } from '../lib/clock.js';
-import { ApiError } from '../lib/errors.js';
-import { formatAmount, mulDiv } from '../lib/money.js';
-import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from './cursor.js';
-import { USD_DECIMALS, type LedgerService } from './ledger/ledger.js';
-import type { OperationService, OwnerRef } from './ledger/operations.js';
+import type { Db } from '../../db/knex.js';
+import { withTransaction } from '../../db/knex.js';
+import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
+import * as ledgerRepo from '../../db/repositories/ledger.repository.js';
+import { listActivity } from '../../db/repositories/activity.repository.js';
+import { listWithdrawalMethods } from '../../db/repositories/withdrawal-method.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import { ApiError } from '../../lib/errors.js';
+import { formatAmount, mulDiv } from '../../lib/money.js';
+import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import { USD_DECIMALS, type LedgerService } from '../ledger/ledger.js';
+import type { OperationService, OwnerRef } from '../ledger/operations.js';
+import type { Schema } from '../../lib/contract.js';
 
 const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 
@@ -27,7 +28,7 @@ export type HoldingsValuer = (db: Db, who: OwnerRef) => Promise<Partial<Holdings
 export interface AccountService {
   /** Adds a valuer whose amounts join the account summary (earn, collateral, debt). */
   registerHoldings(valuer: HoldingsValuer): void;
-  getAccount(db: Db, who: OwnerRef): Promise<Record<string, unknown>>;
+  getAccount(db: Db, who: OwnerRef): Promise<Schema<'AccountSummary'>>;
   listAssets(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
   listProtocols(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
   listBalances(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; cashOnly?: boolean }): Promise<ListPage<Record<string, unknown>>>;
@@ -36,6 +37,17 @@ export interface AccountService {
   getDepositAddress(db: Db, who: OwnerRef, query: { asset?: string; chain?: string }): Promise<Record<string, unknown>>;
   /** agentctl wallet fund: a deposit with its journal entries and activity. */
   fund(db: Db, agentId: string, input: { asset: string; amount: string }): Promise<Record<string, unknown>>;
+}
+
+/**
+ * A list's `since` as a Date. The document checks the date-time format; a value it accepts that Date cannot read
+ * (a leap second, 23:59:60) is refused here. (operation.service.ts parses its own `since` the same way.)
+ */
+export function parseSince(since: string | undefined): Date | undefined {
+  if (!since) return undefined;
+  const at = new Date(since);
+  if (Number.isNaN(at.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
+  return at;
 }
 
 /** A stable UUID derived from a name (the wallet's crypto deposit method has no row of its own). */
@@ -151,11 +163,7 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
 
     async listActivity(db, who, query) {
       const limit = pageLimit(query.limit);
-      let since: Date | undefined;
-      if (query.since) {
-        since = new Date(query.since);
-        if (Number.isNaN(since.getTime())) throw new ApiError('validation_failed', 'since must be an ISO 8601 timestamp', { field: 'since' });
-      }
+      const since = parseSince(query.since);
       const assets = await ledger.assets(db);
       const rows = await listActivity(db, { agentId: who.agentId, type: query.type, since, before: decodeKeyset(query.cursor), limit: limit + 1 });
       return toPage(

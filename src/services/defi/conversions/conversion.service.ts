@@ -1,67 +1,41 @@
 // Conversions: stored single-use quotes at the price feed (60 s), then execution that re-prices,
 // refuses below min_amount_out, consumes the quote through a primary key and holds the input;
 // the settlement loop swaps the held input for the output (or fails and releases it).
-import type { Db, Knex } from '../db/knex.js';
-import { withTransaction } from '../db/knex.js';
-import { findHeldByOperation, type AssetRow } from '../db/repositories/ledger.repository.js';
-import type { OperationRow } from '../db/repositories/operation.repository.js';
-import { lockPolicy } from '../db/repositories/policy.repository.js';
-import * as repo from '../db/repositories/quote.repository.js';
-import { findVault, lockVaults } from '../db/repositories/vault.repository.js';
-import type { QuoteRoute, QuoteRow } from '../db/repositories/quote.repository.js';
-import { DEX_PROTOCOL, UNISWAP_V2_FEE_BPS, type Dex, type DexQuote } from '../chain/dex.js';
-import type { OnchainSwapDetails } from '../chain/evm.js';
-import { getAmountOut, minAmountOut, slippagePercentToBps } from '../lib/defi/amm.js';
-import { convertAtPrice, humanRate, toUsd, type PricedAsset } from '../lib/defi/pricing.js';
-import type { Clock } from '../lib/clock.js';
-import { sha256Hex } from '../lib/crypto.js';
-import { ApiError } from '../lib/errors.js';
-import { newId } from '../lib/ids.js';
-import { formatAmount } from '../lib/money.js';
-import { isRefusal, type Refusal } from '../lib/refusal.js';
-import type { ListPage } from './cursor.js';
-import type { EarnService } from './earn.service.js';
-import { USD_DECIMALS, type AmountFields, type LedgerService } from './ledger/ledger.js';
-import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from './ledger/operations.js';
-import type { PolicyService } from './ledger/policy.js';
+import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
+import { type AssetRow, findHeldByOperation } from '../../../db/repositories/ledger.repository.js';
+import type { OperationRow } from '../../../db/repositories/operation.repository.js';
+import { lockPolicy } from '../../../db/repositories/policy.repository.js';
+import * as repo from '../../../db/repositories/quote.repository.js';
+import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
+import type { QuoteRoute, QuoteRow } from '../../../db/repositories/quote.repository.js';
+import { type Dex, DEX_PROTOCOL, type DexQuote, UNISWAP_V2_FEE_BPS } from '../../../chain/dex.js';
+import type { OnchainSwapDetails } from '../../../chain/evm.js';
+import { getAmountOut, minAmountOut, slippagePercentToBps } from '../../../lib/defi/amm.js';
+import { convertAtPrice, humanRate, type PricedAsset, toUsd } from '../../../lib/defi/pricing.js';
+import type { Clock } from '../../../lib/clock.js';
+import { sha256Hex } from '../../../lib/crypto.js';
+import { ApiError } from '../../../lib/errors.js';
+import { isRefusal, type Refusal } from '../../../lib/refusal.js';
+import { newId } from '../../../lib/ids.js';
+import { formatAmount } from '../../../lib/money.js';
+import type { ListPage } from '../../cursor.js';
+import type { EarnService } from '../earn/earn.service.js';
+import { type AmountFields, type LedgerService, USD_DECIMALS } from '../../ledger/ledger.js';
+import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from '../../ledger/operations.js';
+import type { PolicyService } from '../../ledger/policy.js';
+import { recordWrite } from '../record.js';
+import type { Schema } from '../../../lib/contract.js';
 
 export const QUOTE_TTL_MS = 60_000;
 export const DEFAULT_SLIPPAGE_PERCENT = 1;
 /** The simulated DEX every route goes through, with Uniswap v3's fee tiers: 5 bps between cash assets, 30 otherwise. */
 export const CONVERSION_PROTOCOL = 'uniswap-v3';
 
-export interface QuoteBody {
-  from_asset: string;
-  to_asset: string;
-  from_vault_address?: string;
-  to_vault_address?: string;
-  slippage_percent?: number;
-  amount?: string;
-  amount_usd?: string;
-}
 
-export interface PublicQuote {
-  quote_id: string;
-  from_asset: string;
-  to_asset: string;
-  from_amount: string;
-  expected_out: string;
-  min_amount_out: string;
-  slippage_percent: number;
-  human_rate: string;
-  route: { legs: { protocol: string; pool_address: string; fee_bps: number; from_asset: string; to_asset: string; from_amount: string; expected_out: string }[] };
-  from_vault_address: string | null;
-  to_vault_address: string | null;
-  expires_at: string;
-  expires_in_seconds: number;
-  fee_usd: string;
-  price_source: string;
-  created_at: string;
-}
 
 export interface ConversionService {
-  quote(db: Db, who: OwnerRef, body: QuoteBody): Promise<PublicQuote>;
-  execute(db: Db, who: OwnerRef, body: { quote_id: string }, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
+  quote(db: Db, who: OwnerRef, body: Schema<'ConversionQuoteRequest'>): Promise<Schema<'ConversionQuote'>>;
+  execute(db: Db, who: OwnerRef, body: Schema<'ConversionRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   list(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicOperation>>;
   get(db: Db, who: OwnerRef, id: string, include?: string[]): Promise<PublicOperation>;
   /** The settler of `conversion` operations (registered with the operation service at construction). */
@@ -94,7 +68,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
 
   const resolveAmount = async (db: Db, asset: AssetRow, body: AmountFields): Promise<bigint> => (await ledger.resolveAmount(db, asset, body)) as bigint;
 
-  async function publicQuote(db: Db, q: QuoteRow): Promise<PublicQuote> {
+  async function publicQuote(db: Db, q: QuoteRow): Promise<Schema<'ConversionQuote'>> {
     const from = await ledger.requireAsset(db, q.from_asset);
     const to = await ledger.requireAsset(db, q.to_asset);
     const fromAmount = BigInt(q.from_amount);
@@ -147,7 +121,8 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const to = await ledger.requireAsset(trx, body.to_asset, 'to_asset');
         if (from.symbol === to.symbol) throw new ApiError('validation_failed', 'from_asset and to_asset must differ', { fields: ['from_asset', 'to_asset'] });
         const slippageBps = slippagePercentToBps(body.slippage_percent ?? DEFAULT_SLIPPAGE_PERCENT);
-        if (slippageBps === null || slippageBps === 0n || slippageBps > 5000n) throw new ApiError('validation_failed', 'slippage_percent must be in (0, 50] with at most two decimals', { field: 'slippage_percent' });
+        // The document bounds slippage_percent to (0, 50]; whole basis points (two decimals) it cannot say.
+        if (slippageBps === null) throw new ApiError('validation_failed', 'slippage_percent must be in (0, 50] with at most two decimals', { field: 'slippage_percent' });
         const fromVault = await vaultFor(trx, body.from_vault_address, from, 'from_vault_address');
         const toVault = await vaultFor(trx, body.to_vault_address, to, 'to_vault_address');
         const amount = await resolveAmount(trx, from, body);
@@ -238,36 +213,30 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         if (quote.from_vault_id && (await policy.evaluate(trx, who.agentId, { ...policyFacts, type: 'conversion', asset: from.symbol, usdE8: toUsd(fromAmount, pf) })).allowed) {
           await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
         }
-        const created = await operations.create(trx, {
-            id: operationId,
-            principal: who,
-            type: 'conversion',
-            resource: { type: 'conversion', id: operationId },
-            asset: from.symbol,
-            amount: fromAmount,
-            amountUsdE8: toUsd(fromAmount, pf),
-            policy: policyFacts,
-            toAddress: quote.pool_address,
-            details: {
-              quote_id: quote.id,
-              to_asset: to.symbol,
-              amount_out: repriced.netOut.toString(),
-              expected_out: quote.expected_out,
-              min_amount_out: quote.min_amount_out,
-              fee_amount: repriced.fee.toString(),
-              to_vault_id: quote.to_vault_id,
-              ...(onchainRoute ? ({ onchain_route: onchainRoute } satisfies Partial<OnchainSwapDetails>) : {}),
-            },
-            eventData: { quote_id: quote.id },
-            humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
-            idempotencyKey,
-          });
-        if (isRefusal(created)) {
-          // A policy refusal commits its record; the quote stays usable (it was not what failed).
-          await repo.releaseQuote(trx, quote.id, operationId);
-          return created;
-        }
-        return operations.writeResponse(created.operation);
+        const result = await recordWrite(operations, trx, {
+          id: operationId, principal: who, type: 'conversion', resource: { type: 'conversion', id: operationId },
+          asset: from.symbol,
+          amount: fromAmount,
+          amountUsdE8: toUsd(fromAmount, pf),
+          policy: policyFacts,
+          toAddress: quote.pool_address,
+          details: {
+            quote_id: quote.id,
+            to_asset: to.symbol,
+            amount_out: repriced.netOut.toString(),
+            expected_out: quote.expected_out,
+            min_amount_out: quote.min_amount_out,
+            fee_amount: repriced.fee.toString(),
+            to_vault_id: quote.to_vault_id,
+            ...(onchainRoute ? ({ onchain_route: onchainRoute } satisfies Partial<OnchainSwapDetails>) : {}),
+          },
+          eventData: { quote_id: quote.id },
+          humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
+          idempotencyKey,
+        });
+        // A policy refusal commits its record; the quote stays usable (it was not what failed).
+        if (isRefusal(result)) await repo.releaseQuote(trx, quote.id, operationId);
+        return result;
       });
     },
 

@@ -1,11 +1,11 @@
 // Prices from the pools (issue 16): on a chain with the development DeFi bootstrap, the worker records the USD price of
 // every asset paired with USDC from that pair's time-weighted price (Uniswap v2 cumulative prices), observed_at now.
 // The prices table and its staleness rule stay as they are: when the loop stops, `price_stale` follows.
-import type { Dex } from '../chain/dex.js';
-import type { Db } from '../db/knex.js';
-import { upsertPrice } from '../db/repositories/ledger.repository.js';
-import type { Clock } from '../lib/clock.js';
-import type { LedgerService } from './ledger/ledger.js';
+import type { Dex } from '../../chain/dex.js';
+import type { Db } from '../../db/knex.js';
+import { upsertPrice } from '../../db/repositories/ledger.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import type { LedgerService } from '../ledger/ledger.js';
 
 /** The window a time-weighted pool price spans at most before its start observation rolls forward. */
 export const POOL_TWAP_WINDOW_SECONDS = 600;

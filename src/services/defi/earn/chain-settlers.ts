@@ -1,0 +1,92 @@
+// On-chain settlement of earn deposits, withdrawals and moves: the ledger follows the vaults' own events.
+import { findHeldByOperation } from '../../../db/repositories/ledger.repository.js';
+import type { Knex } from '../../../db/knex.js';
+import type { OperationRow } from '../../../db/repositories/operation.repository.js';
+import * as repo from '../../../db/repositories/vault.repository.js';
+import type { VaultRow } from '../../../db/repositories/vault.repository.js';
+import { mulDiv } from '../../../lib/money.js';
+import type { EarnCore } from './vaults.js';
+
+/** The ledger follows the vaults' own Deposit and Withdraw events (on-chain settlement of earn writes). */
+export function registerEarnSettlers(core: EarnCore): void {
+  const { clock, ledger, operations, accruedVault, saveVault, settleRewards, lockedVault, vaultAccount } = core;
+  interface VaultEvent {
+    event: 'Deposit' | 'Withdraw';
+    vault: string;
+    assets: string;
+    shares: string;
+  }
+  const eventsOf = (details: Record<string, unknown>) => (details.vault_events ?? []) as VaultEvent[];
+  const findEvent = (events: VaultEvent[], event: VaultEvent['event'], vault: string) => {
+    const e = events.find((x) => x.event === event && x.vault.toLowerCase() === vault.toLowerCase());
+    if (!e) throw new Error(`no ${event} event of vault ${vault} in the receipt`);
+    return { assets: BigInt(e.assets), shares: BigInt(e.shares) };
+  };
+  /**
+   * Adds (or removes) shares and principal on the wallet's position in `v`; principal leaves in proportion to the
+   * shares. Rewards accrue on the ledger as for any vault (per share, from the clock): the position's accrual is
+   * settled at the vault's accumulator before its shares change, and the vault row counts the shares the ledger
+   * booked (`vaultAssets`: the assets that entered (+) or left (-) the vault on chain).
+   */
+  async function shiftPosition(trx: Knex.Transaction, op: OperationRow, v: VaultRow, positionId: string, shares: bigint, assets: bigint, vaultAssets: bigint): Promise<void> {
+    const now = clock.now();
+    const a = accruedVault((await repo.findVault(trx, v.id))!);
+    const totalShares = a.state.totalShares + shares;
+    const totalAssets = a.state.totalAssets + vaultAssets;
+    await saveVault(trx, v, { ...a, state: { ...a.state, totalShares: totalShares > 0n ? totalShares : 0n, totalAssets: totalAssets > 0n ? totalAssets : 0n } });
+    const p = await repo.ensurePosition(trx, { id: positionId, agent_id: op.agent_id, wallet_id: op.wallet_id, vault_id: v.id, reward_checkpoint_ray: a.accRewardRay, at: now });
+    const { rewards, checkpoint } = settleRewards(p, a.accRewardRay);
+    const held = BigInt(p.shares);
+    const principal = BigInt(p.principal);
+    let next: { shares: bigint; principal: bigint };
+    if (shares >= 0n) next = { shares: held + shares, principal: principal + assets };
+    else {
+      const burned = -shares;
+      const principalOut = burned >= held ? principal : mulDiv(principal, burned, held, 'up');
+      next = { shares: held > burned ? held - burned : 0n, principal: principal > principalOut ? principal - principalOut : 0n };
+    }
+    await repo.updatePosition(trx, p.id, { ...next, reward_checkpoint_ray: checkpoint, rewards_accrued: rewards, updated_at: now });
+  }
+
+  operations.registerChainSettler('earn.deposit', async (trx, op, tracked) => {
+    const d = op.details as { vault_id: string; position_id: string };
+    const v = await lockedVault(trx, d.vault_id);
+    const minted = findEvent(eventsOf(tracked), 'Deposit', v.address);
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, vaultAccount(v), 'earn.deposit');
+    await shiftPosition(trx, op, v, d.position_id, minted.shares, minted.assets, minted.assets);
+    return { ok: true, details: { ...tracked, shares: minted.shares.toString() } };
+  });
+  operations.registerChainSettler('earn.withdraw', async (trx, op, tracked) => {
+    const d = op.details as { vault_id: string; position_id: string };
+    const v = await lockedVault(trx, d.vault_id);
+    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', v.address);
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'earn.withdraw',
+      postings: [
+        { account: vaultAccount(v), asset: v.asset_symbol, amount: -redeemed.assets },
+        { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: redeemed.assets },
+      ],
+    });
+    await shiftPosition(trx, op, v, d.position_id, -redeemed.shares, 0n, -redeemed.assets);
+    return { ok: true, details: { ...tracked, amount_out: redeemed.assets.toString(), shares: redeemed.shares.toString() } };
+  });
+  operations.registerChainSettler('earn.move', async (trx, op, tracked) => {
+    const d = op.details as { from_vault_id: string; to_vault_id: string; from_position_id: string; position_id: string };
+    const [from, to] = await Promise.all([repo.findVault(trx, d.from_vault_id), repo.findVault(trx, d.to_vault_id)]);
+    await repo.lockVaults(trx, [d.from_vault_id, d.to_vault_id]);
+    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', from!.address);
+    const minted = findEvent(eventsOf(tracked), 'Deposit', to!.address);
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'earn.move',
+      postings: [
+        { account: vaultAccount(from!), asset: from!.asset_symbol, amount: -redeemed.assets },
+        { account: vaultAccount(to!), asset: to!.asset_symbol, amount: minted.assets },
+      ],
+    });
+    await shiftPosition(trx, op, from!, d.from_position_id, -redeemed.shares, 0n, -redeemed.assets);
+    await shiftPosition(trx, op, to!, d.position_id, minted.shares, minted.assets, minted.assets);
+    return { ok: true, details: { ...tracked, shares_burned: redeemed.shares.toString(), shares_minted: minted.shares.toString() } };
+  });
+}
