@@ -3,11 +3,11 @@
 import type { Knex } from 'knex';
 import { createKnex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
-import { parseAmount } from '../../src/lib/money.js';
 import { createAgentService, type AgentService } from '../../src/services/agent.service.js';
 import { createDefiArea, type DefiArea } from '../../src/services/defi-area.js';
 import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
 import { testEnv } from '../setup.js';
+import { createTestAgent } from '../support/agents.js';
 
 export interface DefiHarness {
   db: Knex;
@@ -33,16 +33,8 @@ export async function createDefiHarness(): Promise<DefiHarness> {
     defi,
     agents,
     async newAgent(opts = {}) {
-      const { owner_id } = await agents.createOwner(db, { email: `defi-${Math.random().toString(36).slice(2)}@example.com` });
-      const created = await agents.createAgent(db, { ownerId: owner_id, name: 'defi agent' });
-      const who = { agentId: created.agent_id, walletId: created.wallet_id };
-      if (opts.policy) await ledger.policy.set(db, who.agentId, opts.policy);
-      else await ledger.policy.allowAll(db, who.agentId);
-      for (const [asset, amount] of Object.entries(opts.funds ?? { USDC: '10000' })) {
-        const row = await ledger.ledger.requireAsset(db, asset);
-        await ledger.ledger.deposit(db, { walletId: who.walletId, asset, amount: parseAmount(amount, row.decimals) });
-      }
-      return who;
+      const { agentId, walletId } = await createTestAgent({ db, agents, ledger }, { name: 'defi agent', emailPrefix: 'defi', policy: opts.policy ?? 'all', fund: opts.funds ?? { USDC: '10000' }, fundVia: 'deposit' });
+      return { agentId, walletId };
     },
     async balance(walletId, asset) {
       return (await ledger.ledger.balance(db, walletId, asset)).available;

@@ -51,8 +51,7 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
     node,
     token,
     async agent(fund: { USDC?: string; ETH?: string } = {}) {
-      const agent = await server.createAgent();
-      await ledger.policy.allowAll(server.db, agent.agentId);
+      const agent = await server.createAgent({ policy: 'all' });
       const wallet = await server.db('wallets').where({ id: agent.walletId }).first();
       const address = getAddress(wallet.address) as Address;
       // Funded on chain; the deposit watcher credits the ledger (ticked here, and by any running worker).

@@ -4,6 +4,7 @@ import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
 import { createAgentService, type AgentCreatedHook, type AgentService } from '../../src/services/agent.service.js';
 import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
 import { testEnv } from '../setup.js';
+import { createTestAgent } from '../support/agents.js';
 
 export const MASTER_KEY = 'test-master-key-0123456789abcdef0123456789';
 
@@ -30,16 +31,9 @@ export interface TestAgent {
   ownerId: string;
 }
 
-let seq = 0;
 export async function makeAgent(f: LedgerFixture, opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}): Promise<TestAgent> {
-  const { owner_id } = await f.agents.createOwner(f.db, { email: `owner-${Date.now()}-${seq++}@example.com` });
-  const created = await f.agents.createAgent(f.db, { ownerId: owner_id, name: 'ledger test agent' });
-  const agent = { agentId: created.agent_id, walletId: created.wallet_id, ownerId: owner_id };
-  const policy = opts.policy === undefined ? 'all' : opts.policy;
-  if (policy === 'all') await f.area.policy.allowAll(f.db, agent.agentId);
-  else if (policy) await f.area.policy.set(f.db, agent.agentId, policy);
-  for (const [asset, amount] of Object.entries(opts.fund ?? {})) await f.area.account.fund(f.db, agent.agentId, { asset, amount });
-  return agent;
+  const { agentId, walletId, ownerId } = await createTestAgent({ db: f.db, agents: f.agents, ledger: f.area }, { name: 'ledger test agent', policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.fund });
+  return { agentId, walletId, ownerId };
 }
 
 export const addr = (n: number) => `0x${n.toString(16).padStart(40, '0')}`;
