@@ -1,12 +1,11 @@
-// Service-level harness for the DeFi tests: the ledger and DeFi areas on the per-run database, a fake clock,
+// Service-level harness for the DeFi tests: the composition root's ledger and DeFi areas on the test file's database, a fake clock,
 // and agents with a permissive policy and funded wallets.
 import type { Knex } from 'knex';
-import { createKnex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
-import { createAgentService, type AgentService } from '../../src/services/agent.service.js';
-import { createDefiArea, type DefiArea } from '../../src/services/defi-area.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
-import { testEnv } from '../setup.js';
+import type { AgentService } from '../../src/services/agent.service.js';
+import type { DefiArea } from '../../src/services/defi-area.js';
+import type { LedgerArea } from '../../src/services/ledger-area.js';
+import { createTestCore } from '../support/core.js';
 import { createTestAgent } from '../support/agents.js';
 
 export interface DefiHarness {
@@ -21,11 +20,10 @@ export interface DefiHarness {
 }
 
 export async function createDefiHarness(): Promise<DefiHarness> {
-  const db = await createKnex({ databaseUrl: testEnv.databaseUrl, dataDir: '', poolMax: 60 });
   const clock = createFakeClock('2026-03-01T12:00:00.000Z');
-  const ledger = createLedgerArea({ config: { masterKey: 'test-master-key-0123456789abcdef0123456789', settlementDelayMs: 0 }, clock });
-  const defi = createDefiArea({ clock, ledger });
-  const agents = createAgentService({ clock });
+  const core = await createTestCore({ clock, env: { SETTLEMENT_DELAY_MS: '0', DATABASE_POOL_MAX: '60' } });
+  const { db } = core;
+  const { ledger, defi, agents } = core.services;
   return {
     db,
     clock,
@@ -39,7 +37,7 @@ export async function createDefiHarness(): Promise<DefiHarness> {
     async balance(walletId, asset) {
       return (await ledger.ledger.balance(db, walletId, asset)).available;
     },
-    close: () => db.destroy(),
+    close: core.close,
   };
 }
 

@@ -1,9 +1,9 @@
-// Ledger-area test factory: a Knex on the per-run database, the area on a fake clock, and funded agents.
-import { createKnex, type Knex } from '../../src/db/knex.js';
+// Ledger-area test factory (the composition root's services): a Knex on the test file's database, the area on a fake clock, and funded agents.
+import type { Knex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
-import { createAgentService, type AgentCreatedHook, type AgentService } from '../../src/services/agent.service.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger-area.js';
-import { testEnv } from '../setup.js';
+import type { AgentService } from '../../src/services/agent.service.js';
+import type { LedgerArea } from '../../src/services/ledger-area.js';
+import { createTestCore } from '../support/core.js';
 import { createTestAgent } from '../support/agents.js';
 
 export const MASTER_KEY = 'test-master-key-0123456789abcdef0123456789';
@@ -17,12 +17,9 @@ export interface LedgerFixture {
 }
 
 export async function createLedgerFixture(opts: { settlementDelayMs?: number; poolMax?: number } = {}): Promise<LedgerFixture> {
-  const db = await createKnex({ databaseUrl: testEnv.databaseUrl, dataDir: '', poolMax: opts.poolMax ?? 30 });
   const clock = createFakeClock('2026-03-02T10:00:00.000Z');
-  const hooks: AgentCreatedHook[] = [];
-  const area = createLedgerArea({ config: { masterKey: MASTER_KEY, settlementDelayMs: opts.settlementDelayMs ?? 0 }, clock, onAgentCreated: hooks });
-  const agents = createAgentService({ clock, onAgentCreated: hooks });
-  return { db, clock, area, agents, close: () => db.destroy() };
+  const core = await createTestCore({ clock, env: { MASTER_KEY, SETTLEMENT_DELAY_MS: String(opts.settlementDelayMs ?? 0), DATABASE_POOL_MAX: String(opts.poolMax ?? 30) } });
+  return { db: core.db, clock, area: core.services.ledger, agents: core.services.agents, close: core.close };
 }
 
 export interface TestAgent {
