@@ -1,4 +1,4 @@
-// In-process test server on an ephemeral port: real Postgres (per-run database), real Redis (per-run prefix).
+// In-process test server on an ephemeral port: real Postgres (the test file's database), real Redis (its own prefix).
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
