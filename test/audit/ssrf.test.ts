@@ -1,5 +1,5 @@
 // Audit D: SSRF and outbound-request safety (spec 6.4, 3.2; contract §11, §13) for the vectors that
-// test/webhooks/url-safety.test.ts, delivery.test.ts and test/x402/* do not already demonstrate.
+// test/webhooks/url-safety.unit.test.ts, delivery.test.ts and test/x402/* do not already demonstrate.
 import { expect } from 'chai';
 import { createServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';

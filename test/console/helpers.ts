@@ -28,8 +28,9 @@ export interface ConsoleEnv {
 }
 
 export async function startConsoleEnv(): Promise<ConsoleEnv> {
-  // Built here too (a second or two), so a single-file run never tests a stale bundle.
-  execFileSync('npm', ['run', '--silent', 'build:console'], { cwd: repoRoot, stdio: 'ignore' });
+  // Built here too (a second or two), so a single-file run never tests a stale bundle; not under `npm test`, whose
+  // pretest built it once: its files run in parallel, and a second build would empty console/dist under the first.
+  if (process.env.npm_lifecycle_event !== 'test') execFileSync('npm', ['run', '--silent', 'build:console'], { cwd: repoRoot, stdio: 'ignore' });
   expect(existsSync(`${CONSOLE_DIST}index.html`)).to.equal(true);
   const mail = await startMailSink();
   const pki = await createTestPki();

@@ -1,14 +1,13 @@
-// Service-level harness for the DeFi tests: the ledger and DeFi areas on the per-run database, a fake clock,
+// Service-level harness for the DeFi tests: the composition root's ledger and DeFi areas on the test file's database, a fake clock,
 // and agents with a permissive policy and funded wallets.
 import type { Knex } from 'knex';
-import { createKnex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
-import { parseAmount } from '../../src/lib/money.js';
-import { createAgentService, type AgentService } from '../../src/services/agent.service.js';
-import { createDefiArea, type DefiArea } from '../../src/services/defi/area.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
+import type { AgentService } from '../../src/services/agent.service.js';
+import type { DefiArea } from '../../src/services/defi/area.js';
+import type { LedgerArea } from '../../src/services/ledger/area.js';
+import { createTestCore } from '../support/core.js';
+import { createTestAgent } from '../support/agents.js';
 import { rejectingRefusals, type RefusalsRejected } from '../ledger/factory.js';
-import { testEnv } from '../setup.js';
 
 export interface DefiHarness {
   db: Knex;
@@ -22,11 +21,10 @@ export interface DefiHarness {
 }
 
 export async function createDefiHarness(): Promise<DefiHarness> {
-  const db = await createKnex({ databaseUrl: testEnv.databaseUrl, dataDir: '', poolMax: 60 });
   const clock = createFakeClock('2026-03-01T12:00:00.000Z');
-  const ledger = createLedgerArea({ config: { masterKey: 'test-master-key-0123456789abcdef0123456789', settlementDelayMs: 0 }, clock });
-  const defi = createDefiArea({ clock, ledger });
-  const agents = createAgentService({ clock });
+  const core = await createTestCore({ clock, env: { SETTLEMENT_DELAY_MS: '0', DATABASE_POOL_MAX: '60' } });
+  const { db } = core;
+  const { ledger, defi, agents } = core.services;
   return {
     db,
     clock,
@@ -34,21 +32,13 @@ export async function createDefiHarness(): Promise<DefiHarness> {
     defi: { ...defi, earn: rejectingRefusals(defi.earn), borrow: rejectingRefusals(defi.borrow), conversions: rejectingRefusals(defi.conversions) },
     agents,
     async newAgent(opts = {}) {
-      const { owner_id } = await agents.createOwner(db, { email: `defi-${Math.random().toString(36).slice(2)}@example.com` });
-      const created = await agents.createAgent(db, { ownerId: owner_id, name: 'defi agent' });
-      const who = { agentId: created.agent_id, walletId: created.wallet_id };
-      if (opts.policy) await ledger.policy.set(db, who.agentId, opts.policy);
-      else await ledger.policy.allowAll(db, who.agentId);
-      for (const [asset, amount] of Object.entries(opts.funds ?? { USDC: '10000' })) {
-        const row = await ledger.ledger.requireAsset(db, asset);
-        await ledger.ledger.deposit(db, { walletId: who.walletId, asset, amount: parseAmount(amount, row.decimals) });
-      }
-      return who;
+      const { agentId, walletId } = await createTestAgent({ db, agents, ledger }, { name: 'defi agent', emailPrefix: 'defi', policy: opts.policy ?? 'all', fund: opts.funds ?? { USDC: '10000' }, fundVia: 'deposit' });
+      return { agentId, walletId };
     },
     async balance(walletId, asset) {
       return (await ledger.ledger.balance(db, walletId, asset)).available;
     },
-    close: () => db.destroy(),
+    close: core.close,
   };
 }
 

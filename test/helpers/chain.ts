@@ -3,41 +3,21 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import knexFactory from 'knex';
-import pg from 'pg';
 import { getAddress, parseUnits } from 'viem';
 import type { Address, Hex } from '../../src/chain/port.js';
 import type { Clock } from '../../src/lib/clock.js';
 import { mintToken } from '../../src/chain/token.js';
 import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import type { OperationRow } from '../../src/db/repositories/operation.repository.js';
-import { migrationSource } from '../../src/db/migrations/index.js';
-import { testEnv } from '../setup.js';
+import { cloneTemplateDatabase } from '../setup.js';
 import type { AnvilNode } from './anvil.js';
 import { repoRoot } from './process.js';
 import { startTestServer, testConfigEnv, type TestAgent, type TestServer } from './server.js';
 
-const adminUrl = process.env.TEST_PG_ADMIN_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
-
-async function admin(sql: string) {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
-/** A migrated database of its own; `drop()` removes it. */
+/** A migrated database of its own (a clone of the run's template); `drop()` removes it. */
 export async function createIsolatedDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `agent_api_test_${testEnv.runId}_chain_${randomBytes(3).toString('hex')}`;
-  await admin(`CREATE DATABASE ${name}`);
-  const url = adminUrl.replace(/\/[^/]*$/, `/${name}`);
-  const db = knexFactory({ client: 'pg', connection: url });
-  await db.migrate.latest({ migrationSource });
-  await db.destroy();
-  return { url, drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+  const { url, drop } = await cloneTemplateDatabase('chain');
+  return { url, drop };
 }
 
 /** The environment of a server settling on `node` (fast polling, one confirmation). */
@@ -71,8 +51,7 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
     node,
     token,
     async agent(fund: { USDC?: string; ETH?: string } = {}) {
-      const agent = await server.createAgent();
-      await ledger.policy.allowAll(server.db, agent.agentId);
+      const agent = await server.createAgent({ policy: 'all' });
       const wallet = await server.db('wallets').where({ id: agent.walletId }).first();
       const address = getAddress(wallet.address) as Address;
       // Funded on chain; the deposit watcher credits the ledger (ticked here, and by any running worker).

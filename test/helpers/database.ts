@@ -1,4 +1,4 @@
-// A scratch database of its own for tests that must not touch the shared per-run one (they rewrite whole tables).
+// A scratch database of its own for tests that must not touch the test file's clone of the template (they rewrite whole tables).
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { testEnv } from '../setup.js';

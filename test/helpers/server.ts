@@ -1,4 +1,4 @@
-// In-process test server on an ephemeral port: real Postgres (per-run database), real Redis (per-run prefix).
+// In-process test server on an ephemeral port: real Postgres (the test file's database), real Redis (its own prefix).
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -11,6 +11,7 @@ import type { HandlerMap } from '../../src/http/types.js';
 import type { Services } from '../../src/services/registry.js';
 import { createWorker, type Worker } from '../../src/worker.js';
 import { testEnv } from '../setup.js';
+import { createTestAgent, type AgentOptions } from '../support/agents.js';
 
 export interface TestAgent {
   agentId: string;
@@ -45,7 +46,8 @@ export interface TestServer {
   config: Readonly<Config>;
   built: BuiltApp;
   server: Server;
-  createAgent(opts?: { name?: string; startsAt?: Date | null; endsAt?: Date | null; ownerId?: string }): Promise<TestAgent>;
+  /** An agent of the server's owner (or `ownerId`'s), with the policy, funds and rate limits asked for. */
+  createAgent(opts?: AgentOptions): Promise<TestAgent>;
   request(method: string, path: string, opts?: RequestOptions): Promise<TestResponse>;
   close(): Promise<void>;
 }
@@ -81,20 +83,8 @@ export async function startTestServer(opts: { clock?: Clock; env?: Record<string
 
   const createAgent: TestServer['createAgent'] = async (agentOpts = {}) => {
     if (!agentOpts.ownerId && !ownerId) ownerId = (await built.services.agents.createOwner(built.db, { email: `owner-${randomBytes(6).toString('hex')}@example.com` })).owner_id;
-    const owner = agentOpts.ownerId ?? ownerId!;
-    const created = await built.services.agents.createAgent(built.db, {
-      ownerId: owner,
-      name: agentOpts.name ?? 'test agent',
-      startsAt: agentOpts.startsAt ?? null,
-      endsAt: agentOpts.endsAt ?? null,
-    });
-    return {
-      agentId: created.agent_id,
-      walletId: created.wallet_id,
-      ownerId: owner,
-      apiKey: created.api_key,
-      headers: { 'x-agent-id': created.agent_id, 'x-api-key': created.api_key },
-    };
+    const created = await createTestAgent({ db: built.db, agents: built.services.agents, ledger: built.services.ledger }, { ...agentOpts, ownerId: agentOpts.ownerId ?? ownerId! });
+    return { ...created, headers: { 'x-agent-id': created.agentId, 'x-api-key': created.apiKey } };
   };
 
   const request: TestServer['request'] = async (method, path, reqOpts = {}) => {
@@ -138,10 +128,5 @@ export const newKey = (): string => `key-${randomBytes(8).toString('hex')}`;
 
 /** An agent with the embedded demo's policy and funds whose rate limits stay out of the way. */
 export async function createDemoAgent(server: TestServer, limit = 100_000): Promise<TestAgent> {
-  const agent = await server.createAgent();
-  await server.services.ledger.setupDemoAgent(server.db, { agentId: agent.agentId, walletId: agent.walletId });
-  for (const cls of ['read', 'write', 'simulate', 'webhook_management', 'bulk_write'] as const) {
-    await server.services.agents.setRateLimit(server.db, agent.agentId, { class: cls, limit, burst: limit, windowSeconds: 60 });
-  }
-  return agent;
+  return server.createAgent({ demo: true, rateLimit: { limit, classes: ['read', 'write', 'simulate', 'webhook_management', 'bulk_write'] } });
 }

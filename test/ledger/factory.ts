@@ -1,11 +1,12 @@
-// Ledger-area test factory: a Knex on the per-run database, the area on a fake clock, and funded agents.
-import { createKnex, type Knex } from '../../src/db/knex.js';
+// Ledger-area test factory (the composition root's services): a Knex on the test file's database, the area on a fake clock, and funded agents.
+import type { Knex } from '../../src/db/knex.js';
 import { createFakeClock, type FakeClock } from '../../src/lib/clock.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
-import { createAgentService, type AgentCreatedHook, type AgentService } from '../../src/services/agent.service.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
-import { testEnv } from '../setup.js';
+import type { AgentService } from '../../src/services/agent.service.js';
+import type { LedgerArea } from '../../src/services/ledger/area.js';
+import { createTestCore } from '../support/core.js';
+import { createTestAgent } from '../support/agents.js';
 
 export const MASTER_KEY = 'test-master-key-0123456789abcdef0123456789';
 
@@ -45,13 +46,11 @@ export interface LedgerFixture {
 }
 
 export async function createLedgerFixture(opts: { settlementDelayMs?: number; poolMax?: number } = {}): Promise<LedgerFixture> {
-  const db = await createKnex({ databaseUrl: testEnv.databaseUrl, dataDir: '', poolMax: opts.poolMax ?? 30 });
   const clock = createFakeClock('2026-03-02T10:00:00.000Z');
-  const hooks: AgentCreatedHook[] = [];
-  const area = createLedgerArea({ config: { masterKey: MASTER_KEY, settlementDelayMs: opts.settlementDelayMs ?? 0 }, clock, onAgentCreated: hooks });
-  const agents = createAgentService({ clock, onAgentCreated: hooks });
+  const core = await createTestCore({ clock, env: { MASTER_KEY, SETTLEMENT_DELAY_MS: String(opts.settlementDelayMs ?? 0), DATABASE_POOL_MAX: String(opts.poolMax ?? 30) } });
+  const area = core.services.ledger;
   const view: TestLedgerArea = { ...area, payments: rejectingRefusals(area.payments), withdrawals: rejectingRefusals(area.withdrawals), destinations: rejectingRefusals(area.destinations) };
-  return { db, clock, area: view, agents, close: () => db.destroy() };
+  return { db: core.db, clock, area: view, agents: core.services.agents, close: core.close };
 }
 
 export interface TestAgent {
@@ -60,16 +59,9 @@ export interface TestAgent {
   ownerId: string;
 }
 
-let seq = 0;
 export async function makeAgent(f: LedgerFixture, opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}): Promise<TestAgent> {
-  const { owner_id } = await f.agents.createOwner(f.db, { email: `owner-${Date.now()}-${seq++}@example.com` });
-  const created = await f.agents.createAgent(f.db, { ownerId: owner_id, name: 'ledger test agent' });
-  const agent = { agentId: created.agent_id, walletId: created.wallet_id, ownerId: owner_id };
-  const policy = opts.policy === undefined ? 'all' : opts.policy;
-  if (policy === 'all') await f.area.policy.allowAll(f.db, agent.agentId);
-  else if (policy) await f.area.policy.set(f.db, agent.agentId, policy);
-  for (const [asset, amount] of Object.entries(opts.fund ?? {})) await f.area.account.fund(f.db, agent.agentId, { asset, amount });
-  return agent;
+  const { agentId, walletId, ownerId } = await createTestAgent({ db: f.db, agents: f.agents, ledger: f.area }, { name: 'ledger test agent', policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.fund });
+  return { agentId, walletId, ownerId };
 }
 
 export const addr = (n: number) => `0x${n.toString(16).padStart(40, '0')}`;

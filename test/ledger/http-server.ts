@@ -21,14 +21,7 @@ export async function startLedgerServer(env: Record<string, string> = {}): Promi
   return Object.assign(server, {
     ledger,
     clock,
-    async agent(opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}) {
-      const agent = await server.createAgent();
-      const policy = opts.policy === undefined ? 'all' : opts.policy;
-      if (policy === 'all') await ledger.policy.allowAll(server.db, agent.agentId);
-      else if (policy) await ledger.policy.set(server.db, agent.agentId, policy);
-      for (const [asset, amount] of Object.entries(opts.fund ?? {})) await ledger.account.fund(server.db, agent.agentId, { asset, amount });
-      return agent;
-    },
+    agent: (opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}) => server.createAgent({ policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.fund }),
     async settle() {
       for (let i = 0; i < 50; i++) if ((await runSettlementTick({ db: server.db, ledger })) === 0) return;
     },

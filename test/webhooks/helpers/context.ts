@@ -11,6 +11,7 @@ import { createWebhookService, type WebhookCaller } from '../../../src/services/
 import { createDeliveryWorker, type DeliveryWorkerDeps } from '../../../src/webhooks/delivery-worker.js';
 import type { ResolvedAddress } from '../../../src/webhooks/url-safety.js';
 import { testEnv } from '../../setup.js';
+import { createTestAgent } from '../../support/agents.js';
 import { createTableResolver, HOSTILE_DNS, PUBLIC_DNS } from '../hostile-urls.js';
 
 export const TEST_MASTER_KEY = 'test-master-key-0123456789abcdef0123456789';
@@ -48,8 +49,8 @@ export async function createWebhookTestContext(ca?: string): Promise<WebhookTest
     strictService: createWebhookService({ clock, sealer, allowLoopback: false, resolver }),
     async newAgent() {
       ownerId ??= (await agents.createOwner(db, { email: `wh-${Math.random().toString(16).slice(2)}@example.com` })).owner_id;
-      const created = await agents.createAgent(db, { ownerId, name: 'webhook test agent' });
-      return { agentId: created.agent_id, walletId: created.wallet_id };
+      const { agentId, walletId } = await createTestAgent({ db, agents }, { ownerId, name: 'webhook test agent' });
+      return { agentId, walletId };
     },
     emit(caller, type = 'payment.executed', data = { amount: '1.5' }) {
       return withTransaction(db, (trx) =>
