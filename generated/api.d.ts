@@ -4894,7 +4894,10 @@ export interface operations {
     getOpenApi: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description An `ETag` from an earlier answer; when it is current the answer is 304 without a body. */
+                "If-None-Match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -4903,6 +4906,10 @@ export interface operations {
             /** @description The OpenAPI document. */
             200: {
                 headers: {
+                    /** @description Strong entity tag of the document (send it back as `If-None-Match`). */
+                    ETag?: string;
+                    /** @description `public, max-age=300`. */
+                    "Cache-Control"?: string;
                     "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
                     "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
@@ -4919,6 +4926,20 @@ export interface operations {
                         [key: string]: unknown;
                     };
                 };
+            };
+            /** @description Not modified: the request's `If-None-Match` names the current `ETag`; no body. */
+            304: {
+                headers: {
+                    /** @description Strong entity tag of the document. */
+                    ETag?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             414: components["responses"]["RequestHeadTooLarge"];
             429: components["responses"]["RateLimited"];

@@ -1,5 +1,5 @@
 // Tag activity: the wallet's financial events, newest first.
-import type { LooseHandler } from '../http/types.js';
-import { ok, pageQuery, query, who } from './ledger-common.js';
+import type { Handler } from '../http/types.js';
+import { who } from './ledger-common.js';
 
-export const listActivity: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.account.listActivity(ctx.db, who(ctx), { ...pageQuery(c), type: query(c, 'type'), since: query(c, 'since') }));
+export const listActivity: Handler<'listActivity'> = async (req, ctx) => ({ status: 200, body: await ctx.services.ledger.account.listActivity(ctx.db, who(ctx), req.query) });

@@ -1,7 +1,7 @@
 // Tag deposits: how funds reach the wallet (its Base address, the owner's bank transfers).
-import type { LooseHandler } from '../http/types.js';
-import { ok, pageQuery, query, who } from './ledger-common.js';
+import type { Handler } from '../http/types.js';
+import { who } from './ledger-common.js';
 
-export const listDepositMethods: LooseHandler = async (c, ctx) => ok(await ctx.services.ledger.account.listDepositMethods(ctx.db, who(ctx), pageQuery(c)));
+export const listDepositMethods: Handler<'listDepositMethods'> = async (req, ctx) => ({ status: 200, body: await ctx.services.ledger.account.listDepositMethods(ctx.db, who(ctx), req.query) });
 
-export const getDepositAddress: LooseHandler = async (c, ctx) => ok({ deposit_address: await ctx.services.ledger.account.getDepositAddress(ctx.db, who(ctx), { asset: query(c, 'asset'), chain: query(c, 'chain') }) });
+export const getDepositAddress: Handler<'getDepositAddress'> = async (req, ctx) => ({ status: 200, body: { ok: true, deposit_address: await ctx.services.ledger.account.getDepositAddress(ctx.db, who(ctx), req.query) } });

@@ -1,6 +1,5 @@
 // Tag events: the agent's events, newest first, and one event.
 import type { Handler, Schema } from '../http/types.js';
-import { pageQuery, param, query } from './ledger-common.js';
 
 type Event = Schema<'EventResponse'>['event'];
 
@@ -11,8 +10,8 @@ type Event = Schema<'EventResponse'>['event'];
 const asEvent = (envelope: { type: string }): Event => envelope as Event;
 
 export const listEvents: Handler<'listEvents'> = async (req, ctx) => {
-  const page = await ctx.services.events.list(ctx.db, ctx.principal.agentId, { ...pageQuery(req), type: query(req, 'type'), since: query(req, 'since') });
+  const page = await ctx.services.events.list(ctx.db, ctx.principal.agentId, req.query);
   return { status: 200, body: { ...page, items: page.items.map(asEvent) } };
 };
 
-export const getEvent: Handler<'getEvent'> = async (req, ctx) => ({ status: 200, body: { ok: true, event: asEvent(await ctx.services.events.get(ctx.db, ctx.principal.agentId, param(req, 'id'))) } });
+export const getEvent: Handler<'getEvent'> = async (req, ctx) => ({ status: 200, body: { ok: true, event: asEvent(await ctx.services.events.get(ctx.db, ctx.principal.agentId, req.params.id)) } });

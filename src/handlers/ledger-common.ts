@@ -1,23 +1,5 @@
-// Request helpers shared by the ledger area's handler files (not a tag: exports no handler).
-import type { LooseRequest, OperationRequest, RequestContext } from '../http/types.js';
-import { ApiError } from '../lib/errors.js';
-
-/** Transitional, for the owner handlers (src/handlers/owner.ts) that are not yet typed by operationId. */
-export const param = (c: LooseRequest, name: string): string => String(c.params[name] ?? '');
-
-/** Transitional, as `param`. */
-export function query(c: LooseRequest, name: string): string | undefined {
-  const value = c.query[name];
-  if (value === undefined || value === null) return undefined;
-  if (Array.isArray(value)) throw new ApiError('validation_failed', `${name} may be given once`, { field: name });
-  return String(value);
-}
-
-/** Transitional, as `param`. */
-export const pageQuery = (c: LooseRequest) => ({ cursor: query(c, 'cursor'), limit: query(c, 'limit') });
-
-/** Transitional, as `param`. */
-export const body = <T = Record<string, unknown>>(c: LooseRequest): T => (c.body && typeof c.body === 'object' ? c.body : {}) as T;
+// Helpers shared by the ledger area's handler files (not a tag: exports no handler).
+import type { OperationRequest, RequestContext } from '../http/types.js';
 
 export const who = (ctx: RequestContext) => ({ agentId: ctx.principal.agentId, walletId: ctx.principal.walletId, ownerId: ctx.principal.ownerId });
 

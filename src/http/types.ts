@@ -72,6 +72,9 @@ export interface RequestContext {
   dryRun?: boolean;
 }
 
+/** The body the document declares for one status of an operation. */
+export type ResponseBody<K extends OperationId, S extends keyof Responses<K>> = Json<Responses<K>[S]>;
+
 /** A policy refusal returned as a value (src/lib/refusal.ts), for operations whose document declares a 403. */
 type RefusalAnswers<K extends OperationId> = 403 extends keyof Responses<K> ? { status: 403; body: ErrorBody } : never;
 
@@ -104,18 +107,3 @@ export type HandlerMap = { [K in RoutedOperationId]: Handler<K> };
 
 /** The router's view of any handler. */
 export type AnyHandler = (req: OperationRequest<OperationId>, ctx: RequestContext) => Promise<HandlerResult>;
-
-/**
- * Transitional: a handler not yet typed by its operationId. Remove once every handler is
- * `Handler<'operationId'>` (the map's `satisfies HandlerMap` then checks bodies and answers).
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type LooseHandler = (req: any, ctx: RequestContext) => Promise<any>;
-/** Transitional: the request of a `LooseHandler`. */
-export interface LooseRequest {
-  operationId: string;
-  params: Record<string, unknown>;
-  query: Record<string, unknown>;
-  body: unknown;
-  headers: Readonly<Record<string, string | string[] | undefined>>;
-}

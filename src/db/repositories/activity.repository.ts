@@ -1,4 +1,5 @@
 // The activity log: one row per financial event of a wallet (operations, receipts, deposits).
+import type { Schema } from '../../lib/contract.js';
 import type { Db } from '../knex.js';
 import { newestFirst, type Page } from './keyset.js';
 
@@ -6,7 +7,7 @@ export interface ActivityRow {
   id: string;
   agent_id: string;
   wallet_id: string;
-  type: string;
+  type: Schema<'ActivityType'>;
   status: string;
   operation_id: string | null;
   direction: 'in' | 'out' | 'none';

@@ -1,14 +1,15 @@
 // Assets, protocols, prices, materialised balances, the append-only journal, holds and the simulated chain's failing addresses.
+import type { Schema } from '../../lib/contract.js';
 import type { Db } from '../knex.js';
 
 export interface AssetRow {
   symbol: string;
   name: string;
-  chain: string;
+  chain: Schema<'Chain'>;
   chain_id: number;
   contract_address: string | null;
   decimals: number;
-  category: string;
+  category: Schema<'Asset'>['category'];
   eip712_name: string | null;
   eip712_version: string | null;
 }
@@ -16,9 +17,9 @@ export interface AssetRow {
 export interface ProtocolRow {
   id: string;
   name: string;
-  kinds: string[];
+  kinds: Schema<'Protocol'>['kinds'];
   asset_symbols: string[];
-  chain: string;
+  chain: Schema<'Chain'>;
 }
 
 export interface PriceRow {

@@ -29,12 +29,12 @@ export interface AccountService {
   /** Adds a valuer whose amounts join the account summary (earn, collateral, debt). */
   registerHoldings(valuer: HoldingsValuer): void;
   getAccount(db: Db, who: OwnerRef): Promise<Schema<'AccountSummary'>>;
-  listAssets(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  listProtocols(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  listBalances(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; cashOnly?: boolean }): Promise<ListPage<Record<string, unknown>>>;
-  listActivity(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; type?: string; since?: string }): Promise<ListPage<Record<string, unknown>>>;
-  listDepositMethods(db: Db, who: OwnerRef & { ownerId: string }, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Record<string, unknown>>>;
-  getDepositAddress(db: Db, who: OwnerRef, query: { asset?: string; chain?: string }): Promise<Record<string, unknown>>;
+  listAssets(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'Asset'>>>;
+  listProtocols(db: Db, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'Protocol'>>>;
+  listBalances(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; cashOnly?: boolean }): Promise<ListPage<Schema<'Balance'>>>;
+  listActivity(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown; type?: string; since?: string }): Promise<ListPage<Schema<'Activity'>>>;
+  listDepositMethods(db: Db, who: OwnerRef & { ownerId: string }, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'DepositMethod'>>>;
+  getDepositAddress(db: Db, who: OwnerRef, query: { asset?: string; chain?: string }): Promise<Schema<'DepositAddress'>>;
   /** agentctl wallet fund: a deposit with its journal entries and activity. */
   fund(db: Db, agentId: string, input: { asset: string; amount: string }): Promise<Record<string, unknown>>;
 }
@@ -193,19 +193,19 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
       const assets = [...(await ledger.assets(db)).values()];
       const cryptoMethod = {
         id: derivedUuid(`deposit:crypto:base:${wallet.id}`),
-        kind: 'crypto_transfer',
+        kind: 'crypto_transfer' as const,
         label: 'Base transfer to the wallet address',
         asset_symbols: assets.map((a) => a.symbol).sort(),
-        chain: 'base',
+        chain: 'base' as const,
         instructions: wallet.address ? `Send any supported asset on Base to ${wallet.address}` : null,
-        status: wallet.address ? 'active' : 'disabled',
+        status: wallet.address ? ('active' as const) : ('disabled' as const),
         created_at: wallet.created_at,
       };
       const banks = await listWithdrawalMethods(db, who.ownerId, { limit: 1000 });
       const cash = assets.filter((a) => a.category === 'cash').map((a) => a.symbol).sort();
       const all = [
         cryptoMethod,
-        ...banks.map((m) => ({ id: m.id, kind: 'bank_transfer', label: m.label, asset_symbols: cash, chain: null, instructions: `Bank transfer from account …${m.account_last4} (${m.currency}), reference ${wallet.id}`, status: m.status, created_at: m.created_at })),
+        ...banks.map((m) => ({ id: m.id, kind: 'bank_transfer' as const, label: m.label, asset_symbols: cash, chain: null, instructions: `Bank transfer from account …${m.account_last4} (${m.currency}), reference ${wallet.id}`, status: m.status, created_at: m.created_at })),
       ];
       const after = decodeKeyset(query.cursor);
       const ordered = all.sort((a, b) => b.created_at.getTime() - a.created_at.getTime() || (a.id < b.id ? 1 : -1));

@@ -3,11 +3,12 @@ import type { Db } from '../../db/knex.js';
 import { insertActivity } from '../../db/repositories/activity.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { newId } from '../../lib/ids.js';
+import type { Schema } from '../../lib/contract.js';
 import type { OwnerRef } from './settling.js';
 
 export interface ActivityInput {
   principal: OwnerRef;
-  type: string;
+  type: Schema<'ActivityType'>;
   status: string;
   operationId: string | null;
   direction: 'in' | 'out' | 'none';

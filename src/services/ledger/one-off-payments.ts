@@ -42,7 +42,7 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
     return row;
   }
 
-  async function oneOffActivity(trx: Db, row: OneOffPaymentRow, type: string, direction: 'in' | 'out' | 'none', description: string) {
+  async function oneOffActivity(trx: Db, row: OneOffPaymentRow, type: Schema<'ActivityType'>, direction: 'in' | 'out' | 'none', description: string) {
     const asset = await ledger.requireAsset(trx, row.asset_symbol);
     await operations.recordActivity(trx, {
       principal: { agentId: row.agent_id, walletId: row.wallet_id },

@@ -1,5 +1,6 @@
 // Operations (contract §8), the state machine: creation with policy and hold in the caller's transaction, guarded
 // terminal transitions with the activity row and outbox event of each, reads. Settlement: settlement.ts.
+import type { Schema } from '../../lib/contract.js';
 import type { EVENT_TYPES, OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Chain } from '../../chain/port.js';
 import { txHashOf } from '../../chain/simulated.js';
@@ -137,7 +138,8 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   async function terminalEffects(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}) {
     await service.recordActivity(trx, {
       principal: { agentId: op.agent_id, walletId: op.wallet_id },
-      type: op.type,
+      // Every operation type of the document is an activity type (the document lists both).
+      type: op.type as Schema<'ActivityType'>,
       status: op.status,
       operationId: op.id,
       direction: op.amount !== null && op.counts_toward_limits ? 'out' : 'none',

@@ -1,4 +1,5 @@
 // Per-agent policy (contract §9): default deny, allow-lists, USD caps and counts evaluated under a row lock.
+import type { Schema } from '../../lib/contract.js';
 import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Db } from '../../db/knex.js';
 import { findPolicy, lockPolicy, sumUsage, upsertPolicy } from '../../db/repositories/policy.repository.js';
@@ -11,7 +12,8 @@ export type Period = 'day' | 'week' | 'month';
 
 /** The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted. */
 export interface Policy {
-  operation_types: string[] | 'all';
+  /** Checked against the document's OperationType when parsed. */
+  operation_types: Schema<'OperationType'>[] | 'all';
   per_tx_usd?: bigint;
   per_period_usd?: bigint;
   period: Period;
@@ -38,10 +40,7 @@ export interface PolicyRequest {
 
 export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
-export interface PolicyLimits {
-  limits: Record<string, unknown>;
-  usage: { period_start: string; period_usd: string; period_txs: number; lifetime_usd: string };
-}
+export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
 
 export interface PolicyService {
   /** Validates the JSON policy file format (amounts as decimal strings); throws `validation_failed` listing problems. */
@@ -81,7 +80,7 @@ export function policyToJson(p: Policy): Record<string, unknown> {
 }
 
 /** Every key of the policy, null for an absent cap and "all" for an absent allow-list (the /self/limits view). */
-export function effectiveLimits(p: Policy | null): Record<string, unknown> {
+export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
   const cap = (v: bigint | undefined) => (v === undefined ? null : usd(v));
   return {
     operation_types: p?.operation_types ?? [],
@@ -143,7 +142,7 @@ export function parsePolicy(input: unknown): Policy {
   const operationTypes = list('operation_types', OPERATION_TYPES);
   const period = raw.period ?? 'day';
   if (!['day', 'week', 'month'].includes(period as string)) problems.push('period must be day, week or month');
-  const policy: Policy = { operation_types: operationTypes ?? [], period: period as Period };
+  const policy: Policy = { operation_types: (operationTypes ?? []) as Policy['operation_types'], period: period as Period };
   const set = <K extends keyof Policy>(k: K, v: Policy[K] | undefined) => {
     if (v !== undefined) policy[k] = v;
   };
