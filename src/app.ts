@@ -187,13 +187,13 @@ function buildServices(deps: {
 }): Services {
   const { clock, document, rateLimits, onAgentCreated, sealer } = deps;
   // The ledger registers its wallet-key hook on onAgentCreated; DeFi registers its settlers on the ledger.
-  const ledger = createLedgerArea({ config: deps.config, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined });
+  const ledger = createLedgerArea({ config: deps.config, sealer, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined });
   return {
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
     defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null, lending: deps.chain?.lending ?? null }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
-    x402: createX402Service({ config: deps.config, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config), chain: deps.chain }),
+    x402: createX402Service({ config: deps.config, sealer, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config), chain: deps.chain }),
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,

@@ -26,6 +26,8 @@ export interface Config {
   smtpUrl: string | null;
   trustProxy: boolean;
   validateResponses: boolean;
+  /** Compile every operation's validators in the background after listening (off: each compiles on first use). */
+  warmValidators: boolean;
   shutdownGraceMs: number;
   /** After SIGTERM, /readyz answers 503 this long while requests are still served, so load balancers stop routing first. */
   drainDelayMs: number;
@@ -218,6 +220,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     smtpUrl,
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
+    warmValidators: bool('WARM_VALIDATORS', true),
     shutdownGraceMs: int('SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     drainDelayMs: int('DRAIN_DELAY_MS', 0, 0, 600_000),
     metricsPort: get('METRICS_PORT') === undefined ? null : int('METRICS_PORT', 0, 0, 65535),

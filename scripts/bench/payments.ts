@@ -8,7 +8,6 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { createLedgerArea, type LedgerArea } from '../../src/services/ledger/area.js';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '10' }, agents: { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } });
 const seconds = Number(values.seconds);
@@ -49,9 +48,7 @@ async function main() {
   await admin(`CREATE DATABASE ${dbName}`);
   const config = loadConfig({ NODE_ENV: 'development', DATABASE_URL: databaseUrl, REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379', REDIS_PREFIX: `bench:${dbName}:`, AUTO_MIGRATE: 'true', RUN_WORKER: 'false', LOG_LEVEL: 'silent', MASTER_KEY: 'bench-master-key-0123456789abcdef0123456789', VALIDATE_RESPONSES: 'false' }, () => {});
   const built = await createApp(config);
-  const services = built.services as unknown as { ledger?: LedgerArea };
-  services.ledger ??= createLedgerArea({ config, clock: built.clock });
-  const ledger = services.ledger;
+  const ledger = built.services.ledger;
   const server = createServer(built.app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

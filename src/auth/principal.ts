@@ -46,11 +46,5 @@ export const ALL_SCOPES = [
 
 export type Scope = (typeof ALL_SCOPES)[number];
 
-export function hasScope(principal: Principal, scope: string): boolean {
-  return principal.scopes.has(scope);
-}
-
 /** The rate-limit and idempotency subject of the admin token (no owner or agent has the nil UUID). */
 export const ADMIN_SUBJECT = '00000000-0000-0000-0000-000000000000';
-
-export const isOwnerSide = (p: Principal): boolean => p.method === 'owner_token' || p.method === 'owner_session' || p.method === 'admin_token';

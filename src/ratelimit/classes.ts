@@ -1,6 +1,7 @@
-// Rate-limit classes and their defaults (spec part 8).
+// Rate-limit classes (the document's RateClass) and their defaults (spec part 8).
+import { RATE_CLASSES } from '../../generated/vocabulary.js';
 
-export const RATE_CLASSES = ['read', 'write', 'simulate', 'webhook_management', 'bulk_write'] as const;
+export { RATE_CLASSES };
 export type RateClass = (typeof RATE_CLASSES)[number];
 
 export interface RateRule {

@@ -32,8 +32,12 @@ interface RawDecision {
   nowMs: number;
 }
 
+/** One token, in the milli-tokens the buckets count (integer arithmetic in Lua and JavaScript alike). */
+const TOKEN = 1000;
+const MS_PER_SECOND = 1000;
+
 function toDecision(raw: RawDecision, rule: RateRule): RateDecision {
-  const tokens = Math.floor(raw.tokensMilli / 1000);
+  const tokens = Math.floor(raw.tokensMilli / TOKEN);
   return {
     allowed: raw.allowed === 1,
     limit: rule.limit,
@@ -41,7 +45,7 @@ function toDecision(raw: RawDecision, rule: RateRule): RateDecision {
     windowSeconds: rule.windowSeconds,
     remaining: Math.max(0, Math.min(tokens, rule.limit - raw.count)),
     resetAt: new Date(raw.nowMs + raw.resetMs),
-    retryAfterSeconds: raw.allowed === 1 ? 0 : Math.max(1, Math.ceil(raw.retryMs / 1000)),
+    retryAfterSeconds: raw.allowed === 1 ? 0 : Math.max(1, Math.ceil(raw.retryMs / MS_PER_SECOND)),
     attemptedCount: raw.count + (raw.allowed === 1 ? 0 : 1),
   };
 }
@@ -51,34 +55,35 @@ function toDecision(raw: RawDecision, rule: RateRule): RateDecision {
  * arithmetic stays in integers in Lua and in JavaScript alike.
  */
 const LUA = `
+local TOKEN = ${TOKEN}
 local bucket, log = KEYS[1], KEYS[2]
 local limit, burst, window_ms, cost, member = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cap = burst * 1000
+local cap = burst * TOKEN
 local state = redis.call('HMGET', bucket, 'tokens', 'ts')
 local tokens = tonumber(state[1]) or cap
 local ts = tonumber(state[2]) or now
-if now > ts then tokens = math.min(cap, tokens + math.floor((now - ts) * limit * 1000 / window_ms)) end
+if now > ts then tokens = math.min(cap, tokens + math.floor((now - ts) * limit * TOKEN / window_ms)) end
 redis.call('ZREMRANGEBYSCORE', log, '-inf', now - window_ms)
 local count = redis.call('ZCARD', log)
 local allowed = 0
-if cost > 0 and tokens >= 1000 and count < limit then
+if cost > 0 and tokens >= TOKEN and count < limit then
   allowed = 1
-  tokens = tokens - 1000
+  tokens = tokens - TOKEN
   redis.call('ZADD', log, now, member)
   count = count + 1
 end
 local retry = 0
 if allowed == 0 then
-  if tokens < 1000 then retry = math.ceil((1000 - tokens) * window_ms / (limit * 1000)) end
+  if tokens < TOKEN then retry = math.ceil((TOKEN - tokens) * window_ms / (limit * TOKEN)) end
   if count >= limit then
     local oldest = redis.call('ZRANGE', log, 0, count - limit, 'WITHSCORES')
     local w = tonumber(oldest[#oldest]) + window_ms - now
     if w > retry then retry = w end
   end
 end
-local reset = math.ceil((cap - tokens) * window_ms / (limit * 1000))
+local reset = math.ceil((cap - tokens) * window_ms / (limit * TOKEN))
 if cost > 0 then
   redis.call('HSET', bucket, 'tokens', tokens, 'ts', now)
   redis.call('PEXPIRE', bucket, window_ms * 2)
@@ -130,7 +135,7 @@ export function createRedisLimiter(client: RedisLike, prefix: string, opts: { ti
       const member = `${process.pid}:${Date.now()}:${counter++}:${Math.random().toString(36).slice(2)}`;
       const [allowed, tokensMilli, count, retryMs, resetMs, nowMs] = await run(
         [`${tag}:b`, `${tag}:w`],
-        [String(rule.limit), String(rule.burst), String(rule.windowSeconds * 1000), String(cost), member],
+        [String(rule.limit), String(rule.burst), String(rule.windowSeconds * MS_PER_SECOND), String(cost), member],
       );
       return toDecision({ allowed: allowed!, tokensMilli: tokensMilli!, count: count!, retryMs: retryMs!, resetMs: resetMs!, nowMs: nowMs! }, rule);
     },
@@ -144,24 +149,24 @@ export function createMemoryLimiter(now: () => number = () => Date.now()): RateL
   return {
     async consume(key, rule, cost = 1) {
       const t = now();
-      const windowMs = rule.windowSeconds * 1000;
-      const cap = rule.burst * 1000;
+      const windowMs = rule.windowSeconds * MS_PER_SECOND;
+      const cap = rule.burst * TOKEN;
       const state = buckets.get(key) ?? { tokens: cap, ts: t, log: [] };
       let tokens = state.tokens;
-      if (t > state.ts) tokens = Math.min(cap, tokens + Math.floor(((t - state.ts) * rule.limit * 1000) / windowMs));
+      if (t > state.ts) tokens = Math.min(cap, tokens + Math.floor(((t - state.ts) * rule.limit * TOKEN) / windowMs));
       const log = state.log.filter((at) => at > t - windowMs);
       let allowed = 0;
-      if (cost > 0 && tokens >= 1000 && log.length < rule.limit) {
+      if (cost > 0 && tokens >= TOKEN && log.length < rule.limit) {
         allowed = 1;
-        tokens -= 1000;
+        tokens -= TOKEN;
         log.push(t);
       }
       let retry = 0;
       if (allowed === 0) {
-        if (tokens < 1000) retry = Math.ceil(((1000 - tokens) * windowMs) / (rule.limit * 1000));
+        if (tokens < TOKEN) retry = Math.ceil(((TOKEN - tokens) * windowMs) / (rule.limit * TOKEN));
         if (log.length >= rule.limit) retry = Math.max(retry, log[log.length - rule.limit]! + windowMs - t);
       }
-      const reset = Math.ceil(((cap - tokens) * windowMs) / (rule.limit * 1000));
+      const reset = Math.ceil(((cap - tokens) * windowMs) / (rule.limit * TOKEN));
       if (cost > 0) {
         buckets.set(key, { tokens, ts: t, log });
         if (buckets.size > 100_000) buckets.delete(buckets.keys().next().value as string);

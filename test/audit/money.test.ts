@@ -1,4 +1,5 @@
 // Audit of the money routes against the spec and contract (§1, §8, §9, §10, §13, §14, simulate).
+import { createSealer } from '../../src/lib/crypto.js';
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { newKey } from '../helpers/server.js';
@@ -372,7 +373,7 @@ describe('audit: simulateRequest of x402 writes', function () {
     s = await startLedgerServer({ UNSAFE_ALLOW_LOOPBACK_TARGETS: '1' });
     s.clock.set(new Date());
     seller = await startSeller();
-    (s.services as { x402: unknown }).x402 = createX402Service({ config: s.config, clock: s.clock, ledger: s.ledger, ca: seller.ca });
+    (s.services as { x402: unknown }).x402 = createX402Service({ config: s.config, sealer: createSealer(s.config.masterKey), clock: s.clock, ledger: s.ledger, ca: seller.ca });
   });
   after(async () => {
     await seller.close();

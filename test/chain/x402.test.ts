@@ -2,6 +2,7 @@
 // viem signer) settles on the same Anvil. The purchase's EIP-3009 authorization is signed for the chain's token;
 // the seller's on-chain USDC rises by the price and the operation becomes executed once the chain shows the
 // authorization used. A signed authorization nobody uses fails at valid_before with its hold released.
+import { createSealer } from '../../src/lib/crypto.js';
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -71,7 +72,7 @@ describe('x402 on chain (Anvil)', function () {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     sellerUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
     // The service trusts the seller's test CA; it signs for the chain's token and tracks authorizations on it.
-    (s.services as { x402: unknown }).x402 = createX402Service({ config: s.config, clock: s.clock, ledger: s.services.ledger, ca: pki.ca, chain: s.built.chain });
+    (s.services as { x402: unknown }).x402 = createX402Service({ config: s.config, sealer: createSealer(s.config.masterKey), clock: s.clock, ledger: s.services.ledger, ca: pki.ca, chain: s.built.chain });
   });
 
   after(async () => {

@@ -25,7 +25,8 @@ export interface ServerProcess {
  * when it exits first or does not listen within `timeoutMs`.
  */
 export async function startServerProcess(env: Record<string, string | undefined>, opts: { timeoutMs?: number; npmStart?: boolean } = {}): Promise<ServerProcess> {
-  const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1' };
+  // No background validator warm-up (seconds of CPU per process): a test touches a few operations.
+  const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', WARM_VALIDATORS: 'false' };
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined) delete childEnv[k];
     else childEnv[k] = v;

@@ -1,4 +1,5 @@
 // The three x402 routes over HTTP (responses validated against the OpenAPI document), paying a real loopback seller.
+import { createSealer } from '../../src/lib/crypto.js';
 import { expect } from 'chai';
 import { createX402Service } from '../../src/services/x402/service.js';
 import { decodeBase64Json } from '../../src/x402/challenge.js';
@@ -17,7 +18,7 @@ describe('x402 routes over HTTP', function () {
     s.clock.set(new Date());
     seller = await startSeller();
     // As the composition root builds it, plus the seller's CA.
-    (s.services as { x402: unknown }).x402 = createX402Service({ config: s.config, clock: s.clock, ledger: s.ledger, ca: seller.ca });
+    (s.services as { x402: unknown }).x402 = createX402Service({ config: s.config, sealer: createSealer(s.config.masterKey), clock: s.clock, ledger: s.ledger, ca: seller.ca });
   });
   after(async () => {
     await seller.close();
@@ -102,7 +103,7 @@ describe('x402 routes over HTTP', function () {
     it('answers 400 for a loopback URL when UNSAFE_ALLOW_LOOPBACK_TARGETS is off', async () => {
       const agent = await s.agent();
       const lenient = s.services.x402;
-      (s.services as { x402: unknown }).x402 = createX402Service({ config: { ...s.config, unsafeAllowLoopbackTargets: false }, clock: s.clock, ledger: s.ledger, ca: seller.ca });
+      (s.services as { x402: unknown }).x402 = createX402Service({ config: { ...s.config, unsafeAllowLoopbackTargets: false }, sealer: createSealer(s.config.masterKey), clock: s.clock, ledger: s.ledger, ca: seller.ca });
       try {
         const before = seller.requests.length;
         const res = await s.request('POST', '/v1/agent/x402/quote', { agent, body: { url: seller.url('/v1/report') } });

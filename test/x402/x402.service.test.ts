@@ -1,4 +1,5 @@
 // The x402 service against real Postgres and a real x402 seller on loopback HTTPS (v2 via @x402/express, v1 by hand).
+import { createSealer } from '../../src/lib/crypto.js';
 import { expect } from 'chai';
 import { verifyTypedData } from 'viem';
 import { ApiError, ERROR_STATUS } from '../../src/lib/errors.js';
@@ -39,7 +40,7 @@ describe('x402 service', function () {
     // The seller's facilitator checks validBefore against real time: run the fake clock at the real now.
     f.clock.set(new Date());
     seller = await startSeller();
-    x402 = rejectingRefusals(createX402Service({ config: { masterKey: MASTER_KEY, unsafeAllowLoopbackTargets: true }, clock: f.clock, ledger: f.area, ca: seller.ca }));
+    x402 = rejectingRefusals(createX402Service({ config: { unsafeAllowLoopbackTargets: true }, sealer: createSealer(MASTER_KEY), clock: f.clock, ledger: f.area, ca: seller.ca }));
   });
   after(async () => {
     await seller.close();
@@ -165,7 +166,7 @@ describe('x402 service', function () {
     });
 
     it('refuses private and loopback URLs with validation_failed when the unsafe flag is off', async () => {
-      const strict = createX402Service({ config: { masterKey: MASTER_KEY, unsafeAllowLoopbackTargets: false }, clock: f.clock, ledger: f.area, ca: seller.ca });
+      const strict = createX402Service({ config: { unsafeAllowLoopbackTargets: false }, sealer: createSealer(MASTER_KEY), clock: f.clock, ledger: f.area, ca: seller.ca });
       for (const url of [seller.url('/v1/report'), 'https://10.0.0.1/x', 'https://169.254.169.254/latest', 'http://example.com/x', 'https://localhost/x']) {
         const err = await refusal(strict.quote({ url }));
         expect(err.code, url).to.equal('validation_failed');

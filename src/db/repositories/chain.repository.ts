@@ -108,11 +108,6 @@ export async function markChainTxMined(db: Db, row: Pick<ChainTxRow, 'id' | 'cha
   await db('chain_transactions').where({ chain_id: row.chain_id, from_address: row.from_address, nonce: row.nonce }).whereNot({ id: row.id }).whereIn('status', ['signed', 'broadcast']).update({ status: 'replaced', updated_at: at });
 }
 
-/** Open (signed or broadcast) transactions of an account, oldest first: reconcile's "outgoing not yet mined". */
-export async function listOpenChainTxsFrom(db: Db, chainId: number, fromAddress: string): Promise<ChainTxRow[]> {
-  return db('chain_transactions').where({ chain_id: chainId, from_address: fromAddress.toLowerCase() }).whereIn('status', ['signed', 'broadcast']).orderBy('nonce');
-}
-
 /**
  * The EIP-2612 permit nonce to sign for `owner` on `token`: the chain's when no swap of the owner is in flight
  * (a reverted swap does not consume its permit, so the count restarts from the chain), else the next after those in

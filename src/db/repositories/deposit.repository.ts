@@ -82,10 +82,6 @@ export async function insertDepositOnce(db: Db, row: NewDepositRow): Promise<boo
   return inserted.length > 0;
 }
 
-export async function listDepositsByWallet(db: Db, walletId: string): Promise<DepositRow[]> {
-  return db('chain_deposits').where({ wallet_id: walletId }).orderBy([{ column: 'block_number' }, { column: 'log_index' }]);
-}
-
 /** Deposits credited from blocks after `blockNumber` (a deep reorganisation rewinds past them). */
 export async function listDepositsAfter(db: Db, chainId: number, blockNumber: bigint): Promise<DepositRow[]> {
   return db('chain_deposits').where({ chain_id: chainId }).where('block_number', '>', blockNumber.toString());

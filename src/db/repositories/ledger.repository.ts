@@ -73,16 +73,8 @@ export async function listProtocols(db: Db, page: { after?: string; limit: numbe
   return q;
 }
 
-export async function findProtocol(db: Db, id: string): Promise<ProtocolRow | undefined> {
-  return db('protocols').where({ id }).first();
-}
-
 export async function findPrice(db: Db, symbol: string): Promise<PriceRow | undefined> {
   return db('prices').where({ asset_symbol: symbol }).first();
-}
-
-export async function listPrices(db: Db): Promise<PriceRow[]> {
-  return db('prices').orderBy('asset_symbol');
 }
 
 export async function upsertPrice(db: Db, row: { asset_symbol: string; usd_e8: bigint; observed_at: Date | null; source: string }): Promise<void> {
@@ -144,16 +136,6 @@ export async function insertJournal(db: Db, journalId: string, operationId: stri
   );
 }
 
-/** Per asset, the sum of every journal entry (zero when the books balance). */
-export async function sumJournalByAsset(db: Db): Promise<{ asset_symbol: string; total: string }[]> {
-  return db('journal_entries').select('asset_symbol').sum({ total: 'amount' }).groupBy('asset_symbol');
-}
-
-/** Per (wallet, asset), journal sums of the available and held accounts, to reconcile with balances. */
-export async function sumWalletJournal(db: Db, walletId: string): Promise<{ account: string; asset_symbol: string; total: string }[]> {
-  return db('journal_entries').where({ wallet_id: walletId }).select('account', 'asset_symbol').sum({ total: 'amount' }).groupBy('account', 'asset_symbol');
-}
-
 export async function insertHold(db: Db, row: { id: string; operation_id: string | null; wallet_id: string; asset_symbol: string; amount: bigint; created_at: Date }): Promise<void> {
   await db('holds').insert({ ...row, amount: row.amount.toString(), status: 'held' });
 }
@@ -162,10 +144,6 @@ export async function insertHold(db: Db, row: { id: string; operation_id: string
 export async function resolveHold(db: Db, holdId: string, to: 'captured' | 'released', at: Date): Promise<HoldRow | undefined> {
   const [row] = await db('holds').where({ id: holdId, status: 'held' }).update({ status: to, resolved_at: at }).returning('*');
   return row;
-}
-
-export async function findHold(db: Db, holdId: string): Promise<HoldRow | undefined> {
-  return db('holds').where({ id: holdId }).first();
 }
 
 export async function findHeldByOperation(db: Db, operationId: string): Promise<HoldRow[]> {

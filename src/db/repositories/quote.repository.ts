@@ -56,10 +56,6 @@ export async function consumeQuote(db: Db, quoteId: string, operationId: string,
   return rows.length === 1;
 }
 
-export async function isQuoteConsumed(db: Db, quoteId: string): Promise<boolean> {
-  return (await db('conversion_quote_consumptions').where({ quote_id: quoteId }).first()) !== undefined;
-}
-
 /** Undoes this transaction's own consumption (when the execution is refused but its record commits). */
 export async function releaseQuote(db: Db, quoteId: string, operationId: string): Promise<void> {
   await db('conversion_quote_consumptions').where({ quote_id: quoteId, operation_id: operationId }).delete();

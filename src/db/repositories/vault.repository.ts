@@ -78,14 +78,6 @@ export async function updateVaultState(db: Db, id: string, s: { total_assets: bi
   });
 }
 
-export async function updateVaultConfig(db: Db, id: string, patch: { apy_bps?: number; capacity?: bigint | null; active?: boolean }): Promise<number> {
-  const update: Record<string, unknown> = {};
-  if (patch.apy_bps !== undefined) update.apy_bps = patch.apy_bps;
-  if (patch.capacity !== undefined) update.capacity = patch.capacity?.toString() ?? null;
-  if (patch.active !== undefined) update.active = patch.active;
-  return db('earn_vaults').where({ id }).update(update);
-}
-
 export async function listPositions(db: Db, walletId: string, page: { before?: { createdAt: Date; id: string }; limit: number }): Promise<PositionRow[]> {
   const q = db('earn_positions').where({ wallet_id: walletId }).where('shares', '>', 0).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(page.limit);
   if (page.before) q.whereRaw('(created_at, id) < (?, ?)', [page.before.createdAt, page.before.id]);

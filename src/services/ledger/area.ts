@@ -9,7 +9,7 @@ import { DEX_PROTOCOL } from '../../chain/dex.js';
 import { LENDING_SETTING, type LendingContracts } from '../../chain/lending.js';
 import { findSetting } from '../../db/repositories/chain.repository.js';
 import type { Clock } from '../../lib/clock.js';
-import { createSealer } from '../../lib/crypto.js';
+import type { Sealer } from '../../lib/crypto.js';
 import type { Logger } from '../../lib/logger.js';
 import { generateWalletKey } from '../../lib/wallet-keys.js';
 import { createAccountService, type AccountService, type ProtocolContracts } from '../defi/account.service.js';
@@ -35,9 +35,9 @@ export interface LedgerArea {
   setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }, opts?: { fund?: boolean }): Promise<void>;
 }
 
-export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'masterKey' | 'settlementDelayMs'> & Partial<Pick<Config, 'masterKeyPrevious' | 'chain'>>>; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
+export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settlementDelayMs'> & Partial<Pick<Config, 'chain'>>>; sealer: Sealer; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
   const { clock } = deps;
-  const sealer = createSealer(deps.config.masterKey, deps.config.masterKeyPrevious);
+  const { sealer } = deps;
   const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
   const policy = createPolicyService({ clock });
   const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });

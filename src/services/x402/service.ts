@@ -9,7 +9,7 @@ import { listOpenOperationsOnChain, transitionOperation, type OperationRow } fro
 import type { Address, Hex } from '../../chain/port.js';
 import type { ChainReads } from '../../chain/reads.js';
 import type { Clock } from '../../lib/clock.js';
-import { createSealer } from '../../lib/crypto.js';
+import type { Sealer } from '../../lib/crypto.js';
 import { ApiError } from '../../lib/errors.js';
 import { newId } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
@@ -61,7 +61,9 @@ export interface X402Service {
 }
 
 export interface X402ServiceDeps {
-  config: Readonly<Pick<Config, 'masterKey' | 'unsafeAllowLoopbackTargets'> & Partial<Pick<Config, 'masterKeyPrevious'>>>;
+  config: Readonly<Pick<Config, 'unsafeAllowLoopbackTargets'>>;
+  /** The app's one Sealer (src/app.ts): opens the wallet keys that sign authorizations. */
+  sealer: Sealer;
   clock: Clock;
   ledger: Pick<LedgerArea, 'operations' | 'ledger'>;
   log?: Logger;
@@ -95,7 +97,7 @@ interface AuthorizeInput {
 export function createX402Service(deps: X402ServiceDeps): X402Service {
   const { clock } = deps;
   const { operations } = deps.ledger;
-  const sealer = createSealer(deps.config.masterKey, deps.config.masterKeyPrevious);
+  const { sealer } = deps;
   const allowLoopback = deps.config.unsafeAllowLoopbackTargets;
   const fetchUpstream = deps.fetcher ?? createUpstreamFetcher({ allowLoopback, resolver: deps.resolver, ca: deps.ca, log: deps.log });
   const chain = deps.chain ?? null;
