@@ -11,6 +11,7 @@ lint:
 	npm run --silent lint
 
 # The layer rules of docs/ARCHITECTURE.md (.dependency-cruiser.cjs): no import circles, no import that points up.
+# The layer rules (.dependency-cruiser.cjs) and the size of service files (scripts/check-sizes.mjs, at most 350 lines).
 lint-layers:
 	npm run --silent lint:layers
 
