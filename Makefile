@@ -10,8 +10,8 @@ gen:
 lint:
 	npm run --silent lint
 
-# The layer rules of docs/ARCHITECTURE.md (.dependency-cruiser.cjs): no import circles, no import that points up.
-# The layer rules (.dependency-cruiser.cjs) and the size of service files (scripts/check-sizes.mjs, at most 350 lines).
+# The layer rules of docs/ARCHITECTURE.md (.dependency-cruiser.cjs): no import circles, no import that points up;
+# and no service file over 350 lines (scripts/check-sizes.ts).
 lint-layers:
 	npm run --silent lint:layers
 
