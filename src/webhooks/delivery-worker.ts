@@ -106,8 +106,12 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const random = deps.random ?? Math.random;
   const tracing = deps.tracing ?? noTracing;
 
+  /** The `now` of the latest claim: a delivery due after it fell due since, and is not held back by a cap. */
+  let lastClaimAt = 0;
+
   async function claim(batch: number): Promise<deliveries.DeliveryRow[]> {
     const now = clock.now();
+    lastClaimAt = now.getTime();
     return deliveries.claimDueDeliveries(db, {
       now,
       leaseUntil: new Date(now.getTime() + deps.leaseMs),
@@ -293,8 +297,11 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     try {
       const at = await deliveries.nextDueAt(db);
       const ms = at ? at.getTime() - clock.now().getTime() : 0;
+      if (ms > 0) return Math.min(idleMs, ms);
+      // Fell due after the last claim looked (a timer fires a millisecond early, or the claim was slow): claim again now.
+      if (at && at.getTime() > lastClaimAt) return 0;
       // Due already but not claimed (its endpoint is at its in-flight cap): a finishing attempt wakes the loop.
-      return ms > 0 ? Math.min(idleMs, ms) : idleMs;
+      return idleMs;
     } catch {
       return idleMs; // the database is away: poll at the idle pace
     }
