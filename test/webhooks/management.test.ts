@@ -1,19 +1,9 @@
 // Endpoint management rules (spec 2.2, 3.1, 4.2-4.4): cap, event types, URL checks, PATCH, delete, listings.
 import { expect } from 'chai';
-import { ApiError } from '../../src/lib/errors.js';
 import type { WebhookCaller } from '../../src/services/webhook.service.js';
 import { createWebhookTestContext, type WebhookTestContext } from './helpers/context.js';
 import { HOSTILE_URLS } from './hostile-urls.js';
-
-async function refusal(promise: Promise<unknown>): Promise<ApiError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('expected a refusal');
-}
+import { refusal } from '../support/refusals.js';
 
 describe('webhook endpoint management', () => {
   let ctx: WebhookTestContext;

@@ -2,13 +2,14 @@
 // the caller learns only that the address is not public or not reachable; the detail goes to the server log.
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { ApiError } from '../../src/lib/errors.js';
+import type { SeenRefusal } from '../support/refusals.js';
 import { createFakeClock } from '../../src/lib/clock.js';
 import { createSealer } from '../../src/lib/crypto.js';
 import { createWebhookService } from '../../src/services/webhook.service.js';
 import { parsePublicHttpsUrl, UrlRejectedError, type Resolver } from '../../src/webhooks/url-safety.js';
 import { createUpstreamFetcher } from '../../src/x402/upstream.js';
 import { createWebhookTestContext, TEST_MASTER_KEY, type WebhookTestContext } from './helpers/context.js';
+import { refusal } from '../support/refusals.js';
 
 const INTERNAL_IP = '10.23.45.67';
 const resolver: Resolver = async (hostname) => {
@@ -21,17 +22,7 @@ function capturingLog() {
   return { lines, log: pino({ level: 'info', base: undefined }, { write: (line: string) => lines.push(line) }) };
 }
 
-async function refusal(promise: Promise<unknown>): Promise<ApiError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('expected a refusal');
-}
-
-const shown = (err: ApiError) => JSON.stringify({ message: err.message, details: err.details });
+const shown = (err: SeenRefusal) => JSON.stringify({ message: err.message, details: err.details });
 
 describe('outbound target refusals', () => {
   let ctx: WebhookTestContext;

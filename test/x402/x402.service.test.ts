@@ -2,26 +2,13 @@
 import { createSealer } from '../../src/lib/crypto.js';
 import { expect } from 'chai';
 import { verifyTypedData } from 'viem';
-import { ApiError, ERROR_STATUS } from '../../src/lib/errors.js';
 import { isRefusal, type Refusal } from '../../src/lib/refusal.js';
 import { createX402Service, type X402Service } from '../../src/services/x402/service.js';
 import { decodeBase64Json } from '../../src/x402/challenge.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES, USDC_BASE_DOMAIN } from '../../src/x402/signing.js';
 import { createLedgerFixture, makeAgent, MASTER_KEY, rejectingRefusals, settleAll, type LedgerFixture, type RefusalsRejected, type TestAgent } from '../ledger/factory.js';
 import { SELLER_PAY_TO, startSeller, USDC, type Seller } from './seller.js';
-
-/** A refusal, thrown (ApiError) or answered (a policy Refusal value). */
-async function refusal(p: Promise<unknown>): Promise<Pick<ApiError, 'code' | 'message' | 'details' | 'status'>> {
-  let value: unknown;
-  try {
-    value = await p;
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  if (isRefusal(value)) return { ...value.refusal, status: ERROR_STATUS[value.refusal.code] };
-  throw new Error('expected a refusal');
-}
+import { refusal } from '../support/refusals.js';
 
 /** The result of a write that was not refused. */
 function accepted<T>(result: T | Refusal): T {
