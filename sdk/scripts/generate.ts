@@ -1,13 +1,14 @@
-// Generates sdk/src/generated/ from the bundled document (generated/openapi.json): the types (openapi-typescript,
-// agent paths only), the runtime operation table with one method name per operation, and the CLI's flag metadata.
+// Generates sdk/src/generated/ from the bundled document (generated/openapi.json): the types (the server's own
+// openapi-typescript output, generated/api.d.ts, so both read the document with the same options), the runtime
+// operation table with one method name per operation, and the CLI's flag metadata.
 // `--check` compares instead of writing and exits 1 on drift (run by scripts/gen.sh's caller, CI and test/sdk).
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import openapiTS, { astToString } from 'openapi-typescript';
 
 type Json = Record<string, unknown>;
 const sdkRoot = fileURLToPath(new URL('../', import.meta.url));
 const docPath = fileURLToPath(new URL('../../generated/openapi.json', import.meta.url));
+const typesPath = fileURLToPath(new URL('../../generated/api.d.ts', import.meta.url));
 const outDir = `${sdkRoot}src/generated/`;
 const METHODS = ['get', 'put', 'post', 'patch', 'delete'] as const;
 const AGENT_PREFIX = '/v1/agent/';
@@ -54,31 +55,45 @@ interface FieldSpec {
   default?: unknown;
 }
 
-/** Every property a schema can carry, through $ref, allOf, oneOf and anyOf; required only when every branch requires it. */
+/**
+ * Every property a schema can carry, through $ref, allOf, oneOf and anyOf. Required when the schema (or an allOf
+ * part) requires it, or when every oneOf/anyOf branch does (`to` in each of two payment shapes; not `amount`).
+ */
 function collectFields(schemaRef: unknown): FieldSpec[] {
+  return [...fieldsOf(schemaRef as Json).values()];
+}
+
+function fieldsOf(ref: Json): Map<string, FieldSpec> {
+  const schema = deref(ref);
   const out = new Map<string, FieldSpec>();
-  const visit = (s: Json, requiredHere: boolean) => {
-    const schema = deref(s);
-    const required = new Set((schema.required as string[] | undefined) ?? []);
-    for (const [name, raw] of Object.entries((schema.properties as Record<string, Json> | undefined) ?? {})) {
-      const prop = flatten(raw);
-      const prior = out.get(name);
-      const field: FieldSpec = {
-        name,
-        type: typeName(prop),
-        required: requiredHere && required.has(name),
-        ...(prop.description || (raw as Json).description ? { description: String((raw as Json).description ?? prop.description) } : {}),
-        ...(Array.isArray(prop.enum) ? { enum: prop.enum as unknown[] } : {}),
-        ...(prop.default !== undefined ? { default: prop.default } : {}),
-        ...(typeName(prop) === 'array' && prop.items ? { items: typeName(flatten(prop.items as Json)) } : {}),
-      };
-      out.set(name, prior ? { ...prior, required: prior.required || field.required } : field);
-    }
-    for (const part of (schema.allOf as Json[] | undefined) ?? []) visit(part, requiredHere);
-    for (const key of ['oneOf', 'anyOf'] as const) for (const part of (schema[key] as Json[] | undefined) ?? []) visit(part, false);
+  const merge = (f: FieldSpec) => {
+    const prior = out.get(f.name);
+    out.set(f.name, prior ? { ...prior, required: prior.required || f.required } : f);
   };
-  visit(schemaRef as Json, true);
-  return [...out.values()];
+  const required = new Set((schema.required as string[] | undefined) ?? []);
+  for (const [name, raw] of Object.entries((schema.properties as Record<string, Json> | undefined) ?? {})) {
+    const prop = flatten(raw);
+    const description = (raw as Json).description ?? prop.description;
+    merge({
+      name,
+      type: typeName(prop),
+      required: required.has(name),
+      ...(description ? { description: String(description) } : {}),
+      ...(Array.isArray(prop.enum) ? { enum: prop.enum as unknown[] } : {}),
+      ...(prop.default !== undefined ? { default: prop.default } : {}),
+      ...(typeName(prop) === 'array' && prop.items ? { items: typeName(flatten(prop.items as Json)) } : {}),
+    });
+  }
+  for (const part of (schema.allOf as Json[] | undefined) ?? []) for (const f of fieldsOf(part).values()) merge(f);
+  for (const key of ['oneOf', 'anyOf'] as const) {
+    const branches = ((schema[key] as Json[] | undefined) ?? []).map((b) => fieldsOf(b));
+    for (const branch of branches) for (const f of branch.values()) merge({ ...f, required: branches.every((b) => b.get(f.name)?.required === true) });
+  }
+  for (const name of required) {
+    const f = out.get(name);
+    if (f) out.set(name, { ...f, required: true });
+  }
+  return out;
 }
 
 /** A property schema with its $ref and single-branch allOf resolved, its description kept. */
@@ -221,10 +236,8 @@ const cliTs = [
   '',
 ].join('\n');
 
-const agentDoc = { ...doc, paths: Object.fromEntries(Object.entries(doc.paths).filter(([p]) => p.startsWith(AGENT_PREFIX))) };
-// Same option as the server's types (scripts/gen.sh): defaults do not make request fields required.
-const ast = await openapiTS(agentDoc as never, { defaultNonNullable: false });
-const apiTs = `${header('the types, openapi-typescript')}${astToString(ast)}`;
+// scripts/gen.sh writes generated/api.d.ts (openapi-typescript) just before running this script; a .ts copy so tsc emits its declarations.
+const apiTs = `${header('a copy of generated/api.d.ts, the openapi-typescript types')}${readFileSync(typesPath, 'utf8')}`;
 
 const outputs: Record<string, string> = { 'api.ts': apiTs, 'operations.ts': operationsTs, 'cli-spec.ts': cliTs };
 if (process.argv.includes('--check')) {

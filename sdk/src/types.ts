@@ -6,10 +6,11 @@ import type { GROUPS, ERROR_CODES, OPERATION_STATUSES } from './generated/operat
 type Method = 'get' | 'put' | 'post' | 'patch' | 'delete';
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
 
-/** Every operation as `'<METHOD> <path template>'`, e.g. `'GET /v1/agent/operations/{id}'`. */
+type AgentPath = Extract<keyof paths, `/v1/agent/${string}`>;
+/** Every /v1/agent operation as `'<METHOD> <path template>'`, e.g. `'GET /v1/agent/operations/{id}'`. */
 export type RouteKey = {
-  [P in keyof paths]: { [M in Method]: paths[P][M] extends { responses: unknown } ? `${Uppercase<M>} ${P & string}` : never }[Method];
-}[keyof paths];
+  [P in AgentPath]: { [M in Method]: paths[P][M] extends { responses: unknown } ? `${Uppercase<M>} ${P}` : never }[Method];
+}[AgentPath];
 
 export type OperationOf<K extends RouteKey> = K extends `${infer M} ${infer P}`
   ? P extends keyof paths

@@ -17,6 +17,8 @@ expect_exit() {
   [ "$got" = "$want" ] || fail "$* exited $got, want $want: $(cat "$tmp/err")"
 }
 
+echo "cli smoke: node $(node -v)"
+
 # Who am I, and what do I hold.
 [ "$(cli self get | field agent.id)" = "$AGENT_API_AGENT_ID" ] || fail "self get did not return the agent"
 cli balances list --limit 100 >"$tmp/balances.json"

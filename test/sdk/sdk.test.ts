@@ -2,13 +2,13 @@
 // against the live server (HTTP on a port, worker settling payments): the issue 13 acceptance flow, the CLI flow
 // (sdk/test/cli-smoke.sh), webhook verification, and a browser bundle with no node: imports, loaded in Chromium.
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { computeSignature } from '../../src/webhooks/signing.js';
 import { repoRoot } from '../helpers/process.js';
@@ -54,6 +54,22 @@ function recordingFetch() {
     return res;
   };
   return { fn, calls, dropAnswerOnce: (pathSuffix: string) => (dropNext = pathSuffix) };
+}
+
+/** Compile-time checks (never run): the route key types the input, the response and the error narrowing. */
+export function typeChecks(c: InstanceType<Sdk['AgentClient']>, sdk: Sdk, e: unknown): void {
+  // @ts-expect-error `to` is required by the document
+  void c.payments.create({ asset: 'USDC', amount: '1' });
+  // @ts-expect-error no such route
+  void c.request('GET /v1/agent/nowhere');
+  // @ts-expect-error not a list route
+  void c.paginate('GET /v1/agent/self');
+  // @ts-expect-error not an error code of the document
+  void sdk.isAgentApiError(e, 'no_such_code');
+  void c.request('GET /v1/agent/operations/{id}', { id: 'x' }).then((r) => {
+    // @ts-expect-error the success body has `operation`, not `operations`
+    void r.operations;
+  });
 }
 
 describe('SDK package (packed tarball) against the live server', function () {
@@ -244,14 +260,20 @@ describe('SDK package (packed tarball) against the live server', function () {
     }
   });
 
-  it('runs the CLI flow (sdk/test/cli-smoke.sh) with the installed binary', async () => {
+  it('runs the CLI flow (sdk/test/cli-smoke.sh) with the installed binary, on the oldest supported Node when the machine has it', async () => {
     const cliAgent = await createDemoAgent(server);
+    // The tests run on Node 24; the machine's own `node` (20 here) proves the `engines` floor when it is there.
+    const systemNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => existsSync(p) && Number(/^v(\d+)/.exec(spawnSync(p, ['-v'], { encoding: 'utf8' }).stdout)?.[1]) >= 20);
+    const PATH = systemNode ? `${dirname(systemNode)}:${process.env.PATH}` : process.env.PATH;
     const r = await run('bash', [join(sdkDir, 'test', 'cli-smoke.sh')], {
       cwd: tmp,
-      env: { ...process.env, AGENT_API_BASE_URL: server.baseUrl, AGENT_API_AGENT_ID: cliAgent.agentId, AGENT_API_KEY: cliAgent.apiKey, AGENT_API_BIN: join(tmp, 'project', 'node_modules', '.bin', 'agent-api'), PAY_TO },
+      env: { ...process.env, PATH, AGENT_API_BASE_URL: server.baseUrl, AGENT_API_AGENT_ID: cliAgent.agentId, AGENT_API_KEY: cliAgent.apiKey, AGENT_API_BIN: join(tmp, 'project', 'node_modules', '.bin', 'agent-api'), PAY_TO },
     });
     expect(r.code, `${r.stdout}\n${r.stderr}`).to.equal(0);
     expect(r.stdout).to.contain('cli smoke: ok');
+    const major = Number(/cli smoke: node v(\d+)/.exec(r.stdout)?.[1]);
+    expect(major).to.be.at.least(20);
+    if (systemNode) expect(r.stdout).to.contain(`cli smoke: node ${spawnSync(systemNode, ['-v'], { encoding: 'utf8' }).stdout.trim()}`);
   });
 
   it('bundles for the browser without node: modules, and the bundle verifies a webhook and calls the API in Chromium', async () => {
