@@ -131,6 +131,7 @@ interface OperationRow {
   paginated: boolean;
   writesOperation: boolean;
   flags: FieldSpec[];
+  bodyDescription?: string;
 }
 
 const rows: OperationRow[] = [];
@@ -182,6 +183,7 @@ for (const [path, item] of Object.entries(doc.paths)) {
       paginated: okFields.has('items') && okFields.has('next_cursor') && queryParams.some((p) => p.name === 'cursor'),
       writesOperation: okFields.has('operation_id'),
       flags: [...pathParams.map(param), ...queryParams.map(param), ...bodyFields],
+      ...(bodySchema && deref(bodySchema.schema).description ? { bodyDescription: String(deref(bodySchema.schema).description) } : {}),
     });
   }
 }
@@ -225,11 +227,11 @@ const operationsTs = [
 const cliTs = [
   header('the CLI commands and flags'),
   'export interface FlagSpec { name: string; type: string; required: boolean; description?: string; enum?: readonly unknown[]; items?: string; default?: unknown }',
-  'export interface CommandSpec { group: string; command: string; key: string; summary: string; positional: readonly string[]; idempotency: string; paginated: boolean; writesOperation: boolean; flags: readonly FlagSpec[] }',
+  'export interface CommandSpec { group: string; command: string; key: string; summary: string; positional: readonly string[]; idempotency: string; paginated: boolean; writesOperation: boolean; flags: readonly FlagSpec[]; bodyDescription?: string }',
   '',
   '/** `agent-api <group> <command>`: kebab-case of the SDK method, flags named by the document (snake_case becomes kebab-case). */',
   `export const COMMANDS: readonly CommandSpec[] = ${JSON.stringify(
-    rows.map((r) => ({ group: r.command, command: kebab(r.name), key: r.key, summary: r.summary, positional: r.pathParams, idempotency: r.idempotency, paginated: r.paginated, writesOperation: r.writesOperation, flags: r.flags })),
+    rows.map((r) => ({ group: r.command, command: kebab(r.name), key: r.key, summary: r.summary, positional: r.pathParams, idempotency: r.idempotency, paginated: r.paginated, writesOperation: r.writesOperation, flags: r.flags, ...(r.bodyDescription ? { bodyDescription: r.bodyDescription } : {}) })),
     null,
     2,
   )};`,

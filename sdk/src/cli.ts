@@ -21,10 +21,11 @@ const GLOBAL_FLAGS: readonly [string, string, string][] = [
   ['--wait-timeout-ms N', '', 'Deadline of --wait (default 120000)'],
   ['--all', '', 'On list commands: follow every page and print all items as one JSON array'],
   ['--pretty', '', 'Indent the JSON output'],
+  ['--verbose', '', 'Report each retry (429, 503, network) on stderr'],
   ['--help, -h', '', 'Show help (of a command, after its name)'],
 ];
 const VALUE_FLAGS = new Set(['base-url', 'agent-id', 'api-key', 'bearer-token', 'timeout-ms', 'idempotency-key', 'body', 'wait-timeout-ms']);
-const BOOL_FLAGS = new Set(['wait', 'all', 'pretty', 'help']);
+const BOOL_FLAGS = new Set(['wait', 'all', 'pretty', 'verbose', 'help']);
 const EXIT_CODES_TEXT = 'Exit codes: 0 success; 1 unexpected failure; 2 usage error; 3 API error (the code on stderr); 4 network error or timeout; 5 --wait reached its deadline.';
 
 class UsageError extends Error {}
@@ -55,6 +56,7 @@ function describeFlag(f: FlagSpec, positional: boolean): string {
 function commandHelp(c: CommandSpec): string {
   const lines = [`Usage: agent-api ${c.group} ${c.command}${c.positional.map((p) => ` <${p}>`).join('')} [--flags]`, '', `${c.summary} (${c.key})`];
   lines.push(`Idempotency-Key: ${c.idempotency}${c.idempotency === 'required' ? ' (generated when --idempotency-key is not given)' : ''}`);
+  if (c.bodyDescription) lines.push(`Body: ${c.bodyDescription.replace(/\s+/g, ' ')}`);
   lines.push('', 'Flags from the document:');
   if (!c.flags.length) lines.push('  (none)');
   for (const f of c.flags) lines.push(describeFlag(f, c.positional.includes(f.name)));
@@ -160,6 +162,9 @@ function config(flags: Map<string, string[]>): { credentials: Credentials; optio
   const timeoutMs = timeout === undefined ? undefined : Number(timeout);
   if (timeoutMs !== undefined && !(timeoutMs > 0)) throw new UsageError(`timeout must be a positive number of milliseconds, got '${timeout}'`);
   const options: ClientOptions = { timeoutMs };
+  if (flags.has('verbose')) {
+    options.onRetry = ({ attempt, delayMs, error }) => err(`agent-api: retry ${attempt} in ${delayMs} ms after ${error instanceof AgentApiError ? `${error.code} (HTTP ${error.status})` : `network_error: ${error.message}`}`);
+  }
   if (bearerToken) return { credentials: { baseUrl, bearerToken }, options };
   if (agentId && apiKey) return { credentials: { baseUrl, agentId, apiKey }, options };
   throw new UsageError('no credentials: set AGENT_API_AGENT_ID and AGENT_API_KEY, or AGENT_API_BEARER_TOKEN (or the matching flags)');

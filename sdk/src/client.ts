@@ -86,7 +86,7 @@ class AgentClientBase {
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw new AgentNetworkError(`${route}: no answer within the deadline`, { timedOut: true });
       const timeout = AbortSignal.timeout(remaining);
-      const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+      const signal = options.signal ? anySignal(options.signal, timeout) : timeout;
       let failure: AgentApiError | AgentNetworkError;
       let retryAfterMs: number | undefined;
       try {
@@ -95,7 +95,9 @@ class AgentClientBase {
         const parsed = parseJson(text);
         if (res.ok) return parsed as ResponseBody<K>;
         failure = toApiError(res, parsed, text);
-        if (res.status !== 429 && res.status !== 503) throw failure;
+        // After a lost answer the resent write may find the first still running: its replay follows shortly.
+        const inProgress = attempt > 0 && key !== undefined && failure.code === 'idempotency_request_in_progress';
+        if (res.status !== 429 && res.status !== 503 && !inProgress) throw failure;
         retryAfterMs = parseRetryAfter(res.headers.get('retry-after'));
       } catch (err) {
         if (err instanceof AgentApiError) throw err;
@@ -170,6 +172,17 @@ class AgentClientBase {
     const query = search.toString();
     return { url: `${this.baseUrl}${path}${query ? `?${query}` : ''}`, body: op.body ? JSON.stringify(rest) : undefined };
   }
+}
+
+/** AbortSignal.any where the platform has it (Node >= 20.3, current browsers), else the same by hand. */
+function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
+  if (typeof AbortSignal.any === 'function') return AbortSignal.any([a, b]);
+  const controller = new AbortController();
+  for (const s of [a, b]) {
+    if (s.aborted) controller.abort(s.reason);
+    else s.addEventListener('abort', () => controller.abort(s.reason), { once: true });
+  }
+  return controller.signal;
 }
 
 function parseJson(text: string): unknown {

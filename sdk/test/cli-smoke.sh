@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI smoke: the SDK's flow through the installed `agent-api` binary (test/sdk/sdk.test.ts runs it against the live
-# server). Needs AGENT_API_BASE_URL, AGENT_API_AGENT_ID, AGENT_API_KEY, AGENT_API_BIN (the binary) and PAY_TO (an address).
+# server). Needs AGENT_API_BASE_URL, AGENT_API_AGENT_ID, AGENT_API_KEY, AGENT_API_BIN (the binary), PAY_TO (an address)
+# and LIMITED_AGENT_ID / LIMITED_API_KEY (an agent allowed one read per short window).
 set -euo pipefail
 
 tmp=$(mktemp -d)
@@ -57,6 +58,12 @@ expect_exit 2 cli payments nope
 expect_exit 2 env AGENT_API_BASE_URL= "$AGENT_API_BIN" self get
 expect_exit 4 env AGENT_API_BASE_URL=http://127.0.0.1:9 AGENT_API_TIMEOUT_MS=2000 "$AGENT_API_BIN" self get
 grep -q '^agent-api: network_error' "$tmp/err" || fail "no network_error on stderr"
+
+# A 429 is retried after its Retry-After: LIMITED_AGENT_ID may read once per window (the test sets that up).
+AGENT_API_AGENT_ID=$LIMITED_AGENT_ID AGENT_API_KEY=$LIMITED_API_KEY cli self get >/dev/null
+AGENT_API_AGENT_ID=$LIMITED_AGENT_ID AGENT_API_KEY=$LIMITED_API_KEY cli self get --verbose 2>"$tmp/retry.err" | field agent.id >"$tmp/limited.id"
+[ "$(cat "$tmp/limited.id")" = "$LIMITED_AGENT_ID" ] || fail "the limited agent's second read did not succeed: $(cat "$tmp/retry.err")"
+grep -q '^agent-api: retry 1 in [0-9]* ms after rate_limited (HTTP 429)' "$tmp/retry.err" || fail "no 429 retry reported: $(cat "$tmp/retry.err")"
 
 # Help names every command and every flag of the document.
 cli --help | grep -q 'payments create' || fail "--help does not list payments create"

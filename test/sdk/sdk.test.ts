@@ -2,6 +2,7 @@
 // against the live server (HTTP on a port, worker settling payments): the issue 13 acceptance flow, the CLI flow
 // (sdk/test/cli-smoke.sh), webhook verification, and a browser bundle with no node: imports, loaded in Chromium.
 import { expect } from 'chai';
+import express from 'express';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -258,16 +259,31 @@ describe('SDK package (packed tarball) against the live server', function () {
     } finally {
       receiver.close();
     }
+    // The same handler as an Express route, mounted before any body parser.
+    const app = express();
+    app.post('/hooks', sdkNode.createWebhookHandler({ secret: ['whsec_x', 'whsec_new'], onEvent: (e) => void received.push(`express:${e.id}`) }));
+    const viaExpress = app.listen(0, '127.0.0.1');
+    await once(viaExpress, 'listening');
+    try {
+      const url = `http://127.0.0.1:${(viaExpress.address() as AddressInfo).port}/hooks`;
+      expect((await fetch(url, { method: 'POST', headers, body: payload })).status).to.equal(204);
+      expect((await fetch(url, { method: 'POST', headers: { ...headers, 'Service-Webhook-Timestamp': String(ts - 1) }, body: payload })).status).to.equal(400);
+      expect(received).to.include('express:11111111-1111-4111-8111-111111111111');
+    } finally {
+      viaExpress.close();
+    }
   });
 
   it('runs the CLI flow (sdk/test/cli-smoke.sh) with the installed binary, on the oldest supported Node when the machine has it', async () => {
     const cliAgent = await createDemoAgent(server);
+    const limited = await server.createAgent({});
+    await server.services.agents.setRateLimit(server.db, limited.agentId, { class: 'read', limit: 1, burst: 1, windowSeconds: 2 });
     // The tests run on Node 24; the machine's own `node` (20 here) proves the `engines` floor when it is there.
     const systemNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => existsSync(p) && Number(/^v(\d+)/.exec(spawnSync(p, ['-v'], { encoding: 'utf8' }).stdout)?.[1]) >= 20);
     const PATH = systemNode ? `${dirname(systemNode)}:${process.env.PATH}` : process.env.PATH;
     const r = await run('bash', [join(sdkDir, 'test', 'cli-smoke.sh')], {
       cwd: tmp,
-      env: { ...process.env, PATH, AGENT_API_BASE_URL: server.baseUrl, AGENT_API_AGENT_ID: cliAgent.agentId, AGENT_API_KEY: cliAgent.apiKey, AGENT_API_BIN: join(tmp, 'project', 'node_modules', '.bin', 'agent-api'), PAY_TO },
+      env: { ...process.env, PATH, AGENT_API_BASE_URL: server.baseUrl, AGENT_API_AGENT_ID: cliAgent.agentId, AGENT_API_KEY: cliAgent.apiKey, AGENT_API_BIN: join(tmp, 'project', 'node_modules', '.bin', 'agent-api'), PAY_TO, LIMITED_AGENT_ID: limited.agentId, LIMITED_API_KEY: limited.apiKey },
     });
     expect(r.code, `${r.stdout}\n${r.stderr}`).to.equal(0);
     expect(r.stdout).to.contain('cli smoke: ok');
