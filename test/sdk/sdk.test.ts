@@ -112,6 +112,37 @@ describe('SDK package (packed tarball) against the live server', function () {
     expect(readdirSync(join(tmp, 'project', 'node_modules')).filter((d) => !d.startsWith('.'))).to.deep.equal(['@agent-api']);
   });
 
+  it('types a consumer through the installed declarations (tsc, NodeNext)', async () => {
+    const project = join(tmp, 'project');
+    writeFileSync(
+      join(project, 'consumer.ts'),
+      [
+        "import { AgentClient, isAgentApiError } from '@agent-api/sdk';",
+        "import { createWebhookHandler } from '@agent-api/sdk/node';",
+        "const client = new AgentClient({ baseUrl: 'http://x', bearerToken: 't' }, { timeoutMs: 1000 });",
+        'export async function pay(): Promise<string> {',
+        '  try {',
+        "    const w = await client.payments.create({ to: '0x1', asset: 'USDC', amount: '1' });",
+        '    return w.operation_id;',
+        '  } catch (e) {',
+        "    if (isAgentApiError(e, 'insufficient_funds')) return e.code;",
+        '    throw e;',
+        '  }',
+        '}',
+        "// @ts-expect-error `asset` is required",
+        "export const bad = () => client.payments.create({ to: '0x1', amount: '1' });",
+        "export const handler = createWebhookHandler({ secret: 's', onEvent: (event) => event.type });",
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, noEmit: true, skipLibCheck: true, lib: ['ES2022', 'DOM'], types: ['node'], typeRoots: [join(repoRoot, 'node_modules', '@types')] }, files: ['consumer.ts'] }),
+    );
+    const r = await run(join(repoRoot, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: project });
+    expect(r.code, r.stdout + r.stderr).to.equal(0);
+  });
+
   it('reads self and balances', async () => {
     const c = client(agent);
     const self = await c.self.get();
