@@ -8,7 +8,7 @@ const layer = (files, patterns, message) => ({
 });
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'generated/', '.data/', 'test-artifacts/', 'dist/', 'console/dist/'] },
+  { ignores: ['node_modules/', 'generated/', '.data/', 'test-artifacts/', 'dist/', 'console/dist/', 'sdk/dist/', 'sdk/src/generated/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates generated/openapi.json (bundled contract) and generated/api.d.ts (types) from
-# openapi/, and generated/vocabulary.ts (its enumerations as values). Run from the repository root. Never edit generated/ by hand.
+# openapi/, generated/vocabulary.ts (its enumerations as values) and the SDK's sdk/src/generated/. Run from the repository root. Never edit generated/ by hand.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ npx --no-install redocly bundle openapi/openapi.yaml -o generated/openapi.json
 npx --no-install openapi-typescript generated/openapi.json -o generated/api.d.ts --default-non-nullable false
 # The document's enumerations as values (generated/vocabulary.ts).
 node scripts/gen-vocabulary.mjs
+# The SDK's types, operation table and CLI flags (sdk/src/generated/).
+npx --no-install tsx sdk/scripts/generate.ts
 
 # The bundle must be one self-contained document, and every /v1/agent operation must carry
 # the three extensions the server reads at start-up (src/http/operations.ts).
