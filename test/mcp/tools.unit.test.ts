@@ -1,8 +1,10 @@
 // The tool table derived from the contract: names, input and output schemas, and how arguments become the route's request.
+import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { loadDocument, readOperations } from '../../src/http/operations.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { toolNameForRoute, toolNameOf } from '../../src/mcp/names.js';
+import { buildSessionTools } from '../../src/mcp/session-tools.js';
 import { buildTools, listedResourcesOf, toDispatchRequest, toolNameFor, type McpTool } from '../../src/mcp/tools.js';
 
 describe('MCP tools', () => {
@@ -159,6 +161,18 @@ describe('MCP tools', () => {
     it('refuses a missing path parameter and unknown arguments of a body-less tool', () => {
       expect(refusal(() => toDispatchRequest(tool('agent_operations_get'), {})).code).to.equal('validation_failed');
       expect(refusal(() => toDispatchRequest(tool('agent_self_get'), { extra: true })).code).to.equal('validation_failed');
+    });
+  });
+
+  describe('src/mcp/README.md', () => {
+    it('lists every tool with its route, scope, class and earlier name, as the code derives them', () => {
+      const readme = readFileSync(new URL('../../src/mcp/README.md', import.meta.url), 'utf8');
+      const rows = readme.split('\n').filter((line) => /^\| `(agent|mcp)_/.test(line));
+      const expected = [
+        ...tools.map((t) => `| \`${t.name}\` | \`${t.op.method.toUpperCase()} ${t.op.path}\` | ${[t.op.scope, ...t.op.altScopes].join(' or ')} | ${t.op.rateClass} | ${t.op.idempotency === 'none' ? '' : t.op.idempotency} | ${t.legacyName ? `\`${t.legacyName}\`` : ''} |`),
+        ...buildSessionTools(document).map((t) => `| \`${t.name}\` | (session tool) | ${t.op.scope} | ${t.op.rateClass} |  |  |`),
+      ];
+      expect(rows).to.deep.equal(expected);
     });
   });
 });
