@@ -35,7 +35,15 @@ export interface EventRelay {
  * transaction that commits late can land below events already read; the cursor therefore stays
  * `settlePasses` behind (about 5 s), re-reading that window and skipping ids it has sent.
  */
-export function createEventRelay(deps: { db: Db; events: EventService; log: Logger; pollMs: number; send: (session: McpSession, event: unknown) => Promise<void> }): EventRelay {
+export function createEventRelay(deps: {
+  db: Db;
+  events: EventService;
+  log: Logger;
+  pollMs: number;
+  send: (session: McpSession, event: unknown) => Promise<void>;
+  /** False while the session's credential no longer holds (expired, grant revoked): its events wait, the cursor stays. */
+  mayDeliver: (session: McpSession) => Promise<boolean>;
+}): EventRelay {
   const { db, events, log, pollMs } = deps;
   const subscriptions = new Map<string, Subscription>();
   const settlePasses = Math.max(3, Math.ceil(5000 / pollMs));
@@ -64,7 +72,7 @@ export function createEventRelay(deps: { db: Db; events: EventService; log: Logg
     pass += 1;
     for (const sub of [...subscriptions.values()]) {
       try {
-        await pollOne(sub);
+        if (await deps.mayDeliver(sub.session)) await pollOne(sub);
       } catch (err) {
         log.warn({ err, sessionId: sub.session.id }, 'mcp event relay pass failed; retrying next pass');
       }

@@ -42,7 +42,12 @@ interface Caller {
   principal: Principal;
   overrides: RateOverrides;
   requestId: string;
+  /** The bearer token as sent (authentication accepted it). */
+  token: string;
 }
+
+/** How often an open stream's credential is checked again before events are sent on it. */
+const REVERIFY_MS = 1000;
 
 const requestIdOf = (res: Response): string => (res.locals as { requestId?: string }).requestId ?? randomUUID();
 
@@ -101,11 +106,33 @@ export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
     events: deps.services.events,
     log,
     pollMs: config.mcp.eventPollMs,
+    mayDeliver: (session) => stillAuthorized(session),
     send: async (session, event) => {
       // The SDK stores the message in the session's event store before writing it (replayed after a reconnect).
       await (session.server as unknown as { notification(n: { method: string; params: unknown }): Promise<void> }).notification({ method: EVENT_NOTIFICATION, params: event });
     },
   });
+
+  /**
+   * A stream outlives the request that opened it, so before sending events the relay re-verifies the
+   * session's latest token (expiry, grant revocation, the agent's state) at most once a second. While it
+   * fails, events wait and the open stream is closed, so the client reconnects with a fresh token (or,
+   * its grant revoked, is refused and never receives them).
+   */
+  async function stillAuthorized(session: McpSession): Promise<boolean> {
+    const now = Date.now();
+    if (now - session.verifiedAt < REVERIFY_MS) return true;
+    try {
+      if (!deps.bearer) return false;
+      await deps.bearer.verify(session.token, 'mcp');
+      session.verifiedAt = now;
+      return true;
+    } catch (err) {
+      if (!isApiError(err)) throw err;
+      session.transport.closeStandaloneSSEStream();
+      return false;
+    }
+  }
 
   /** The operations a batch of JSON-RPC messages calls (only `tools/call` needs a scope). */
   function calledOperations(body: unknown): OperationMeta[] {
@@ -207,7 +234,19 @@ export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
       eventStore: createSessionEventStore(),
       onsessionclosed: () => void sessions.end(id, 'deleted'),
     });
-    const session: McpSession = { id, grantKey, agentId: caller.principal.agentId, walletId: caller.principal.walletId, server: createServer(() => session), transport, lastSeenAt: Date.now(), confirmed: false, openStreams: 0 };
+    const session: McpSession = {
+      id,
+      grantKey,
+      agentId: caller.principal.agentId,
+      walletId: caller.principal.walletId,
+      server: createServer(() => session),
+      transport,
+      lastSeenAt: Date.now(),
+      confirmed: false,
+      openStreams: 0,
+      token: caller.token,
+      verifiedAt: Date.now(),
+    };
     transport.onclose = () => void sessions.end(id, 'closed');
     await session.server.connect(transport);
     sessions.add(session);
@@ -243,7 +282,7 @@ export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
         return null;
       });
       if (!authenticated) return;
-      const caller: Caller = { ...authenticated, requestId: exchange.requestId };
+      const caller: Caller = { ...authenticated, requestId: exchange.requestId, token: (req.headers.authorization ?? '').replace(/^Bearer\s+/i, '').trim() };
 
       if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
         sendJsonRpcError(res, 405, -32000, 'Method not allowed.', { Allow: 'GET, POST, DELETE' });
@@ -276,6 +315,8 @@ export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
         }
         session.lastSeenAt = Date.now();
         session.confirmed = true;
+        session.token = caller.token;
+        session.verifiedAt = Date.now();
         if (req.method === 'GET') {
           session.openStreams += 1;
           res.on('close', () => {

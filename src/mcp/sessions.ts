@@ -17,6 +17,10 @@ export interface McpSession {
   confirmed: boolean;
   /** Open GET streams: a session with a stream open is never idle. */
   openStreams: number;
+  /** The access token of the session's latest request: events are sent only while it still verifies. */
+  token: string;
+  /** When `token` last verified (ms). */
+  verifiedAt: number;
 }
 
 /** The grant a token belongs to (header keys never reach /mcp; the fallback keeps the key total). */

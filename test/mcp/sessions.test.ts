@@ -24,8 +24,8 @@ const initialize = (id = 1) => ({ jsonrpc: '2.0', id, method: 'initialize', para
 const initialized = { jsonrpc: '2.0', method: 'notifications/initialized' };
 
 /** Reads SSE events from a fetch response until `until` holds or the time runs out. */
-async function readSse(res: Response, until: (events: { id?: string; data: unknown }[]) => boolean, ms = 8000): Promise<{ id?: string; data: unknown }[]> {
-  const events: { id?: string; data: unknown }[] = [];
+async function readSse(res: Response, until: (events: { id?: string; data: unknown }[]) => boolean, ms = 8000): Promise<{ id?: string; data: unknown }[] & { closed?: boolean }> {
+  const events: { id?: string; data: unknown }[] & { closed?: boolean } = [];
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let buffer = '';
@@ -33,7 +33,11 @@ async function readSse(res: Response, until: (events: { id?: string; data: unkno
   try {
     while (!until(events) && Date.now() < deadline) {
       const chunk = await Promise.race([reader.read(), sleep(deadline - Date.now()).then(() => null)]);
-      if (!chunk || chunk.done) break;
+      if (!chunk) break;
+      if (chunk.done) {
+        events.closed = true;
+        break;
+      }
       buffer += decoder.decode(chunk.value, { stream: true });
       let end: number;
       while ((end = buffer.indexOf('\n\n')) >= 0) {
@@ -289,6 +293,22 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
       const ops = replayed.map((e) => (e.data as { params?: { operation_id?: string } }).params?.operation_id);
       expect(ops).to.include(second);
       expect(ops).to.not.include(first);
+    });
+
+    it('stops sending events once the grant is revoked, and closes the open stream', async () => {
+      const bearer = await mintAccessToken(server, agent, { scopes: ['agent:read'] });
+      const id = await rawSession(bearer);
+      expect((await rawCall(bearer, id, 'mcp_subscribe', { event_types: ['payment.executed'] })).status).to.equal(200);
+      const stream = await openStream(bearer, id);
+      expect(stream.status).to.equal(200);
+      const grantId = (JSON.parse(Buffer.from(bearer.split('.')[1]!, 'base64url').toString('utf8')) as { gid: string }).gid;
+      await server.db('oauth_grants').where({ id: grantId }).update({ revoked_at: server.clock.now(), revoked_reason: 'test' });
+      await sleep(1100);
+      const op = await payOverHttp();
+      const seen = await readSse(stream, (events) => events.some((e) => (e.data as { params?: { operation_id?: string } }).params?.operation_id === op), 4000);
+      expect(seen.map((e) => (e.data as { params?: { operation_id?: string } }).params?.operation_id)).to.not.include(op);
+      expect(seen.closed, 'the stream was closed').to.equal(true);
+      expect((await openStream(bearer, id)).status).to.equal(401);
     });
 
     it('ends the session on DELETE', async () => {
