@@ -70,6 +70,8 @@ export interface BuiltApp {
   tracing: Tracing;
   /** Turns /readyz to 503 (draining) while in-flight requests finish. */
   startDraining(): void;
+  /** Ends the MCP sessions and their SSE streams (long-lived requests a graceful close would wait for). */
+  endMcpSessions(): Promise<void>;
   /** The evm chain when CHAIN_RPC_URL is set, else null (the simulated chain). */
   chain: Chain | null;
   close(): Promise<void>;
@@ -285,7 +287,21 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   });
 
-  return { app, config, db, services, router, clock, log, loops: core.loops, metrics: core.metrics, tracing: core.tracing, startDraining: health.startDraining, chain: core.chain, close: async () => {
+  return {
+    app,
+    config,
+    db,
+    services,
+    router,
+    clock,
+    log,
+    loops: core.loops,
+    metrics: core.metrics,
+    tracing: core.tracing,
+    startDraining: health.startDraining,
+    endMcpSessions: () => mcp.close(),
+    chain: core.chain,
+    close: async () => {
       await mcp.close();
       await core.close();
     },

@@ -397,4 +397,17 @@ describe('MCP sessions: idle expiry', function () {
     await sleep(2200);
     expect((await list()).status).to.equal(404);
   });
+
+  it('ends sessions and their open streams on shutdown (endMcpSessions, before the HTTP server closes)', async () => {
+    const agent = await server.createAgent({ name: 'shutdown' });
+    const bearer = await mintAccessToken(server, agent, { scopes: ['agent:read'] });
+    const init = await postMcp(server, initialize(), { authorization: `Bearer ${bearer}` });
+    const id = init.headers.get('mcp-session-id')!;
+    const stream = await fetch(`${server.baseUrl}/mcp`, { headers: { authorization: `Bearer ${bearer}`, accept: 'text/event-stream', 'mcp-session-id': id } });
+    expect(stream.status).to.equal(200);
+    const reading = readSse(stream, () => false, 5000);
+    await server.built.endMcpSessions();
+    expect((await reading).closed).to.equal(true);
+    expect((await postMcp(server, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { authorization: `Bearer ${bearer}`, 'mcp-session-id': id })).status).to.equal(404);
+  });
 });
