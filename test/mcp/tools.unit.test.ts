@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { loadDocument, readOperations } from '../../src/http/operations.js';
 import { ApiError } from '../../src/lib/errors.js';
 import { toolNameForRoute, toolNameOf } from '../../src/mcp/names.js';
-import { buildSessionTools } from '../../src/mcp/session-tools.js';
+import { toolCatalog } from '../../src/mcp/catalog.js';
 import { buildTools, listedResourcesOf, toDispatchRequest, toolNameFor, type McpTool } from '../../src/mcp/tools.js';
 
 describe('MCP tools', () => {
@@ -165,14 +165,15 @@ describe('MCP tools', () => {
   });
 
   describe('src/mcp/README.md', () => {
-    it('lists every tool with its route, scope, class and earlier name, as the code derives them', () => {
+    it('lists every tool with its route, scope, class and earlier name, as the catalog derives them', () => {
       const readme = readFileSync(new URL('../../src/mcp/README.md', import.meta.url), 'utf8');
       const rows = readme.split('\n').filter((line) => /^\| `(agent|mcp)_/.test(line));
-      const expected = [
-        ...tools.map((t) => `| \`${t.name}\` | \`${t.op.method.toUpperCase()} ${t.op.path}\` | ${[t.op.scope, ...t.op.altScopes].join(' or ')} | ${t.op.rateClass} | ${t.op.idempotency === 'none' ? '' : t.op.idempotency} | ${t.legacyName ? `\`${t.legacyName}\`` : ''} |`),
-        ...buildSessionTools(document).map((t) => `| \`${t.name}\` | (session tool) | ${t.op.scope} | ${t.op.rateClass} |  |  |`),
-      ];
+      const code = (text: string | null) => (text ? `\`${text}\`` : '');
+      const expected = toolCatalog(document).map(
+        (t) => `| \`${t.name}\` | ${t.route ? code(t.route) : '(session tool)'} | ${[t.scope, ...t.alternativeScopes].join(' or ')} | ${t.rateClass} | ${t.idempotencyKey === 'none' ? '' : t.idempotencyKey} | ${code(t.earlierName)} |`,
+      );
       expect(rows).to.deep.equal(expected);
+      expect(toolCatalog(document).map((t) => t.name)).to.deep.equal([...tools.map((t) => t.name), 'agent_operations_wait_for_status', 'mcp_subscribe', 'mcp_unsubscribe']);
     });
   });
 });
