@@ -356,7 +356,7 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
 
   describe('MCP Inspector CLI', () => {
     it('lists the tools with exit 0 and no warnings, also under --strict', async () => {
-      const bin = 'node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js';
+      const bin = 'node_modules/.bin/mcp-inspector';
       for (const strict of [false, true]) {
         const args = [bin, '--cli', `${server.baseUrl}/mcp`, '--method', 'tools/list', '--header', `Authorization: Bearer ${token}`, ...(strict ? ['--strict'] : [])];
         const { stdout, stderr } = await run(process.execPath, args, { encoding: 'utf8', timeout: 45_000, maxBuffer: 64 * 1024 * 1024 });
