@@ -70,6 +70,8 @@ export interface BuiltApp {
   tracing: Tracing;
   /** Turns /readyz to 503 (draining) while in-flight requests finish. */
   startDraining(): void;
+  /** Ends the MCP sessions and their SSE streams (long-lived requests a graceful close would wait for). */
+  endMcpSessions(): Promise<void>;
   /** The evm chain when CHAIN_RPC_URL is set, else null (the simulated chain). */
   chain: Chain | null;
   close(): Promise<void>;
@@ -260,7 +262,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services, sealer: core.sealer });
-  mountMcp(app, httpDeps);
+  const mcp = mountMcp(app, httpDeps);
   mountConsole(app, { config, db, services, log });
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
   app.use('/v1/agent', pipeline.agentApi);
@@ -285,7 +287,25 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   });
 
-  return { app, config, db, services, router, clock, log, loops: core.loops, metrics: core.metrics, tracing: core.tracing, startDraining: health.startDraining, chain: core.chain, close: core.close };
+  return {
+    app,
+    config,
+    db,
+    services,
+    router,
+    clock,
+    log,
+    loops: core.loops,
+    metrics: core.metrics,
+    tracing: core.tracing,
+    startDraining: health.startDraining,
+    endMcpSessions: () => mcp.close(),
+    chain: core.chain,
+    close: async () => {
+      await mcp.close();
+      await core.close();
+    },
+  };
 }
 
 /** Records pool prices every `idleMs` (a pass is never "work": the loop always waits). */

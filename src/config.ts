@@ -44,6 +44,17 @@ export interface Config {
   /** Where agentctl looks for the running server (AGENT_API_BASE_URL, default the printed listening address). */
   agentApiBaseUrl: string;
   chain: ChainConfig;
+  mcp: McpConfig;
+}
+
+/** MCP sessions (src/mcp/sessions.ts): held in memory per process, so several API processes need sticky routing. */
+export interface McpConfig {
+  /** Live sessions one OAuth grant may hold; the next initialize answers 429. */
+  maxSessionsPerGrant: number;
+  /** A session with no request and no open stream for this long is closed. */
+  sessionIdleMs: number;
+  /** How often subscribed sessions read new events from the events table. */
+  eventPollMs: number;
 }
 
 export interface DbTimeouts {
@@ -215,6 +226,11 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     runWorker: bool('RUN_WORKER', true),
     settlementDelayMs: int('SETTLEMENT_DELAY_MS', 0, 0, 3_600_000),
     webhookLeaseMs: int('WEBHOOK_LEASE_MS', 60_000, 100, 3_600_000),
+    mcp: Object.freeze({
+      maxSessionsPerGrant: int('MCP_MAX_SESSIONS_PER_GRANT', 8, 1, 1000),
+      sessionIdleMs: int('MCP_SESSION_IDLE_MS', 900_000, 1000, 86_400_000),
+      eventPollMs: int('MCP_EVENT_POLL_MS', 1000, 20, 60_000),
+    }),
     webhookAttemptTimeoutMs: int('WEBHOOK_ATTEMPT_TIMEOUT_MS', 10_000, 50, 60_000),
     unsafeAllowLoopbackTargets,
     smtpUrl,

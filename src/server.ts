@@ -71,7 +71,8 @@ async function main(): Promise<void> {
     // Readiness fails first, and requests keep being served for DRAIN_DELAY_MS, so the load balancer stops routing here before we stop listening.
     built.startDraining();
     if (config.drainDelayMs > 0) await sleep(config.drainDelayMs, new AbortController().signal);
-    // Stop accepting, let in-flight requests finish, close idle keep-alive sockets.
+    // Stop accepting, let in-flight requests finish, close idle keep-alive sockets. MCP streams never finish on their own: end them (clients re-initialize elsewhere).
+    await built.endMcpSessions();
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     await closed;

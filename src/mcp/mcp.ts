@@ -1,28 +1,53 @@
-// The MCP endpoint at /mcp: stateless Streamable HTTP, OAuth bearer tokens bound to /mcp, tools dispatched through the API router.
+// The MCP endpoint at /mcp: Streamable HTTP with sessions (SSE stream, resumable) or stateless POSTs, OAuth tokens bound to /mcp, tools dispatched through the API router.
 import { randomUUID } from 'node:crypto';
 import type { Express, Request, Response } from 'express';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import { CallToolRequestSchema, ErrorCode, isInitializeRequest, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
 import { BODY_LIMIT_BYTES, createSteps, readJsonBody, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
 import type { HandlerResult } from '../http/types.js';
-import { isApiError } from '../lib/errors.js';
+import { errorBody, isApiError } from '../lib/errors.js';
 import type { OperationMeta } from '../lib/contract.js';
+import { createEventRelay, EVENT_NOTIFICATION } from './event-relay.js';
+import { createSessionEventStore } from './event-store.js';
+import { buildSessionTools, type SessionTool } from './session-tools.js';
+import { createSessionRegistry, grantKeyOf, type McpSession } from './sessions.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
 
 export const MCP_PATH = '/mcp';
 const SERVER_INFO = { name: 'agent-api', title: 'Agent API', version: '1.0.0' };
 const INSTRUCTIONS =
-  'Tools act for the one agent and wallet your token was issued for; each mirrors a /v1/agent route and needs that route\'s OAuth scope. ' +
-  'Money is a decimal string in asset units. Mutating tools require an idempotency_key: reuse it to retry safely.';
+  'Tools act for the one agent and wallet your token was issued for; each agent_* tool mirrors a /v1/agent route (named from its path) and needs that route\'s OAuth scope. ' +
+  'Money is a decimal string in asset units. Mutating tools require an idempotency_key: reuse it to retry safely. ' +
+  'Writes settle asynchronously: agent_operations_wait_for_status waits for an operation; mcp_subscribe streams the agent\'s events on the session\'s GET stream.';
 
 /** The pipeline steps' dependencies, plus the document the tools are generated from. */
 export interface McpDeps extends StepDeps {
-  /** The bundled document (defaults to generated/openapi.json); tools and their input schemas come from it. */
+  /** The bundled document (defaults to generated/openapi.json); tools and their schemas come from it. */
   document?: OpenApiDocument;
 }
+
+export interface McpEndpoint {
+  tools: McpTool[];
+  sessionTools: SessionTool[];
+  /** Ends every session and stops the event relay (app shutdown). */
+  close(): Promise<void>;
+}
+
+/** What the handlers of one HTTP request know about the caller (carried in the SDK's authInfo). */
+interface Caller {
+  principal: Principal;
+  overrides: RateOverrides;
+  requestId: string;
+  /** The bearer token as sent (authentication accepted it). */
+  token: string;
+}
+
+/** How often an open stream's credential is checked again before events are sent on it. */
+const REVERIFY_MS = 1000;
 
 const requestIdOf = (res: Response): string => (res.locals as { requestId?: string }).requestId ?? randomUUID();
 
@@ -32,7 +57,7 @@ function sendJsonRpcError(res: Response, status: number, code: number, message: 
   res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
 
-/** Authentication and scope refusals carry the API envelope and the RFC 6750 challenge (contract §2). */
+/** Authentication, scope and session-cap refusals carry the API envelope (and, for the first two, the RFC 6750 challenge). */
 function sendApiAnswer(res: Response, answer: HandlerResult): void {
   for (const [name, value] of Object.entries(answer.headers ?? {})) res.setHeader(name, value);
   res.status(answer.status).json(answer.body);
@@ -43,69 +68,202 @@ interface JsonRpcMessage {
   params?: { name?: unknown };
 }
 
+const scopeAllows = (principal: Principal, op: OperationMeta) =>
+  principal.method !== 'oauth' || !op.scope || principal.scopes.has(op.scope) || op.altScopes.some((s) => principal.scopes.has(s));
+
 /**
  * Mounts POST/GET/DELETE /mcp. Order: Origin check (403) -> bearer authentication (401; failures
  * limited per client address) -> JSON body, 64 KB (413/400) -> per-tool scope gate on `tools/call`
- * (403 insufficient_scope) -> a fresh MCP server and stateless transport for this request.
+ * (403 insufficient_scope) -> the session named by Mcp-Session-Id (404 when unknown or of another
+ * grant), a new session on `initialize` (429 past the grant's cap), or a stateless POST.
  * Mount before the app's catch-all 404.
  */
-export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
+export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
   const { config, log } = deps;
   const steps = createSteps(deps);
-  const tools = buildTools(deps.document ?? loadDocument(), deps.router.ops);
-  const toolsByName = new Map(tools.map((t) => [t.name, t]));
-  const toolList = tools.map((t) => t.definition);
+  const document = deps.document ?? loadDocument();
+  const tools = buildTools(document, deps.router.ops);
+  const sessionTools = buildSessionTools(document);
+  const routeTools = new Map<string, McpTool>();
+  for (const t of tools) {
+    routeTools.set(t.name, t);
+    if (t.legacyName) routeTools.set(t.legacyName, t);
+  }
+  const localTools = new Map(sessionTools.map((t) => [t.name, t]));
+  for (const name of localTools.keys()) if (routeTools.has(name)) throw new Error(`MCP tool ${name} is both a route tool and a session tool`);
+  const listed: { op: OperationMeta; definition: McpTool['definition'] }[] = [...tools, ...sessionTools];
+  const opOf = (name: string): OperationMeta | undefined => routeTools.get(name)?.op ?? localTools.get(name)?.op;
   const allowedOrigin = new URL(config.baseUrl).origin;
 
-  /** The tools a batch of JSON-RPC messages calls (only `tools/call` needs a scope). */
+  const sessions = createSessionRegistry({
+    maxPerGrant: config.mcp.maxSessionsPerGrant,
+    idleMs: config.mcp.sessionIdleMs,
+    log,
+    onEnd: (session) => relay.forget(session.id),
+  });
+  const relay = createEventRelay({
+    db: deps.db,
+    events: deps.services.events,
+    log,
+    pollMs: config.mcp.eventPollMs,
+    mayDeliver: (session) => stillAuthorized(session),
+    send: async (session, event) => {
+      // The SDK stores the message in the session's event store before writing it (replayed after a reconnect).
+      await (session.server as unknown as { notification(n: { method: string; params: unknown }): Promise<void> }).notification({ method: EVENT_NOTIFICATION, params: event });
+    },
+  });
+
+  /**
+   * A stream outlives the request that opened it, so before sending events the relay re-verifies the
+   * session's latest token (expiry, grant revocation, the agent's state) at most once a second. While it
+   * fails, events wait and the open stream is closed, so the client reconnects with a fresh token (or,
+   * its grant revoked, is refused and never receives them).
+   */
+  async function stillAuthorized(session: McpSession): Promise<boolean> {
+    const now = Date.now();
+    if (now - session.verifiedAt < REVERIFY_MS) return true;
+    try {
+      if (!deps.bearer) return false;
+      await deps.bearer.verify(session.token, 'mcp');
+      session.verifiedAt = now;
+      return true;
+    } catch (err) {
+      if (!isApiError(err)) throw err;
+      session.transport.closeStandaloneSSEStream();
+      return false;
+    }
+  }
+
+  /** The operations a batch of JSON-RPC messages calls (only `tools/call` needs a scope). */
   function calledOperations(body: unknown): OperationMeta[] {
     const messages = (Array.isArray(body) ? body : [body]) as JsonRpcMessage[];
     const ops: OperationMeta[] = [];
     for (const message of messages) {
       if (message?.method !== 'tools/call' || typeof message.params?.name !== 'string') continue;
-      const tool = toolsByName.get(message.params.name);
-      if (tool) ops.push(tool.op);
+      const op = opOf(message.params.name);
+      if (op) ops.push(op);
     }
     return ops;
   }
 
+  /** GET /v1/agent/operations/{id} through the router for wait_for_status (charged once, by the tool call). */
+  function readOperation(caller: Caller, id: string): Promise<HandlerResult> {
+    const ctx = steps.contextFor({ requestId: caller.requestId }, caller.principal);
+    return deps.router.handle({ method: 'get', path: `/v1/agent/operations/${encodeURIComponent(id)}`, query: {}, headers: {}, body: undefined }, ctx);
+  }
+
   /** One tool call through the same steps as HTTP: rate limit, router (validation, idempotency, handler), respond. */
-  async function callTool(principal: Principal, overrides: RateOverrides, requestId: string, name: string, args: Record<string, unknown> | undefined): Promise<CallToolResult> {
-    const tool = toolsByName.get(name);
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+  async function callTool(caller: Caller, session: McpSession | null, name: string, args: Record<string, unknown> | undefined, signal: AbortSignal): Promise<CallToolResult> {
+    const { principal, overrides, requestId } = caller;
+    const route = routeTools.get(name);
+    const local = localTools.get(name);
+    const op = route?.op ?? local?.op;
+    if (!op) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     const startedAt = process.hrtime.bigint();
-    const exchange: Exchange = { requestId, op: tool.op };
+    // Session tools have no route: their answers are checked against their own outputSchema (by clients and tests), not the document.
+    const exchange: Exchange = { requestId, ...(route ? { op } : {}) };
     let result: HandlerResult;
     try {
-      await steps.chargeRateLimit(exchange, principal.agentId, tool.op.rateClass, overrides);
-      const request = toDispatchRequest(tool, args);
-      const ctx = steps.contextFor(exchange, principal, { idempotencyKey: request.idempotencyKey });
-      result = await deps.router.handle({ method: request.method, path: request.path, query: request.query, headers: request.headers, body: request.body }, ctx);
+      await steps.chargeRateLimit(exchange, principal.agentId, op.rateClass, overrides);
+      if (route) {
+        const request = toDispatchRequest(route, args);
+        const ctx = steps.contextFor(exchange, principal, { idempotencyKey: request.idempotencyKey });
+        result = await deps.router.handle({ method: request.method, path: request.path, query: request.query, headers: request.headers, body: request.body }, ctx);
+      } else {
+        result = await local!.run({ principal, session, relay, signal, readOperation: (id) => readOperation(caller, id) }, args ?? {});
+      }
     } catch (err) {
       result = steps.errorResult(exchange, err, { tool: name });
     }
     // A refusal a handler returns (status >= 400, the error envelope) and one it throws answer alike.
     const { status, body, headers } = steps.respond(exchange, result);
     const latencyMs = Number(process.hrtime.bigint() - startedAt) / 1e6;
-    log.info({ requestId, agentId: principal.agentId, tool: name, route: tool.op.operationId, status, latencyMs: Math.round(latencyMs * 100) / 100 }, 'mcp tool call');
+    log.info({ requestId, agentId: principal.agentId, sessionId: session?.id, tool: name, route: op.operationId, status, latencyMs: Math.round(latencyMs * 100) / 100 }, 'mcp tool call');
+    const ok = status < 400;
     return {
       content: [{ type: 'text', text: JSON.stringify(body) }],
-      ...(status >= 400 ? { isError: true } : {}),
+      // The success body is the tool's structured result (its outputSchema is the route's 200/201 schema).
+      ...(ok ? { structuredContent: body as Record<string, unknown> } : { isError: true }),
       _meta: { 'agent-api/status': status, 'agent-api/headers': headers },
     };
   }
 
-  function createServer(principal: Principal, overrides: RateOverrides, requestId: string): Server {
-    // The low-level server: tool input schemas are the contract's JSON Schemas, and the router (not
-    // zod) validates arguments, so a tool refuses exactly what the HTTP route refuses.
-    const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
-    // Every tool is listed whatever the token's scopes: a client learns what a step-up would unlock,
-    // and a call the token cannot make is refused with the 403 challenge before it runs.
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: toolList }));
-    server.setRequestHandler(CallToolRequestSchema, async (request) =>
-      callTool(principal, overrides, requestId, request.params.name, request.params.arguments as Record<string, unknown> | undefined),
+  const callerOf = (authInfo: AuthInfo | undefined): Caller => {
+    const caller = authInfo?.extra?.caller as Caller | undefined;
+    if (!caller) throw new McpError(ErrorCode.InternalError, 'request without an authenticated caller');
+    return caller;
+  };
+
+  /** One SDK server: per session (kept) or per stateless request. The caller comes with each request. */
+  function createServer(session: () => McpSession | null): Server {
+    // The low-level server: tool schemas are the contract's JSON Schemas, and the router (not zod)
+    // validates arguments, so a tool refuses exactly what the HTTP route refuses.
+    const server = new Server(SERVER_INFO, {
+      capabilities: { tools: { listChanged: false }, experimental: { 'agent_api/events': { notification: EVENT_NOTIFICATION } } },
+      instructions: INSTRUCTIONS,
+    });
+    // Only the tools the token's scopes allow (spec 5.2: a read token sees read tools).
+    server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+      const { principal } = callerOf(extra.authInfo);
+      return { tools: listed.filter((t) => scopeAllows(principal, t.op)).map((t) => t.definition) };
+    });
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
+      callTool(callerOf(extra.authInfo), session(), request.params.name, request.params.arguments as Record<string, unknown> | undefined, extra.signal),
     );
     return server;
+  }
+
+  async function openSession(req: Request, res: Response, caller: Caller, exchange: Exchange): Promise<void> {
+    const grantKey = grantKeyOf(caller.principal);
+    if (!(await sessions.makeRoom(grantKey))) {
+      const max = config.mcp.maxSessionsPerGrant;
+      sendApiAnswer(
+        res,
+        steps.respond(exchange, {
+          status: 429,
+          body: errorBody('rate_limited', `This grant already holds ${max} MCP sessions: end one with DELETE /mcp (Mcp-Session-Id) or let it expire.`, { limit_count: max, attempted_count: max + 1 }),
+          headers: { 'Retry-After': String(sessions.retryAfterSeconds(grantKey)) },
+        }),
+      );
+      return;
+    }
+    const id = randomUUID();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => id,
+      enableJsonResponse: true,
+      eventStore: createSessionEventStore(),
+      onsessionclosed: () => void sessions.end(id, 'deleted'),
+    });
+    const session: McpSession = {
+      id,
+      grantKey,
+      agentId: caller.principal.agentId,
+      walletId: caller.principal.walletId,
+      server: createServer(() => session),
+      transport,
+      lastSeenAt: Date.now(),
+      confirmed: false,
+      openStreams: 0,
+      token: caller.token,
+      verifiedAt: Date.now(),
+    };
+    transport.onclose = () => void sessions.end(id, 'closed');
+    await session.server.connect(transport);
+    sessions.add(session);
+    await transport.handleRequest(req, res, req.body);
+    if (transport.sessionId !== id) await sessions.end(id, 'initialize failed');
+    else log.info({ sessionId: id, agentId: session.agentId, requestId: caller.requestId }, 'mcp session opened');
+  }
+
+  async function handleStateless(req: Request, res: Response): Promise<void> {
+    const server = createServer(() => null);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
   }
 
   const handle = async (req: Request, res: Response): Promise<void> => {
@@ -124,36 +282,57 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
         return null;
       });
       if (!authenticated) return;
-      const { principal, overrides } = authenticated;
+      const caller: Caller = { ...authenticated, requestId: exchange.requestId, token: (req.headers.authorization ?? '').replace(/^Bearer\s+/i, '').trim() };
 
+      if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
+        sendJsonRpcError(res, 405, -32000, 'Method not allowed.', { Allow: 'GET, POST, DELETE' });
+        return;
+      }
+
+      if (req.method === 'POST') {
+        const problem = await readJsonBody(req, res);
+        if (problem) {
+          if (problem.kind === 'too_large') sendJsonRpcError(res, 413, -32600, `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
+          else sendJsonRpcError(res, 400, -32700, 'Parse error: the request body is not valid JSON.');
+          return;
+        }
+        try {
+          steps.requireScope(caller.principal, calledOperations(req.body), 'mcp', 'tool');
+        } catch (err) {
+          sendApiAnswer(res, steps.respond(exchange, steps.errorResult(exchange, err)));
+          return;
+        }
+      }
+
+      (req as Request & { auth?: AuthInfo }).auth = { token: '', clientId: caller.principal.clientId ?? '', scopes: [...caller.principal.scopes], extra: { caller } };
+      const sessionId = req.headers['mcp-session-id'];
+      if (typeof sessionId === 'string') {
+        const session = sessions.get(sessionId);
+        // A session answers only tokens of the grant that opened it; to anyone else it does not exist.
+        if (!session || session.grantKey !== grantKeyOf(caller.principal)) {
+          sendJsonRpcError(res, 404, -32001, 'Session not found: initialize a new one.');
+          return;
+        }
+        session.lastSeenAt = Date.now();
+        session.confirmed = true;
+        session.token = caller.token;
+        session.verifiedAt = Date.now();
+        if (req.method === 'GET') {
+          session.openStreams += 1;
+          res.on('close', () => {
+            session.openStreams -= 1;
+            session.lastSeenAt = Date.now();
+          });
+        }
+        await session.transport.handleRequest(req, res, req.body);
+        return;
+      }
       if (req.method !== 'POST') {
-        // Stateless server: no standalone SSE stream (GET) and no session to end (DELETE).
-        sendJsonRpcError(res, 405, -32000, 'Method not allowed: this stateless MCP server accepts POST only.', { Allow: 'POST' });
+        sendJsonRpcError(res, 400, -32000, 'Bad Request: GET and DELETE need the Mcp-Session-Id an initialize returned.');
         return;
       }
-
-      const problem = await readJsonBody(req, res);
-      if (problem) {
-        if (problem.kind === 'too_large') sendJsonRpcError(res, 413, -32600, `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
-        else sendJsonRpcError(res, 400, -32700, 'Parse error: the request body is not valid JSON.');
-        return;
-      }
-
-      try {
-        steps.requireScope(principal, calledOperations(req.body), 'mcp', 'tool');
-      } catch (err) {
-        sendApiAnswer(res, steps.respond(exchange, steps.errorResult(exchange, err)));
-        return;
-      }
-
-      const server = createServer(principal, overrides, exchange.requestId);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      res.on('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      await transport.handleRequest(req, res, req.body);
+      if (isInitializeRequest(req.body)) await openSession(req, res, caller, exchange);
+      else await handleStateless(req, res);
     } catch (err) {
       log.error({ err, requestId: exchange.requestId }, 'MCP request failed');
       if (!res.headersSent) sendJsonRpcError(res, 500, -32603, `Internal error (request ${exchange.requestId}).`);
@@ -161,5 +340,12 @@ export function mountMcp(app: Express, deps: McpDeps): { tools: McpTool[] } {
   };
 
   app.all(MCP_PATH, handle);
-  return { tools };
+  return {
+    tools,
+    sessionTools,
+    async close() {
+      relay.close();
+      await sessions.close();
+    },
+  };
 }

@@ -1,6 +1,8 @@
-// MCP tools generated from the contract: one per /v1/agent operation, named agent_<resource>_<verb>, with a JSON Schema input.
+// MCP tools generated from the contract: one per /v1/agent operation, named from its route (names.ts), with JSON Schema input and output.
 import { ApiError } from '../lib/errors.js';
 import type { OpenApiDocument, OperationMeta } from '../http/operations.js';
+import { successSchemaOf, toolNameOf } from './names.js';
+import { portableSchema } from './portable-schema.js';
 
 /** Operations that are not offered as tools: the document itself is not an agent action. */
 export const EXCLUDED_OPERATIONS = new Set(['getOpenApi']);
@@ -22,12 +24,16 @@ export interface ToolDefinition {
   title?: string;
   description: string;
   inputSchema: JsonSchema & { type: 'object' };
+  /** The route's 200/201 body schema, self-contained; a successful call's structuredContent matches it. */
+  outputSchema: JsonSchema & { type: 'object' };
   annotations: { title?: string; readOnlyHint: boolean; destructiveHint: boolean; idempotentHint: boolean; openWorldHint: boolean };
   _meta: Record<string, unknown>;
 }
 
 export interface McpTool {
   name: string;
+  /** The name before route-derived names (operationId-derived): still callable, not listed. */
+  legacyName: string | null;
   op: OperationMeta;
   definition: ToolDefinition;
   parameters: ToolParameter[];
@@ -49,7 +55,8 @@ export interface DispatchRequest {
 const words = (operationId: string): string[] => (operationId.match(/[A-Z][a-z0-9]*|[a-z0-9]+/g) ?? []).map((w) => w.toLowerCase());
 
 /**
- * The tool name of an operation: `agent_<resource>_<verb>`, where the verb is the operationId's first
+ * The tool name this server gave an operation before names came from the route (kept callable as an alias):
+ * `agent_<resource>_<verb>`, where the verb is the operationId's first
  * word and the resource the rest, in snake case. A singular resource takes the plural form when the
  * document lists that plural (`listPayments` exists, so `createPayment` -> `agent_payments_create`,
  * `getOperation` -> `agent_operations_get`); the longest such prefix wins, so `rotateWebhookSecret`
@@ -144,9 +151,11 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
   for (const op of agentOps) {
     const item = inlineRefs(document, { parameters: document.paths[op.path].parameters }) as JsonSchema;
     const operation = inlineRefs(document, document.paths[op.path][op.method]) as JsonSchema;
-    const name = toolNameFor(op.operationId, listed);
+    const name = toolNameOf(document, op);
     if (names.has(name)) throw new Error(`MCP tool name ${name} is derived from two operations`);
     names.add(name);
+    const outputSchema = inlineRefs(document, successSchemaOf(document, op) ?? { type: 'object' }) as JsonSchema;
+    if (outputSchema.type !== 'object') throw new Error(`${op.operationId}: the success response is not an object schema (MCP outputSchema must be one)`);
 
     const properties: Record<string, JsonSchema> = {};
     const required: string[] = [];
@@ -206,6 +215,7 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
     const title = operation.summary ? String(operation.summary) : undefined;
     tools.push({
       name,
+      legacyName: toolNameFor(op.operationId, listed),
       op,
       parameters,
       bodyFields,
@@ -214,7 +224,8 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
         name,
         ...(title ? { title } : {}),
         description: describe(op, operation),
-        inputSchema: { type: 'object', properties, ...(required.length ? { required: [...new Set(required)] } : {}), additionalProperties: false, ...extra },
+        inputSchema: portableSchema({ type: 'object', properties, ...(required.length ? { required: [...new Set(required)] } : {}), additionalProperties: false, ...extra }) as JsonSchema & { type: 'object' },
+        outputSchema: portableSchema(outputSchema) as JsonSchema & { type: 'object' },
         annotations: {
           ...(title ? { title } : {}),
           readOnlyHint: isRead,
@@ -224,11 +235,25 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
           idempotentHint: isRead || op.idempotency === 'required',
           openWorldHint: op.tag === 'x402',
         },
-        _meta: { 'agent-api/operation_id': op.operationId, 'agent-api/required_scope': op.scope, 'agent-api/rate_limit_class': op.rateClass },
+        _meta: toolMeta(op),
       },
     });
   }
+  // An old name stays callable only where it names no other tool.
+  for (const tool of tools) if (tool.legacyName === tool.name || (tool.legacyName && names.has(tool.legacyName))) tool.legacyName = null;
   return tools;
+}
+
+/** What a client needs to plan a call: the scope, the rate class and whether `idempotency_key` is required. */
+export function toolMeta(op: Pick<OperationMeta, 'operationId' | 'scope' | 'altScopes' | 'rateClass' | 'idempotency' | 'method' | 'path'>): Record<string, unknown> {
+  return {
+    'agent-api/operation_id': op.operationId,
+    'agent-api/route': `${op.method.toUpperCase()} ${op.path}`,
+    'agent-api/required_scope': op.scope,
+    'agent-api/alternative_scopes': op.altScopes,
+    'agent-api/rate_limit_class': op.rateClass,
+    'agent-api/idempotency_key_required': op.idempotency === 'required',
+  };
 }
 
 const invalidArgument = (path: string, message: string) =>

@@ -12,6 +12,10 @@ type EventEnvelope = Schema<'EventEnvelope'>;
 export interface EventService {
   list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown; type?: string; since?: string }): Promise<ListPage<EventEnvelope>>;
   get(db: Db, agentId: string, id: string): Promise<EventEnvelope>;
+  /** Events after a `seq` cursor, oldest first, with their cursor (the MCP event relay). */
+  feed(db: Db, agentId: string, afterSeq: string, limit: number): Promise<{ seq: string; event: EventEnvelope }[]>;
+  /** The cursor of the agent's newest event ('0' when none): a feed from here sees only new events. */
+  latestSeq(db: Db, agentId: string): Promise<string>;
 }
 
 /** The stored payload is the envelope exactly as delivered (the document's EventEnvelope). */
@@ -32,5 +36,12 @@ export function createEventService(): EventService {
       if (!row) throw new ApiError('not_found', 'event not found', { id });
       return envelope(row);
     },
+
+    async feed(db, agentId, afterSeq, limit) {
+      const rows = await repo.listEventsAfter(db, agentId, afterSeq, limit);
+      return rows.map((row) => ({ seq: String(row.seq), event: envelope(row) }));
+    },
+
+    latestSeq: (db, agentId) => repo.latestEventSeq(db, agentId),
   };
 }

@@ -79,12 +79,17 @@ export async function mintAccessToken(server: TestServer, agent: TestAgent, opts
 
 /** An MCP SDK client connected to the server's /mcp with a bearer token. */
 export async function connectClient(server: TestServer, token: string, headers: Record<string, string> = {}): Promise<Client> {
+  return (await connectSession(server, token, headers)).client;
+}
+
+/** The same, with its transport (session id, terminateSession). */
+export async function connectSession(server: TestServer, token: string, headers: Record<string, string> = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const client = new Client({ name: 'agent-api-test', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(`${server.baseUrl}/mcp`), {
     requestInit: { headers: { Authorization: `Bearer ${token}`, ...headers } },
   });
   await client.connect(transport);
-  return client;
+  return { client, transport };
 }
 
 /** A raw JSON-RPC POST to /mcp (for status codes and headers the SDK client hides). */

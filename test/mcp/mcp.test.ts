@@ -44,11 +44,12 @@ describe('MCP endpoint /mcp', function () {
   const webhookCount = async (agentId: string) => Number((await server.db('webhook_endpoints').where({ agent_id: agentId }).count<{ count: string }[]>('* as count'))[0]!.count);
 
   describe('tools/list', () => {
-    it('lists one tool per /v1/agent operation with its input schema', async () => {
+    it('lists one tool per /v1/agent operation, plus the three session tools, with its input schema', async () => {
       const { tools } = await client.listTools();
       const names = tools.map((t) => t.name);
       const expectedCount = server.built.router.ops.filter((op) => op.path.startsWith('/v1/agent') && !op.isPublic).length;
-      expect(tools).to.have.length(expectedCount);
+      expect(tools).to.have.length(expectedCount + 3);
+      expect(names).to.include.members(['agent_operations_wait_for_status', 'mcp_subscribe', 'mcp_unsubscribe']);
       expect(names).to.include.members(['agent_self_get', 'agent_balances_list', 'agent_payments_create', 'agent_webhooks_create', 'agent_operations_get']);
       expect(names).not.to.include('agent_open_api_get');
 
@@ -67,11 +68,20 @@ describe('MCP endpoint /mcp', function () {
       expect(op.inputSchema.properties).to.have.keys(['id', 'include']);
     });
 
-    it('lists every tool to a token with agent:read only', async () => {
+    it('lists only the tools the token scopes allow', async () => {
       const readOnly = await connectClient(server, await mintAccessToken(server, agent, { scopes: ['agent:read'] }));
       clients.push(readOnly);
-      const { tools } = await readOnly.listTools();
-      expect(tools.map((t) => t.name)).to.include('agent_payments_create');
+      const names = (await readOnly.listTools()).tools.map((t) => t.name);
+      expect(names).to.include.members(['agent_self_get', 'agent_payments_list', 'agent_webhooks_get', 'agent_operations_wait_for_status', 'mcp_subscribe']);
+      expect(names).not.to.include.members(['agent_payments_create']);
+      expect(names.filter((n) => /_(create|update|delete)$/.test(n))).to.deep.equal(['agent_recipients_resolve_create']);
+
+      const manager = await connectClient(server, await mintAccessToken(server, agent, { scopes: ['agent:webhooks:manage'] }));
+      clients.push(manager);
+      const managed = (await manager.listTools()).tools.map((t) => t.name);
+      // Webhook reads also take agent:webhooks:manage; other reads need agent:read.
+      expect(managed).to.include.members(['agent_webhooks_create', 'agent_webhooks_list', 'agent_webhooks_get']);
+      expect(managed).not.to.include('agent_self_get');
     });
   });
 
@@ -97,7 +107,7 @@ describe('MCP endpoint /mcp', function () {
     });
 
     it('answers validation_failed naming the field when a tool argument holds U+0000', async () => {
-      const result = await client.callTool({ name: 'agent_recipients_resolve', arguments: { to: 'a\u0000b' } });
+      const result = await client.callTool({ name: 'agent_recipients_resolve_create', arguments: { to: 'a\u0000b' } });
       expect(result.isError).to.equal(true);
       const body = resultBody(result);
       expect(body.error.code).to.equal('validation_failed');
@@ -284,13 +294,16 @@ describe('MCP endpoint /mcp', function () {
       expect(same.status).to.equal(200);
     });
 
-    it('answers 405 to GET and DELETE (stateless server, no SSE stream)', async () => {
+    it('answers 400 to GET and DELETE without a session, and 405 to other methods', async () => {
       for (const method of ['GET', 'DELETE']) {
         const res = await fetch(`${server.baseUrl}/mcp`, { method, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } });
         await res.arrayBuffer();
-        expect(res.status, method).to.equal(405);
-        expect(res.headers.get('allow')).to.equal('POST');
+        expect(res.status, method).to.equal(400);
       }
+      const put = await fetch(`${server.baseUrl}/mcp`, { method: 'PUT', headers: { authorization: `Bearer ${token}` } });
+      await put.arrayBuffer();
+      expect(put.status).to.equal(405);
+      expect(put.headers.get('allow')).to.equal('GET, POST, DELETE');
     });
 
     it('answers 413 above 64 KB and 400 for malformed JSON', async () => {

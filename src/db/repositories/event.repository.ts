@@ -70,3 +70,14 @@ export async function listEvents(db: Db, agentId: string, options: { type?: stri
 export async function findEvent(db: Db, agentId: string, id: string): Promise<StoredEventRow | undefined> {
   return db('events').where({ agent_id: agentId, id }).first('id', 'seq', 'payload');
 }
+
+/** The agent's events after `afterSeq` in insertion order (the MCP event relay's feed; index events_agent_seq). */
+export async function listEventsAfter(db: Db, agentId: string, afterSeq: string, limit: number): Promise<StoredEventRow[]> {
+  return db('events').where({ agent_id: agentId }).andWhere('seq', '>', afterSeq).orderBy('seq', 'asc').limit(limit).select('id', 'seq', 'payload');
+}
+
+/** The agent's highest event `seq` ('0' when it has none). */
+export async function latestEventSeq(db: Db, agentId: string): Promise<string> {
+  const row = await db('events').where({ agent_id: agentId }).max<{ seq: string | null }>('seq as seq').first();
+  return String(row?.seq ?? '0');
+}
