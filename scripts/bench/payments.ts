@@ -70,7 +70,7 @@ async function createAgents(built: BuiltApp, count: number): Promise<{ agentId: 
 
 /**
  * 1,000,000 operations as years of use leave them: spread over the last 365 days and over the bench's agents
- * (whose policy sums today's usage), mostly executed payments with a few failed and rejected, each with the
+ * (whose policy sums today's usage), appended in time order as a live table is, mostly executed payments with a few failed and rejected, each with the
  * columns a real payment fills. One statement; the table keeps every index it has in production.
  */
 async function seedOperations(pool: pg.Pool, agents: { agentId: string; walletId: string }[], count: number): Promise<void> {
@@ -90,7 +90,8 @@ async function seedOperations(pool: pg.Pool, agents: { agentId: string; walletId
              CASE WHEN g % 50 = 0 THEN 'execution_failed' WHEN g % 97 = 0 THEN 'policy_rejected' ELSE 'executed' END AS status
            FROM generate_series(1, $1::int) g) o
      JOIN (SELECT (x->>'agent_id')::uuid AS agent_id, x->>'wallet_id' AS wallet_id, (row_number() OVER ()) - 1 AS agent_index
-           FROM jsonb_array_elements($2::jsonb) x) a ON a.agent_index = o.agent_index`,
+           FROM jsonb_array_elements($2::jsonb) x) a ON a.agent_index = o.agent_index
+     ORDER BY o.at`,
     [count, JSON.stringify(agents.map((a) => ({ agent_id: a.agentId, wallet_id: a.walletId }))), agents.length],
   );
   // Settle the table as a long-running server has it: vacuumed, analysed, its pages written out (otherwise the
