@@ -1,6 +1,6 @@
 // Assets, protocols, prices, materialised balances, the append-only journal, holds and the simulated chain's failing addresses.
 import type { Schema } from '../../lib/contract.js';
-import type { Db } from '../knex.js';
+import type { Db, Knex } from '../knex.js';
 
 export interface AssetRow {
   symbol: string;
@@ -120,30 +120,54 @@ export async function applyGuardedDelta(db: Db, walletId: string, asset: string,
   return (result.rowCount ?? 0) === 1;
 }
 
+export interface HoldInput {
+  id: string;
+  journalId: string;
+  operationId: string | null;
+  walletId: string;
+  asset: string;
+  amount: bigint;
+  availableAccount: string;
+  heldAccount: string;
+}
+
 /**
- * A hold in one statement: moves `amount` from available to held only if enough is available, and in the same
- * statement inserts the hold row and its two journal legs (available -, held +). False when the balance is short
- * (nothing is written). One round trip instead of three (the payment path, docs/ARCHITECTURE.md "Performance").
+ * A hold as three data-modifying CTEs for one statement: `reserved` moves `amount` from available to held only
+ * if enough is available (no row when not), `hold` inserts the hold row and `journal` its two legs (available -,
+ * held +), both only when `reserved` has its row. Positional `?` bindings, for placeHold and for a caller that
+ * adds its own insert to the statement (operation.repository insertOperationWithHold).
  */
-export async function placeHold(db: Db, hold: { id: string; journalId: string; operationId: string | null; walletId: string; asset: string; amount: bigint; availableAccount: string; heldAccount: string }, at: Date): Promise<boolean> {
+export function holdStatement(hold: HoldInput, at: Date): { ctes: string; bindings: Knex.RawBinding[] } {
   const amount = hold.amount.toString();
-  const result = await db.raw(
-    `WITH reserved AS (
-       UPDATE balances SET available = available - CAST(:amount AS numeric), held = held + CAST(:amount AS numeric), updated_at = :at
-       WHERE wallet_id = :walletId AND asset_symbol = :asset AND available >= CAST(:amount AS numeric)
+  return {
+    ctes: `reserved AS (
+       UPDATE balances SET available = available - CAST(? AS numeric), held = held + CAST(? AS numeric), updated_at = ?
+       WHERE wallet_id = ? AND asset_symbol = ? AND available >= CAST(? AS numeric)
        RETURNING wallet_id
      ), hold AS (
        INSERT INTO holds (id, operation_id, wallet_id, asset_symbol, amount, status, created_at)
-       SELECT CAST(:id AS uuid), CAST(:operationId AS uuid), wallet_id, :asset, CAST(:amount AS numeric), 'held', :at FROM reserved
+       SELECT CAST(? AS uuid), CAST(? AS uuid), wallet_id, ?, CAST(? AS numeric), 'held', ? FROM reserved
      ), journal AS (
        INSERT INTO journal_entries (journal_id, operation_id, account, wallet_id, asset_symbol, amount, entry_type, created_at)
-       SELECT CAST(:journalId AS uuid), CAST(:operationId AS uuid), leg.account, reserved.wallet_id, :asset, leg.amount, 'hold', :at
-       FROM reserved CROSS JOIN (VALUES (1, :availableAccount, -(CAST(:amount AS numeric))), (2, :heldAccount, CAST(:amount AS numeric))) AS leg(n, account, amount)
+       SELECT CAST(? AS uuid), CAST(? AS uuid), leg.account, reserved.wallet_id, ?, leg.amount, 'hold', ?
+       FROM reserved CROSS JOIN (VALUES (1, ?, -CAST(? AS numeric)), (2, ?, CAST(? AS numeric))) AS leg(n, account, amount)
        ORDER BY leg.n
-     )
-     SELECT count(*)::int AS reserved FROM reserved`,
-    { amount, at, walletId: hold.walletId, asset: hold.asset, id: hold.id, operationId: hold.operationId, journalId: hold.journalId, availableAccount: hold.availableAccount, heldAccount: hold.heldAccount },
-  );
+     )`,
+    bindings: [
+      amount, amount, at, hold.walletId, hold.asset, amount,
+      hold.id, hold.operationId, hold.asset, amount, at,
+      hold.journalId, hold.operationId, hold.asset, at, hold.availableAccount, amount, hold.heldAccount, amount,
+    ],
+  };
+}
+
+/**
+ * A hold in one statement (holdStatement): false when the balance is short (nothing is written). One round trip
+ * instead of three (docs/ARCHITECTURE.md "Performance: payments").
+ */
+export async function placeHold(db: Db, hold: HoldInput, at: Date): Promise<boolean> {
+  const { ctes, bindings } = holdStatement(hold, at);
+  const result = await db.raw(`WITH ${ctes} SELECT count(*)::int AS reserved FROM reserved`, bindings);
   return Number(result.rows[0]?.reserved ?? 0) === 1;
 }
 

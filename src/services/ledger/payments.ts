@@ -40,7 +40,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     targets: routeTargets,
 
     /**
-     * Round trips of one accepted payment through HTTP (test/ledger/payment-round-trips.test.ts fails above 12):
+     * Round trips of one accepted payment through HTTP (test/ledger/payment-round-trips.test.ts fails above 11):
      *   Redis     1  rate limit: one script call (src/ratelimit)
      *   Postgres  1  authenticate the API key (src/auth/api-key.ts, outside the transaction)
      *             2  BEGIN
@@ -49,14 +49,15 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
      *             5  route `to`: recipients and confirmed trusted destinations at the address in one statement (findPayeesByAddress)
      *             6  the asset's price (USD value for the caps)
      *             7  lock the policy row (policy.evaluate)
-     *             8  usage since the period start: a separate statement by necessity, its snapshot must follow the lock
-     *             9  hold: balance guard + hold row + both journal legs in one statement (ledger.repository placeHold)
-     *            10  insert the operation (an accepted payment writes no outbox event; settlement writes payment.executed later)
-     *            11  store the response on the claimed record
-     *            12  COMMIT
-     * Before: 16 (15 without period caps; lock and look were two statements, routing two, the hold three).
-     * Without period caps (8) there is one fewer. Settlement runs later in the
-     * settlement loop (settlement.ts), in its own transaction, as before.
+     *             8  usage since the period start: a statement of its own by necessity, its snapshot must follow the lock
+     *             9  hold + operation: balance guard, hold row, both journal legs and the operation row in one statement
+     *                (operation.repository insertOperationWithHold); an accepted payment writes no outbox event (settlement
+     *                writes payment.executed later; a type that announces acceptance adds its event here, operations.ts)
+     *            10  store the response on the claimed record
+     *            11  COMMIT
+     * Before: 16 (lock and look were two statements, routing two, the hold three, the operation one). Without period
+     * caps in the policy there is no statement 8. Settlement runs later in the settlement loop (settlement.ts), in its
+     * own transaction, as before.
      */
     async createPayment(db, who, body, idempotencyKey) {
       const note = body.note ?? null;
