@@ -84,13 +84,18 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
       let outcome: IdempotencyOutcome | null;
       try {
         outcome = await withTransaction(deps.db, async (trx) => {
-          // Lock, then look (a fresh snapshot); the stored-record guard below is the backstop.
-          const { locked, record } = await repo.lockAndFindRecord(trx, run.agentId, run.key, deps.clock.now());
+          const at = deps.clock.now();
+          // Claim: the lock and the record in one statement (repo.claimRecord says why it sees a run that just committed).
+          const { locked, claimed } = await repo.claimRecord(trx, { agent_id: run.agentId, key: run.key, fingerprint: run.fingerprint, operation_id: run.operationId, created_at: at, expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS) });
           if (!locked) {
             count('request_in_progress');
             throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
           }
-          if (record) return check(record, run);
+          if (!claimed) {
+            const record = await repo.findLiveRecord(trx, run.agentId, run.key, at);
+            if (!record) throw new Error('the Idempotency-Key has a live record that could not be read');
+            return check(record, run);
+          }
           let result: HandlerResult;
           try {
             await trx.raw('SAVEPOINT idem_effects');
@@ -102,29 +107,15 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
             result = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
           }
           if (isStorable(result.status)) {
-            const at = deps.clock.now();
-            const stored = await repo.upsertRecord(trx, {
-              agent_id: run.agentId,
-              key: run.key,
-              fingerprint: run.fingerprint,
-              operation_id: run.operationId,
-              status_code: result.status,
-              sealed_response: sealer.seal(JSON.stringify(result.body)),
-              response_headers: result.headers ?? {},
-              created_at: at,
-              expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS),
-            });
-            if (!stored) {
-              // A live record we did not see (it cannot happen after lock-then-look, but the key is money):
-              // its record wins, every effect of ours is undone, and it is replayed below.
-              await trx.raw('ROLLBACK TO SAVEPOINT idem_effects');
-              return null;
-            }
+            await repo.storeResponse(trx, run.agentId, run.key, { status_code: result.status, sealed_response: sealer.seal(JSON.stringify(result.body)), response_headers: result.headers ?? {} });
+          } else {
+            await repo.dropClaim(trx, run.agentId, run.key);
           }
           return { result, replayed: false };
         });
       } catch (err) {
-        // Backstop: someone committed the same key between our look and our insert.
+        // Backstop: the claim yields to a committed record without an error (ON CONFLICT), but a unique violation
+        // on the key, should one arise, still means another run's record wins and is replayed.
         if ((err as { code?: string }).code !== '23505') throw err;
         outcome = null;
       }

@@ -17,24 +17,31 @@ describe('audit: money core', () => {
 
   describe('idempotency.run', () => {
     const sealer = createSealer(MASTER_KEY);
-    it('replays the committed response and rolls its own effects back when the same key was committed after its look', async () => {
+    it('holds the key from its claim: a record of the same key written meanwhile waits, then fails, and the run\'s response is stored', async () => {
+      // The claim inserts the record (placeholder response) in the statement that takes the lock, so no other
+      // response of the key can commit between the look and the store (the race the old look-then-upsert had to undo).
       const agent = await makeAgent(f);
       const idem = createIdempotency({ db: f.db, clock: f.clock, sealer });
       const key = `race-${Date.now()}`;
-      const marker = addr(0xdead0000 + Math.floor(Math.random() * 0xffff));
-      const outcome = await idem.run({ agentId: agent.agentId, key, fingerprint: 'fp-1', operationId: 'createPayment' }, async (trx) => {
-        // The effects of this run...
-        await f.area.ledger.setFailingAddress(trx, marker, true);
-        // ...while another request with the same key commits its response (its commit raced our snapshot).
+      let competing: Promise<unknown> | undefined;
+      let competingSettled = false;
+      const outcome = await idem.run({ agentId: agent.agentId, key, fingerprint: 'fp-1', operationId: 'createPayment' }, async () => {
         const now = f.clock.now();
-        await f.db('idempotency_keys').insert({ agent_id: agent.agentId, key, fingerprint: 'fp-1', operation_id: 'createPayment', status_code: 200, sealed_response: sealer.seal(JSON.stringify({ ok: true, first: true })), response_headers: '{}', created_at: now, expires_at: new Date(now.getTime() + 86_400_000) });
+        competing = f.db('idempotency_keys')
+          .insert({ agent_id: agent.agentId, key, fingerprint: 'fp-1', operation_id: 'createPayment', status_code: 200, sealed_response: sealer.seal(JSON.stringify({ ok: true, first: true })), response_headers: '{}', created_at: now, expires_at: new Date(now.getTime() + 86_400_000) })
+          .finally(() => {
+            competingSettled = true;
+          });
+        competing.catch(() => {});
+        await new Promise((r) => setTimeout(r, 200));
+        expect(competingSettled, 'the competing insert waits for the claim').to.equal(false);
         return { status: 200, body: { ok: true, first: false } };
       });
-      expect(outcome.replayed).to.equal(true);
-      expect(outcome.result.body).to.deep.equal({ ok: true, first: true });
+      expect(outcome.replayed).to.equal(false);
+      const err = await competing!.then(() => null, (e: unknown) => e);
+      expect((err as { code?: string } | null)?.code).to.equal('23505');
       const stored = await f.db('idempotency_keys').where({ agent_id: agent.agentId, key }).first();
-      expect(JSON.parse(sealer.open(stored.sealed_response))).to.deep.equal({ ok: true, first: true });
-      expect(await f.area.ledger.isFailingAddress(f.db, marker)).to.equal(false);
+      expect(JSON.parse(sealer.open(stored.sealed_response))).to.deep.equal({ ok: true, first: false });
     });
 
     it('reuses a key whose record has expired', async () => {

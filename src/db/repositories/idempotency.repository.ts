@@ -17,32 +17,45 @@ export interface IdempotencyRow {
 }
 
 /**
- * Takes the transaction-scoped advisory lock on (agent, key), then reads the live record in a second
- * statement: under READ COMMITTED that statement's snapshot is taken after the lock, so it sees a run of
- * the same key that committed (and released the lock) just before. `locked: false` means one is running.
+ * Claims (agent, key) in one statement: the transaction-scoped advisory lock on the pair, then, only when it was
+ * taken, an insert of the record with a placeholder response (status 0) that replaces an expired record of the
+ * key and yields to a live one. The conflict check reads the latest committed row whatever the statement's
+ * snapshot, so a run of the same key that committed (and released the lock) a moment before is seen.
+ * `locked: false`: one is running. `claimed: false` (locked): a live record exists, read it with findLiveRecord.
+ * The placeholder is never visible to others: the transaction stores the response (storeResponse) or drops the
+ * claim (dropClaim) before it commits, and a rollback removes it.
  */
-export async function lockAndFindRecord(db: Db, agentId: string, key: string, now: Date): Promise<{ locked: boolean; record: IdempotencyRow | undefined }> {
-  const result = await db.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS locked', [`${agentId}:${key}`]);
-  if (!result.rows[0]?.locked) return { locked: false, record: undefined };
-  return { locked: true, record: await findLiveRecord(db, agentId, key, now) };
+export async function claimRecord(db: Db, claim: Pick<IdempotencyRow, 'agent_id' | 'key' | 'fingerprint' | 'operation_id' | 'created_at' | 'expires_at'>): Promise<{ locked: boolean; claimed: boolean }> {
+  const result = await db.raw(
+    `WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextextended(:lockKey, 0)) AS locked),
+     claimed AS (
+       INSERT INTO idempotency_keys (agent_id, key, fingerprint, operation_id, status_code, sealed_response, response_body, response_headers, created_at, expires_at)
+       SELECT :agentId, :key, :fingerprint, :operationId, 0, NULL, NULL, '{}'::jsonb, :createdAt, :expiresAt FROM lock WHERE lock.locked
+       ON CONFLICT (agent_id, key) DO UPDATE
+         SET fingerprint = EXCLUDED.fingerprint, operation_id = EXCLUDED.operation_id, status_code = 0, sealed_response = NULL, response_body = NULL,
+             response_headers = '{}'::jsonb, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+         WHERE idempotency_keys.expires_at <= EXCLUDED.created_at
+       RETURNING 1
+     )
+     SELECT (SELECT locked FROM lock) AS locked, EXISTS (SELECT 1 FROM claimed) AS claimed`,
+    { lockKey: `${claim.agent_id}:${claim.key}`, agentId: claim.agent_id, key: claim.key, fingerprint: claim.fingerprint, operationId: claim.operation_id, createdAt: claim.created_at, expiresAt: claim.expires_at },
+  );
+  const row = result.rows[0] as { locked: boolean; claimed: boolean };
+  return { locked: row.locked === true, claimed: row.claimed === true };
+}
+
+/** Stores the response on the record this transaction claimed. */
+export async function storeResponse(db: Db, agentId: string, key: string, response: Pick<IdempotencyRow, 'status_code' | 'sealed_response' | 'response_headers'>): Promise<void> {
+  await db('idempotency_keys').where({ agent_id: agentId, key }).update({ status_code: response.status_code, sealed_response: response.sealed_response, response_headers: JSON.stringify(response.response_headers) });
+}
+
+/** Drops the claim of a run whose answer is not stored (5xx, 429, 401), so the key may be retried. */
+export async function dropClaim(db: Db, agentId: string, key: string): Promise<void> {
+  await db('idempotency_keys').where({ agent_id: agentId, key, status_code: 0 }).delete();
 }
 
 export async function findLiveRecord(db: Db, agentId: string, key: string, now: Date): Promise<IdempotencyRow | undefined> {
   return db('idempotency_keys').where({ agent_id: agentId, key }).andWhere('expires_at', '>', now).first();
-}
-
-/**
- * Stores the record, replacing only an expired one for the same key; false when a live record exists (another
- * transaction committed this key after our look, whose snapshot could not see it): the caller must not commit.
- */
-export async function upsertRecord(db: Db, row: IdempotencyRow): Promise<boolean> {
-  const stored = await db('idempotency_keys')
-    .insert({ ...row, response_body: null, response_headers: JSON.stringify(row.response_headers) })
-    .onConflict(['agent_id', 'key'])
-    .merge()
-    .where('idempotency_keys.expires_at', '<=', row.created_at)
-    .returning('key');
-  return stored.length === 1;
 }
 
 export async function deleteExpired(db: Db, now: Date, batch = 1000): Promise<number> {

@@ -1,6 +1,6 @@
 // Assets, protocols, prices, materialised balances, the append-only journal, holds and the simulated chain's failing addresses.
 import type { Schema } from '../../lib/contract.js';
-import type { Db } from '../knex.js';
+import type { Db, Knex } from '../knex.js';
 
 export interface AssetRow {
   symbol: string;
@@ -120,24 +120,61 @@ export async function applyGuardedDelta(db: Db, walletId: string, asset: string,
   return (result.rowCount ?? 0) === 1;
 }
 
-/** Moves `amount` from available to held only if enough is available; false when it is not (no row is changed). */
-export async function reserveAvailable(db: Db, walletId: string, asset: string, amount: bigint, at: Date): Promise<boolean> {
-  const result = await db.raw(
-    `UPDATE balances SET available = available - ?::numeric, held = held + ?::numeric, updated_at = ?
-     WHERE wallet_id = ? AND asset_symbol = ? AND available >= ?::numeric`,
-    [amount.toString(), amount.toString(), at, walletId, asset, amount.toString()],
-  );
-  return (result.rowCount ?? 0) === 1;
+export interface HoldInput {
+  id: string;
+  journalId: string;
+  operationId: string | null;
+  walletId: string;
+  asset: string;
+  amount: bigint;
+  availableAccount: string;
+  heldAccount: string;
+}
+
+/**
+ * A hold as three data-modifying CTEs for one statement: `reserved` moves `amount` from available to held only
+ * if enough is available (no row when not), `hold` inserts the hold row and `journal` its two legs (available -,
+ * held +), both only when `reserved` has its row. Positional `?` bindings, for placeHold and for a caller that
+ * adds its own insert to the statement (operation.repository insertOperationWithHold).
+ */
+export function holdStatement(hold: HoldInput, at: Date): { ctes: string; bindings: Knex.RawBinding[] } {
+  const amount = hold.amount.toString();
+  return {
+    ctes: `reserved AS (
+       UPDATE balances SET available = available - CAST(? AS numeric), held = held + CAST(? AS numeric), updated_at = ?
+       WHERE wallet_id = ? AND asset_symbol = ? AND available >= CAST(? AS numeric)
+       RETURNING wallet_id
+     ), hold AS (
+       INSERT INTO holds (id, operation_id, wallet_id, asset_symbol, amount, status, created_at)
+       SELECT CAST(? AS uuid), CAST(? AS uuid), wallet_id, ?, CAST(? AS numeric), 'held', ? FROM reserved
+     ), journal AS (
+       INSERT INTO journal_entries (journal_id, operation_id, account, wallet_id, asset_symbol, amount, entry_type, created_at)
+       SELECT CAST(? AS uuid), CAST(? AS uuid), leg.account, reserved.wallet_id, ?, leg.amount, 'hold', ?
+       FROM reserved CROSS JOIN (VALUES (1, ?, -CAST(? AS numeric)), (2, ?, CAST(? AS numeric))) AS leg(n, account, amount)
+       ORDER BY leg.n
+     )`,
+    bindings: [
+      amount, amount, at, hold.walletId, hold.asset, amount,
+      hold.id, hold.operationId, hold.asset, amount, at,
+      hold.journalId, hold.operationId, hold.asset, at, hold.availableAccount, amount, hold.heldAccount, amount,
+    ],
+  };
+}
+
+/**
+ * A hold in one statement (holdStatement): false when the balance is short (nothing is written). One round trip
+ * instead of three (docs/ARCHITECTURE.md "Performance: payments").
+ */
+export async function placeHold(db: Db, hold: HoldInput, at: Date): Promise<boolean> {
+  const { ctes, bindings } = holdStatement(hold, at);
+  const result = await db.raw(`WITH ${ctes} SELECT count(*)::int AS reserved FROM reserved`, bindings);
+  return Number(result.rows[0]?.reserved ?? 0) === 1;
 }
 
 export async function insertJournal(db: Db, journalId: string, operationId: string | null, entries: JournalEntryInput[], at: Date): Promise<void> {
   await db('journal_entries').insert(
     entries.map((e) => ({ journal_id: journalId, operation_id: operationId, account: e.account, wallet_id: e.wallet_id, asset_symbol: e.asset_symbol, amount: e.amount.toString(), entry_type: e.entry_type, created_at: at })),
   );
-}
-
-export async function insertHold(db: Db, row: { id: string; operation_id: string | null; wallet_id: string; asset_symbol: string; amount: bigint; created_at: Date }): Promise<void> {
-  await db('holds').insert({ ...row, amount: row.amount.toString(), status: 'held' });
 }
 
 /** Guarded transition of a hold out of `held`; returns the row when this caller won it. */

@@ -1,6 +1,7 @@
 // Operations: insertion, guarded status transitions, settlement claims and open on-chain operations.
-import type { Db } from '../knex.js';
+import type { Db, Knex } from '../knex.js';
 import { newestFirst, type Keyset } from './keyset.js';
+import { holdStatement, type HoldInput } from './ledger.repository.js';
 
 export type OperationStatus = 'accepted' | 'submitted' | 'executed' | 'execution_failed' | 'policy_rejected' | 'cancelled';
 
@@ -48,8 +49,8 @@ export interface OperationFilter {
   limit: number;
 }
 
-export async function insertOperation(db: Db, row: NewOperationRow): Promise<OperationRow> {
-  const [inserted] = await db('operations')
+const operationInsert = (db: Db, row: NewOperationRow) =>
+  db('operations')
     .insert({
       ...row,
       amount: row.amount?.toString() ?? null,
@@ -58,7 +59,23 @@ export async function insertOperation(db: Db, row: NewOperationRow): Promise<Ope
       details: JSON.stringify(row.details),
     })
     .returning('*');
+
+export async function insertOperation(db: Db, row: NewOperationRow): Promise<OperationRow> {
+  const [inserted] = await operationInsert(db, row);
   return inserted as OperationRow;
+}
+
+/**
+ * The operation and its hold in one statement (the hold's CTEs, then the insert). The operation row is inserted
+ * even when the balance is short: `holdPlaced: false` obliges the caller to throw (insufficient_funds), which
+ * rolls the insert back with the rest of its transaction or savepoint, as a failed second hold always had to.
+ */
+export async function insertOperationWithHold(db: Db, row: NewOperationRow, hold: HoldInput, at: Date): Promise<{ operation: OperationRow; holdPlaced: boolean }> {
+  const held = holdStatement(hold, at);
+  const insert = operationInsert(db, row).toSQL();
+  const result = await db.raw(`WITH ${held.ctes}, op AS (${insert.sql}) SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`, [...held.bindings, ...(insert.bindings as Knex.RawBinding[])]);
+  const { hold_placed, ...operation } = result.rows[0] as OperationRow & { hold_placed: number };
+  return { operation, holdPlaced: hold_placed === 1 };
 }
 
 export async function findOperation(db: Db, agentId: string, id: string): Promise<OperationRow | undefined> {

@@ -1,6 +1,7 @@
 // Recipients: the agent's named payees (recurring or one-off).
 import type { Db } from '../knex.js';
 import { newestFirst, type Page } from './keyset.js';
+import type { TrustedDestinationRow } from './trusted-destination.repository.js';
 
 export interface RecipientRow {
   id: string;
@@ -22,8 +23,17 @@ export async function findRecipient(db: Db, agentId: string, id: string): Promis
   return db('recipients').where({ agent_id: agentId, id }).first();
 }
 
-export async function findRecipientsByAddress(db: Db, agentId: string, address: string): Promise<RecipientRow[]> {
-  return db('recipients').where({ agent_id: agentId }).whereRaw('lower(address) = lower(?)', [address]).orderBy('created_at');
+/** What routing needs of the agent's recipients at `address` and its confirmed trusted destinations there, oldest first, in one statement. */
+export async function findPayeesByAddress(db: Db, agentId: string, address: string): Promise<{ recipients: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>[]; destinations: Pick<TrustedDestinationRow, 'id' | 'address' | 'label'>[] }> {
+  const result = await db.raw(
+    `SELECT
+       (SELECT coalesce(json_agg(json_build_object('id', r.id, 'agent_id', r.agent_id, 'kind', r.kind, 'name', r.name, 'address', r.address) ORDER BY r.created_at), '[]'::json)
+          FROM recipients r WHERE r.agent_id = :agentId AND lower(r.address) = lower(:address)) AS recipients,
+       (SELECT coalesce(json_agg(json_build_object('id', d.id, 'address', d.address, 'label', d.label) ORDER BY d.created_at), '[]'::json)
+          FROM trusted_destinations d WHERE d.agent_id = :agentId AND d.status = 'confirmed' AND lower(d.address) = lower(:address)) AS destinations`,
+    { agentId, address },
+  );
+  return result.rows[0];
 }
 
 export async function findRecipientsByName(db: Db, agentId: string, name: string): Promise<RecipientRow[]> {

@@ -234,25 +234,14 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
 
     async hold(db, input) {
       if (input.amount <= 0n) throw new Error('hold amount must be positive');
-      return withTransaction(db, async (trx) => {
-        const now = clock.now();
-        if (!(await repo.reserveAvailable(trx, input.walletId, input.asset, input.amount, now))) {
-          throw new ApiError('insufficient_funds', `insufficient ${input.asset} balance`, { asset: input.asset });
-        }
-        const holdId = newId();
-        await repo.insertHold(trx, { id: holdId, operation_id: input.operationId, wallet_id: input.walletId, asset_symbol: input.asset, amount: input.amount, created_at: now });
-        await repo.insertJournal(
-          trx,
-          newId(),
-          input.operationId,
-          [
-            { account: accountName({ kind: 'available', walletId: input.walletId }), wallet_id: input.walletId, asset_symbol: input.asset, amount: -input.amount, entry_type: 'hold' },
-            { account: accountName({ kind: 'held', walletId: input.walletId }), wallet_id: input.walletId, asset_symbol: input.asset, amount: input.amount, entry_type: 'hold' },
-          ],
-          now,
-        );
-        return { holdId };
-      });
+      const holdId = newId();
+      const placed = await repo.placeHold(
+        db,
+        { id: holdId, journalId: newId(), operationId: input.operationId, walletId: input.walletId, asset: input.asset, amount: input.amount, availableAccount: accountName({ kind: 'available', walletId: input.walletId }), heldAccount: accountName({ kind: 'held', walletId: input.walletId }) },
+        clock.now(),
+      );
+      if (!placed) throw new ApiError('insufficient_funds', `insufficient ${input.asset} balance`, { asset: input.asset });
+      return { holdId };
     },
 
     async release(db, holdId) {

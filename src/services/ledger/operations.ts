@@ -8,15 +8,16 @@ import type { Db, Knex } from '../../db/knex.js';
 import { withTransaction } from '../../db/knex.js';
 import { appendEvent } from '../../db/repositories/event.repository.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
-import { insertOperation, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
+import { insertOperation, insertOperationWithHold, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { sha256Hex } from '../../lib/crypto.js';
 import { newId } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
+import { ApiError } from '../../lib/errors.js';
 import { refuse, type Refusal } from '../../lib/refusal.js';
 import { createActivityLog, type ActivityInput } from './activity.js';
 import { createChains } from './chains.js';
-import type { LedgerService } from './ledger.js';
+import { accountName, type LedgerService } from './ledger.js';
 import { createOperationViews, type OperationViews } from './operation-views.js';
 import type { PolicyRequest, PolicyService } from './policy.js';
 import { createSettlementScheduler, type SettlementScheduler } from './settlement.js';
@@ -162,6 +163,11 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
     }
   }
 
+  /** The event some types announce at acceptance (one_off_payment.created): the one outbox write of a creation. */
+  async function appendAcceptedEvent(trx: Db, op: OperationRow, input: CreateOperationInput) {
+    await appendEvent(trx, { type: input.acceptedEvent!, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: op.created_at });
+  }
+
   const service: OperationService = {
     async create(db, input) {
       return withTransaction(db, async (trx): Promise<CreatedOperation | Refusal> => {
@@ -212,9 +218,26 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           const reserve = chain.gasReserve(asset);
           if (reserve > 0n) holds.push({ asset: asset.symbol, amount: reserve });
         }
+        const immediate = settlement === 'immediate';
+        // The usual case, one hold for an operation settled later: the hold and the operation row in one statement.
+        if (holds.length === 1 && !immediate) {
+          const [h] = holds as [{ asset: string; amount: bigint }];
+          if (h.amount <= 0n) throw new Error('hold amount must be positive');
+          const holdId = newId();
+          const walletId = input.principal.walletId;
+          const { operation, holdPlaced } = await insertOperationWithHold(
+            trx,
+            { ...base, status: 'accepted', error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null },
+            { id: holdId, journalId: newId(), operationId: id, walletId, asset: h.asset, amount: h.amount, availableAccount: accountName({ kind: 'available', walletId }), heldAccount: accountName({ kind: 'held', walletId }) },
+            now,
+          );
+          // The operation row just inserted is undone by the rollback this error causes (its caller's transaction or savepoint).
+          if (!holdPlaced) throw new ApiError('insufficient_funds', `insufficient ${h.asset} balance`, { asset: h.asset });
+          if (input.acceptedEvent) await appendAcceptedEvent(trx, operation, input);
+          return { operation, holdIds: [holdId] };
+        }
         for (const h of holds) holdIds.push((await ledger.hold(trx, { walletId: input.principal.walletId, asset: h.asset, amount: h.amount, operationId: id })).holdId);
 
-        const immediate = settlement === 'immediate';
         // The simulated chain refuses settlements to a failing address (agentctl chain fail-address): an
         // immediate operation that moves money there finalises execution_failed here, and its caller
         // applies no effects. (Trusted-destination actions name an address but move nothing.)
@@ -241,9 +264,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           executed_at: immediate ? now : null,
           tx_hash: immediate ? txHashOf(id) : null,
         });
-        if (input.acceptedEvent) {
-          await appendEvent(trx, { type: input.acceptedEvent, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: now });
-        }
+        if (input.acceptedEvent) await appendAcceptedEvent(trx, op, input);
         if (immediate) await terminalEffects(trx, op, eventsOf(op.type).executed, input.eventData);
         return { operation: op, holdIds };
       });

@@ -39,6 +39,26 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     ...createRecurringService(deps),
     targets: routeTargets,
 
+    /**
+     * Round trips of one accepted payment through HTTP (test/ledger/payment-round-trips.test.ts fails above 11):
+     *   Redis     1  rate limit: one script call (src/ratelimit)
+     *   Postgres  1  authenticate the API key (src/auth/api-key.ts, outside the transaction)
+     *             2  BEGIN
+     *             3  claim the Idempotency-Key: advisory lock + record insert in one statement (idempotency.repository claimRecord)
+     *             4  SAVEPOINT idem_effects (a thrown refusal undoes the effects, keeps the claim)
+     *             5  route `to`: recipients and confirmed trusted destinations at the address in one statement (findPayeesByAddress)
+     *             6  the asset's price (USD value for the caps)
+     *             7  lock the policy row (policy.evaluate)
+     *             8  usage since the period start: a statement of its own by necessity, its snapshot must follow the lock
+     *             9  hold + operation: balance guard, hold row, both journal legs and the operation row in one statement
+     *                (operation.repository insertOperationWithHold); an accepted payment writes no outbox event (settlement
+     *                writes payment.executed later; a type that announces acceptance adds its event here, operations.ts)
+     *            10  store the response on the claimed record
+     *            11  COMMIT
+     * Before: 16 (lock and look were two statements, routing two, the hold three, the operation one). Without period
+     * caps in the policy there is no statement 8. Settlement runs later in the settlement loop (settlement.ts), in its
+     * own transaction, as before.
+     */
     async createPayment(db, who, body, idempotencyKey) {
       const note = body.note ?? null;
       const asset = await ledger.requireAsset(db, body.asset);

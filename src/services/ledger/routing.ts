@@ -1,8 +1,8 @@
 // Routing: the routes a payment's `to` (recipient id, trusted destination id, address or name) can take, best first.
 import type { Db } from '../../db/knex.js';
-import { findRecipient, findRecipientsByAddress, findRecipientsByName, type RecipientRow } from '../../db/repositories/recipient.repository.js';
+import { findPayeesByAddress, findRecipient, findRecipientsByName, type RecipientRow } from '../../db/repositories/recipient.repository.js';
 import { findActiveRecurringByRecipient } from '../../db/repositories/recurring-payment.repository.js';
-import { findConfirmedDestinationsByAddress, findTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
+import { findTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid } from '../../lib/ids.js';
 import { isEvmAddress } from '../../lib/wallet-keys.js';
@@ -21,7 +21,7 @@ export interface Target {
 
 const ROUTE_ORDER: Route[] = ['recurring_payment', 'trusted_destination', 'one_off_payment', 'direct'];
 
-async function recipientTarget(db: Db, r: RecipientRow): Promise<Target> {
+async function recipientTarget(db: Db, r: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>): Promise<Target> {
   const recurring = r.kind === 'recurring' ? await findActiveRecurringByRecipient(db, r.agent_id, r.id) : undefined;
   return { route: r.kind === 'recurring' ? 'recurring_payment' : 'one_off_payment', kind: 'recipient', address: r.address, name: r.name, recipientId: r.id, destinationId: null, recurringPaymentId: recurring?.id ?? null };
 }
@@ -50,8 +50,9 @@ export async function routeTargets(db: Db, agentId: string, to: string): Promise
     return out;
   }
   if (isEvmAddress(to)) {
-    for (const r of await findRecipientsByAddress(db, agentId, to)) out.push(await recipientTarget(db, r));
-    for (const d of await findConfirmedDestinationsByAddress(db, agentId, to)) out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
+    const { recipients, destinations } = await findPayeesByAddress(db, agentId, to);
+    for (const r of recipients) out.push(await recipientTarget(db, r));
+    for (const d of destinations) out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
     out.push({ route: 'direct', kind: 'address', address: to, name: null, recipientId: null, destinationId: null, recurringPaymentId: null });
     return out;
   }

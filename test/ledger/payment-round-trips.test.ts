@@ -1,0 +1,61 @@
+// The statements one accepted payment sends to Postgres through HTTP (docs/ARCHITECTURE.md "Performance: payments"):
+// a regression in the write path's round trips fails here rather than only slowing the benchmark.
+import { expect } from 'chai';
+import pg from 'pg';
+import { newKey, startTestServer, type TestServer } from '../helpers/server.js';
+
+/** Every statement any pg client sends while `fn` runs (BEGIN, SAVEPOINT and COMMIT included). */
+async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
+  const sent: string[] = [];
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const q = args[0] as string | { text?: string };
+    sent.push(typeof q === 'string' ? q : String(q?.text));
+    return original.apply(this, args);
+  };
+  try {
+    await fn();
+  } finally {
+    proto.query = original;
+  }
+  return sent;
+}
+
+describe('createPayment', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startTestServer();
+  });
+  after(async () => s.close());
+
+  it('sends at most 11 statements to Postgres for one accepted payment with period caps', async () => {
+    const agent = await s.createAgent({ policy: { operation_types: ['payment'], allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000', period: 'day', max_txs_per_period: 100 }, fund: { USDC: '100' }, rateLimit: { limit: 1000, classes: ['write'] } });
+    const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' };
+    // A first payment warms what is cached per process (assets, the router), as in steady state.
+    expect((await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status).to.equal(200);
+    let status = 0;
+    const statements = await statementsOf(async () => {
+      status = (await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status;
+    });
+    expect(status).to.equal(200);
+    // auth, BEGIN, claim, SAVEPOINT, route, price, policy lock, usage, hold + operation, response, COMMIT
+    expect(statements, statements.join('\n---\n')).to.have.length.at.most(11);
+    expect(statements.filter((q) => /^(BEGIN|COMMIT)/i.test(q.trim()))).to.have.length(2);
+  });
+
+  it('answers a replay of the same key from the stored record in at most 5 statements, with the same body', async () => {
+    const agent = await s.createAgent({ policy: 'all', fund: { USDC: '10' }, rateLimit: { limit: 1000, classes: ['write'] } });
+    const key = newKey();
+    const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' };
+    const first = await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: key });
+    let again: Awaited<ReturnType<TestServer['request']>> | undefined;
+    const statements = await statementsOf(async () => {
+      again = await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: key });
+    });
+    expect(again!.text).to.equal(first.text);
+    expect(again!.headers.get('x-idempotency-replayed')).to.equal('true');
+    // auth, BEGIN, claim (yields to the live record), read the record, COMMIT
+    expect(statements, statements.join('\n---\n')).to.have.length.at.most(5);
+  });
+});
