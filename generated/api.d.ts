@@ -4077,7 +4077,7 @@ export interface components {
         };
         /** @description Success envelope of an owner or admin action; the fields depend on the action. */
         OwnerResult: {
-            /** @constant */
+            /** @enum {boolean} */
             ok: true;
         } & {
             [key: string]: unknown;
