@@ -1,5 +1,5 @@
 # Every target goes through npm so it runs on the pinned Node 24 (node_modules/.bin first on PATH).
-.PHONY: install gen contracts chain lint lint-layers typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain
+.PHONY: install gen generators contracts chain lint lint-layers typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain
 
 install:
 	npm ci
@@ -17,6 +17,11 @@ lint-layers:
 
 contract-lint:
 	npm run --silent lint:contract
+
+# Clients from the served document with openapi-typescript + openapi-fetch, @hey-api/openapi-ts and orval at their
+# defaults, each type-checked (scripts/check-generators.ts; also in `make test` as test/contract/generators.test.ts).
+generators:
+	npm run --silent check:generators
 
 typecheck:
 	npm run --silent typecheck

@@ -30,5 +30,14 @@ export const ACTIVITY_TYPES = ["deposit","payment.received","one_off_payment.cla
 /** `#/components/schemas/OperationStatus`. */
 export const OPERATION_STATUSES = ["accepted","submitted","executed","execution_failed","policy_rejected","cancelled"] as const satisfies readonly Schemas['OperationStatus'][];
 
+/** `#/components/schemas/RecipientAction`. */
+export const RECIPIENT_ACTIONS = ["payment","one_off_payment","withdrawal"] as const satisfies readonly Schemas['RecipientAction'][];
+
+/** `#/components/schemas/PaymentRail`. */
+export const PAYMENT_RAILS = ["auto","recurring_payment","one_off_payment","trusted_destination"] as const satisfies readonly Schemas['PaymentRail'][];
+
+/** `#/components/schemas/UpstreamMethod`. */
+export const UPSTREAM_METHODS = ["GET","POST"] as const satisfies readonly Schemas['UpstreamMethod'][];
+
 /** `#/components/schemas/DeliveryStatus`. */
 export const DELIVERY_STATUSES = ["pending","in_flight","retrying","delivered","failed"] as const satisfies readonly Schemas['DeliveryStatus'][];

@@ -8,8 +8,9 @@ mkdir -p generated
 
 npx --no-install redocly lint openapi/openapi.yaml
 npx --no-install redocly bundle openapi/openapi.yaml -o generated/openapi.json
-# Defaults must not make request fields required in the types (`--default-non-nullable false`).
-npx --no-install openapi-typescript generated/openapi.json -o generated/api.d.ts --default-non-nullable false
+# Default flags, as an integrator runs it: request properties carry their `default` on a referenced
+# schema, so defaults do not make request fields required (test/contract/generators.test.ts).
+npx --no-install openapi-typescript generated/openapi.json -o generated/api.d.ts
 # The document's enumerations as values (generated/vocabulary.ts).
 node scripts/gen-vocabulary.mjs
 # The SDK's types, operation table and CLI flags (sdk/src/generated/).

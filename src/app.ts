@@ -33,6 +33,7 @@ import { createOAuthService } from './oauth/oauth.service.js';
 import { mountOAuth } from './oauth/provider.js';
 import { mountMcp } from './mcp/mcp.js';
 import { mountConsole } from './console/console.js';
+import { mountDocs } from './docs/docs.js';
 import { createDefiArea } from './services/defi/area.js';
 import { createLedgerArea } from './services/ledger/area.js';
 import { createSettlementLoop } from './services/ledger/settlement-loop.js';
@@ -264,6 +265,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   mountOAuth(app, { config, db, clock, log, services, sealer: core.sealer });
   const mcp = mountMcp(app, httpDeps);
   mountConsole(app, { config, db, services, log });
+  mountDocs(app, { document: core.document });
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
   app.use('/v1/agent', pipeline.agentApi);
   app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);

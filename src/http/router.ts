@@ -24,7 +24,15 @@ class OpenAPI31Backend extends OpenAPIBackend {
 export type { Router } from './types.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-type AjvError = { instancePath?: string; message?: string; params?: Record<string, any>; keyword?: string };
+type AjvError = { instancePath?: string; schemaPath?: string; message?: string; params?: Record<string, any>; keyword?: string };
+
+/**
+ * Errors of the `Absent` marker inside the document's ByAmount / ByAmountUsd shapes (a `oneOf`
+ * branch forbidding the other amount field, so code generators keep the either-or rule). The
+ * `oneOf` error beside them already says "exactly one", and the answer stays what it was when the
+ * branches only listed `required` (test/http/amount-either-or.test.ts).
+ */
+const ABSENT_MARKER = /\/oneOf\/\d+\/properties\/amount(_usd)?\/(type|not)$/;
 
 // openapi-backend validates `{ path, query, header, cookie }` and `{ requestBody }` objects.
 const LOCATIONS: Record<string, ValidationProblem['location']> = { requestBody: 'body', query: 'query', params: 'path', path: 'path', header: 'header', headers: 'header' };
@@ -34,7 +42,7 @@ const headerName = (name: string): string => name.replace(/(^|-)([a-z])/g, (_m, 
 
 /** Turns Ajv errors from openapi-backend's request validation into `details.errors` (JSON pointer for the body). */
 function toProblems(errors: AjvError[]): ValidationProblem[] {
-  return errors.map((e) => {
+  return errors.filter((e) => !ABSENT_MARKER.test(e.schemaPath ?? '')).map((e) => {
     const segments = (e.instancePath ?? '').split('/').filter(Boolean);
     const missing = e.keyword === 'required' && e.params?.missingProperty ? String(e.params.missingProperty) : undefined;
     // A missing top-level part (`requestBody`, a required header) is reported at the root.

@@ -82,12 +82,15 @@ type RefusalAnswers<K extends OperationId> = 403 extends keyof Responses<K> ? { 
 export type Handler<K extends OperationId> = (req: OperationRequest<K>, ctx: RequestContext) => Promise<Answers<K> | RefusalAnswers<K>>;
 
 /**
- * Operations the document describes but the router does not serve: probes (src/http/health.ts) and
- * the OAuth authorization server with its metadata (oidc-provider, src/oauth/).
+ * Operations the document describes but the router does not serve: probes (src/http/health.ts), the
+ * documents rendered from it (src/docs/) and the OAuth authorization server with its metadata (oidc-provider, src/oauth/).
  */
 export const SERVED_OUTSIDE_ROUTER = [
   'getHealth',
   'getReadiness',
+  'getDocs',
+  'getSkill',
+  'getLlmsTxt',
   'getAuthorizationServerMetadata',
   'getOpenIdConfiguration',
   'getProtectedResourceMetadataAgent',

@@ -202,6 +202,9 @@ export async function startMetricsServer(registry: Registry, port: number, host:
 export function routeFamily(path: string): string {
   if (path === '/healthz') return 'getHealth';
   if (path === '/readyz') return 'getReadiness';
+  if (path === '/docs' || path.startsWith('/docs/')) return 'getDocs';
+  if (path === '/skill.md') return 'getSkill';
+  if (path === '/llms.txt') return 'getLlmsTxt';
   if (path === '/mcp' || path.startsWith('/mcp/')) return 'mcp';
   if (path.startsWith('/oauth/') || path.startsWith('/.well-known/')) return 'oauth';
   if (path.startsWith('/connect/')) return 'connect';

@@ -104,7 +104,12 @@ describe('MCP tools', () => {
       expect(update.required).to.deep.equal(['id', 'idempotency_key']);
       // The body needs one field; the merged object also carries id and idempotency_key.
       expect(update.minProperties).to.equal(3);
-      expect(tool('agent_payments_create').definition.inputSchema.oneOf).to.deep.equal([{ required: ['amount'] }, { required: ['amount_usd'] }]);
+      // Exactly one of amount and amount_usd: the document's two shapes, each forbidding the other field.
+      const [byAmount, byAmountUsd] = tool('agent_payments_create').definition.inputSchema.oneOf;
+      expect(byAmount).to.deep.include({ required: ['amount'] });
+      expect(byAmount.properties.amount_usd).to.include.keys(['not']);
+      expect(byAmountUsd).to.deep.include({ required: ['amount_usd'] });
+      expect(byAmountUsd.properties.amount).to.include.keys(['not']);
       const deliveries = tool('agent_webhooks_deliveries_list').definition.inputSchema;
       expect(deliveries.properties).to.include.keys(['id', 'cursor', 'limit', 'status', 'event_id']);
       expect(deliveries.properties.limit).to.include({ type: 'integer', maximum: 100 });

@@ -2683,6 +2683,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/docs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * API reference page
+         * @description An HTML reference of this document rendered in the browser by Redoc, whose standalone bundle this service serves from `/docs/redoc.standalone.js` (no third-party host is contacted); the page loads `GET /v1/agent/openapi.json`.
+         */
+        get: operations["getDocs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/skill.md": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Briefing for agents (Markdown)
+         * @description A Markdown briefing for an AI agent, generated from this document: authentication, idempotency, rate limits, money as decimal strings, polling operations until a terminal status, every error code with what to do (`ErrorCode`'s `x-agent-actions`), and the MCP tools.
+         */
+        get: operations["getSkill"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/llms.txt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Index for language models (llms.txt)
+         * @description The service in the llms.txt format: what it is, and links to `/skill.md`, `/docs` and the OpenAPI document.
+         */
+        get: operations["getLlmsTxt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     agentEvent: {
@@ -3190,16 +3250,18 @@ export interface components {
          * @example 0x1111111111111111111111111111111111111111
          */
         RecipientTarget: string;
+        /**
+         * @description The write the caller intends.
+         * @default payment
+         * @enum {string}
+         */
+        RecipientAction: "payment" | "one_off_payment" | "withdrawal";
         ResolveRecipientRequest: {
             to: components["schemas"]["RecipientTarget"];
             /** @description Asset that would be sent; lets the answer account for asset policy. */
             asset?: components["schemas"]["AssetSymbol"];
-            /**
-             * @description The write the caller intends.
-             * @default payment
-             * @enum {string}
-             */
-            action?: "payment" | "one_off_payment" | "withdrawal";
+            /** @description The write the caller intends. */
+            action?: components["schemas"]["RecipientAction"];
         };
         RecipientResolution: {
             /** @description The input, echoed. */
@@ -3233,6 +3295,35 @@ export interface components {
             ok: true;
             resolution: components["schemas"]["RecipientResolution"];
         };
+        /** @description A field that must be absent in this shape (`not: {}` accepts no value). `type: null` adds nothing for a validator; it tells code generators that ignore `not` that no decimal string fits, so giving both fields is a type error in their output. */
+        Absent: null;
+        /**
+         * amount
+         * @description The shape of a request that gives `amount` (validated by the request's own `amount` property) and not `amount_usd`. With `ByAmountUsd` it spells contract §1's "exactly one of `amount` and `amount_usd`" as two shapes, so code generators keep the rule.
+         */
+        ByAmount: {
+            amount: unknown;
+            amount_usd?: components["schemas"]["Absent"];
+        };
+        /**
+         * amount_usd
+         * @description The shape of a request that gives `amount_usd` and not `amount` (see `ByAmount`).
+         */
+        ByAmountUsd: {
+            amount_usd: unknown;
+            amount?: components["schemas"]["Absent"];
+        };
+        /**
+         * @description Maximum slippage in percent (1 = 1 %).
+         * @default 1
+         */
+        SlippagePercent: number;
+        /**
+         * @description Preferred payment rail; `auto` picks by what `to` names.
+         * @default auto
+         * @enum {string}
+         */
+        PaymentRail: "auto" | "recurring_payment" | "one_off_payment" | "trusted_destination";
         /** @description Exactly one of `amount` and `amount_usd` (contract §1); both or neither is `validation_failed`. */
         PaymentRequest: {
             to: components["schemas"]["RecipientTarget"];
@@ -3241,22 +3332,15 @@ export interface components {
             /** @description Asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`). */
             deliver_as?: components["schemas"]["AssetSymbol"];
             note?: string;
-            /**
-             * @description Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`.
-             * @default 1
-             */
-            slippage_percent?: number;
-            /**
-             * @description Preferred payment rail; `auto` picks by what `to` names.
-             * @default auto
-             * @enum {string}
-             */
-            prefer?: "auto" | "recurring_payment" | "one_off_payment" | "trusted_destination";
+            /** @description Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`. */
+            slippage_percent?: components["schemas"]["SlippagePercent"];
+            /** @description Preferred payment rail; `auto` picks by what `to` names. */
+            prefer?: components["schemas"]["PaymentRail"];
             /** @description Amount in units of `asset`. */
             amount?: components["schemas"]["Decimal"];
             /** @description Amount in USD, converted to `asset` at the current price. */
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & (unknown | unknown);
+        } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         /** @description Answer of a write that creates an operation (HTTP 200). Read it back through the operation routes. */
         WriteResponse: {
             /** @constant */
@@ -3267,24 +3351,28 @@ export interface components {
             fee_usd: components["schemas"]["UsdDecimal"];
             human_message: string;
         };
+        /**
+         * @description Seconds after creation before a one-off payment can be claimed (max 30 days).
+         * @default 0
+         */
+        UnlockDelaySeconds: number;
+        /**
+         * @description Seconds after creation at which an unclaimed one-off payment expires and its hold is released.
+         * @default 604800
+         */
+        ExpiresInSeconds: number;
         /** @description Exactly one of `amount` and `amount_usd` (contract §1). Funds are held from creation until claimed or expired. */
         OneOffPaymentRequest: {
             to: components["schemas"]["RecipientTarget"];
             asset: components["schemas"]["AssetSymbol"];
             note?: string;
-            /**
-             * @description Seconds after creation before the payment can be claimed (max 30 days).
-             * @default 0
-             */
-            unlock_delay_seconds?: number;
-            /**
-             * @description Seconds after creation at which an unclaimed payment expires and the hold is released.
-             * @default 604800
-             */
-            expires_in_seconds?: number;
+            /** @description Seconds after creation before the payment can be claimed (max 30 days). */
+            unlock_delay_seconds?: components["schemas"]["UnlockDelaySeconds"];
+            /** @description Seconds after creation at which an unclaimed payment expires and the hold is released. */
+            expires_in_seconds?: components["schemas"]["ExpiresInSeconds"];
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & (unknown | unknown);
+        } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         RecurringPayment: {
             id: components["schemas"]["Uuid"];
             name: string;
@@ -3322,7 +3410,7 @@ export interface components {
             note?: string;
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & (unknown | unknown);
+        } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         /** @description Exactly one of `amount` and `amount_usd` (contract §1). Only confirmed trusted destinations are accepted. */
         CryptoWithdrawalRequest: {
             /** @description A confirmed trusted destination (`GET /v1/agent/trusted-destinations`). */
@@ -3331,7 +3419,7 @@ export interface components {
             note?: string;
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & (unknown | unknown);
+        } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         WithdrawalMethod: {
             id: components["schemas"]["Uuid"];
             /** @enum {string} */
@@ -3481,27 +3569,29 @@ export interface components {
             next_cursor: components["schemas"]["NextCursor"];
             has_more: boolean;
         };
+        /**
+         * @description A switch that is off unless given as `true`.
+         * @default false
+         */
+        OffByDefault: boolean;
         /** @description Exactly one of `amount` and `amount_usd`, and exactly one of `vault_id` and `use_best_available: true` (the highest-APY eligible vault for `asset`). */
         EarnDepositRequest: {
             asset: components["schemas"]["AssetSymbol"];
             vault_id?: components["schemas"]["Uuid"];
-            /** @default false */
-            use_best_available?: boolean;
+            use_best_available?: components["schemas"]["OffByDefault"];
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & ((unknown | unknown) & (unknown | {
+        } & ((components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]) & (unknown | {
             /** @constant */
             use_best_available: true;
         }));
         /** @description Exactly one of `amount`, `amount_usd` and `withdraw_all: true` (with `withdraw_all: true` neither amount field may be given). */
         EarnWithdrawRequest: {
             position_id: components["schemas"]["Uuid"];
-            /** @default false */
-            withdraw_all?: boolean;
+            withdraw_all?: components["schemas"]["OffByDefault"];
             /** @description Asset to receive; differing from the vault asset requires `allow_conversion`. */
             destination_asset?: components["schemas"]["AssetSymbol"];
-            /** @default false */
-            allow_conversion?: boolean;
+            allow_conversion?: components["schemas"]["OffByDefault"];
             /** @description Amount in units of the position's asset. */
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
@@ -3512,11 +3602,9 @@ export interface components {
         /** @description Exactly one of `amount`, `amount_usd` and `move_all: true`, and exactly one of `to_vault_id` and `to_best_available: true`. */
         EarnMoveRequest: {
             from_position_id: components["schemas"]["Uuid"];
-            /** @default false */
-            move_all?: boolean;
+            move_all?: components["schemas"]["OffByDefault"];
             to_vault_id?: components["schemas"]["Uuid"];
-            /** @default false */
-            to_best_available?: boolean;
+            to_best_available?: components["schemas"]["OffByDefault"];
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
         } & ((unknown | unknown | {
@@ -3602,7 +3690,7 @@ export interface components {
             max_ltv_after?: components["schemas"]["Ratio"];
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & (unknown | unknown);
+        } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         CollateralListPage: {
             /** @constant */
             ok: true;
@@ -3614,18 +3702,21 @@ export interface components {
         RepayRequest: {
             /** @description Debt asset to repay. */
             asset: components["schemas"]["AssetSymbol"];
-            /** @default false */
-            repay_all?: boolean;
+            repay_all?: components["schemas"]["OffByDefault"];
             /** @description Wallet asset to pay with (default `asset`); differing requires `allow_conversion`. */
             source_asset?: components["schemas"]["AssetSymbol"];
-            /** @default false */
-            allow_conversion?: boolean;
+            allow_conversion?: components["schemas"]["OffByDefault"];
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
         } & (unknown | unknown | {
             /** @constant */
             repay_all: true;
         });
+        /**
+         * @description A switch that is on unless given as `false`.
+         * @default true
+         */
+        OnByDefault: boolean;
         DeleverageRequest: {
             /** @description LTV to reach; `ltv_target_unreachable` when impossible (unless `allow_partial`). */
             target_ltv: components["schemas"]["Ratio"];
@@ -3633,21 +3724,12 @@ export interface components {
             max_repay_amount_usd?: components["schemas"]["UsdDecimal"];
             /** @description Asset used to repay (wallet cash or sold collateral). */
             source_asset?: components["schemas"]["AssetSymbol"];
-            /**
-             * @description Repay from wallet balance before selling collateral.
-             * @default true
-             */
-            use_available_cash_first?: boolean;
-            /**
-             * @description Allow selling collateral or converting `source_asset` to the debt asset.
-             * @default false
-             */
-            allow_conversion?: boolean;
-            /**
-             * @description Move as close to `target_ltv` as possible instead of failing.
-             * @default false
-             */
-            allow_partial?: boolean;
+            /** @description Repay from wallet balance before selling collateral. */
+            use_available_cash_first?: components["schemas"]["OnByDefault"];
+            /** @description Allow selling collateral or converting `source_asset` to the debt asset. */
+            allow_conversion?: components["schemas"]["OffByDefault"];
+            /** @description Move as close to `target_ltv` as possible instead of failing. */
+            allow_partial?: components["schemas"]["OffByDefault"];
         };
         /** @description Exactly one of `amount` and `amount_usd` (contract §1). */
         AddCollateralRequest: {
@@ -3655,16 +3737,14 @@ export interface components {
             asset: components["schemas"]["AssetSymbol"];
             /** @description Wallet asset to take it from (default `asset`); differing requires `allow_conversion`. */
             source_asset?: components["schemas"]["AssetSymbol"];
-            /** @default false */
-            allow_conversion?: boolean;
+            allow_conversion?: components["schemas"]["OffByDefault"];
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & (unknown | unknown);
+        } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         /** @description Exactly one of `amount`, `amount_usd` and `remove_all: true` (contract §1). */
         RemoveCollateralRequest: {
             asset: components["schemas"]["AssetSymbol"];
-            /** @default false */
-            remove_all?: boolean;
+            remove_all?: components["schemas"]["OffByDefault"];
             /** @description Refuse (`ltv_too_high`) if the LTV after removal would exceed this. */
             max_ltv_after?: components["schemas"]["Ratio"];
             amount?: components["schemas"]["Decimal"];
@@ -3681,15 +3761,12 @@ export interface components {
             from_vault_address?: components["schemas"]["EvmAddress"];
             /** @description Deposit the output into this vault. */
             to_vault_address?: components["schemas"]["EvmAddress"];
-            /**
-             * @description Maximum slippage in percent (1 = 1 %); sets `min_amount_out`.
-             * @default 1
-             */
-            slippage_percent?: number;
+            /** @description Maximum slippage in percent (1 = 1 %); sets `min_amount_out`. */
+            slippage_percent?: components["schemas"]["SlippagePercent"];
             /** @description Input amount in units of `from_asset`. */
             amount?: components["schemas"]["Decimal"];
             amount_usd?: components["schemas"]["UsdDecimal"];
-        } & (unknown | unknown);
+        } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         ConversionRouteLeg: {
             protocol: components["schemas"]["ProtocolId"];
             /** @description The (simulated) pool the leg swaps through. */
@@ -3815,21 +3892,27 @@ export interface components {
             /** @description Network identifier used in the payload (`base` for v1, `eip155:8453` for v2). */
             network: string;
         };
+        /**
+         * @description HTTP method of the upstream x402 request.
+         * @default GET
+         * @enum {string}
+         */
+        UpstreamMethod: "GET" | "POST";
+        /**
+         * @description Upstream request timeout in milliseconds.
+         * @default 10000
+         */
+        UpstreamTimeoutMs: number;
         X402QuoteRequest: {
             /**
              * Format: uri
              * @description Public HTTPS URL (same rules as webhook URLs).
              */
             url: string;
-            /**
-             * @default GET
-             * @enum {string}
-             */
-            method?: "GET" | "POST";
+            method?: components["schemas"]["UpstreamMethod"];
             /** @description Request body sent upstream with POST (any JSON). */
             body?: unknown;
-            /** @default 10000 */
-            timeout_ms?: number;
+            timeout_ms?: components["schemas"]["UpstreamTimeoutMs"];
         };
         X402Price: {
             /** @description Price in units of the asset (USDC); in base units when the asset is not one this service knows (`asset_symbol` null). */
@@ -3860,11 +3943,7 @@ export interface components {
         X402PurchaseRequest: {
             /** Format: uri */
             url: string;
-            /**
-             * @default GET
-             * @enum {string}
-             */
-            method?: "GET" | "POST";
+            method?: components["schemas"]["UpstreamMethod"];
             /** @description Request body sent upstream with POST (any JSON). */
             body?: unknown;
             /** @description Most the agent will pay, in USDC; a higher price is refused with `limit_exceeded`. */
@@ -4059,7 +4138,7 @@ export interface components {
         };
         /** @description Success envelope of an owner or admin action; the fields depend on the action. */
         OwnerResult: {
-            /** @constant */
+            /** @enum {boolean} */
             ok: true;
         } & {
             [key: string]: unknown;
@@ -4127,6 +4206,21 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * @description OAuth grant types the client will use.
+         * @default [
+         *       "authorization_code",
+         *       "refresh_token"
+         *     ]
+         */
+        GrantTypes: ("authorization_code" | "refresh_token")[];
+        /**
+         * @description OAuth response types the client will use.
+         * @default [
+         *       "code"
+         *     ]
+         */
+        ResponseTypes: "code"[];
         /** @description RFC 7591 client metadata. */
         ClientRegistrationRequest: {
             redirect_uris: string[];
@@ -4135,19 +4229,8 @@ export interface components {
             client_uri?: string;
             /** Format: uri */
             logo_uri?: string;
-            /**
-             * @default [
-             *       "authorization_code",
-             *       "refresh_token"
-             *     ]
-             */
-            grant_types?: ("authorization_code" | "refresh_token")[];
-            /**
-             * @default [
-             *       "code"
-             *     ]
-             */
-            response_types?: "code"[];
+            grant_types?: components["schemas"]["GrantTypes"];
+            response_types?: components["schemas"]["ResponseTypes"];
             /** @enum {string} */
             token_endpoint_auth_method?: "none" | "client_secret_basic" | "client_secret_post";
             /** @description Space-separated agent:* scopes the client may request. */
@@ -9592,6 +9675,66 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Readiness"];
+                };
+            };
+        };
+    };
+    getDocs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The reference page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    getSkill: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The briefing. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/markdown": string;
+                };
+            };
+        };
+    };
+    getLlmsTxt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The index. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
                 };
             };
         };

@@ -1120,6 +1120,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "use_best_available",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1156,6 +1157,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "withdraw_all",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1168,6 +1170,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "allow_conversion",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1204,6 +1207,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "move_all",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1215,6 +1219,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "to_best_available",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1344,6 +1349,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "repay_all",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1356,6 +1362,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "allow_conversion",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1450,6 +1457,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "allow_conversion",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1487,6 +1495,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "remove_all",
         "type": "boolean",
         "required": false,
+        "description": "A switch that is off unless given as `true`.",
         "default": false
       },
       {
@@ -1734,6 +1743,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "method",
         "type": "string",
         "required": false,
+        "description": "HTTP method of the upstream x402 request.",
         "enum": [
           "GET",
           "POST"
@@ -1750,6 +1760,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "timeout_ms",
         "type": "integer",
         "required": false,
+        "description": "Upstream request timeout in milliseconds.",
         "default": 10000
       }
     ]
@@ -1773,6 +1784,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "method",
         "type": "string",
         "required": false,
+        "description": "HTTP method of the upstream x402 request.",
         "enum": [
           "GET",
           "POST"

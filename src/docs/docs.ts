@@ -1,0 +1,47 @@
+// Documents for people and agents, rendered from the OpenAPI document once at start-up: /docs (Redoc, its standalone
+// bundle served from node_modules, no CDN), /skill.md and /llms.txt. Public, outside the API envelope.
+import type { Express, Response } from 'express';
+import { createRequire } from 'node:module';
+import type { OpenApiDocument } from '../lib/contract.js';
+import { renderLlmsTxt } from './llms.js';
+import { renderSkill } from './skill.js';
+
+export const REDOC_BUNDLE_PATH = '/docs/redoc.standalone.js';
+const redocBundle = createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js');
+
+/** The reference page: Redoc renders the served document in the browser. */
+function docsPage(document: OpenApiDocument): string {
+  const title = `${String(document.info?.title ?? 'API')} reference`.replace(/[<>&"]/g, '');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title}</title>
+<style>body { margin: 0; }</style>
+</head>
+<body>
+<redoc spec-url="/v1/agent/openapi.json" required-props-first="true" path-in-middle-panel="true"></redoc>
+<script src="${REDOC_BUNDLE_PATH}"></script>
+</body>
+</html>
+`;
+}
+
+export function mountDocs(app: Express, deps: { document: OpenApiDocument }): void {
+  const page = docsPage(deps.document);
+  const skill = renderSkill(deps.document);
+  const llms = renderLlmsTxt(deps.document);
+  const send = (res: Response, type: string, body: string) => res.status(200).type(type).setHeader('Cache-Control', 'public, max-age=300').setHeader('X-Content-Type-Options', 'nosniff').send(body);
+
+  app.get('/docs', (_req, res) => {
+    // The page runs only this service's script; Redoc styles inline and starts its search worker from a blob.
+    res.setHeader('Content-Security-Policy', "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'");
+    send(res, 'text/html; charset=utf-8', page);
+  });
+  app.get(REDOC_BUNDLE_PATH, (_req, res) => {
+    res.sendFile(redocBundle, { headers: { 'Cache-Control': 'public, max-age=86400', 'X-Content-Type-Options': 'nosniff' } });
+  });
+  app.get('/skill.md', (_req, res) => send(res, 'text/markdown; charset=utf-8', skill));
+  app.get('/llms.txt', (_req, res) => send(res, 'text/plain; charset=utf-8', llms));
+}
