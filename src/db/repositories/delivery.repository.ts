@@ -145,11 +145,17 @@ export async function claimDueDeliveries(db: Db, options: ClaimOptions): Promise
                SELECT 1 FROM webhook_deliveries p
                WHERE p.endpoint_id = d.endpoint_id AND p.recovery_seq < d.recovery_seq AND p.status IN ('pending', 'retrying', 'in_flight')))
            ORDER BY d.next_attempt_at, d.id LIMIT slots.free
-           FOR UPDATE OF d SKIP LOCKED
          ) c
          WHERE slots.free > 0
        ), picked AS (
-         SELECT id FROM cand ORDER BY next_attempt_at, id LIMIT :batch
+         -- Only the rows taken are locked (a lock is a heap write): locking every endpoint's
+         -- candidates cost up to endpoints x cap row locks per claim (measured: 45 endpoints at
+         -- cap 32 locked ~1,400 rows to take 64). Claimers are serialised, so a row skipped here is
+         -- held by a requeue or a failure being recorded; the status is checked again once locked.
+         SELECT d.id FROM webhook_deliveries d
+         WHERE d.id IN (SELECT id FROM cand ORDER BY next_attempt_at, id LIMIT :batch)
+           AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= :now
+         FOR UPDATE SKIP LOCKED
        )
        UPDATE webhook_deliveries w
        SET status = 'in_flight', claim_token = :token, lease_until = :leaseUntil, attempt = w.attempt + 1,
