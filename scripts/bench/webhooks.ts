@@ -6,7 +6,7 @@
 //      endpoints (target >= 0.80).
 // The worker runs with its production defaults, LISTEN/NOTIFY on, in this process (as does the receiver).
 //
-// Usage: npm run --silent bench:webhooks  (or: npx tsx scripts/bench/webhooks.ts [--n 3000] [--events-per-agent 40])
+// Usage: npm run --silent bench:webhooks  (or: npx tsx scripts/bench/webhooks.ts [--n 2000] [--events-per-agent 30] [--latency-seconds 3])
 // Uses scratch databases on TEST_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
@@ -24,9 +24,9 @@ import { report, row, scratchDatabase, type BenchRow } from './support.js';
 
 const { values } = parseArgs({
   options: {
-    n: { type: 'string', default: '3000' },
+    n: { type: 'string', default: '2000' },
     'latency-seconds': { type: 'string', default: '3' },
-    'events-per-agent': { type: 'string', default: '40' },
+    'events-per-agent': { type: 'string', default: '30' },
   },
 });
 const N = Number(values.n);
