@@ -1,4 +1,4 @@
-// One webhook HTTP attempt (over got, src/webhooks/outbound.ts): pinned connection, one deadline for
+// One webhook HTTP attempt (node:https, src/webhooks/outbound.ts): pinned connection, one deadline for
 // everything, no redirects, 4 KB read cap.
 import type { IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
@@ -58,6 +58,11 @@ export interface SendInput {
   headers: Record<string, string>;
   /** The attempt's one deadline (DNS already spent part of it). */
   signal: AbortSignal;
+  /**
+   * Whose keep-alive pool the connection comes from (the endpoint id): endpoints on one host get
+   * separate pools, so the sockets held by a slow endpoint cannot queue another endpoint's requests.
+   */
+  poolKey?: string;
 }
 
 export interface SendResult {
@@ -82,25 +87,31 @@ export interface Sender {
 }
 
 /** Postgres text cannot hold NUL; a binary (e.g. gzip) body is kept as lossy UTF-8. */
+/** Keep-alive pools kept open at once (one per endpoint recently delivered to). */
+const MAX_AGENTS = 1024;
+
 const toStoredText = (bytes: Buffer): string => bytes.toString('utf8').replace(/\u0000/g, '\uFFFD');
 const retryAfterOf = (headers: IncomingHttpHeaders): string | null => (typeof headers['retry-after'] === 'string' ? headers['retry-after'] : null);
 
 export function createSender(options: SenderOptions = {}): Sender {
   const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
-  // One keep-alive agent per (host, validated address set): a pooled socket stays on a validated IP.
+  // One keep-alive agent per (pool key, host, validated address set): a pooled socket stays on a
+  // validated IP. Least recently used first out, so an agent with attempts in flight is not the one
+  // evicted unless over MAX_AGENTS other pools were used since it was.
   const agents = new Map<string, https.Agent>();
-  const agentFor = (target: SafeTarget): https.Agent => {
-    const key = `${target.hostname}|${target.port}|${target.addresses.map((a) => a.address).sort().join(',')}`;
+  const agentFor = (target: SafeTarget, poolKey: string): https.Agent => {
+    const key = `${poolKey}|${target.hostname}|${target.port}|${target.addresses.map((a) => a.address).sort().join(',')}`;
     let agent = agents.get(key);
-    if (!agent) {
-      if (agents.size >= 256) {
+    if (agent) agents.delete(key);
+    else {
+      if (agents.size >= MAX_AGENTS) {
         const [oldestKey, oldest] = agents.entries().next().value as [string, https.Agent];
         oldest.destroy();
         agents.delete(oldestKey);
       }
       agent = createPinnedAgent({ addresses: target.addresses, ca: options.ca, keepAlive: options.keepAlive ?? true });
-      agents.set(key, agent);
     }
+    agents.set(key, agent);
     return agent;
   };
 
@@ -109,7 +120,7 @@ export function createSender(options: SenderOptions = {}): Sender {
       const { target, signal } = input;
       if (signal.aborted) return { httpStatus: null, responseBody: '', errorClass: 'timeout', retryAfter: null, message: 'deadline reached before connecting' };
       try {
-        const res = await sendOutbound({ target, method: 'POST', headers: input.headers, body: input.body, agent: agentFor(target), signal, maxBytes });
+        const res = await sendOutbound({ target, method: 'POST', headers: input.headers, body: input.body, agent: agentFor(target, input.poolKey ?? ''), signal, maxBytes });
         return { httpStatus: res.status, responseBody: toStoredText(res.body), errorClass: classifyStatus(res.status), retryAfter: retryAfterOf(res.headers), message: null };
       } catch (err) {
         const failed = err as OutboundError;

@@ -8,6 +8,7 @@ import { createTestPki, startReceiver, type Receiver, type ReceivedRequest } fro
 import { independentVerify, signaturesIn } from './helpers/verify.js';
 import type { ServerResponse } from 'node:http';
 import type { WebhookCaller } from '../../src/services/webhook.service.js';
+import { testEnv } from '../setup.js';
 
 describe('webhook delivery', function () {
   this.timeout(30_000);
@@ -344,6 +345,95 @@ describe('webhook delivery', function () {
         controller.abort();
         routes.delete('/cap/hang');
         for (const res of held) res.destroy();
+        await running;
+      }
+    });
+  });
+
+  describe('slow endpoints (no head-of-line blocking)', () => {
+    /** Leaves only these endpoints' deliveries waiting, whatever earlier tests left behind. */
+    const retireAllBut = (endpointIds: string[]) =>
+      ctx.db('webhook_deliveries').whereNotIn('endpoint_id', endpointIds).whereIn('status', ['pending', 'retrying', 'in_flight']).update({ status: 'failed' });
+
+    /** Runs the loop around `body`; then the hanging routes answer at once and what they held is cut off. */
+    async function withLoop(overrides: Parameters<WebhookTestContext['worker']>[0], body: () => Promise<void>, held: ServerResponse[], hangingPaths: string[]) {
+      const controller = new AbortController();
+      const running = ctx.worker(overrides).loop.run(controller.signal);
+      try {
+        await body();
+      } finally {
+        controller.abort();
+        for (const path of hangingPaths) routes.delete(path);
+        for (const res of held) res.destroy();
+        await running;
+      }
+    }
+
+    it('delivers to another endpoint while slow endpoints hold every slot of the global cap', async () => {
+      const caller = await ctx.newAgent();
+      const held: ServerResponse[] = [];
+      for (const path of ['/hol/slow-a', '/hol/slow-b']) routes.set(path, (_req, res) => void held.push(res));
+      const slowA = await endpoint(caller, '/hol/slow-a');
+      const slowB = await endpoint(caller, '/hol/slow-b');
+      for (let i = 0; i < 3; i++) await ctx.emit(caller);
+      ctx.clock.advance(1000); // the slow endpoints' deliveries come first in the claim
+      const healthy = await endpoint(caller, '/hol/healthy');
+      await ctx.emit(caller);
+      await retireAllBut([slowA.webhook.id, slowB.webhook.id, healthy.webhook.id]);
+      // Two slow endpoints x a cap of 2 fill the global cap of 4; only the slow lane frees it.
+      await withLoop(
+        { concurrency: 4, perEndpointInFlight: 2, slowAfterMs: 300, attemptTimeoutMs: 20_000 },
+        async () => {
+          await waitUntil('the healthy delivery', async () => (await ctx.deliveriesOf(healthy.webhook.id)).every((d) => d.status === 'delivered'), 5_000);
+          expect(held).to.have.length(4);
+          expect((await ctx.deliveriesOf(slowA.webhook.id)).filter((d) => d.status === 'in_flight')).to.have.length(2);
+        },
+        held,
+        ['/hol/slow-a', '/hol/slow-b'],
+      );
+    });
+
+    it('keeps a separate connection pool per endpoint, so requests hanging on one do not queue another on the same host', async () => {
+      const caller = await ctx.newAgent();
+      const held: ServerResponse[] = [];
+      routes.set('/pool/hang', (_req, res) => void held.push(res));
+      const hanging = await endpoint(caller, '/pool/hang');
+      for (let i = 0; i < 34; i++) await ctx.emit(caller); // more than one pool's 32 sockets
+      ctx.clock.advance(1000);
+      const healthy = await endpoint(caller, '/pool/ok');
+      await ctx.emit(caller);
+      await retireAllBut([hanging.webhook.id, healthy.webhook.id]);
+      await withLoop(
+        { concurrency: 64, perEndpointInFlight: 40, attemptTimeoutMs: 20_000 },
+        async () => {
+          await waitUntil('the healthy delivery', async () => (await ctx.deliveriesOf(healthy.webhook.id)).every((d) => d.status === 'delivered'), 5_000);
+          await waitUntil('32 hanging requests', async () => held.length >= 32, 5_000);
+        },
+        held,
+        ['/pool/hang'],
+      );
+    });
+  });
+
+  describe('LISTEN/NOTIFY', () => {
+    it('wakes the idle loop when an event is committed, long before the poll interval', async () => {
+      const caller = await ctx.newAgent();
+      const { webhook } = await endpoint(caller, '/notify');
+      const controller = new AbortController();
+      const running = ctx.worker({ databaseUrl: testEnv.databaseUrl, idleMs: 60_000 }).loop.run(controller.signal);
+      try {
+        await waitUntil('the LISTEN connection', async () => {
+          const { rows } = await ctx.db.raw("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN webhook_deliveries'");
+          return rows.length > 0;
+        });
+        await ctx.db('webhook_deliveries').whereIn('status', ['pending', 'retrying', 'in_flight']).update({ status: 'failed' });
+        await ctx.emit(caller);
+        await waitUntil('the first delivery', async () => (await ctx.deliveriesOf(webhook.id)).some((d) => d.status === 'delivered'));
+        await new Promise((r) => setTimeout(r, 300)); // the loop is asleep now, for up to 60 s
+        await ctx.emit(caller);
+        await waitUntil('the second delivery', async () => (await ctx.deliveriesOf(webhook.id)).filter((d) => d.status === 'delivered').length === 2, 5_000);
+      } finally {
+        controller.abort();
         await running;
       }
     });
