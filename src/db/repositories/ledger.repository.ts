@@ -77,6 +77,40 @@ export async function findPrice(db: Db, symbol: string): Promise<PriceRow | unde
   return db('prices').where({ asset_symbol: symbol }).first();
 }
 
+/** Every price of the feed, by asset (one statement; the table holds one row per asset). */
+export async function listPrices(db: Db): Promise<Map<string, PriceRow>> {
+  const rows: PriceRow[] = await db('prices').select('*');
+  return new Map(rows.map((r) => [r.asset_symbol, r]));
+}
+
+/** A wallet's balance row of every asset it holds, each with its asset's price (null without one), in one statement. */
+export async function listPricedBalances(db: Db, walletId: string): Promise<(BalanceRow & { decimals: number; category: string; usd_e8: string | null })[]> {
+  return db('balances as b')
+    .join('assets as a', 'a.symbol', 'b.asset_symbol')
+    .leftJoin('prices as p', 'p.asset_symbol', 'b.asset_symbol')
+    .where('b.wallet_id', walletId)
+    .orderBy('b.asset_symbol', 'asc')
+    .select('b.*', 'a.decimals', 'a.category', 'p.usd_e8');
+}
+
+/**
+ * One statement for a wallet's balance list: its balance rows by asset, and the price of every asset (those it does
+ * not hold are listed at zero and still valued).
+ */
+export async function listBalancesWithPrices(db: Db, walletId: string): Promise<[Map<string, Pick<BalanceRow, 'available' | 'held'>>, Map<string, string>]> {
+  const rows: { symbol: string; available: string | null; held: string | null; usd_e8: string | null }[] = await db('assets as a')
+    .leftJoin('balances as b', (j) => j.on('b.asset_symbol', 'a.symbol').andOnVal('b.wallet_id', walletId))
+    .leftJoin('prices as p', 'p.asset_symbol', 'a.symbol')
+    .select('a.symbol', 'b.available', 'b.held', 'p.usd_e8');
+  const balances = new Map<string, Pick<BalanceRow, 'available' | 'held'>>();
+  const prices = new Map<string, string>();
+  for (const r of rows) {
+    if (r.available !== null && r.held !== null) balances.set(r.symbol, { available: r.available, held: r.held });
+    if (r.usd_e8 !== null) prices.set(r.symbol, r.usd_e8);
+  }
+  return [balances, prices];
+}
+
 export async function upsertPrice(db: Db, row: { asset_symbol: string; usd_e8: bigint; observed_at: Date | null; source: string }): Promise<void> {
   await db('prices')
     .insert({ ...row, usd_e8: row.usd_e8.toString() })
