@@ -83,14 +83,24 @@ export async function listPrices(db: Db): Promise<Map<string, PriceRow>> {
   return new Map(rows.map((r) => [r.asset_symbol, r]));
 }
 
-/** A wallet's balance row of every asset it holds, each with its asset's price (null without one), in one statement. */
-export async function listPricedBalances(db: Db, walletId: string): Promise<(BalanceRow & { decimals: number; category: string; usd_e8: string | null })[]> {
-  return db('balances as b')
-    .join('assets as a', 'a.symbol', 'b.asset_symbol')
+/**
+ * The agent's wallet (id, address) and its balance rows, each with its asset's decimals, category and price (null
+ * without one), in one statement; undefined when the agent has no wallet.
+ */
+export async function findWalletWithPricedBalances(
+  db: Db,
+  agentId: string,
+): Promise<{ id: string; address: string | null; balances: { asset_symbol: string; available: string; held: string; decimals: number; category: string; usd_e8: string | null }[] } | undefined> {
+  const rows: { wallet_id: string; address: string | null; asset_symbol: string | null; available: string; held: string; decimals: number; category: string; usd_e8: string | null }[] = await db('wallets as w')
+    .leftJoin('balances as b', 'b.wallet_id', 'w.id')
+    .leftJoin('assets as a', 'a.symbol', 'b.asset_symbol')
     .leftJoin('prices as p', 'p.asset_symbol', 'b.asset_symbol')
-    .where('b.wallet_id', walletId)
+    .where('w.agent_id', agentId)
     .orderBy('b.asset_symbol', 'asc')
-    .select('b.*', 'a.decimals', 'a.category', 'p.usd_e8');
+    .select('w.id as wallet_id', 'w.address', 'b.asset_symbol', 'b.available', 'b.held', 'a.decimals', 'a.category', 'p.usd_e8');
+  if (rows.length === 0) return undefined;
+  const balances = rows.filter((r) => r.asset_symbol !== null).map(({ wallet_id: _w, address: _a, ...b }) => ({ ...b, asset_symbol: b.asset_symbol! }));
+  return { id: rows[0]!.wallet_id, address: rows[0]!.address, balances };
 }
 
 /**

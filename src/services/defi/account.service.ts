@@ -77,10 +77,11 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
     },
 
     async getAccount(db, who) {
-      const wallet = await requireWallet(db, who.agentId);
+      const wallet = await ledgerRepo.findWalletWithPricedBalances(db, who.agentId);
+      if (!wallet) throw new ApiError('not_found', 'wallet not found');
       let cash = 0n;
       let crypto = 0n;
-      for (const b of await ledgerRepo.listPricedBalances(db, who.walletId)) {
+      for (const b of wallet.balances) {
         if (b.usd_e8 === null) continue;
         const price = BigInt(b.usd_e8);
         const value = mulDiv(BigInt(b.available) + BigInt(b.held), price, 10n ** BigInt(b.decimals));
