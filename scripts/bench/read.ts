@@ -4,7 +4,7 @@
 // measured in the same run against the same database and Redis. Then 100,000 agents are seeded in one statement per
 // table and /balances is measured again against its own figure from before.
 //
-// Usage: npm run --silent bench:read   (make bench-read)  [--seconds 5] [--connections 50] [--agents 100000]
+// Usage: npm run --silent bench:read   (make bench-read)  [--seconds 3] [--rounds 2] [--connections 50] [--agents 100000]
 // Uses DATABASE_URL when set, else a scratch database (dropped at the end); REDIS_URL or the local Redis.
 // autocannon runs in a worker thread (`workers: 1`) so it does not share the event loop with the servers. The app
 // runs with NODE_ENV=production (no response validation) and LOG_LEVEL=warn. Figures are noisy on a shared machine:
@@ -18,10 +18,11 @@ import { loadConfig } from '../../src/config.js';
 import { createSameWorkServer } from './same-work.js';
 import { autocannon, close, listen, report, row, scratchDatabase, type BenchRow } from './support.js';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, connections: { type: 'string', default: '50' }, agents: { type: 'string', default: '100000' } } });
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, connections: { type: 'string', default: '50' }, agents: { type: 'string', default: '100000' }, rounds: { type: 'string', default: '2' } } });
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
 const AGENTS = Number(values.agents);
+const ROUNDS = Number(values.rounds);
 const WARMUP_SECONDS = 1;
 const POOL_MAX = 20;
 
@@ -31,11 +32,23 @@ interface Figures {
   failed: number;
 }
 
-async function measure(url: string, headers: Record<string, string>): Promise<Figures> {
+async function measureOnce(url: string, headers: Record<string, string>): Promise<Figures> {
   const run = (duration: number) => autocannon({ url, headers, connections: CONNECTIONS, duration, workers: 1 });
   await run(WARMUP_SECONDS);
   const r = await run(SECONDS);
   return { rps: r.requests.average, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts };
+}
+
+const best = (runs: Figures[]): Figures => ({ rps: Math.max(...runs.map((r) => r.rps)), p99: Math.min(...runs.map((r) => r.p99)), failed: runs.reduce((n, r) => n + r.failed, 0) });
+
+/**
+ * The targets measured in turn, ROUNDS times, each keeping its best round: the machine is shared, and a burst of
+ * someone else's work then lands on one round of one target rather than deciding the ratio.
+ */
+async function measure(urls: string[], headers: Record<string, string>): Promise<Figures[]> {
+  const runs: Figures[][] = urls.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) for (const [i, url] of urls.entries()) runs[i]!.push(await measureOnce(url, headers));
+  return runs.map(best);
 }
 
 /** A funded agent: five assets, an earn position, a loan, payments (operations, activity) and a webhook with deliveries. */
@@ -129,8 +142,7 @@ async function main() {
       const label = (path: string) => `GET ${path.replace(webhookId, '{id}')}`;
       let balancesBefore: Figures | null = null;
       for (const path of paths) {
-        const app = await measure(`${appUrl}${path}`, headers);
-        const same = await measure(`${sameUrl}${path}`, headers);
+        const [app, same] = (await measure([`${appUrl}${path}`, `${sameUrl}${path}`], headers)) as [Figures, Figures];
         if (path.endsWith('/balances')) balancesBefore = app;
         if (app.failed || same.failed) problems.push(`${path}: ${app.failed} failed through the app, ${same.failed} on the same-work server`);
         rows.push(row({ bench: 'read', what: `${label(path)} req/s`, today: app.rps, unit: 'req/s', baseline: same.rps, baselineName: 'same-work', target: '≥ 0.60 of same-work', met: app.rps >= 0.6 * same.rps }));
@@ -140,7 +152,7 @@ async function main() {
       const started = performance.now();
       await seedAgents(scratch.url, AGENTS);
       process.stderr.write(`seeded ${AGENTS} agents in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
-      const after = await measure(`${appUrl}/v1/agent/balances`, headers);
+      const [after] = (await measure([`${appUrl}/v1/agent/balances`], headers)) as [Figures];
       if (after.failed) problems.push(`/balances with ${AGENTS} agents: ${after.failed} failed`);
       rows.push(
         row({ bench: 'read', what: `GET /v1/agent/balances with ${AGENTS / 1000}k agents`, today: after.rps, unit: 'req/s', baseline: balancesBefore!.rps, baselineName: 'before seeding', target: '≥ 0.90 of before', met: after.rps >= 0.9 * balancesBefore!.rps }),

@@ -125,7 +125,7 @@ export async function setVaultAddress(db: Db, id: string, address: string): Prom
   return db('earn_vaults').where({ id }).update({ address });
 }
 
-const VAULT_COLUMNS = ['id', 'name', 'protocol_id', 'asset_symbol', 'address', 'apy_bps', 'decimals_offset', 'total_assets', 'total_shares', 'capacity', 'reward_asset_symbol', 'reward_rate_ray', 'acc_reward_per_share_ray', 'active', 'last_accrued_at', 'created_at'] as const satisfies readonly (keyof VaultRow)[];
+export const VAULT_COLUMNS = ['id', 'name', 'protocol_id', 'asset_symbol', 'address', 'apy_bps', 'decimals_offset', 'total_assets', 'total_shares', 'capacity', 'reward_asset_symbol', 'reward_rate_ray', 'acc_reward_per_share_ray', 'active', 'last_accrued_at', 'created_at'] as const satisfies readonly (keyof VaultRow)[];
 
 /** A position read with its vault and the price of the vault's asset (undefined without one). */
 export interface ValuedPosition {
@@ -142,7 +142,7 @@ function valuedPositions(db: Db) {
     .select('e.*', ...VAULT_COLUMNS.map((c) => `v.${c} as v__${c}`), 'pr.usd_e8 as pr__usd_e8', 'pr.observed_at as pr__observed_at', 'pr.source as pr__source');
 }
 
-function splitValued(row: Record<string, unknown>): ValuedPosition {
+export function splitValued(row: Record<string, unknown>): ValuedPosition {
   const position: Record<string, unknown> = {};
   const vault: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(row)) {

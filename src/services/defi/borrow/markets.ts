@@ -56,8 +56,8 @@ export function createBorrowCore(deps: BorrowDeps) {
   }
 
   /** The wallet's collateral and debt valued now. Writes pass `strict` (a stale price refuses); reads use the last price. */
-  async function snapshot(db: Db, who: OwnerRef, strict: boolean): Promise<Snapshot> {
-    if (!strict) return readSnapshot(db, who);
+  async function snapshot(db: Db, who: OwnerRef, strict: boolean, held?: repo.PricedHoldings): Promise<Snapshot> {
+    if (!strict) return readSnapshot(db, who, held);
     const markets = new Map((await repo.listMarkets(db)).map((m) => [m.asset_symbol, { ...m, index: accruedIndex(m) }]));
     const assets = await ledger.assets(db);
     const prices = new Map<string, bigint>();
@@ -90,8 +90,8 @@ export function createBorrowCore(deps: BorrowDeps) {
    * The read's snapshot in one statement: collateral, debts, their last prices and markets. Its `markets` holds only
    * the markets of what the wallet holds, all that the reads (summary, totals) look up; answers and price_stale as above.
    */
-  async function readSnapshot(db: Db, who: OwnerRef): Promise<Snapshot> {
-    const held = await repo.listPricedHoldings(db, who.walletId);
+  async function readSnapshot(db: Db, who: OwnerRef, preloaded?: repo.PricedHoldings): Promise<Snapshot> {
+    const held = preloaded ?? (await repo.listPricedHoldings(db, who.walletId));
     const assets = await ledger.assets(db);
     const markets: Snapshot['markets'] = new Map();
     for (const h of [...held.collateral, ...held.debts]) if (h.market) markets.set(h.asset_symbol, { ...h.market, index: accruedIndex(h.market) });

@@ -31,9 +31,9 @@ export function createEarnPositions(core: EarnCore): Pick<EarnService, 'accruedV
       return publicPosition(db, p.position, p.vault, pricedBy(p));
     },
 
-    async valueUsd(db, who) {
+    async valueUsd(db, who, positions) {
       let total = 0n;
-      for (const { position: p, vault: v, price } of await repo.listAllValuedPositions(db, who.walletId)) {
+      for (const { position: p, vault: v, price } of positions ?? (await repo.listAllValuedPositions(db, who.walletId))) {
         const shares = BigInt(p.shares);
         if (shares <= 0n) continue;
         if (!price) continue;
