@@ -98,7 +98,9 @@ async function seedAgents(databaseUrl: string, n: number): Promise<void> {
       [ownerId],
     );
     await client.query(`INSERT INTO rate_limit_overrides (agent_id, class, "limit", burst, window_seconds) SELECT id, 'read', 600, 100, 60 FROM agents WHERE owner_id = $1`, [ownerId]);
-    await client.query('ANALYZE');
+    // Vacuumed and analysed before measuring: what a database that has lived with these rows looks like (visibility
+    // map set, statistics current), and no autovacuum pass left to run during the measurement.
+    await client.query('VACUUM ANALYZE owners, agents, wallets, balances, rate_limit_overrides');
   } finally {
     await client.end();
   }
@@ -140,22 +142,22 @@ async function main() {
         }
       }
       const label = (path: string) => `GET ${path.replace(webhookId, '{id}')}`;
-      let balancesBefore: Figures | null = null;
       for (const path of paths) {
         const [app, same] = (await measure([`${appUrl}${path}`, `${sameUrl}${path}`], headers)) as [Figures, Figures];
-        if (path.endsWith('/balances')) balancesBefore = app;
         if (app.failed || same.failed) problems.push(`${path}: ${app.failed} failed through the app, ${same.failed} on the same-work server`);
         rows.push(row({ bench: 'read', what: `${label(path)} req/s`, today: app.rps, unit: 'req/s', baseline: same.rps, baselineName: 'same-work', target: '≥ 0.60 of same-work', met: app.rps >= 0.6 * same.rps }));
         rows.push(row({ bench: 'read', what: `${label(path)} p99`, today: app.p99, unit: 'ms', baseline: same.p99, baselineName: 'same-work', target: '≤ 2× same-work', met: app.p99 <= 2 * same.p99 }));
       }
 
+      // /balances again just before seeding, so the two figures of the scale row are measured back to back.
+      const [balancesBefore] = (await measure([`${appUrl}/v1/agent/balances`], headers)) as [Figures];
       const started = performance.now();
       await seedAgents(scratch.url, AGENTS);
       process.stderr.write(`seeded ${AGENTS} agents in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
       const [after] = (await measure([`${appUrl}/v1/agent/balances`], headers)) as [Figures];
       if (after.failed) problems.push(`/balances with ${AGENTS} agents: ${after.failed} failed`);
       rows.push(
-        row({ bench: 'read', what: `GET /v1/agent/balances with ${AGENTS / 1000}k agents`, today: after.rps, unit: 'req/s', baseline: balancesBefore!.rps, baselineName: 'before seeding', target: '≥ 0.90 of before', met: after.rps >= 0.9 * balancesBefore!.rps }),
+        row({ bench: 'read', what: `GET /v1/agent/balances with ${AGENTS / 1000}k agents`, today: after.rps, unit: 'req/s', baseline: balancesBefore.rps, baselineName: 'before seeding', target: '≥ 0.90 of before', met: after.rps >= 0.9 * balancesBefore.rps }),
       );
       await close(appServer);
       await close(sameWork.server);
