@@ -103,15 +103,16 @@ export async function findWalletWithPricedBalances(
   return { id: rows[0]!.wallet_id, address: rows[0]!.address, balances };
 }
 
+const BALANCES_WITH_PRICES_SQL = `SELECT a.symbol, b.available, b.held, p.usd_e8 FROM assets a
+  LEFT JOIN balances b ON b.asset_symbol = a.symbol AND b.wallet_id = ? LEFT JOIN prices p ON p.asset_symbol = a.symbol`;
+
 /**
  * One statement for a wallet's balance list: its balance rows by asset, and the price of every asset (those it does
  * not hold are listed at zero and still valued).
  */
 export async function listBalancesWithPrices(db: Db, walletId: string): Promise<[Map<string, Pick<BalanceRow, 'available' | 'held'>>, Map<string, string>]> {
-  const rows: { symbol: string; available: string | null; held: string | null; usd_e8: string | null }[] = await db('assets as a')
-    .leftJoin('balances as b', (j) => j.on('b.asset_symbol', 'a.symbol').andOnVal('b.wallet_id', walletId))
-    .leftJoin('prices as p', 'p.asset_symbol', 'a.symbol')
-    .select('a.symbol', 'b.available', 'b.held', 'p.usd_e8');
+  // Fixed SQL (no builder to compile per request): /balances is the hottest read.
+  const { rows } = (await db.raw(BALANCES_WITH_PRICES_SQL, [walletId])) as { rows: { symbol: string; available: string | null; held: string | null; usd_e8: string | null }[] };
   const balances = new Map<string, Pick<BalanceRow, 'available' | 'held'>>();
   const prices = new Map<string, string>();
   for (const r of rows) {
