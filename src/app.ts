@@ -259,6 +259,10 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.use(createAccessLog(log));
   if (core.metrics.registry) app.use(createRequestMetricsMiddleware(core.metrics));
   if (core.tracing.enabled) app.use(createRequestTracingMiddleware(core.tracing));
+  // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes. Mounted first:
+  // no other route shares these prefixes, and the API's requests then skip the other routes' matching.
+  app.use('/v1/agent', pipeline.agentApi);
+  app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);
   const health = createHealthHandlers({ checks: readinessChecks(core), chainHealth: core.chain ? () => core.chain!.health() : null });
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
@@ -266,9 +270,6 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   const mcp = mountMcp(app, httpDeps);
   mountConsole(app, { config, db, services, log });
   mountDocs(app, { document: core.document });
-  // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes.
-  app.use('/v1/agent', pipeline.agentApi);
-  app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);
   app.use((_req, res) => {
     res.status(404).json(errorBody('not_found', 'No route matches this request.'));
   });

@@ -14,6 +14,8 @@ interface AccessLocals {
 /** Mount right after `requestIdMiddleware`. The query string is left out: it can carry codes and tokens. */
 export function createAccessLog(log: Logger) {
   return function accessLog(req: Request, res: Response, next: NextFunction): void {
+    // Below `info` the line would be dropped: no listener, no line built (the level is fixed at start).
+    if (!log.isLevelEnabled('info')) return next();
     const started = process.hrtime.bigint();
     res.once('close', () => {
       const l = res.locals as AccessLocals;

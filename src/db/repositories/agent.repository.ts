@@ -79,20 +79,18 @@ export async function listAgentsByOwner(db: Db, ownerId: string): Promise<AgentR
   return db('agents').where({ owner_id: ownerId }).orderBy('created_at', 'asc');
 }
 
-/** One round trip for authentication: the agent, its wallet and its owner's state. */
+/**
+ * One round trip for authentication: the agent, its wallet and its owner's state. Written once as SQL: it runs on
+ * every authenticated request, and knex's builder would compile it each time.
+ */
+const AUTH_ROW_SQL = `SELECT a.*, w.id AS wallet_id, w.address AS wallet_address, o.id AS owner_found, o.deleted_at AS owner_deleted_at,
+    (SELECT coalesce(json_agg(r), '[]'::json) FROM rate_limit_overrides r WHERE r.agent_id = a.id) AS rate_overrides
+  FROM agents a LEFT JOIN wallets w ON w.agent_id = a.id LEFT JOIN owners o ON o.id = a.owner_id
+  WHERE a.id = ? LIMIT 1`;
+
 export async function findAuthRow(db: Db, agentId: string): Promise<AuthRow | undefined> {
-  const row = await db('agents as a')
-    .leftJoin('wallets as w', 'w.agent_id', 'a.id')
-    .leftJoin('owners as o', 'o.id', 'a.owner_id')
-    .where('a.id', agentId)
-    .first(
-      'a.*',
-      'w.id as wallet_id',
-      'w.address as wallet_address',
-      'o.id as owner_found',
-      'o.deleted_at as owner_deleted_at',
-      db.raw("(SELECT coalesce(json_agg(r), '[]'::json) FROM rate_limit_overrides r WHERE r.agent_id = a.id) AS rate_overrides"),
-    );
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the row is typed by AuthRow below, as knex's `.first()` left it untyped
+  const row = ((await db.raw(AUTH_ROW_SQL, [agentId])) as { rows: any[] }).rows[0];
   if (!row) return undefined;
   const { wallet_id, wallet_address, owner_found, owner_deleted_at, rate_overrides, ...agent } = row;
   const overrides = typeof rate_overrides === 'string' ? JSON.parse(rate_overrides) : rate_overrides;

@@ -77,6 +77,51 @@ export async function findPrice(db: Db, symbol: string): Promise<PriceRow | unde
   return db('prices').where({ asset_symbol: symbol }).first();
 }
 
+/** Every price of the feed, by asset (one statement; the table holds one row per asset). */
+export async function listPrices(db: Db): Promise<Map<string, PriceRow>> {
+  const rows: PriceRow[] = await db('prices').select('*');
+  return new Map(rows.map((r) => [r.asset_symbol, r]));
+}
+
+/**
+ * The agent's wallet (id, address) and its balance rows, each with its asset's decimals, category and price (null
+ * without one), in one statement; undefined when the agent has no wallet.
+ */
+export async function findWalletWithPricedBalances(
+  db: Db,
+  agentId: string,
+): Promise<{ id: string; address: string | null; balances: { asset_symbol: string; available: string; held: string; decimals: number; category: string; usd_e8: string | null }[] } | undefined> {
+  const rows: { wallet_id: string; address: string | null; asset_symbol: string | null; available: string; held: string; decimals: number; category: string; usd_e8: string | null }[] = await db('wallets as w')
+    .leftJoin('balances as b', 'b.wallet_id', 'w.id')
+    .leftJoin('assets as a', 'a.symbol', 'b.asset_symbol')
+    .leftJoin('prices as p', 'p.asset_symbol', 'b.asset_symbol')
+    .where('w.agent_id', agentId)
+    .orderBy('b.asset_symbol', 'asc')
+    .select('w.id as wallet_id', 'w.address', 'b.asset_symbol', 'b.available', 'b.held', 'a.decimals', 'a.category', 'p.usd_e8');
+  if (rows.length === 0) return undefined;
+  const balances = rows.filter((r) => r.asset_symbol !== null).map(({ wallet_id: _w, address: _a, ...b }) => ({ ...b, asset_symbol: b.asset_symbol! }));
+  return { id: rows[0]!.wallet_id, address: rows[0]!.address, balances };
+}
+
+const BALANCES_WITH_PRICES_SQL = `SELECT a.symbol, b.available, b.held, p.usd_e8 FROM assets a
+  LEFT JOIN balances b ON b.asset_symbol = a.symbol AND b.wallet_id = ? LEFT JOIN prices p ON p.asset_symbol = a.symbol`;
+
+/**
+ * One statement for a wallet's balance list: its balance rows by asset, and the price of every asset (those it does
+ * not hold are listed at zero and still valued).
+ */
+export async function listBalancesWithPrices(db: Db, walletId: string): Promise<[Map<string, Pick<BalanceRow, 'available' | 'held'>>, Map<string, string>]> {
+  // Fixed SQL (no builder to compile per request): /balances is the hottest read.
+  const { rows } = (await db.raw(BALANCES_WITH_PRICES_SQL, [walletId])) as { rows: { symbol: string; available: string | null; held: string | null; usd_e8: string | null }[] };
+  const balances = new Map<string, Pick<BalanceRow, 'available' | 'held'>>();
+  const prices = new Map<string, string>();
+  for (const r of rows) {
+    if (r.available !== null && r.held !== null) balances.set(r.symbol, { available: r.available, held: r.held });
+    if (r.usd_e8 !== null) prices.set(r.symbol, r.usd_e8);
+  }
+  return [balances, prices];
+}
+
 export async function upsertPrice(db: Db, row: { asset_symbol: string; usd_e8: bigint; observed_at: Date | null; source: string }): Promise<void> {
   await db('prices')
     .insert({ ...row, usd_e8: row.usd_e8.toString() })

@@ -94,3 +94,43 @@ export async function addCollateral(db: Db, r: { wallet_id: string; agent_id: st
 export async function addScaledDebt(db: Db, r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
   return addGuarded(db, 'borrow_debts', 'scaled_amount', r);
 }
+
+export const MARKET_COLUMNS = ['id', 'protocol_id', 'asset_symbol', 'collateral_enabled', 'borrow_enabled', 'ltv_bps', 'liquidation_threshold_bps', 'borrow_apr_bps', 'borrow_index_ray', 'last_accrued_at', 'created_at'] as const satisfies readonly (keyof MarketRow)[];
+
+/** A wallet's collateral and debt rows, each with its asset's price (null without one) and market (null without one). */
+export interface PricedHoldings {
+  collateral: { asset_symbol: string; amount: string; usd_e8: string | null; market: MarketRow | null }[];
+  debts: { asset_symbol: string; scaled_amount: string; usd_e8: string | null; market: MarketRow | null }[];
+}
+
+/**
+ * `listCollateral` and `listDebts` with their prices and markets in one statement: the borrow reads value only what
+ * the wallet holds, so one round trip replaces the market list, the two holdings lists and a price per asset.
+ */
+export async function listPricedHoldings(db: Db, walletId: string): Promise<PricedHoldings> {
+  const { rows } = (await db.raw(`${pricedHoldingsSql()} ORDER BY kind, asset_symbol`, [walletId, walletId])) as { rows: Record<string, unknown>[] };
+  return toPricedHoldings(rows);
+}
+
+/** The statement of `listPricedHoldings` (two `?`: the wallet id twice), without its ORDER BY. */
+export function pricedHoldingsSql(): string {
+  const market = MARKET_COLUMNS.map((c) => `m.${c}${c === 'borrow_index_ray' ? '::text' : ''} AS m__${c}`).join(', ');
+  return `SELECT 'collateral' AS kind, c.asset_symbol, c.amount::text AS amount, p.usd_e8::text AS usd_e8, ${market}
+       FROM borrow_collateral c LEFT JOIN prices p ON p.asset_symbol = c.asset_symbol LEFT JOIN borrow_markets m ON m.asset_symbol = c.asset_symbol
+      WHERE c.wallet_id = ? AND c.amount > 0
+     UNION ALL
+     SELECT 'debt', d.asset_symbol, d.scaled_amount::text, p.usd_e8::text, ${market}
+       FROM borrow_debts d LEFT JOIN prices p ON p.asset_symbol = d.asset_symbol LEFT JOIN borrow_markets m ON m.asset_symbol = d.asset_symbol
+      WHERE d.wallet_id = ? AND d.scaled_amount > 0`;
+}
+
+/** Rows of `pricedHoldingsSql`, in order, as PricedHoldings. */
+export function toPricedHoldings(rows: Record<string, unknown>[]): PricedHoldings {
+  const out: PricedHoldings = { collateral: [], debts: [] };
+  for (const r of rows as (Record<string, unknown> & { kind: 'collateral' | 'debt'; asset_symbol: string; amount: string; usd_e8: string | null })[]) {
+    const m = r.m__id == null ? null : (Object.fromEntries(MARKET_COLUMNS.map((c) => [c, r[`m__${c}`]])) as unknown as MarketRow);
+    if (r.kind === 'collateral') out.collateral.push({ asset_symbol: r.asset_symbol, amount: r.amount, usd_e8: r.usd_e8, market: m });
+    else out.debts.push({ asset_symbol: r.asset_symbol, scaled_amount: r.amount, usd_e8: r.usd_e8, market: m });
+  }
+  return out;
+}

@@ -27,3 +27,16 @@ export async function sumUsage(db: Db, agentId: string, since: Date | null): Pro
   const row = await q.first(db.raw('coalesce(sum(amount_usd_e8), 0)::text as usd'), db.raw('count(*)::int as n'));
   return { usd_e8: BigInt((row as { usd: string }).usd), count: Number((row as { n: number }).n) };
 }
+
+/** Usage since `since` and over all time in one statement (the limits read). */
+export async function sumUsageSinceAndLifetime(db: Db, agentId: string, since: Date): Promise<{ period: { usd_e8: bigint; count: number }; lifetime: { usd_e8: bigint } }> {
+  const row = (await db('operations')
+    .where({ agent_id: agentId, counts_toward_limits: true })
+    .whereIn('status', ['accepted', 'submitted', 'executed'])
+    .first(
+      db.raw('coalesce(sum(amount_usd_e8) FILTER (WHERE created_at >= ?), 0)::text as period_usd', [since]),
+      db.raw('(count(*) FILTER (WHERE created_at >= ?))::int as period_n', [since]),
+      db.raw('coalesce(sum(amount_usd_e8), 0)::text as lifetime_usd'),
+    )) as { period_usd: string; period_n: number; lifetime_usd: string };
+  return { period: { usd_e8: BigInt(row.period_usd), count: Number(row.period_n) }, lifetime: { usd_e8: BigInt(row.lifetime_usd) } };
+}

@@ -1,5 +1,6 @@
 // Earn vaults and positions: rows with NUMERIC money as strings; locks for read-modify-write.
 import type { Db } from '../knex.js';
+import type { PriceRow } from './ledger.repository.js';
 
 export interface VaultRow {
   id: string;
@@ -122,4 +123,47 @@ export async function updatePosition(db: Db, id: string, s: { shares: bigint; pr
 /** The development bootstrap put this vault on chain: its address becomes the deployed ERC-4626 vault's. */
 export async function setVaultAddress(db: Db, id: string, address: string): Promise<number> {
   return db('earn_vaults').where({ id }).update({ address });
+}
+
+export const VAULT_COLUMNS = ['id', 'name', 'protocol_id', 'asset_symbol', 'address', 'apy_bps', 'decimals_offset', 'total_assets', 'total_shares', 'capacity', 'reward_asset_symbol', 'reward_rate_ray', 'acc_reward_per_share_ray', 'active', 'last_accrued_at', 'created_at'] as const satisfies readonly (keyof VaultRow)[];
+
+/** A position read with its vault and the price of the vault's asset (undefined without one). */
+export interface ValuedPosition {
+  position: PositionRow;
+  vault: VaultRow;
+  price: PriceRow | undefined;
+}
+
+/** Positions joined with their vault and price in one statement (a page of positions is one round trip). */
+function valuedPositions(db: Db) {
+  return db('earn_positions as e')
+    .join('earn_vaults as v', 'v.id', 'e.vault_id')
+    .leftJoin('prices as pr', 'pr.asset_symbol', 'v.asset_symbol')
+    .select('e.*', ...VAULT_COLUMNS.map((c) => `v.${c} as v__${c}`), 'pr.usd_e8 as pr__usd_e8', 'pr.observed_at as pr__observed_at', 'pr.source as pr__source');
+}
+
+export function splitValued(row: Record<string, unknown>): ValuedPosition {
+  const position: Record<string, unknown> = {};
+  const vault: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(row)) {
+    if (k.startsWith('v__')) vault[k.slice(3)] = v;
+    else if (!k.startsWith('pr__')) position[k] = v;
+  }
+  const price = row.pr__usd_e8 == null ? undefined : { asset_symbol: vault.asset_symbol as string, usd_e8: row.pr__usd_e8 as string, observed_at: row.pr__observed_at as Date | null, source: row.pr__source as string };
+  return { position: position as unknown as PositionRow, vault: vault as unknown as VaultRow, price };
+}
+
+export async function listValuedPositions(db: Db, walletId: string, page: { before?: { createdAt: Date; id: string }; limit: number }): Promise<ValuedPosition[]> {
+  const q = valuedPositions(db).where('e.wallet_id', walletId).where('e.shares', '>', 0).orderBy([{ column: 'e.created_at', order: 'desc' }, { column: 'e.id', order: 'desc' }]).limit(page.limit);
+  if (page.before) q.whereRaw('(e.created_at, e.id) < (?, ?)', [page.before.createdAt, page.before.id]);
+  return (await q).map(splitValued);
+}
+
+export async function listAllValuedPositions(db: Db, walletId: string): Promise<ValuedPosition[]> {
+  return (await valuedPositions(db).where('e.wallet_id', walletId).orderBy('e.created_at', 'asc')).map(splitValued);
+}
+
+export async function findValuedPosition(db: Db, walletId: string, id: string): Promise<ValuedPosition | undefined> {
+  const row = await valuedPositions(db).where({ 'e.wallet_id': walletId, 'e.id': id }).first();
+  return row ? splitValued(row) : undefined;
 }

@@ -62,10 +62,6 @@ export type ProtocolContracts = (db: Db) => Promise<Map<string, { role: 'factory
 export function createAccountService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; protocolContracts?: ProtocolContracts }): AccountService {
   const { clock, ledger, operations } = deps;
 
-  async function priceOrNull(db: Db, symbol: string): Promise<bigint | null> {
-    const row = await ledgerRepo.findPrice(db, symbol);
-    return row ? BigInt(row.usd_e8) : null;
-  }
 
   async function requireWallet(db: Db, agentId: string) {
     const wallet = await findWalletByAgent(db, agentId);
@@ -81,12 +77,13 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
     },
 
     async getAccount(db, who) {
-      const wallet = await requireWallet(db, who.agentId);
+      const wallet = await ledgerRepo.findWalletWithPricedBalances(db, who.agentId);
+      if (!wallet) throw new ApiError('not_found', 'wallet not found');
       let cash = 0n;
       let crypto = 0n;
-      for (const b of await ledgerRepo.listBalances(db, who.walletId)) {
-        const price = await priceOrNull(db, b.asset_symbol);
-        if (price === null) continue;
+      for (const b of wallet.balances) {
+        if (b.usd_e8 === null) continue;
+        const price = BigInt(b.usd_e8);
         const value = mulDiv(BigInt(b.available) + BigInt(b.held), price, 10n ** BigInt(b.decimals));
         if (b.category === 'cash') cash += value;
         else crypto += value;
@@ -120,9 +117,11 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
       const limit = pageLimit(query.limit);
       const rows = await ledgerRepo.listAssets(db, { after: decodeKey(query.cursor), limit: limit + 1 });
       const page = toPage(rows, limit, (a) => a, (a) => encodeKey(a.symbol));
+      const prices = await ledgerRepo.listPrices(db);
       const items = [];
       for (const a of page.items) {
-        const price = await priceOrNull(db, a.symbol);
+        const row = prices.get(a.symbol);
+        const price = row ? BigInt(row.usd_e8) : null;
         items.push({ symbol: a.symbol, name: a.name, decimals: a.decimals, chain: a.chain, contract_address: a.contract_address, category: a.category, price_usd: price === null ? null : usd(price) });
       }
       return { ...page, items };
@@ -139,7 +138,8 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
       const limit = pageLimit(query.limit);
       const after = decodeKey(query.cursor);
       // Every asset appears (zero when never held), so an agent sees what it could hold.
-      const held = new Map((await ledgerRepo.listBalances(db, who.walletId)).map((b) => [b.asset_symbol, b]));
+      // One statement: the wallet's rows and every price (assets without a row still need theirs).
+      const [held, prices] = await ledgerRepo.listBalancesWithPrices(db, who.walletId);
       const assets = [...(await ledger.assets(db)).values()].filter((a) => (!query.cashOnly || a.category === 'cash') && (after === undefined || a.symbol > after)).sort((a, b) => (a.symbol < b.symbol ? -1 : 1));
       const rows = assets.slice(0, limit + 1);
       const page = toPage(rows, limit, (a) => a, (a) => encodeKey(a.symbol));
@@ -148,7 +148,8 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         const b = held.get(a.symbol);
         const available = BigInt(b?.available ?? 0);
         const heldUnits = BigInt(b?.held ?? 0);
-        const price = await priceOrNull(db, a.symbol);
+        const priceRow = prices.get(a.symbol);
+        const price = priceRow === undefined ? null : BigInt(priceRow);
         items.push({
           asset_symbol: a.symbol,
           category: a.category,

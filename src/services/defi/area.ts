@@ -4,6 +4,7 @@
 import type { Dex } from '../../chain/dex.js';
 import type { LendingVenue } from '../../chain/lending.js';
 import type { EarnVenue } from '../../chain/vaults.js';
+import { readDefiHoldings } from '../../db/repositories/holdings.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { createBorrowService, type BorrowService } from './borrow/borrow.service.js';
 import { createConversionService, type ConversionService } from './conversions/conversion.service.js';
@@ -22,6 +23,10 @@ export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'l
   const earn = createEarnService({ clock, ledger, operations, policy, venue: deps.venue });
   const conversions = createConversionService({ clock, ledger, operations, policy, earn, dex: deps.dex });
   const borrow = createBorrowService({ clock, ledger, operations, policy, lending: deps.lending });
-  deps.ledger.account.registerHoldings(async (db, who) => ({ earnUsd: await earn.valueUsd(db, who), ...(await borrow.totalsUsd(db, who)) }));
+  // Earn positions and borrow holdings in one statement: the account summary stays within its round trips.
+  deps.ledger.account.registerHoldings(async (db, who) => {
+    const held = await readDefiHoldings(db, who.walletId);
+    return { earnUsd: await earn.valueUsd(db, who, held.earn), ...(await borrow.totalsUsd(db, who, held.borrow)) };
+  });
   return { earn, conversions, borrow };
 }

@@ -42,6 +42,12 @@ export interface Price {
   source: string;
 }
 
+/** Prices read once (`LedgerService.priceBook`): the same answers and `price_stale` refusals as reading each one. */
+export interface PriceBook {
+  price(symbol: string): Price;
+  usdValue(asset: AssetRow, units: bigint, rounding?: 'down' | 'up'): bigint;
+}
+
 export interface LedgerService {
   /** Every asset, cached after the first read (the table is seeded by migrations). */
   assets(db: Db): Promise<Map<string, AssetRow>>;
@@ -53,6 +59,10 @@ export interface LedgerService {
 
   /** The current price, or `price_stale` when it is older than the bound. */
   price(db: Db, symbol: string): Promise<Price>;
+  /** Every price read in one statement, answering as `price` and `usdValue` do: for a read that values several assets. */
+  priceBook(db: Db): Promise<PriceBook>;
+  /** A PriceBook over price rows already read (joined into another statement). */
+  priceBookOf(rows: Iterable<repo.PriceRow>): PriceBook;
   setPrice(db: Db, symbol: string, usd: string, observedAt?: Date | null): Promise<Price>;
   /** USD value (8 decimals) of base units, rounded down (`up` when the value is counted against a cap). */
   usdValue(db: Db, asset: AssetRow, units: bigint, rounding?: 'down' | 'up'): Promise<bigint>;
@@ -87,6 +97,14 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
   const { clock } = deps;
   const maxAge = deps.priceMaxAgeMs ?? DEFAULT_PRICE_MAX_AGE_MS;
   let assetCache: Map<string, AssetRow> | null = null;
+
+  function priceOf(symbol: string, row: repo.PriceRow | undefined): Price {
+    if (!row) throw new ApiError('price_stale', `no price for ${symbol}`, { asset: symbol });
+    if (row.observed_at && clock.now().getTime() - row.observed_at.getTime() > maxAge) {
+      throw new ApiError('price_stale', `the ${symbol} price is older than ${Math.round(maxAge / 1000)} seconds`, { asset: symbol, observed_at: row.observed_at.toISOString() });
+    }
+    return { asset: symbol, usdE8: BigInt(row.usd_e8), observedAt: row.observed_at, source: row.source };
+  }
 
   const walletDelta = (acc: Account) => (acc.kind === 'external' ? null : acc.walletId);
 
@@ -144,12 +162,17 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
     },
 
     async price(db, symbol) {
-      const row = await repo.findPrice(db, symbol);
-      if (!row) throw new ApiError('price_stale', `no price for ${symbol}`, { asset: symbol });
-      if (row.observed_at && clock.now().getTime() - row.observed_at.getTime() > maxAge) {
-        throw new ApiError('price_stale', `the ${symbol} price is older than ${Math.round(maxAge / 1000)} seconds`, { asset: symbol, observed_at: row.observed_at.toISOString() });
-      }
-      return { asset: symbol, usdE8: BigInt(row.usd_e8), observedAt: row.observed_at, source: row.source };
+      return priceOf(symbol, await repo.findPrice(db, symbol));
+    },
+
+    async priceBook(db) {
+      return service.priceBookOf((await repo.listPrices(db)).values());
+    },
+
+    priceBookOf(rows) {
+      const bySymbol = new Map([...rows].map((r) => [r.asset_symbol, r]));
+      const price = (symbol: string) => priceOf(symbol, bySymbol.get(symbol));
+      return { price, usdValue: (asset, units, rounding = 'down') => mulDiv(units, price(asset.symbol).usdE8, 10n ** BigInt(asset.decimals), rounding) };
     },
 
     async setPrice(db, symbol, usd, observedAt) {

@@ -2,7 +2,7 @@
 import type { Schema } from '../../lib/contract.js';
 import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Db } from '../../db/knex.js';
-import { findPolicy, lockPolicy, sumUsage, upsertPolicy } from '../../db/repositories/policy.repository.js';
+import { findPolicy, lockPolicy, sumUsage, sumUsageSinceAndLifetime, upsertPolicy } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
@@ -231,8 +231,7 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       const now = clock.now();
       const period = policy?.period ?? 'day';
       const start = periodStart(period, now);
-      const inPeriod = await sumUsage(db, agentId, start);
-      const lifetime = await sumUsage(db, agentId, null);
+      const { period: inPeriod, lifetime } = await sumUsageSinceAndLifetime(db, agentId, start);
       return { limits: effectiveLimits(policy), usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
     },
   };

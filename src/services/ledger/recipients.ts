@@ -1,8 +1,6 @@
 // Recipients: the agent's named payees (the owner adds them), their reads, and resolution of a `to` before a write.
 import type { Db, Knex } from '../../db/knex.js';
-import { findRecipient, insertRecipient, listRecipients, type RecipientRow } from '../../db/repositories/recipient.repository.js';
-import { findActiveRecurringByRecipient } from '../../db/repositories/recurring-payment.repository.js';
-import { findConfirmedDestinationsByAddress } from '../../db/repositories/trusted-destination.repository.js';
+import { findLinkedRecipient, insertRecipient, listLinkedRecipients, type LinkedRecipientRow } from '../../db/repositories/recipient.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
@@ -26,11 +24,16 @@ export interface RecipientService {
 export function createRecipientService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService }): RecipientService {
   const { clock, ledger, policy } = deps;
 
-  async function publicRecipient(db: Db, r: RecipientRow): Promise<PublicRecipient> {
-    const [dest] = await findConfirmedDestinationsByAddress(db, r.agent_id, r.address);
-    const recurring = await findActiveRecurringByRecipient(db, r.agent_id, r.id);
-    return { id: r.id, name: r.name, address: r.address, chain: r.chain, trusted_destination_id: dest?.id ?? null, recurring_payment_id: recurring?.id ?? null, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString() };
-  }
+  const publicRecipient = (r: LinkedRecipientRow): PublicRecipient => ({
+    id: r.id,
+    name: r.name,
+    address: r.address,
+    chain: r.chain,
+    trusted_destination_id: r.trusted_destination_id,
+    recurring_payment_id: r.recurring_payment_id,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  });
 
   return {
     async addRecipient(db, agentId, input) {
@@ -46,15 +49,14 @@ export function createRecipientService(deps: { clock: Clock; ledger: LedgerServi
 
     async listRecipients(db, agentId, query) {
       const limit = pageLimit(query.limit);
-      const rows = await listRecipients(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
-      const page = toPage(rows, limit, (r) => r, encodeKeyset);
-      return { ...page, items: await Promise.all(page.items.map((r) => publicRecipient(db, r))) };
+      const rows = await listLinkedRecipients(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      return toPage(rows, limit, publicRecipient, encodeKeyset);
     },
 
     async getRecipient(db, agentId, id) {
-      const r = isUuid(id) ? await findRecipient(db, agentId, id) : undefined;
+      const r = isUuid(id) ? await findLinkedRecipient(db, agentId, id) : undefined;
       if (!r) throw new ApiError('not_found', 'recipient not found');
-      return publicRecipient(db, r);
+      return publicRecipient(r);
     },
 
     async resolve(db, who, body) {

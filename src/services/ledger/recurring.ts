@@ -1,14 +1,14 @@
 // Recurring payments to recipients (the owner sets them up; the agent reads them).
 import type { Db } from '../../db/knex.js';
 import { findRecipient } from '../../db/repositories/recipient.repository.js';
-import { findRecurringPayment, insertRecurringPayment, listRecurringPayments, type RecurringPaymentRow } from '../../db/repositories/recurring-payment.repository.js';
+import { findRecurringPaymentWithRecipient, insertRecurringPayment, listRecurringPaymentsWithRecipient, type RecurringPaymentWithRecipient } from '../../db/repositories/recurring-payment.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid, newId } from '../../lib/ids.js';
 import { formatAmount } from '../../lib/money.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
-import { USD_DECIMALS, type LedgerService } from './ledger.js';
+import { USD_DECIMALS, type LedgerService, type PriceBook } from './ledger.js';
 
 export interface RecurringService {
   addRecurring(db: Db, agentId: string, input: { recipientId: string; asset: string; amount: string; interval: string }): Promise<{ recurring_payment_id: string }>;
@@ -21,15 +21,20 @@ const usd = (v: bigint) => formatAmount(v, USD_DECIMALS);
 export function createRecurringService(deps: { clock: Clock; ledger: LedgerService }): RecurringService {
   const { clock, ledger } = deps;
 
-  async function publicRecurring(db: Db, r: RecurringPaymentRow): Promise<Schema<'RecurringPayment'>> {
-    const recipient = await findRecipient(db, r.agent_id, r.recipient_id);
+  /** `book`: the prices, read once for the page. */
+  async function publicRecurring(db: Db, r: RecurringPaymentWithRecipient, book: PriceBook): Promise<Schema<'RecurringPayment'>> {
     const asset = await ledger.requireAsset(db, r.asset_symbol);
-    const amountUsd = await ledger.usdValue(db, asset, BigInt(r.amount)).then(usd, () => null);
+    let amountUsd: string | null;
+    try {
+      amountUsd = usd(book.usdValue(asset, BigInt(r.amount)));
+    } catch {
+      amountUsd = null;
+    }
     return {
       id: r.id,
-      name: recipient?.name ?? '',
+      name: r.recipient_name ?? '',
       recipient_id: r.recipient_id,
-      to_address: recipient?.address ?? '',
+      to_address: r.recipient_address ?? '',
       asset_symbol: r.asset_symbol,
       amount: formatAmount(BigInt(r.amount), asset.decimals),
       amount_usd: amountUsd,
@@ -56,15 +61,16 @@ export function createRecurringService(deps: { clock: Clock; ledger: LedgerServi
 
     async listRecurring(db, agentId, query) {
       const limit = pageLimit(query.limit);
-      const rows = await listRecurringPayments(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const rows = await listRecurringPaymentsWithRecipient(db, agentId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
       const page = toPage(rows, limit, (r) => r, encodeKeyset);
-      return { ...page, items: await Promise.all(page.items.map((r) => publicRecurring(db, r))) };
+      const book = await ledger.priceBook(db);
+      return { ...page, items: await Promise.all(page.items.map((r) => publicRecurring(db, r, book))) };
     },
 
     async getRecurring(db, agentId, id) {
-      const r = isUuid(id) ? await findRecurringPayment(db, agentId, id) : undefined;
+      const r = isUuid(id) ? await findRecurringPaymentWithRecipient(db, agentId, id) : undefined;
       if (!r) throw new ApiError('not_found', 'recurring payment not found');
-      return publicRecurring(db, r);
+      return publicRecurring(db, r, await ledger.priceBook(db));
     },
   };
 }

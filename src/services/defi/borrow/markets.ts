@@ -56,7 +56,8 @@ export function createBorrowCore(deps: BorrowDeps) {
   }
 
   /** The wallet's collateral and debt valued now. Writes pass `strict` (a stale price refuses); reads use the last price. */
-  async function snapshot(db: Db, who: OwnerRef, strict: boolean): Promise<Snapshot> {
+  async function snapshot(db: Db, who: OwnerRef, strict: boolean, held?: repo.PricedHoldings): Promise<Snapshot> {
+    if (!strict) return readSnapshot(db, who, held);
     const markets = new Map((await repo.listMarkets(db)).map((m) => [m.asset_symbol, { ...m, index: accruedIndex(m) }]));
     const assets = await ledger.assets(db);
     const prices = new Map<string, bigint>();
@@ -81,6 +82,35 @@ export function createBorrowCore(deps: BorrowDeps) {
       const scaled = BigInt(d.scaled_amount);
       debts.set(d.asset_symbol, { scaled, owed: aave.debtOf(scaled, m.index) });
       await priceOf(d.asset_symbol);
+    }
+    return { markets, assets, prices, collateral, debts };
+  }
+
+  /**
+   * The read's snapshot in one statement: collateral, debts, their last prices and markets. Its `markets` holds only
+   * the markets of what the wallet holds, all that the reads (summary, totals) look up; answers and price_stale as above.
+   */
+  async function readSnapshot(db: Db, who: OwnerRef, preloaded?: repo.PricedHoldings): Promise<Snapshot> {
+    const held = preloaded ?? (await repo.listPricedHoldings(db, who.walletId));
+    const assets = await ledger.assets(db);
+    const markets: Snapshot['markets'] = new Map();
+    for (const h of [...held.collateral, ...held.debts]) if (h.market) markets.set(h.asset_symbol, { ...h.market, index: accruedIndex(h.market) });
+    const prices = new Map<string, bigint>();
+    const priceOf = (symbol: string, usdE8: string | null) => {
+      if (usdE8 === null) throw new ApiError('price_stale', `no price for ${symbol}`, { asset: symbol });
+      prices.set(symbol, BigInt(usdE8));
+    };
+    const collateral = new Map<string, bigint>();
+    for (const c of held.collateral) {
+      collateral.set(c.asset_symbol, BigInt(c.amount));
+      priceOf(c.asset_symbol, c.usd_e8);
+    }
+    const debts = new Map<string, { scaled: bigint; owed: bigint }>();
+    for (const d of held.debts) {
+      const m = markets.get(d.asset_symbol)!;
+      const scaled = BigInt(d.scaled_amount);
+      debts.set(d.asset_symbol, { scaled, owed: aave.debtOf(scaled, m.index) });
+      priceOf(d.asset_symbol, d.usd_e8);
     }
     return { markets, assets, prices, collateral, debts };
   }

@@ -49,13 +49,13 @@ export function createBorrowPositions(kit: BorrowKit): Pick<BorrowService, 'summ
       };
     },
 
-    async totalsUsd(db, who) {
+    async totalsUsd(db, who, held) {
       const om = await onchainMarket(db);
       if (om) {
         const sum = await onchainSummary(db, om, who);
         return { collateralUsd: parseAmount(sum.collateral_value_usd, USD_DECIMALS), debtUsd: parseAmount(sum.debt_usd, USD_DECIMALS) };
       }
-      const s = await snapshot(db, who, false);
+      const s = await snapshot(db, who, false, held);
       const data = aave.calculateAccountData(collateralInputs(s), debtInputs(s));
       return { collateralUsd: data.totalCollateralUsd, debtUsd: data.totalDebtUsd };
     },

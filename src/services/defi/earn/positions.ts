@@ -1,7 +1,6 @@
 // Earn reads: positions, opportunities and vaults (the owner's list and the admin's addition).
 import * as repo from '../../../db/repositories/vault.repository.js';
 import type { VaultRow } from '../../../db/repositories/vault.repository.js';
-import { findPrice } from '../../../db/repositories/ledger.repository.js';
 import * as erc from '../../../lib/defi/erc4626.js';
 import { ApiError } from '../../../lib/errors.js';
 import { newId } from '../../../lib/ids.js';
@@ -13,29 +12,30 @@ import type { EarnCore } from './vaults.js';
 export function createEarnPositions(core: EarnCore): Pick<EarnService, 'accruedVault' | 'listPositions' | 'getPosition' | 'valueUsd' | 'listOpportunities' | 'addVault' | 'listVaults' | 'findVaultByAddress'> {
   const { clock, ledger, accruedVault, assetOf, allowedProtocols, publicPosition, publicOpportunity } = core;
 
+  /** The position's own price row (read with it) as a PriceBook: the same staleness rule as a price read alone. */
+  const pricedBy = (r: repo.ValuedPosition) => ledger.priceBookOf(r.price ? [r.price] : []);
+
   return {
     accruedVault,
 
     async listPositions(db, who, query) {
       const limit = pageLimit(query.limit);
-      const rows = await repo.listPositions(db, who.walletId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
-      const page = toPage(rows, limit, (r) => r, encodeKeyset);
-      return { ...page, items: await Promise.all(page.items.map((r) => publicPosition(db, r))) };
+      const rows = await repo.listValuedPositions(db, who.walletId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      const page = toPage(rows, limit, (r) => r, (r) => encodeKeyset(r.position));
+      return { ...page, items: await Promise.all(page.items.map((r) => publicPosition(db, r.position, r.vault, pricedBy(r)))) };
     },
 
     async getPosition(db, who, id) {
-      const p = await repo.findPosition(db, who.walletId, id);
+      const p = await repo.findValuedPosition(db, who.walletId, id);
       if (!p) throw new ApiError('not_found', 'earn position not found');
-      return publicPosition(db, p);
+      return publicPosition(db, p.position, p.vault, pricedBy(p));
     },
 
-    async valueUsd(db, who) {
+    async valueUsd(db, who, positions) {
       let total = 0n;
-      for (const p of await repo.listAllPositions(db, who.walletId)) {
+      for (const { position: p, vault: v, price } of positions ?? (await repo.listAllValuedPositions(db, who.walletId))) {
         const shares = BigInt(p.shares);
         if (shares <= 0n) continue;
-        const v = (await repo.findVault(db, p.vault_id))!;
-        const price = await findPrice(db, v.asset_symbol);
         if (!price) continue;
         const asset = await assetOf(db, v.asset_symbol);
         total += mulDiv(erc.previewRedeem(accruedVault(v).state, shares), BigInt(price.usd_e8), 10n ** BigInt(asset.decimals));

@@ -1,6 +1,6 @@
 // The earn service's shapes, apart from its composition so its noun files import no circle.
 import type { Db, Knex } from '../../../db/knex.js';
-import type { VaultRow } from '../../../db/repositories/vault.repository.js';
+import type { ValuedPosition, VaultRow } from '../../../db/repositories/vault.repository.js';
 import * as erc from '../../../lib/defi/erc4626.js';
 import type { Refusal } from '../../../lib/refusal.js';
 import type { ListPage } from '../../cursor.js';
@@ -24,7 +24,8 @@ export interface EarnService {
   listPositions(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'EarnPosition'>>>;
   getPosition(db: Db, who: OwnerRef, id: string): Promise<Schema<'EarnPosition'>>;
   /** USD value (8 decimals) of every position of the wallet at the last known prices (unpriced assets count 0). */
-  valueUsd(db: Db, who: OwnerRef): Promise<bigint>;
+  /** `positions`: the wallet's valued positions when already read (the account summary reads them with the borrow holdings). */
+  valueUsd(db: Db, who: OwnerRef, positions?: ValuedPosition[]): Promise<bigint>;
   listOpportunities(db: Db, who: OwnerRef, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'EarnOpportunity'>>>;
   deposit(db: Db, who: OwnerRef, body: Schema<'EarnDepositRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   withdraw(db: Db, who: OwnerRef, body: Schema<'EarnWithdrawRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;

@@ -13,7 +13,7 @@ import type { Clock } from '../../../lib/clock.js';
 import { ApiError } from '../../../lib/errors.js';
 import { newId } from '../../../lib/ids.js';
 import { formatAmount, mulDiv } from '../../../lib/money.js';
-import { type LedgerService, USD_DECIMALS } from '../../ledger/ledger.js';
+import { type LedgerService, type PriceBook, USD_DECIMALS } from '../../ledger/ledger.js';
 import type { OperationService, OwnerRef } from '../../ledger/operations.js';
 import type { PolicyService } from '../../ledger/policy.js';
 import type { AccruedVault } from './types.js';
@@ -124,7 +124,8 @@ export function createEarnCore(deps: EarnDeps) {
     throw new ApiError('not_found', `no eligible ${asset} vault is available`, { asset });
   }
 
-  async function publicPosition(db: Db, p: PositionRow, vault?: VaultRow): Promise<Schema<'EarnPosition'>> {
+  /** `book`: prices already read (with the position); else the price is read here. */
+  async function publicPosition(db: Db, p: PositionRow, vault?: VaultRow, book?: PriceBook): Promise<Schema<'EarnPosition'>> {
     const v = vault ?? (await repo.findVault(db, p.vault_id))!;
     const asset = await assetOf(db, v.asset_symbol);
     const a = accruedVault(v);
@@ -135,7 +136,7 @@ export function createEarnCore(deps: EarnDeps) {
     const principal = BigInt(p.principal);
     let valueUsd: string | null;
     try {
-      valueUsd = formatAmount(await ledger.usdValue(db, asset, value), USD_DECIMALS);
+      valueUsd = formatAmount(book ? book.usdValue(asset, value) : await ledger.usdValue(db, asset, value), USD_DECIMALS);
     } catch {
       valueUsd = null; // a stale price leaves the USD value unknown; the position itself still reads
     }
