@@ -27,6 +27,10 @@ const SECONDS = arg('seconds', 5);
 const CONNECTIONS = arg('connections', 50);
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const MB = 1024 * 1024;
+/** Exactly what `npm start` runs (`exec node <flags> dist/src/server.js`), on this process's pinned Node. */
+const START_ARGS = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts
+  .start!.replace(/^exec node /, '')
+  .split(' ');
 
 interface Credentials {
   agentId: string;
@@ -57,7 +61,7 @@ async function start(env: Record<string, string>): Promise<Started> {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
   const began = performance.now();
-  const child = spawn(process.execPath, ['dist/src/server.js'], {
+  const child = spawn(process.execPath, START_ARGS, {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), BASE_URL: baseUrl, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -69,7 +73,7 @@ async function start(env: Record<string, string>): Promise<Started> {
   for (;;) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} before /healthz answered:\n${output}`);
     if (performance.now() - began > 120_000) throw new Error(`/healthz did not answer within 120 s:\n${output}`);
-    const ok = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+    const ok = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(10_000) }).then(
       (r) => r.status === 200,
       () => false,
     );
@@ -155,7 +159,7 @@ async function createAgent(baseUrl: string, adminToken: string): Promise<Credent
 
 /** The load is the service's work, not 429s: the agent's read budget is raised far above what 50 connections send. */
 async function raiseReadLimit(baseUrl: string, adminToken: string, agentId: string): Promise<void> {
-  await adminCall(baseUrl, adminToken, 'PUT', `/v1/owner/agents/${agentId}/rate-limits/read`, { limit: 10_000_000, burst: 1_000_000, window_seconds: 60 });
+  await adminCall(baseUrl, adminToken, 'PUT', `/v1/owner/agents/${agentId}/rate-limits/read`, { limit: 1_000_000, burst: 100_000, window_seconds: 60 });
 }
 
 interface ModeFigures {

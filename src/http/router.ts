@@ -202,11 +202,12 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
     byId,
     match,
     implemented,
-    async warm(signal) {
+    async warm(signal, opts = { responses: true }) {
       for (const op of ops) {
         await new Promise((resolve) => setImmediate(resolve));
         if (signal?.aborted) return;
         validator.getRequestValidatorsForOperation!.call(validator, op.operationId);
+        if (!opts.responses) continue;
         validator.getStatusBasedResponseValidatorForOperation!.call(validator, op.operationId);
         validator.getResponseHeadersValidatorForOperation!.call(validator, op.operationId);
       }
