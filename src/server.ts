@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   worker?.start();
   // Warm-up is CPU work on the event loop (seconds on a busy machine): a drain must not wait behind it.
   const warming = new AbortController();
-  if (config.warmValidators) void built.router.warm(warming.signal, { responses: config.validateResponses }).catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
+  if (config.warmValidators) void built.router.warm(warming.signal).catch((err: unknown) => log.error({ err }, 'validator warm-up failed'));
 
   let stopping = false;
   const shutdown = async (signal: string) => {

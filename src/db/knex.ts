@@ -17,7 +17,7 @@ pg.types.setTypeParser(20, (v) => Number(v));
 /**
  * The embedded database's buffer cache. initdb writes Postgres's 128MB default into the data directory, and in PGlite
  * that is WebAssembly memory of the API process, touched as the cache fills; the files are in the OS page cache anyway.
- * 32MB took the embedded API's RSS under load from ~440 MB to ~xxx MB (scripts/bench/footprint.ts).
+ * 16MB took the embedded API's RSS (no validator warm-up) from 414 MB to 285 MB (docs/ARCHITECTURE.md, footprint).
  */
 const PGLITE_SHARED_BUFFERS = '16MB';
 

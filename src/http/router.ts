@@ -202,14 +202,11 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
     byId,
     match,
     implemented,
-    async warm(signal, opts = { responses: true }) {
+    async warm(signal) {
       for (const op of ops) {
         await new Promise((resolve) => setImmediate(resolve));
         if (signal?.aborted) return;
         validator.getRequestValidatorsForOperation!.call(validator, op.operationId);
-        if (!opts.responses) continue;
-        validator.getStatusBasedResponseValidatorForOperation!.call(validator, op.operationId);
-        validator.getResponseHeadersValidatorForOperation!.call(validator, op.operationId);
       }
     },
     async handle(req, ctx) {

@@ -51,11 +51,11 @@ export interface Router {
   implemented: Set<string>;
   /**
    * Compiles every operation's request validators ahead of use, yielding to the event loop between operations
-   * (stops when `signal` aborts) and, with `responses`, its response validators
-   * too. Without response validation (production) those are never used: warming them cost ~4x the time and
-   * ~130 MB of RSS for nothing (docs/ARCHITECTURE.md, "Performance: footprint and startup").
+   * (stops when `signal` aborts). Response validators (VALIDATE_RESPONSES, off in production) compile on an
+   * operation's first response instead: warming them too cost ~4x the CPU and ~135 MB of RSS
+   * (docs/ARCHITECTURE.md, "Performance: footprint and startup").
    */
-  warm(signal?: AbortSignal, opts?: { responses: boolean }): Promise<void>;
+  warm(signal?: AbortSignal): Promise<void>;
 }
 
 export interface RequestContext {
