@@ -1,5 +1,5 @@
 # Every target goes through npm so it runs on the pinned Node 24 (node_modules/.bin first on PATH).
-.PHONY: install gen generators contracts chain lint lint-layers typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain
+.PHONY: install gen generators contracts chain lint lint-layers typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain bench-footprint bench
 
 install:
 	npm ci
@@ -75,3 +75,11 @@ bench-webhooks:
 
 bench-chain:
 	npm run --silent bench:chain
+
+# RSS of the compiled API process under load and time to the first /healthz 200, Postgres mode and embedded default.
+bench-footprint:
+	npm run --silent bench:footprint
+
+# read, payments, webhooks and footprint in turn, then one table of every figure beside its target (not chain: bench-chain).
+bench:
+	npm run --silent bench

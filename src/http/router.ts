@@ -215,8 +215,6 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
         await new Promise((resolve) => setImmediate(resolve));
         if (signal?.aborted) return;
         validator.getRequestValidatorsForOperation!.call(validator, op.operationId);
-        validator.getStatusBasedResponseValidatorForOperation!.call(validator, op.operationId);
-        validator.getResponseHeadersValidatorForOperation!.call(validator, op.operationId);
       }
     },
     async handle(req, ctx) {

@@ -49,7 +49,12 @@ export interface Router {
   /** Problems of a response against the document (empty when it conforms). */
   validateResponse(operationId: string, status: number, body: unknown, headers: Record<string, string>): string[];
   implemented: Set<string>;
-  /** Compiles every operation's validators, yielding to the event loop between operations; stops when `signal` aborts. */
+  /**
+   * Compiles every operation's request validators ahead of use, yielding to the event loop between operations
+   * (stops when `signal` aborts). Response validators (VALIDATE_RESPONSES, off in production) compile on an
+   * operation's first response instead: warming them too cost ~4x the CPU and ~135 MB of RSS
+   * (docs/ARCHITECTURE.md, "Performance: footprint and startup").
+   */
   warm(signal?: AbortSignal): Promise<void>;
 }
 
