@@ -135,14 +135,23 @@ function boundedPgClient(): typeof knexFactory.Client {
   class BoundedPgClient extends PgDialect {
     override async _query(connection: unknown, obj: unknown): Promise<unknown> {
       const query = obj as { sql: string; bindings?: unknown[]; options?: Record<string, unknown> };
+      let unnamed: Record<string, unknown> | undefined;
       if (query.options?.[PREPARE_OPTION]) {
         const { [PREPARE_OPTION]: _marker, ...options } = query.options;
+        unnamed = options;
         query.options = query.bindings?.length ? { ...options, name: statementName(query.sql) } : options;
       }
       try {
         return await super._query(connection, obj);
       } catch (err) {
         if (err instanceof Error && err.message === 'Query read timeout') (connection as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+        // A migration changed a table under a statement this connection prepared ("cached plan must not change result
+        // type"): the connection is retired (its statements with it) and the query runs once more, unnamed.
+        if (unnamed && (err as { code?: string }).code === '0A000') {
+          (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
+          query.options = unnamed;
+          return super._query(connection, obj);
+        }
         throw err;
       }
     }
