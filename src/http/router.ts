@@ -152,10 +152,16 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
     getOperations(): unknown[];
     matchOperation(req: OabRequest, strict?: boolean): unknown;
     normalizeRequest(req: OabRequest): OabRequest;
+    parseRequest(req: OabRequest, operation?: unknown): unknown;
   };
   const flattened = router.getOperations.call(router);
   const flatById = new Map((flattened as { operationId: string }[]).map((o) => [o.operationId, o]));
   router.getOperations = () => flattened;
+  // openapi-backend parses each request twice: before routing (for a pre-routing handler, which we do not register)
+  // and again once the operation is known. Only the second is read (our 404/405 handlers ignore the request), so the
+  // first is a stub: no header copy, cookie parse or query clone per request before routing.
+  const parseRequest = router.parseRequest.bind(router);
+  router.parseRequest = (req: OabRequest, operation?: unknown) => (operation ? parseRequest(req, operation) : { method: req.method, path: req.path, headers: {}, query: {}, params: {}, cookies: {} });
   router.matchOperation = (req: OabRequest, strict?: boolean) => {
     const result = match(req.method, (req.path ?? '/').split('?')[0]!);
     if (result.kind === 'operation') return flatById.get(result.op.operationId);

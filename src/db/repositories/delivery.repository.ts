@@ -1,6 +1,6 @@
 // Webhook delivery records: fan-out from the outbox, fenced claims with leases, attempt results, listing.
 import type { Schema } from '../../lib/contract.js';
-import { withTransaction, type Db } from '../knex.js';
+import { prepared, withTransaction, type Db } from '../knex.js';
 
 export const DELIVERY_CHANNEL = 'webhook_deliveries';
 type DeliveryStatus = Schema<'DeliveryStatus'>;
@@ -303,6 +303,26 @@ export async function findDelivery(db: Db, id: string): Promise<DeliveryRow | un
 }
 
 /** Newest first, keyset on (created_at, id), exclusive of `after`. */
+/**
+ * The first page of an endpoint's deliveries, newest first, if the endpoint belongs to `agentId`: one statement (the
+ * ownership check and the list), prepared. `undefined` when the agent has no such endpoint; `[]` when it has no
+ * deliveries (under these filters).
+ */
+export async function listOwnedDeliveries(db: Db, agentId: string, endpointId: string, options: { status?: string; eventId?: string; limit: number }): Promise<DeliveryRow[] | undefined> {
+  const filters = `${options.status !== undefined ? ' AND status = ?' : ''}${options.eventId !== undefined ? ' AND event_id = ?' : ''}`;
+  const bindings = [...(options.status !== undefined ? [options.status] : []), ...(options.eventId !== undefined ? [options.eventId] : []), options.limit, endpointId, agentId];
+  const { rows } = (await prepared(
+    db.raw(
+      `SELECT e.id AS owned_endpoint_id, d.* FROM webhook_endpoints e
+        LEFT JOIN LATERAL (SELECT * FROM webhook_deliveries WHERE endpoint_id = e.id${filters} ORDER BY created_at DESC, id DESC LIMIT ?) d ON true
+        WHERE e.id = ? AND e.agent_id = ?`,
+      bindings,
+    ),
+  )) as { rows: (DeliveryRow & { owned_endpoint_id: string; id: string | null })[] };
+  if (rows.length === 0) return undefined;
+  return rows.filter((r) => r.id !== null).map(({ owned_endpoint_id: _e, ...row }) => row as DeliveryRow);
+}
+
 export async function listDeliveries(
   db: Db,
   endpointId: string,

@@ -1,5 +1,5 @@
 // Operations: insertion, guarded status transitions, settlement claims and open on-chain operations.
-import type { Db, Knex } from '../knex.js';
+import { prepared, type Db, type Knex } from '../knex.js';
 import { newestFirst, type Keyset } from './keyset.js';
 import { holdStatement, type HoldInput } from './ledger.repository.js';
 
@@ -83,7 +83,7 @@ export async function findOperation(db: Db, agentId: string, id: string): Promis
 }
 
 export async function listOperations(db: Db, f: OperationFilter): Promise<OperationRow[]> {
-  const q = newestFirst(db('operations').where({ agent_id: f.agentId }), f);
+  const q = prepared(newestFirst(db('operations').where({ agent_id: f.agentId }), f));
   if (f.types) q.whereIn('type', f.types);
   if (f.status) q.where('status', f.status);
   if (f.since) q.where('created_at', '>=', f.since);

@@ -24,12 +24,29 @@ export interface WebhookDeliveryService {
   retryDelivery(db: Db, caller: WebhookCaller, id: string, deliveryId: string): Promise<DeliveryView>;
 }
 
+const validLimit = (limit: number | undefined): boolean => {
+  try {
+    checkLimit(limit);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
 const isDeliveryStatus = (status: string): status is DeliveryView['status'] => (DELIVERY_STATUSES as readonly string[]).includes(status);
 
 export function createWebhookDeliveryService(deps: Pick<WebhookServiceDeps, 'clock'>): WebhookDeliveryService {
   const { clock } = deps;
   return {
     async listDeliveries(db, caller, id, query) {
+      // The first page with valid filters (the common read): the ownership check and the list in one statement.
+      if (query.cursor === undefined && isUuid(id) && validLimit(query.limit) && (query.status === undefined || isDeliveryStatus(query.status))) {
+        const limit = checkLimit(query.limit);
+        const rows = await deliveries.listOwnedDeliveries(db, caller.agentId, id, { status: query.status, eventId: query.event_id, limit: limit + 1 });
+        if (!rows) throw new ApiError('not_found', 'webhook endpoint not found', { id });
+        return toIdPage(rows, limit, toDeliveryView);
+      }
+      // Otherwise in order: the endpoint (404 first), the filters, the cursor's anchor, the page.
       const row = await loadOwned(db, caller, id);
       const limit = checkLimit(query.limit);
       const { status } = query;
