@@ -1,7 +1,7 @@
 // The same-work server of the read benchmark (issue 12): the least a correct server can do for each measured read.
 // node:http, one Postgres query for the key check (SHA-256 of the presented key compared in constant time with the
 // stored hash, as src/auth/api-key.ts does), one Redis EVALSHA of a GCRA script, one Postgres query for the
-// route's data, JSON out. No framework, no validation, no logging: the floor the real pipeline is compared with.
+// route's data (named prepared statements, as the service uses on its hot reads), JSON out. No framework, no validation, no logging: the floor the real pipeline is compared with.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import pg from 'pg';
 import { createClient } from 'redis';
@@ -36,7 +36,12 @@ interface Agent {
   address: string | null;
 }
 
-type Route = (pool: pg.Pool, agent: Agent, param: string | undefined) => Promise<unknown>;
+/** Queries go as named (prepared) statements, as the service's hot reads do (src/db/knex.ts `prepared`). */
+interface Db {
+  query(text: string, values: unknown[]): Promise<pg.QueryResult>;
+}
+
+type Route = (pool: Db, agent: Agent, param: string | undefined) => Promise<unknown>;
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 const page = (items: unknown[]) => ({ ok: true, items, has_more: false, next_cursor: null });
@@ -90,7 +95,16 @@ export interface SameWorkServer {
 }
 
 export async function createSameWorkServer(opts: { databaseUrl: string; redisUrl: string; prefix: string; poolMax: number }): Promise<SameWorkServer> {
-  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolMax });
+  const connections = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolMax });
+  const names = new Map<string, string>();
+  const pool: Db & { end(): Promise<void> } = {
+    query: (text, values) => {
+      let name = names.get(text);
+      if (!name) names.set(text, (name = `same_work_${names.size}`));
+      return connections.query({ name, text, values });
+    },
+    end: () => connections.end(),
+  };
   const redis = createClient({ url: opts.redisUrl });
   await redis.connect();
   const sha = String(await redis.sendCommand(['SCRIPT', 'LOAD', GCRA]));
