@@ -2,12 +2,14 @@
 // payments service the area exposes: these with one-off payments, recipients, recurring payments and routing.
 import type { Db, Knex } from '../../db/knex.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
+import { findPayeesAndPrice } from '../../db/repositories/recipient.repository.js';
 import type { OperationRow } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount, mulDiv } from '../../lib/money.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { isEvmAddress } from '../../lib/wallet-keys.js';
 import { createDelivery } from './delivery.js';
 import type { LedgerService } from './ledger.js';
 import { createOneOffService, type OneOffService } from './one-off-payments.js';
@@ -15,7 +17,7 @@ import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from '.
 import type { PolicyService } from './policy.js';
 import { createRecipientService, type RecipientService } from './recipients.js';
 import { createRecurringService, type RecurringService } from './recurring.js';
-import { pickRoute, routeTargets, type Target } from './routing.js';
+import { addressTargets, pickRoute, routeTargets, type Target } from './routing.js';
 import { resolveMoney, shortAddress as short } from './write-input.js';
 
 /** The request body as the document declares it. */
@@ -63,8 +65,20 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       const note = body.note ?? null;
       const asset = await ledger.requireAsset(db, body.asset);
       const deliverAs = body.deliver_as ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
-      const target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
-      const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
+      let target: Target;
+      let amount: bigint;
+      let usdE8: bigint;
+      if (isEvmAddress(body.to) && body.amount_usd == null) {
+        // To an address, in asset units (the usual payment): the payees and the price in one statement.
+        // Refusals in the order of the general path: the route, the amount, then the price.
+        const { price, ...payees } = await findPayeesAndPrice(db, who.agentId, body.to, asset.symbol);
+        target = pickRoute(await addressTargets(db, body.to, payees), body.prefer);
+        amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
+        usdE8 = ledger.priceBookOf(price ? [price] : []).usdValue(asset, amount, 'up');
+      } else {
+        target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
+        ({ amount, usdE8 } = await resolveMoney(db, ledger, asset, body));
+      }
       const converting = deliverAs.symbol !== asset.symbol;
       const slippagePercent = body.slippage_percent ?? 1;
       const slippageBps = Math.round(slippagePercent * 100);
