@@ -125,6 +125,8 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
           const claimed = await claim(trx, run);
           if (claimed) return claimed;
           let result: HandlerResult;
+          const slot: repo.AnswerSlot = { agentId: run.agentId, key: run.key, seal: (json) => sealer.seal(json) };
+          repo.openAnswerSlot(trx, slot);
           try {
             result = await execute(trx);
           } catch (err) {
@@ -135,7 +137,10 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
             if (!isApiError(err) || !isStorable(err.status)) throw err;
             throw new ThrownRefusal(err);
           }
-          await store(trx, run, result);
+          // The effects' own statement may have stored the answer already (repo.AnswerSlot): kept only when it is
+          // exactly this response, byte for byte; otherwise stored here over it.
+          const stored = slot.stored;
+          if (!stored || stored.status !== result.status || (result.headers && Object.keys(result.headers).length > 0) || stored.json !== JSON.stringify(result.body)) await store(trx, run, result);
           return { result, replayed: false };
         });
       } catch (err) {

@@ -100,6 +100,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         details,
         humanMessage: `Paying ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${who2}${converting ? ` delivered as ${deliverAs.symbol}` : ''}`,
         idempotencyKey,
+        answer: operations.writeResponse,
       });
       return isRefusal(created) ? created : operations.writeResponse(created.operation);
     },
