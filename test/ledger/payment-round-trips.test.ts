@@ -29,7 +29,7 @@ describe('createPayment', () => {
   });
   after(async () => s.close());
 
-  it('sends at most 7 statements to Postgres for one accepted payment with period caps', async () => {
+  it('sends at most 6 statements to Postgres for one accepted payment with period caps', async () => {
     const agent = await s.createAgent({ policy: { operation_types: ['payment'], allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000', period: 'day', max_txs_per_period: 100 }, fund: { USDC: '100' }, rateLimit: { limit: 1000, classes: ['write'] } });
     const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' };
     // A first payment warms what is cached per process (assets, the router), as in steady state.
@@ -39,8 +39,8 @@ describe('createPayment', () => {
       status = (await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status;
     });
     expect(status).to.equal(200);
-    // auth, BEGIN, claim, route + price, policy lock + usage (one round trip), hold + operation + stored response, COMMIT
-    expect(statements, statements.join('\n---\n')).to.have.length.at.most(7);
+    // auth, BEGIN, claim, payees + price + policy lock + usage (one round trip), hold + operation + stored response, COMMIT
+    expect(statements, statements.join('\n---\n')).to.have.length.at.most(6);
     expect(statements.filter((q) => /^(BEGIN|COMMIT)/i.test(q.trim()))).to.have.length(2);
   });
 

@@ -37,9 +37,10 @@ const COUNTED = `counts_toward_limits AND status IN ('accepted', 'submitted', 'e
  * test/ledger/policy-usage-race.test.ts holds this. The sums re-read the (now locked) row to know which caps exist
  * and the period: `periodStarts` gives the start of each period kind. Values are literals (no bind parameters in a
  * multi-statement string): the agent id is checked to be a UUID and the dates are ISO strings we made. PGlite takes
- * one statement per query: there the two statements are sent one after the other.
+ * one statement per query: there the two statements are sent one after the other. `lead`: a read-only statement of
+ * the caller's, with literal values, sent first in the same round trip (its rows are `leadRows`).
  */
-export async function lockPolicyWithUsage(db: Db, agentId: string, periodStarts: { day: Date; week: Date; month: Date }): Promise<{ row: PolicyRow | undefined; usage: LockedUsage }> {
+export async function lockPolicyWithUsage(db: Db, agentId: string, periodStarts: { day: Date; week: Date; month: Date }, lead?: string): Promise<{ row: PolicyRow | undefined; usage: LockedUsage; leadRows: unknown[] }> {
   if (!UUID.test(agentId)) throw new Error('lockPolicyWithUsage: the agent id is not a UUID');
   const lock = `SELECT agent_id, policy, updated_at FROM agent_policies WHERE agent_id = '${agentId}' FOR UPDATE`;
   const since = `CASE p.policy->>'period' WHEN 'week' THEN '${periodStarts.week.toISOString()}'::timestamptz WHEN 'month' THEN '${periodStarts.month.toISOString()}'::timestamptz ELSE '${periodStarts.day.toISOString()}'::timestamptz END`;
@@ -49,13 +50,16 @@ export async function lockPolicyWithUsage(db: Db, agentId: string, periodStarts:
       CASE WHEN p.policy->'lifetime_usd' IS NOT NULL THEN
         (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}) END AS lifetime
     FROM agent_policies p WHERE p.agent_id = '${agentId}'`;
+  let leadRows: unknown[] = [];
   let lockRows: PolicyRow[];
   let sumRows: { period: string | null; lifetime: string | null }[];
   if (multiStatementQueries(db)) {
-    const results = (await db.raw(`${lock};\n${sums}`)) as unknown as [{ rows: PolicyRow[] }, { rows: { period: string | null; lifetime: string | null }[] }];
-    lockRows = results[0].rows;
-    sumRows = results[1].rows;
+    const results = (await db.raw([lead, lock, sums].filter((q) => q !== undefined).join(';\n'))) as unknown as { rows: unknown[] }[];
+    if (lead !== undefined) leadRows = results.shift()!.rows;
+    lockRows = results[0]!.rows as PolicyRow[];
+    sumRows = results[1]!.rows as { period: string | null; lifetime: string | null }[];
   } else {
+    if (lead !== undefined) leadRows = (await db.raw(lead)).rows;
     lockRows = (await db.raw(lock)).rows;
     sumRows = (await db.raw(sums)).rows;
   }
@@ -64,7 +68,7 @@ export async function lockPolicyWithUsage(db: Db, agentId: string, periodStarts:
     const [usd, n] = v.split(':');
     return { usd_e8: BigInt(usd!), count: Number(n) };
   };
-  return { row: lockRows[0], usage: { period: parse(sumRows[0]?.period), lifetime: parse(sumRows[0]?.lifetime) } };
+  return { row: lockRows[0], usage: { period: parse(sumRows[0]?.period), lifetime: parse(sumRows[0]?.lifetime) }, leadRows };
 }
 
 /** Usage toward policy caps: accepted, submitted and executed money-moving operations since `since` (all time when null). */

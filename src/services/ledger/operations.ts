@@ -20,7 +20,7 @@ import { createActivityLog, type ActivityInput } from './activity.js';
 import { createChains } from './chains.js';
 import { accountName, type LedgerService } from './ledger.js';
 import { createOperationViews, type OperationViews } from './operation-views.js';
-import type { PolicyRequest, PolicyService } from './policy.js';
+import type { LockedPolicy, PolicyRequest, PolicyService } from './policy.js';
 import { createSettlementScheduler, type SettlementScheduler } from './settlement.js';
 
 export type { PublicOperation, WriteResponse } from './operation-views.js';
@@ -92,6 +92,8 @@ export interface CreateOperationInput {
   eventData?: Record<string, unknown>;
   /** The owner acting out of band (agentctl): no agent policy applies. */
   skipPolicy?: boolean;
+  /** The agent's policy row as the caller already locked it in this transaction (PolicyService.lock). */
+  lockedPolicy?: LockedPolicy;
   /**
    * The 200 body the caller answers with for the accepted operation, when it is a function of the row alone: then
    * the Idempotency-Key record stores it in the statement that writes the operation (one round trip fewer).
@@ -210,7 +212,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           updated_at: now,
         };
 
-        const decision = input.skipPolicy ? ({ allowed: true } as const) : await policy.evaluate(trx, input.principal.agentId, { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null });
+        const decision = input.skipPolicy ? ({ allowed: true } as const) : await policy.evaluate(trx, input.principal.agentId, { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null }, input.lockedPolicy);
         if (!decision.allowed) {
           const op = await insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
           await terminalEffects(trx, op, 'operation.policy_rejected');

@@ -1,8 +1,8 @@
 // Payments to a recipient, trusted destination or address (optionally delivered as another asset), and the
 // payments service the area exposes: these with one-off payments, recipients, recurring payments and routing.
-import type { Db, Knex } from '../../db/knex.js';
+import { withTransaction, type Db, type Knex } from '../../db/knex.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
-import { findPayeesAndPrice } from '../../db/repositories/recipient.repository.js';
+import { payeesAndPriceOf, payeesAndPriceStatement } from '../../db/repositories/recipient.repository.js';
 import type { OperationRow } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
@@ -14,7 +14,7 @@ import { createDelivery } from './delivery.js';
 import type { LedgerService } from './ledger.js';
 import { createOneOffService, type OneOffService } from './one-off-payments.js';
 import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
-import type { PolicyService } from './policy.js';
+import type { LockedPolicy, PolicyService } from './policy.js';
 import { createRecipientService, type RecipientService } from './recipients.js';
 import { createRecurringService, type RecurringService } from './recurring.js';
 import { addressTargets, pickRoute, routeTargets, type Target } from './routing.js';
@@ -34,6 +34,55 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
   const { ledger, operations } = deps;
   const delivery = createDelivery({ ledger, activity: { record: operations.recordActivity } });
   const { paymentToAccount, recordReceived } = delivery;
+
+  /** createPayment inside its transaction (the caller's, or one of its own when the request has no Idempotency-Key). */
+  async function createPaymentIn(db: Knex.Transaction, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
+    const note = body.note ?? null;
+    const asset = await ledger.requireAsset(db, body.asset);
+    const deliverAs = body.deliver_as ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
+    let target: Target;
+    let locked: LockedPolicy | undefined;
+    let amount: bigint;
+    let usdE8: bigint;
+    if (isEvmAddress(body.to) && body.amount_usd == null && deliverAs.symbol === asset.symbol) {
+      // To an address, in asset units, no conversion (the usual payment): the payees and the price read in the round trip that locks the policy row and sums its usage: nothing
+      // waits between the lock and these reads but this process's own work (no round trip). Refusals in the order
+      // of the general path: the route, the amount, then the price (then policy).
+      locked = await deps.policy.lock(db, who.agentId, payeesAndPriceStatement(who.agentId, body.to, asset.symbol));
+      const { price, ...payees } = payeesAndPriceOf(locked.leadRows[0] as Parameters<typeof payeesAndPriceOf>[0]);
+      target = pickRoute(await addressTargets(db, body.to, payees), body.prefer);
+      amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
+      usdE8 = ledger.priceBookOf(price ? [price] : []).usdValue(asset, amount, 'up');
+    } else {
+      target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
+      ({ amount, usdE8 } = await resolveMoney(db, ledger, asset, body));
+    }
+    const converting = deliverAs.symbol !== asset.symbol;
+    const slippagePercent = body.slippage_percent ?? 1;
+    const slippageBps = Math.round(slippagePercent * 100);
+    const details: Record<string, unknown> = { route: target.route, recipient_id: target.recipientId, trusted_destination_id: target.destinationId, recurring_payment_id: target.recurringPaymentId, note };
+    if (converting) {
+      const quoted = await ledger.convert(db, asset, deliverAs, amount);
+      if (quoted <= 0n) throw new ApiError('validation_failed', 'the amount converts to nothing', { field: 'amount' });
+      Object.assign(details, { deliver_as: deliverAs.symbol, quoted_deliver_amount: quoted.toString(), min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(), slippage_bps: slippageBps });
+    }
+    const who2 = target.name ? `${target.name} (${short(target.address)})` : short(target.address);
+    const created = await operations.create(db, {
+      principal: who,
+      type: 'payment',
+      asset: asset.symbol,
+      amount,
+      amountUsdE8: usdE8,
+      toAddress: target.address,
+      policy: { recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address }, slippageBps: converting ? slippageBps : null },
+      details,
+      humanMessage: `Paying ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${who2}${converting ? ` delivered as ${deliverAs.symbol}` : ''}`,
+      idempotencyKey,
+      answer: operations.writeResponse,
+      lockedPolicy: locked,
+    });
+    return isRefusal(created) ? created : operations.writeResponse(created.operation);
+  }
 
   return {
     ...createOneOffService({ ...deps, delivery }),
@@ -61,49 +110,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
      * caps in the policy there is no statement 8. Settlement runs later in the settlement loop (settlement.ts), in its
      * own transaction, as before.
      */
-    async createPayment(db, who, body, idempotencyKey) {
-      const note = body.note ?? null;
-      const asset = await ledger.requireAsset(db, body.asset);
-      const deliverAs = body.deliver_as ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
-      let target: Target;
-      let amount: bigint;
-      let usdE8: bigint;
-      if (isEvmAddress(body.to) && body.amount_usd == null) {
-        // To an address, in asset units (the usual payment): the payees and the price in one statement.
-        // Refusals in the order of the general path: the route, the amount, then the price.
-        const { price, ...payees } = await findPayeesAndPrice(db, who.agentId, body.to, asset.symbol);
-        target = pickRoute(await addressTargets(db, body.to, payees), body.prefer);
-        amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
-        usdE8 = ledger.priceBookOf(price ? [price] : []).usdValue(asset, amount, 'up');
-      } else {
-        target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
-        ({ amount, usdE8 } = await resolveMoney(db, ledger, asset, body));
-      }
-      const converting = deliverAs.symbol !== asset.symbol;
-      const slippagePercent = body.slippage_percent ?? 1;
-      const slippageBps = Math.round(slippagePercent * 100);
-      const details: Record<string, unknown> = { route: target.route, recipient_id: target.recipientId, trusted_destination_id: target.destinationId, recurring_payment_id: target.recurringPaymentId, note };
-      if (converting) {
-        const quoted = await ledger.convert(db, asset, deliverAs, amount);
-        if (quoted <= 0n) throw new ApiError('validation_failed', 'the amount converts to nothing', { field: 'amount' });
-        Object.assign(details, { deliver_as: deliverAs.symbol, quoted_deliver_amount: quoted.toString(), min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(), slippage_bps: slippageBps });
-      }
-      const who2 = target.name ? `${target.name} (${short(target.address)})` : short(target.address);
-      const created = await operations.create(db, {
-        principal: who,
-        type: 'payment',
-        asset: asset.symbol,
-        amount,
-        amountUsdE8: usdE8,
-        toAddress: target.address,
-        policy: { recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address }, slippageBps: converting ? slippageBps : null },
-        details,
-        humanMessage: `Paying ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${who2}${converting ? ` delivered as ${deliverAs.symbol}` : ''}`,
-        idempotencyKey,
-        answer: operations.writeResponse,
-      });
-      return isRefusal(created) ? created : operations.writeResponse(created.operation);
-    },
+    createPayment: (db, who, body, idempotencyKey) => withTransaction(db, (trx) => createPaymentIn(trx, who, body, idempotencyKey)),
 
     async settlePayment(trx, op) {
       const address = op.to_address!;

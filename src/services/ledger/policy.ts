@@ -2,7 +2,7 @@
 import type { Schema } from '../../lib/contract.js';
 import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Db } from '../../db/knex.js';
-import { findPolicy, lockPolicyWithUsage, sumUsageSinceAndLifetime, upsertPolicy } from '../../db/repositories/policy.repository.js';
+import { findPolicy, lockPolicyWithUsage, sumUsageSinceAndLifetime, upsertPolicy, type LockedUsage, type PolicyRow } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
@@ -40,6 +40,13 @@ export interface PolicyRequest {
 
 export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
+/** The policy row locked by this transaction, with the usage its caps need (PolicyService.lock). */
+export interface LockedPolicy {
+  row: PolicyRow | undefined;
+  usage: LockedUsage;
+  leadRows: unknown[];
+}
+
 export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
 
 export interface PolicyService {
@@ -48,8 +55,13 @@ export interface PolicyService {
   set(db: Db, agentId: string, input: unknown): Promise<Policy>;
   allowAll(db: Db, agentId: string): Promise<Policy>;
   get(db: Db, agentId: string): Promise<Policy | null>;
-  /** Locks the agent's policy row, then decides. Must run inside the write transaction. */
-  evaluate(trx: Db, agentId: string, request: PolicyRequest): Promise<PolicyDecision>;
+  /**
+   * Locks the agent's policy row and reads the usage its caps need (one round trip), with `lead`, a read-only
+   * statement of the caller's, in the same round trip (its rows: `leadRows`). Inside the write transaction.
+   */
+  lock(trx: Db, agentId: string, lead?: string): Promise<LockedPolicy>;
+  /** Locks the agent's policy row (or takes the `locked` one this transaction already holds), then decides. Must run inside the write transaction. */
+  evaluate(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<PolicyDecision>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
 }
 
@@ -201,10 +213,14 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       return row ? fromStored(row.policy) : null;
     },
 
-    async evaluate(trx, agentId, req) {
+    async lock(trx, agentId, lead) {
       const now = clock.now();
       // The lock and the usage sums its caps need in one round trip, the sums after the lock (lockPolicyWithUsage).
-      const { row, usage } = await lockPolicyWithUsage(trx, agentId, { day: periodStart('day', now), week: periodStart('week', now), month: periodStart('month', now) });
+      return lockPolicyWithUsage(trx, agentId, { day: periodStart('day', now), week: periodStart('week', now), month: periodStart('month', now) }, lead);
+    },
+
+    async evaluate(trx, agentId, req, locked) {
+      const { row, usage } = locked ?? (await service.lock(trx, agentId));
       if (!row) return deny('permission_not_granted', 'the agent has no policy: every operation is denied by default', { operation_type: req.type });
       const p = parsedPolicy(row.policy);
       if (!listed(p.operation_types, req.type) || (Array.isArray(p.operation_types) && p.operation_types.length === 0)) {
