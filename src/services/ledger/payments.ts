@@ -91,24 +91,29 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     targets: routeTargets,
 
     /**
-     * Round trips of one accepted payment through HTTP (test/ledger/payment-round-trips.test.ts fails above 11):
+     * Round trips of one accepted payment through HTTP (test/ledger/payment-round-trips.test.ts fails above 6):
      *   Redis     1  rate limit: one script call (src/ratelimit)
      *   Postgres  1  authenticate the API key (src/auth/api-key.ts, outside the transaction)
      *             2  BEGIN
-     *             3  claim the Idempotency-Key: advisory lock + record insert in one statement (idempotency.repository claimRecord)
-     *             4  SAVEPOINT idem_effects (a thrown refusal undoes the effects, keeps the claim)
-     *             5  route `to`: recipients and confirmed trusted destinations at the address in one statement (findPayeesByAddress)
-     *             6  the asset's price (USD value for the caps)
-     *             7  lock the policy row (policy.evaluate)
-     *             8  usage since the period start: a statement of its own by necessity, its snapshot must follow the lock
-     *             9  hold + operation: balance guard, hold row, both journal legs and the operation row in one statement
-     *                (operation.repository insertOperationWithHold); an accepted payment writes no outbox event (settlement
-     *                writes payment.executed later; a type that announces acceptance adds its event here, operations.ts)
-     *            10  store the response on the claimed record
-     *            11  COMMIT
-     * Before: 16 (lock and look were two statements, routing two, the hold three, the operation one). Without period
-     * caps in the policy there is no statement 8. Settlement runs later in the settlement loop (settlement.ts), in its
-     * own transaction, as before.
+     *             3  claim the Idempotency-Key: advisory lock + record insert in one statement (idempotency.repository
+     *                claimRecord). No SAVEPOINT: a refusal thrown later rolls the whole transaction back and is stored
+     *                in a transaction of its own (idempotency.ts storeRefusal)
+     *             4  one simple-protocol query string of three statements (policy.repository lockPolicyWithUsage):
+     *                the payees at the address and the asset's price (recipient.repository payeesAndPriceStatement),
+     *                the policy row lock, then the usage sums its caps need. Each statement of the string takes its
+     *                own snapshot, so the sums start after the lock is granted and see every payment committed under
+     *                it before (test/ledger/payments.test.ts races 100 and 60 writes at the caps)
+     *             5  hold + operation + the stored answer: balance guard, hold row, both journal legs, the operation
+     *                row and the Idempotency-Key record's response (its id made here, the answer known before the
+     *                statement: operation.repository insertOperationWithHold, idempotency.repository AnswerSlot).
+     *                An accepted payment writes no outbox event (settlement writes payment.executed later; a type
+     *                that announces acceptance adds its event here, operations.ts)
+     *             6  COMMIT
+     * Before: 16, then 11 (a SAVEPOINT, routing, the price, the usage sum and the stored response each had a round trip
+     * of their own). Everything the policy lock does not need is done before it or in its round trip; after it only
+     * statement 5 and the COMMIT. Other `to` forms (recipient id, name), amount_usd and deliver_as take the general path
+     * (routing and price statements of their own before the lock). PGlite sends the statements of 4 one by one.
+     * Settlement runs later in the settlement loop (settlement.ts), in its own transaction, as before.
      */
     createPayment: (db, who, body, idempotencyKey) => withTransaction(db, (trx) => createPaymentIn(trx, who, body, idempotencyKey)),
 
