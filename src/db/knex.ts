@@ -90,6 +90,14 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
   return db;
 }
 
+/**
+ * Whether `db` (or a transaction of it) may send several statements in one simple-protocol query: node-postgres
+ * can, PGlite's query (extended protocol) cannot.
+ */
+export function multiStatementQueries(db: Knex): boolean {
+  return (db.client.constructor as { embedded?: boolean }).embedded !== true;
+}
+
 type PgLiteClientClass = new (config: unknown) => { processResponse(obj: { method?: string }, runner: unknown): unknown };
 
 /**
@@ -99,6 +107,8 @@ type PgLiteClientClass = new (config: unknown) => { processResponse(obj: { metho
  */
 function pgliteClient(Base: PgLiteClientClass): typeof knexFactory.Client {
   class PgLiteClient extends Base {
+    /** Read by simpleQueriesAllowed. */
+    static readonly embedded = true;
     override processResponse(obj: { method?: string }, runner: unknown): unknown {
       return super.processResponse(obj.method === 'del' ? { ...obj, method: 'delete' } : obj, runner);
     }

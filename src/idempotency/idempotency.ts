@@ -75,6 +75,44 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
     return replay(row);
   };
 
+  /**
+   * Claims the key in `trx`: null when this run holds it and should execute; otherwise the answer (the replay of a
+   * live record) or a throw (409 in progress, 422 fingerprint mismatch).
+   */
+  const claim = async (trx: Knex.Transaction, run: IdempotentRun): Promise<IdempotencyOutcome | null> => {
+    const at = deps.clock.now();
+    // Claim: the lock and the record in one statement (repo.claimRecord says why it sees a run that just committed).
+    const { locked, claimed } = await repo.claimRecord(trx, { agent_id: run.agentId, key: run.key, fingerprint: run.fingerprint, operation_id: run.operationId, created_at: at, expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS) });
+    if (!locked) {
+      count('request_in_progress');
+      throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
+    }
+    if (claimed) return null;
+    const record = await repo.findLiveRecord(trx, run.agentId, run.key, at);
+    if (!record) throw new Error('the Idempotency-Key has a live record that could not be read');
+    return check(record, run);
+  };
+
+  /** Stores the answer on the claimed record, or drops the claim when the answer is not stored. */
+  const store = async (trx: Knex.Transaction, run: IdempotentRun, result: HandlerResult): Promise<void> => {
+    if (isStorable(result.status)) await repo.storeResponse(trx, run.agentId, run.key, { status_code: result.status, sealed_response: sealer.seal(JSON.stringify(result.body)), response_headers: result.headers ?? {} });
+    else await repo.dropClaim(trx, run.agentId, run.key);
+  };
+
+  /**
+   * A thrown refusal, its effects rolled back with the claim: claims the key again and stores the refusal. Between
+   * the two transactions the key was free, so a duplicate may have claimed it since: then this run answers as any
+   * duplicate does (409 while it runs, its stored answer once it committed), never with a second execution of its own.
+   */
+  const storeRefusal = async (run: IdempotentRun, err: ApiError): Promise<IdempotencyOutcome> =>
+    withTransaction(deps.db, async (trx) => {
+      const claimed = await claim(trx, run);
+      if (claimed) return claimed;
+      const result: HandlerResult = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
+      await store(trx, run, result);
+      return { result, replayed: false };
+    });
+
   return {
     /**
      * Runs `execute` at most once per (agent, key). A concurrent duplicate gets 409
@@ -84,36 +122,29 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
       let outcome: IdempotencyOutcome | null;
       try {
         outcome = await withTransaction(deps.db, async (trx) => {
-          const at = deps.clock.now();
-          // Claim: the lock and the record in one statement (repo.claimRecord says why it sees a run that just committed).
-          const { locked, claimed } = await repo.claimRecord(trx, { agent_id: run.agentId, key: run.key, fingerprint: run.fingerprint, operation_id: run.operationId, created_at: at, expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS) });
-          if (!locked) {
-            count('request_in_progress');
-            throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
-          }
-          if (!claimed) {
-            const record = await repo.findLiveRecord(trx, run.agentId, run.key, at);
-            if (!record) throw new Error('the Idempotency-Key has a live record that could not be read');
-            return check(record, run);
-          }
+          const claimed = await claim(trx, run);
+          if (claimed) return claimed;
           let result: HandlerResult;
+          const slot: repo.AnswerSlot = { agentId: run.agentId, key: run.key, seal: (json) => sealer.seal(json) };
+          repo.openAnswerSlot(trx, slot);
           try {
-            await trx.raw('SAVEPOINT idem_effects');
             result = await execute(trx);
           } catch (err) {
+            // A refusal thrown by the service: its effects must not stay. No savepoint is taken on the way in (one
+            // round trip fewer for every write); the whole transaction, claim included, rolls back instead and the
+            // refusal is stored in a transaction of its own (storeRefusal). Refusals that keep their effects
+            // (policy rejections) are returned, not thrown, and commit below.
             if (!isApiError(err) || !isStorable(err.status)) throw err;
-            // A refusal: keep its effects only when the service asked for it (policy rejections).
-            await trx.raw('ROLLBACK TO SAVEPOINT idem_effects');
-            result = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
+            throw new ThrownRefusal(err);
           }
-          if (isStorable(result.status)) {
-            await repo.storeResponse(trx, run.agentId, run.key, { status_code: result.status, sealed_response: sealer.seal(JSON.stringify(result.body)), response_headers: result.headers ?? {} });
-          } else {
-            await repo.dropClaim(trx, run.agentId, run.key);
-          }
+          // The effects' own statement may have stored the answer already (repo.AnswerSlot): kept only when it is
+          // exactly this response, byte for byte; otherwise stored here over it.
+          const stored = slot.stored;
+          if (!stored || stored.status !== result.status || (result.headers && Object.keys(result.headers).length > 0) || stored.json !== JSON.stringify(result.body)) await store(trx, run, result);
           return { result, replayed: false };
         });
       } catch (err) {
+        if (err instanceof ThrownRefusal) return storeRefusal(run, err.error);
         // Backstop: the claim yields to a committed record without an error (ON CONFLICT), but a unique violation
         // on the key, should one arise, still means another run's record wins and is replayed.
         if ((err as { code?: string }).code !== '23505') throw err;
@@ -136,6 +167,13 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
       return rows.length;
     },
   };
+}
+
+/** Carries a refusal thrown by a run's effects out of its transaction, so that the transaction rolls back. */
+class ThrownRefusal extends Error {
+  constructor(readonly error: ApiError) {
+    super(error.message);
+  }
 }
 
 export type Idempotency = ReturnType<typeof createIdempotency>;

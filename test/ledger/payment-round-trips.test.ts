@@ -29,7 +29,7 @@ describe('createPayment', () => {
   });
   after(async () => s.close());
 
-  it('sends at most 11 statements to Postgres for one accepted payment with period caps', async () => {
+  it('sends at most 6 statements to Postgres for one accepted payment with period caps', async () => {
     const agent = await s.createAgent({ policy: { operation_types: ['payment'], allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000', period: 'day', max_txs_per_period: 100 }, fund: { USDC: '100' }, rateLimit: { limit: 1000, classes: ['write'] } });
     const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' };
     // A first payment warms what is cached per process (assets, the router), as in steady state.
@@ -39,9 +39,23 @@ describe('createPayment', () => {
       status = (await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status;
     });
     expect(status).to.equal(200);
-    // auth, BEGIN, claim, SAVEPOINT, route, price, policy lock, usage, hold + operation, response, COMMIT
-    expect(statements, statements.join('\n---\n')).to.have.length.at.most(11);
+    // auth, BEGIN, claim, payees + price + policy lock + usage (one round trip), hold + operation + stored response, COMMIT
+    expect(statements, statements.join('\n---\n')).to.have.length.at.most(6);
     expect(statements.filter((q) => /^(BEGIN|COMMIT)/i.test(q.trim()))).to.have.length(2);
+  });
+
+  it('stores a refusal thrown after the effects began (insufficient funds) with nothing of the effects, and replays it', async () => {
+    const agent = await s.createAgent({ policy: 'all', fund: { USDC: '1' }, rateLimit: { limit: 1000, classes: ['write'] } });
+    const key = newKey();
+    const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '5' };
+    const first = await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: key });
+    expect(first.status).to.equal(422);
+    expect(first.body).to.have.nested.property('error.code', 'insufficient_funds');
+    const again = await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: key });
+    expect(again.text).to.equal(first.text);
+    expect(again.headers.get('x-idempotency-replayed')).to.equal('true');
+    const ops = await s.db('operations').where({ agent_id: agent.agentId });
+    expect(ops).to.have.length(0);
   });
 
   it('answers a replay of the same key from the stored record in at most 5 statements, with the same body', async () => {

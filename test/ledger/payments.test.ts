@@ -168,6 +168,19 @@ describe('policy', () => {
     expect(await f.db('operations').where({ agent_id: agent.agentId, status: 'policy_rejected' }).count('* as n').first()).to.deep.equal({ n: 90 });
   });
 
+  it('never accepts more than the lifetime cap or the count cap under concurrent writes (usage read after the lock)', async function () {
+    this.timeout(60_000);
+    const lifetime = await makeAgent(f, { policy: { operation_types: 'all', lifetime_usd: '7' }, fund: { USDC: '1000' } });
+    const counted = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 6, period: 'month' }, fund: { USDC: '1000' } });
+    const burst = (agent: typeof lifetime, tag: string) =>
+      Promise.all(Array.from({ length: 60 }, (_, i) => f.area.payments.createPayment(f.db, agent, { to: addr(i + 1), asset: 'USDC', amount: '1' }, `${tag}-${i}`).then(() => 'accepted', (e: unknown) => codeOf(e))));
+    const [a, b] = await Promise.all([burst(lifetime, 'life'), burst(counted, 'count')]);
+    expect(a.filter((r) => r === 'accepted')).to.have.length(7);
+    expect(a.filter((r) => r === 'limit_exceeded')).to.have.length(53);
+    expect(b.filter((r) => r === 'accepted')).to.have.length(6);
+    expect(b.filter((r) => r === 'limit_exceeded')).to.have.length(54);
+  });
+
   it('counts pending operations and frees nothing on execution, but a failed settlement no longer counts', async () => {
     const agent = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 2 }, fund: { USDC: '10' } });
     const bad = addr(0xdead);

@@ -44,6 +44,37 @@ export async function claimRecord(db: Db, claim: Pick<IdempotencyRow, 'agent_id'
   return { locked: row.locked === true, claimed: row.claimed === true };
 }
 
+/**
+ * The claimed record of a transaction, offered to the statements of its effects: a write that knows its answer
+ * before its last statement (the operation id is made in Node) stores it there, in the same round trip, instead of
+ * in a statement of its own (storeAnswerCte). `stored` says what was stored; the idempotency layer stores the
+ * response itself unless it is byte for byte that answer (src/idempotency/idempotency.ts).
+ */
+export interface AnswerSlot {
+  agentId: string;
+  key: string;
+  seal(json: string): string;
+  stored?: { status: number; json: string };
+}
+
+const answerSlots = new WeakMap<object, AnswerSlot>();
+
+export function openAnswerSlot(trx: object, slot: AnswerSlot): void {
+  answerSlots.set(trx, slot);
+}
+
+export function answerSlot(trx: object): AnswerSlot | undefined {
+  return answerSlots.get(trx);
+}
+
+/** A CTE (named `answered`) storing an answer on the claimed record, for a statement of the same transaction. */
+export function storeAnswerCte(answer: { agentId: string; key: string; status: number; sealed: string }): { cte: string; bindings: (string | number)[] } {
+  return {
+    cte: `answered AS (UPDATE idempotency_keys SET status_code = ?, sealed_response = ?, response_headers = '{}'::jsonb WHERE agent_id = ? AND key = ? AND status_code = 0)`,
+    bindings: [answer.status, answer.sealed, answer.agentId, answer.key],
+  };
+}
+
 /** Stores the response on the record this transaction claimed. */
 export async function storeResponse(db: Db, agentId: string, key: string, response: Pick<IdempotencyRow, 'status_code' | 'sealed_response' | 'response_headers'>): Promise<void> {
   await db('idempotency_keys').where({ agent_id: agentId, key }).update({ status_code: response.status_code, sealed_response: response.sealed_response, response_headers: JSON.stringify(response.response_headers) });

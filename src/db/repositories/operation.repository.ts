@@ -70,10 +70,11 @@ export async function insertOperation(db: Db, row: NewOperationRow): Promise<Ope
  * even when the balance is short: `holdPlaced: false` obliges the caller to throw (insufficient_funds), which
  * rolls the insert back with the rest of its transaction or savepoint, as a failed second hold always had to.
  */
-export async function insertOperationWithHold(db: Db, row: NewOperationRow, hold: HoldInput, at: Date): Promise<{ operation: OperationRow; holdPlaced: boolean }> {
+export async function insertOperationWithHold(db: Db, row: NewOperationRow, hold: HoldInput, at: Date, answer?: { cte: string; bindings: Knex.RawBinding[] }): Promise<{ operation: OperationRow; holdPlaced: boolean }> {
   const held = holdStatement(hold, at);
   const insert = operationInsert(db, row).toSQL();
-  const result = await db.raw(`WITH ${held.ctes}, op AS (${insert.sql}) SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`, [...held.bindings, ...(insert.bindings as Knex.RawBinding[])]);
+  // `answer`: the idempotency record's answer stored by the same statement (idempotency.repository storeAnswerCte).
+  const result = await db.raw(`WITH ${held.ctes}, ${answer ? `${answer.cte}, ` : ''}op AS (${insert.sql}) SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`, [...held.bindings, ...(answer?.bindings ?? []), ...(insert.bindings as Knex.RawBinding[])]);
   const { hold_placed, ...operation } = result.rows[0] as OperationRow & { hold_placed: number };
   return { operation, holdPlaced: hold_placed === 1 };
 }

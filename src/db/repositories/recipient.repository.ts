@@ -1,7 +1,9 @@
 // Recipients: the agent's named payees (recurring or one-off).
+import pg from 'pg';
 import type { Db } from '../knex.js';
 import { newestFirst, type Page } from './keyset.js';
 import type { TrustedDestinationRow } from './trusted-destination.repository.js';
+import type { PriceRow } from './ledger.repository.js';
 
 export interface RecipientRow {
   id: string;
@@ -34,6 +36,31 @@ export async function findPayeesByAddress(db: Db, agentId: string, address: stri
     { agentId, address },
   );
   return result.rows[0];
+}
+
+type PayeesAndPriceRow = { recipients: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>[]; destinations: Pick<TrustedDestinationRow, 'id' | 'address' | 'label'>[] } & { [K in keyof PriceRow]: PriceRow[K] | null };
+export type PayeesAndPrice = Awaited<ReturnType<typeof findPayeesByAddress>> & { price: PriceRow | null };
+
+/**
+ * findPayeesByAddress and the price row of `symbol` (null when the feed has none) as ONE statement with its values
+ * as literals (pg escapeLiteral), so that it can lead a multi-statement round trip (policy.repository
+ * lockPolicyWithUsage): a payment to an address reads both in the round trip that takes the policy lock.
+ */
+export function payeesAndPriceStatement(agentId: string, address: string, symbol: string): string {
+  const [a, addr, sym] = [agentId, address, symbol].map((v) => pg.escapeLiteral(v));
+  return `SELECT
+       (SELECT coalesce(json_agg(json_build_object('id', r.id, 'agent_id', r.agent_id, 'kind', r.kind, 'name', r.name, 'address', r.address) ORDER BY r.created_at), '[]'::json)
+          FROM recipients r WHERE r.agent_id = ${a} AND lower(r.address) = lower(${addr})) AS recipients,
+       (SELECT coalesce(json_agg(json_build_object('id', d.id, 'address', d.address, 'label', d.label) ORDER BY d.created_at), '[]'::json)
+          FROM trusted_destinations d WHERE d.agent_id = ${a} AND d.status = 'confirmed' AND lower(d.address) = lower(${addr})) AS destinations,
+       p.asset_symbol, p.usd_e8, p.observed_at, p.source
+     FROM (SELECT 1) AS one LEFT JOIN prices p ON p.asset_symbol = ${sym}`;
+}
+
+/** The row of payeesAndPriceStatement. */
+export function payeesAndPriceOf(row: PayeesAndPriceRow): PayeesAndPrice {
+  const price = row.asset_symbol === null ? null : { asset_symbol: row.asset_symbol, usd_e8: row.usd_e8!, observed_at: row.observed_at, source: row.source! };
+  return { recipients: row.recipients, destinations: row.destinations, price };
 }
 
 export async function findRecipientsByName(db: Db, agentId: string, name: string): Promise<RecipientRow[]> {

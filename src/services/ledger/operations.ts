@@ -7,6 +7,7 @@ import { txHashOf } from '../../chain/simulated.js';
 import type { Db, Knex } from '../../db/knex.js';
 import { withTransaction } from '../../db/knex.js';
 import { appendEvent } from '../../db/repositories/event.repository.js';
+import { answerSlot, storeAnswerCte } from '../../db/repositories/idempotency.repository.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
 import { insertOperation, insertOperationWithHold, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
@@ -19,7 +20,7 @@ import { createActivityLog, type ActivityInput } from './activity.js';
 import { createChains } from './chains.js';
 import { accountName, type LedgerService } from './ledger.js';
 import { createOperationViews, type OperationViews } from './operation-views.js';
-import type { PolicyRequest, PolicyService } from './policy.js';
+import type { LockedPolicy, PolicyRequest, PolicyService } from './policy.js';
 import { createSettlementScheduler, type SettlementScheduler } from './settlement.js';
 
 export type { PublicOperation, WriteResponse } from './operation-views.js';
@@ -91,6 +92,13 @@ export interface CreateOperationInput {
   eventData?: Record<string, unknown>;
   /** The owner acting out of band (agentctl): no agent policy applies. */
   skipPolicy?: boolean;
+  /** The agent's policy row as the caller already locked it in this transaction (PolicyService.lock). */
+  lockedPolicy?: LockedPolicy;
+  /**
+   * The 200 body the caller answers with for the accepted operation, when it is a function of the row alone: then
+   * the Idempotency-Key record stores it in the statement that writes the operation (one round trip fewer).
+   */
+  answer?: (op: OperationRow) => unknown;
 }
 
 export type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
@@ -204,7 +212,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           updated_at: now,
         };
 
-        const decision = input.skipPolicy ? ({ allowed: true } as const) : await policy.evaluate(trx, input.principal.agentId, { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null });
+        const decision = input.skipPolicy ? ({ allowed: true } as const) : await policy.evaluate(trx, input.principal.agentId, { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null }, input.lockedPolicy);
         if (!decision.allowed) {
           const op = await insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
           await terminalEffects(trx, op, 'operation.policy_rejected');
@@ -225,14 +233,21 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           if (h.amount <= 0n) throw new Error('hold amount must be positive');
           const holdId = newId();
           const walletId = input.principal.walletId;
+          const accepted = { ...base, status: 'accepted' as const, error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null };
+          // The caller's answer, known before the statement (the id is made here): stored on the Idempotency-Key's
+          // claimed record by this same statement when the request has one (idempotency.repository AnswerSlot).
+          const slot = input.answer ? answerSlot(trx) : undefined;
+          const answerJson = slot && input.answer ? JSON.stringify(input.answer({ ...accepted, amount: accepted.amount?.toString() ?? null, amount_usd_e8: accepted.amount_usd_e8?.toString() ?? null, fee_usd_e8: '0' } as unknown as OperationRow)) : null;
           const { operation, holdPlaced } = await insertOperationWithHold(
             trx,
-            { ...base, status: 'accepted', error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null },
+            accepted,
             { id: holdId, journalId: newId(), operationId: id, walletId, asset: h.asset, amount: h.amount, availableAccount: accountName({ kind: 'available', walletId }), heldAccount: accountName({ kind: 'held', walletId }) },
             now,
+            slot && answerJson !== null ? storeAnswerCte({ agentId: slot.agentId, key: slot.key, status: 200, sealed: slot.seal(answerJson) }) : undefined,
           );
-          // The operation row just inserted is undone by the rollback this error causes (its caller's transaction or savepoint).
+          // The operation row (and the stored answer) just written are undone by the rollback this error causes.
           if (!holdPlaced) throw new ApiError('insufficient_funds', `insufficient ${h.asset} balance`, { asset: h.asset });
+          if (slot && answerJson !== null) slot.stored = { status: 200, json: answerJson };
           if (input.acceptedEvent) await appendAcceptedEvent(trx, operation, input);
           return { operation, holdIds: [holdId] };
         }

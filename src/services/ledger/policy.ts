@@ -2,7 +2,7 @@
 import type { Schema } from '../../lib/contract.js';
 import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Db } from '../../db/knex.js';
-import { findPolicy, lockPolicy, sumUsage, sumUsageSinceAndLifetime, upsertPolicy } from '../../db/repositories/policy.repository.js';
+import { findPolicy, lockPolicyWithUsage, sumUsageSinceAndLifetime, upsertPolicy, type LockedUsage, type PolicyRow } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
@@ -40,6 +40,13 @@ export interface PolicyRequest {
 
 export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
+/** The policy row locked by this transaction, with the usage its caps need (PolicyService.lock). */
+export interface LockedPolicy {
+  row: PolicyRow | undefined;
+  usage: LockedUsage;
+  leadRows: unknown[];
+}
+
 export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
 
 export interface PolicyService {
@@ -48,8 +55,13 @@ export interface PolicyService {
   set(db: Db, agentId: string, input: unknown): Promise<Policy>;
   allowAll(db: Db, agentId: string): Promise<Policy>;
   get(db: Db, agentId: string): Promise<Policy | null>;
-  /** Locks the agent's policy row, then decides. Must run inside the write transaction. */
-  evaluate(trx: Db, agentId: string, request: PolicyRequest): Promise<PolicyDecision>;
+  /**
+   * Locks the agent's policy row and reads the usage its caps need (one round trip), with `lead`, a read-only
+   * statement of the caller's, in the same round trip (its rows: `leadRows`). Inside the write transaction.
+   */
+  lock(trx: Db, agentId: string, lead?: string): Promise<LockedPolicy>;
+  /** Locks the agent's policy row (or takes the `locked` one this transaction already holds), then decides. Must run inside the write transaction. */
+  evaluate(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<PolicyDecision>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
 }
 
@@ -163,6 +175,22 @@ function fromStored(stored: Record<string, unknown>): Policy {
   return parsePolicy(stored);
 }
 
+/**
+ * fromStored for the write path, remembered by the stored JSON's text: every write of an agent parses the same
+ * policy again otherwise. Bounded (cleared when full); a Policy is never mutated after parsing.
+ */
+const parsedCache = new Map<string, Policy>();
+function parsedPolicy(stored: Record<string, unknown>): Policy {
+  const text = JSON.stringify(stored);
+  let p = parsedCache.get(text);
+  if (!p) {
+    p = fromStored(stored);
+    if (parsedCache.size >= 1000) parsedCache.clear();
+    parsedCache.set(text, p);
+  }
+  return p;
+}
+
 const listed = (list: string[] | 'all' | undefined, value: string): boolean => list === undefined || list === 'all' || list.includes(value);
 
 export function createPolicyService(deps: { clock: Clock }): PolicyService {
@@ -185,10 +213,16 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       return row ? fromStored(row.policy) : null;
     },
 
-    async evaluate(trx, agentId, req) {
-      const row = await lockPolicy(trx, agentId);
+    async lock(trx, agentId, lead) {
+      const now = clock.now();
+      // The lock and the usage sums its caps need in one round trip, the sums after the lock (lockPolicyWithUsage).
+      return lockPolicyWithUsage(trx, agentId, { day: periodStart('day', now), week: periodStart('week', now), month: periodStart('month', now) }, lead);
+    },
+
+    async evaluate(trx, agentId, req, locked) {
+      const { row, usage } = locked ?? (await service.lock(trx, agentId));
       if (!row) return deny('permission_not_granted', 'the agent has no policy: every operation is denied by default', { operation_type: req.type });
-      const p = fromStored(row.policy);
+      const p = parsedPolicy(row.policy);
       if (!listed(p.operation_types, req.type) || (Array.isArray(p.operation_types) && p.operation_types.length === 0)) {
         return deny('permission_not_granted', `operation type ${req.type} is not allowed for this agent`, { operation_type: req.type });
       }
@@ -205,9 +239,9 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       if (req.usdE8 != null) {
         const value = req.usdE8;
         if (p.per_tx_usd !== undefined && value > p.per_tx_usd) return deny('limit_exceeded', `the operation's ${usd(value)} USD exceeds the per-transaction cap of ${usd(p.per_tx_usd)} USD`, { limit: 'per_tx_usd', cap: usd(p.per_tx_usd), requested: usd(value) });
-        const now = clock.now();
         if (p.per_period_usd !== undefined || p.max_txs_per_period !== undefined) {
-          const used = await sumUsage(trx, agentId, periodStart(p.period, now));
+          const used = usage.period;
+          if (!used) throw new Error('the period usage was not read with the policy lock');
           if (p.max_txs_per_period !== undefined && used.count + 1 > p.max_txs_per_period) {
             return deny('limit_exceeded', `the ${p.period} transaction count cap of ${p.max_txs_per_period} is reached`, { limit: 'max_txs_per_period', cap: p.max_txs_per_period, used: used.count });
           }
@@ -216,7 +250,8 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
           }
         }
         if (p.lifetime_usd !== undefined) {
-          const used = await sumUsage(trx, agentId, null);
+          const used = usage.lifetime;
+          if (!used) throw new Error('the lifetime usage was not read with the policy lock');
           if (used.usd_e8 + value > p.lifetime_usd) return deny('limit_exceeded', `the operation would exceed the lifetime cap of ${usd(p.lifetime_usd)} USD`, { limit: 'lifetime_usd', cap: usd(p.lifetime_usd), used: usd(used.usd_e8), requested: usd(value) });
         }
       }

@@ -49,15 +49,18 @@ export async function routeTargets(db: Db, agentId: string, to: string): Promise
     if (out.length === 0) throw new ApiError('not_found', 'no recipient or trusted destination has this id', { field: 'to' });
     return out;
   }
-  if (isEvmAddress(to)) {
-    const { recipients, destinations } = await findPayeesByAddress(db, agentId, to);
-    for (const r of recipients) out.push(await recipientTarget(db, r));
-    for (const d of destinations) out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
-    out.push({ route: 'direct', kind: 'address', address: to, name: null, recipientId: null, destinationId: null, recurringPaymentId: null });
-    return out;
-  }
+  if (isEvmAddress(to)) return addressTargets(db, to, await findPayeesByAddress(db, agentId, to));
   const byName = await findRecipientsByName(db, agentId, to);
   if (byName.length === 0) throw new ApiError('not_found', 'no recipient has this id, address or name', { field: 'to' });
   for (const r of byName) out.push(await recipientTarget(db, r));
+  return out;
+}
+
+/** The routes to an EVM address from its payees (findPayeesByAddress, or findPayeesAndPrice read with a price). */
+export async function addressTargets(db: Db, to: string, payees: Awaited<ReturnType<typeof findPayeesByAddress>>): Promise<Target[]> {
+  const out: Target[] = [];
+  for (const r of payees.recipients) out.push(await recipientTarget(db, r));
+  for (const d of payees.destinations) out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
+  out.push({ route: 'direct', kind: 'address', address: to, name: null, recipientId: null, destinationId: null, recurringPaymentId: null });
   return out;
 }
