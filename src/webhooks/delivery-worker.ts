@@ -1,10 +1,11 @@
 // The delivery loop: claim due deliveries, attempt each (signed, pinned, one deadline), record, reschedule or finish.
 //
-// Flow per batch: claim (SKIP LOCKED, lease, claim token; the payloads come with it) -> load the
-// batch's endpoints -> per delivery: revalidate URL and DNS -> sign with a fresh timestamp -> POST
-// -> record (delivered attempts group-committed; a failure in one short transaction that locks the
-// endpoint, applies the fenced result, updates endpoint counters and, on exhaustion, disables the
-// endpoint, fails its waiting deliveries and emits `agent.webhook_disabled`: delivery-recorder.ts).
+// Flow per cycle: one transaction records the delivered attempts finished since the last cycle and
+// claims (SKIP LOCKED, lease, claim token; payloads and endpoint secrets come with it) into the slots
+// they freed -> per delivery: revalidate URL and DNS -> sign with a fresh timestamp -> POST -> a
+// delivered attempt waits for the next cycle; a failure is recorded in one short transaction that locks
+// the endpoint, applies the fenced result, updates endpoint counters and, on exhaustion, disables the
+// endpoint, fails its waiting deliveries and emits `agent.webhook_disabled` (delivery-recorder.ts).
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Knex } from '../db/knex.js';
@@ -70,6 +71,11 @@ export interface DeliveryWorker {
 export const DEFAULT_CONCURRENCY = 128;
 export const DEFAULT_PER_ENDPOINT_IN_FLIGHT = 32;
 
+/** Most delivered attempts one cycle records (the JSON parameter stays well under a megabyte of response bodies). */
+const MAX_GROUP = 200;
+/** Opened signing secrets kept (one or two per endpoint recently delivered to); cleared whole when full. */
+const MAX_OPENED_SECRETS = 2048;
+
 const noResponse = (errorClass: ErrorClass, message: string | null = null): SendResult => ({ httpStatus: null, responseBody: '', errorClass, retryAfter: null, message });
 
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
@@ -82,24 +88,73 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const idleMs = deps.idleMs ?? 1000;
   const tracing = deps.tracing ?? noTracing;
   const recorder = createRecorder({ db, clock, log, random: deps.random ?? Math.random, metrics: deps.metrics });
+  /** Wakes the loop: a delivered attempt to record, a failure recorded, a slow attempt, NOTIFY. */
+  const waker = createWaker();
 
   /** The `now` of the latest claim: a delivery due after it fell due since, and is not held back by a cap. */
   let lastClaimAt = 0;
+  /**
+   * Delivered attempts waiting for the next cycle: their slots are free once it commits. Group commit
+   * without a timer: those that finish while one cycle runs go together in the next.
+   */
+  let delivered: deliveries.DeliveredAttempt[] = [];
 
-  /** One claim per batch; each delivery then runs on what it returned. */
-  async function claim(batch: number): Promise<Array<() => Promise<void>>> {
+  const takeDelivered = (): deliveries.DeliveredAttempt[] => {
+    const group = delivered.length <= MAX_GROUP ? delivered : delivered.slice(0, MAX_GROUP);
+    delivered = delivered.length <= MAX_GROUP ? [] : delivered.slice(MAX_GROUP);
+    return group;
+  };
+
+  const countRecorded = (recorded: string[]) => {
+    for (let i = 0; i < recorded.length; i++) deps.metrics?.webhookAttempt('delivered', null);
+  };
+
+  /**
+   * One cycle: records what was delivered since the last and claims up to `batch` in the same
+   * transaction; each claimed delivery then runs on what the claim returned. A failed cycle leaves
+   * its delivered attempts in flight: their leases expire and they are attempted again.
+   */
+  async function cycle(batch: number): Promise<{ recorded: number; tasks: Array<() => Promise<void>> }> {
+    const group = takeDelivered();
     const now = clock.now();
     lastClaimAt = now.getTime();
-    const rows = await deliveries.claimDueDeliveries(db, {
-      now,
-      leaseUntil: new Date(now.getTime() + deps.leaseMs),
-      token: randomUUID(),
-      batch,
-      perEndpointCap: perEndpointInFlight,
-      deadlineMs: RETRY_HORIZON_MS,
-    });
-    return rows.map((row) => () => process(row));
+    try {
+      const { recorded, claimed } = await deliveries.recordAndClaimDeliveries(
+        db,
+        { now, leaseUntil: new Date(now.getTime() + deps.leaseMs), token: randomUUID(), batch, perEndpointCap: perEndpointInFlight, deadlineMs: RETRY_HORIZON_MS },
+        group.length > 0 ? { attempts: group, at: now } : undefined,
+      );
+      countRecorded(recorded);
+      return { recorded: recorded.length, tasks: claimed.map((row) => () => process(row)) };
+    } catch (err) {
+      if (group.length > 0) log.error({ err, deliveries: group.length }, 'recording delivered webhook attempts failed');
+      throw err;
+    }
   }
+
+  /** Records what is still waiting, without claiming (end of runOnce, shutdown). */
+  async function flushDelivered(): Promise<void> {
+    while (delivered.length > 0) {
+      const group = takeDelivered();
+      try {
+        countRecorded(await deliveries.completeDeliveredAttempts(db, group, clock.now()));
+      } catch (err) {
+        log.error({ err, deliveries: group.length }, 'recording delivered webhook attempts failed');
+      }
+    }
+  }
+
+  /** Secrets opened once per sealed value, not once per attempt (AES-GCM and a base64 decode each). */
+  const opened = new Map<string, string>();
+  const open = (sealed: string): string => {
+    let secret = opened.get(sealed);
+    if (secret === undefined) {
+      if (opened.size >= MAX_OPENED_SECRETS) opened.clear();
+      secret = sealer.open(sealed);
+      opened.set(sealed, secret);
+    }
+    return secret;
+  };
 
   async function attempt(row: deliveries.DeliveryRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string): Promise<Outcome> {
     if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) return { result: noResponse('payload_too_large'), latencyMs: null };
@@ -116,9 +171,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       throw err;
     }
     const now = clock.now();
-    const secrets = [sealer.open(endpoint.sealed_secret)];
+    const secrets = [open(endpoint.sealed_secret)];
     if (endpoint.sealed_previous_secret && endpoint.previous_secret_expires_at && new Date(endpoint.previous_secret_expires_at) > now) {
-      secrets.push(sealer.open(endpoint.sealed_previous_secret));
+      secrets.push(open(endpoint.sealed_previous_secret));
     }
     const timestamp = Math.floor(now.getTime() / 1000);
     const headers = {
@@ -153,7 +208,11 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       let outcome: Outcome;
       if (!endpoint.enabled && row.event_type !== 'webhook.test') outcome = { result: noResponse('endpoint_disabled'), latencyMs: null };
       else outcome = await attempt(row, endpoint, row.payload);
-      await recorder.record(row, token, outcome);
+      const { result, latencyMs } = outcome;
+      if (result.errorClass === null) {
+        delivered.push({ id: row.id, token, httpStatus: result.httpStatus, latencyMs, responseBody: result.responseBody });
+        waker.wake();
+      } else await recorder.recordFailure(row, token, outcome);
     } catch (err) {
       // Left in flight: the lease expires and another claim retries it.
       log.error({ err, deliveryId: row.id }, 'webhook delivery attempt failed unexpectedly');
@@ -161,8 +220,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   async function runOnce(): Promise<number> {
-    const tasks = await claim(concurrency);
+    const { tasks } = await cycle(concurrency);
     await Promise.all(tasks.map((run) => run()));
+    await flushDelivered();
     return tasks.length;
   }
 
@@ -188,51 +248,47 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       // which has its own bound, so receivers that answer slowly do not block the others.
       const active = new Set<Promise<void>>();
       const slow = new Set<Promise<void>>();
-      const waker = createWaker();
       if (deps.databaseUrl) listenForDeliveries({ databaseUrl: deps.databaseUrl, connectTimeoutMs: deps.connectTimeoutMs, log, onNotify: () => waker.wake(), signal });
-      // Claims are serialised in this loop, in batches: finishing attempts wake it once half of
-      // those active after the last claim are done (or none is left), whether the global cap or
-      // the endpoints' caps limited that claim; a claim for every finished attempt would cost a
-      // transaction each. NOTIFY (new work) and a delivery falling due wake it at once.
-      let activeAfterClaim = 0;
-      let freedSinceClaim = 0;
-      const freed = () => {
-        freedSinceClaim++;
-        if (active.size === 0 || 2 * freedSinceClaim >= activeAfterClaim) waker.wake();
-      };
       const start = (run: () => Promise<void>) => {
         const task: Promise<void> = run().finally(() => {
           clearTimeout(timer);
-          if (active.delete(task)) freed();
-          else if (slow.delete(task)) waker.wake(); // room under maxSlow
+          if (!active.delete(task)) slow.delete(task);
+          waker.wake(); // room under the caps (a delivered attempt's slot frees when the next cycle records it)
         });
         const timer = setTimeout(() => {
           if (!active.delete(task)) return;
           slow.add(task);
-          freed();
+          waker.wake();
         }, slowAfterMs);
         active.add(task);
       };
+      // Cycles are serialised in this loop; each records every delivered attempt that finished while
+      // the one before ran and claims into the room left, so a slot is idle for about one cycle
+      // between two attempts, and the loop never claims into slots it has not yet released.
       while (!signal.aborted) {
-        const room = Math.min(concurrency - active.size, concurrency + maxSlow - active.size - slow.size);
+        const room = Math.max(0, Math.min(concurrency - active.size, concurrency + maxSlow - active.size - slow.size));
         let claimed = 0;
-        if (room > 0) {
-          freedSinceClaim = 0;
+        let recorded = 0;
+        if (room > 0 || delivered.length > 0) {
           try {
-            const tasks = await claim(room);
-            claimed = tasks.length;
-            for (const run of tasks) start(run);
+            const done = await cycle(room);
+            claimed = done.tasks.length;
+            recorded = done.recorded;
+            for (const run of done.tasks) start(run);
           } catch (err) {
             log.error({ err }, 'webhook claim failed');
           }
-          activeAfterClaim = active.size;
         }
+        // Go again at once while results wait, when the claim filled its room (more may be due), or
+        // when it recorded attempts (their slots, and the successors of recovered deliveries, are free now).
+        if (delivered.length > 0 || (room > 0 && (claimed === room || recorded > 0))) continue;
         // Nothing claimable: sleep until the next delivery falls due. Otherwise attempts are in
         // flight and each one finishing wakes the loop (as do NOTIFY and slow attempts).
         await waker.wait(claimed === 0 && room > 0 ? await untilNextDue() : idleMs, signal);
       }
       // SIGTERM: no new claims; attempts in flight finish within their deadline and are recorded.
       await Promise.allSettled([...active, ...slow]);
+      await flushDelivered();
       // Then the pooled keep-alive sockets go, so nothing holds the process open.
       sender.close();
     },
