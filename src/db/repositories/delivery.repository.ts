@@ -288,7 +288,9 @@ const CLAIM_SQL = `WITH RECURSIVE ${RECORD_DELIVERED_CTES}, walk AS (
          AND (d.recovery_seq IS NULL OR NOT EXISTS (
            SELECT 1 FROM webhook_deliveries p
            WHERE p.endpoint_id = d.endpoint_id AND p.recovery_seq < d.recovery_seq AND p.status IN ('pending', 'retrying', 'in_flight')))
-       ORDER BY d.next_attempt_at, d.id LIMIT slots.free
+       -- The index's own order (endpoint_id, next_attempt_at): the scan stops after free rows. A
+       -- tie-break on id here made it read and sort the endpoint's whole due backlog on every claim.
+       ORDER BY d.next_attempt_at LIMIT slots.free
      ) c
      WHERE slots.free > 0 AND :batch > 0
    ), picked AS (
@@ -296,10 +298,12 @@ const CLAIM_SQL = `WITH RECURSIVE ${RECORD_DELIVERED_CTES}, walk AS (
      -- candidates cost up to endpoints x cap row locks per claim (measured: 45 endpoints at
      -- cap 32 locked ~1,400 rows to take 64). Claimers are serialised, so a row skipped here is
      -- held by a requeue or a failure being recorded; the status is checked again once locked.
-     SELECT d.id FROM webhook_deliveries d
-     WHERE d.id IN (SELECT id FROM cand ORDER BY next_attempt_at, id LIMIT :batch)
-       AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= :now
-     FOR UPDATE SKIP LOCKED
+     -- Driven from the few candidates (primary key probes): as id IN (...) the planner could
+     -- hash-join against every due row when its statistics lag a growing backlog.
+     SELECT d.id FROM (SELECT id FROM cand ORDER BY next_attempt_at, id LIMIT :batch) c
+     JOIN webhook_deliveries d ON d.id = c.id
+     WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= :now
+     FOR UPDATE OF d SKIP LOCKED
    ), claimed AS (
      UPDATE webhook_deliveries w
      SET status = 'in_flight', claim_token = :token, lease_until = :leaseUntil, attempt = w.attempt + 1,
