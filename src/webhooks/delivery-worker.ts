@@ -88,8 +88,18 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const idleMs = deps.idleMs ?? 1000;
   const tracing = deps.tracing ?? noTracing;
   const recorder = createRecorder({ db, clock, log, random: deps.random ?? Math.random, metrics: deps.metrics });
-  /** Wakes the loop: a delivered attempt to record, a failure recorded, a slow attempt, NOTIFY. */
+  /** Wakes the loop: a delivered attempt to record, a cycle done, a failure recorded, a slow attempt, NOTIFY. */
   const waker = createWaker();
+  /**
+   * Set when a claim may find something the last one did not: start, NOTIFY, a due time reached, a
+   * failure recorded or an attempt gone to the slow lane (a slot freed), a cycle that filled its batch.
+   * A delivered attempt does not set it: the next cycle records it and claims into its slot anyway.
+   */
+  let wantClaim = true;
+  const claimSoon = () => {
+    wantClaim = true;
+    waker.wake();
+  };
 
   /** The `now` of the latest claim: a delivery due after it fell due since, and is not held back by a cap. */
   let lastClaimAt = 0;
@@ -119,10 +129,13 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     const now = clock.now();
     lastClaimAt = now.getTime();
     try {
-      const { recorded, claimed } = await deliveries.recordAndClaimDeliveries(
-        db,
-        { now, leaseUntil: new Date(now.getTime() + deps.leaseMs), token: randomUUID(), batch, perEndpointCap: perEndpointInFlight, deadlineMs: RETRY_HORIZON_MS },
-        group.length > 0 ? { attempts: group, at: now } : undefined,
+      // Its own root span (the queries are its children): it serves many deliveries at once.
+      const { recorded, claimed } = await tracing.span('webhook claim', { 'agentapi.recorded': group.length, 'agentapi.batch': batch }, () =>
+        deliveries.recordAndClaimDeliveries(
+          db,
+          { now, leaseUntil: new Date(now.getTime() + deps.leaseMs), token: randomUUID(), batch, perEndpointCap: perEndpointInFlight, deadlineMs: RETRY_HORIZON_MS },
+          group.length > 0 ? { attempts: group, at: now } : undefined,
+        ),
       );
       countRecorded(recorded);
       return { recorded: recorded.length, tasks: claimed.map((row) => () => process(row)) };
@@ -196,7 +209,10 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     return { result, latencyMs: elapsed() };
   }
 
-  /** One delivery attempt, as a root span when tracing is on (its queries and the POST are its children). */
+  /**
+   * One delivery attempt, as a root span when tracing is on: the POST is its child, as are the queries
+   * recording a failure; a delivered attempt is recorded by the next cycle's `webhook claim` span.
+   */
   function process(row: deliveries.ClaimedDelivery): Promise<void> {
     return tracing.span('webhook delivery', { 'agentapi.delivery_id': row.id, 'agentapi.event_type': row.event_type }, () => processDelivery(row));
   }
@@ -212,7 +228,10 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       if (result.errorClass === null) {
         delivered.push({ id: row.id, token, httpStatus: result.httpStatus, latencyMs, responseBody: result.responseBody });
         waker.wake();
-      } else await recorder.recordFailure(row, token, outcome);
+      } else {
+        await recorder.recordFailure(row, token, outcome);
+        claimSoon();
+      }
     } catch (err) {
       // Left in flight: the lease expires and another claim retries it.
       log.error({ err, deliveryId: row.id }, 'webhook delivery attempt failed unexpectedly');
@@ -248,44 +267,67 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       // which has its own bound, so receivers that answer slowly do not block the others.
       const active = new Set<Promise<void>>();
       const slow = new Set<Promise<void>>();
-      if (deps.databaseUrl) listenForDeliveries({ databaseUrl: deps.databaseUrl, connectTimeoutMs: deps.connectTimeoutMs, log, onNotify: () => waker.wake(), signal });
+      if (deps.databaseUrl) listenForDeliveries({ databaseUrl: deps.databaseUrl, connectTimeoutMs: deps.connectTimeoutMs, log, onNotify: claimSoon, signal });
       const start = (run: () => Promise<void>) => {
         const task: Promise<void> = run().finally(() => {
           clearTimeout(timer);
           if (!active.delete(task)) slow.delete(task);
-          waker.wake(); // room under the caps (a delivered attempt's slot frees when the next cycle records it)
         });
         const timer = setTimeout(() => {
           if (!active.delete(task)) return;
           slow.add(task);
-          waker.wake();
+          claimSoon();
         }, slowAfterMs);
         active.add(task);
       };
-      // Cycles are serialised in this loop; each records every delivered attempt that finished while
-      // the one before ran and claims into the room left, so a slot is idle for about one cycle
-      // between two attempts, and the loop never claims into slots it has not yet released.
-      while (!signal.aborted) {
-        const room = Math.max(0, Math.min(concurrency - active.size, concurrency + maxSlow - active.size - slow.size));
-        let claimed = 0;
-        let recorded = 0;
-        if (room > 0 || delivered.length > 0) {
-          try {
-            const done = await cycle(room);
-            claimed = done.tasks.length;
-            recorded = done.recorded;
-            for (const run of done.tasks) start(run);
-          } catch (err) {
-            log.error({ err }, 'webhook claim failed');
-          }
+      // Each cycle records every delivered attempt that finished while the one before ran and claims
+      // into the room left. Up to two run at once: when attempts finish while one is running, a
+      // second goes out at once with them and waits on the claim lock in Postgres, instead of waiting
+      // here for the first's answer and only then making its own round trip (a slot is idle for
+      // about one cycle between two attempts, so every round trip saved is throughput).
+      const cycles = new Set<Promise<void>>();
+      let cycling = 0;
+      let reserved = 0; // room promised to the cycles running
+      let foundNothing = false; // the last cycle claimed and recorded nothing: sleep until the next is due
+      const runCycle = async (batch: number) => {
+        cycling++;
+        reserved += batch;
+        try {
+          const done = await cycle(batch);
+          for (const run of done.tasks) start(run);
+          // Claim again when it filled its batch (more may be due) or refilled fewer slots than it
+          // recorded (the successor of a recovered delivery waits for its predecessor's commit).
+          if ((batch > 0 && done.tasks.length === batch) || done.tasks.length < done.recorded) wantClaim = true;
+          foundNothing = done.recorded === 0 && done.tasks.length === 0;
+        } catch (err) {
+          log.error({ err }, 'webhook claim failed');
+          foundNothing = true; // the database is away: poll at the idle pace (untilNextDue fails too)
+        } finally {
+          cycling--;
+          reserved -= batch;
+          waker.wake();
         }
-        // Go again at once while results wait, when the claim filled its room (more may be due), or
-        // when it recorded attempts (their slots, and the successors of recovered deliveries, are free now).
-        if (delivered.length > 0 || (room > 0 && (claimed === room || recorded > 0))) continue;
-        // Nothing claimable: sleep until the next delivery falls due. Otherwise attempts are in
-        // flight and each one finishing wakes the loop (as do NOTIFY and slow attempts).
-        await waker.wait(claimed === 0 && room > 0 ? await untilNextDue() : idleMs, signal);
+      };
+      while (!signal.aborted) {
+        const room = Math.max(0, Math.min(concurrency - active.size, concurrency + maxSlow - active.size - slow.size) - reserved);
+        if (cycling < 2 && (delivered.length > 0 || (cycling === 0 && room > 0 && wantClaim))) {
+          // Let the answers that arrived together finish first (one poll phase), so they go in one cycle.
+          await new Promise((resolve) => setImmediate(resolve));
+          wantClaim = false;
+          // Half the global room at most per cycle, so a second cycle still has room to refill the
+          // slots it records while the first is running.
+          const running = runCycle(Math.min(room, Math.ceil(concurrency / 2)));
+          cycles.add(running);
+          void running.finally(() => cycles.delete(running));
+          continue;
+        }
+        // Nothing claimable: sleep until the next delivery falls due. Otherwise attempts (or a cycle)
+        // are running and each one finishing wakes the loop, as do NOTIFY and slow attempts.
+        const woken = await waker.wait(cycling === 0 && room > 0 && foundNothing ? await untilNextDue() : idleMs, signal);
+        if (!woken) wantClaim = true; // a due time, or the poll fallback
+
       }
+      await Promise.allSettled([...cycles]); // their claims start attempts, awaited below
       // SIGTERM: no new claims; attempts in flight finish within their deadline and are recorded.
       await Promise.allSettled([...active, ...slow]);
       await flushDelivered();
