@@ -113,10 +113,11 @@ export interface DeliveredBatch {
  *
  * `delivered`: the caller's delivered attempts, recorded in the same statement (as
  * `completeDeliveredAttempts`) before the slots are counted, so a finished attempt frees its slot in
- * the claim that records it: one transaction per cycle instead of a write and then a claim. The
- * transaction then commits with `synchronous_commit` off: a commit lost in a crash only means a
- * delivery is attempted again (its claim undone) or once more (its result undone), which
- * at-least-once allows.
+ * the claim that records it: one transaction per cycle instead of a write and then a claim.
+ *
+ * Every claim commits with `synchronous_commit` off (no wait for the WAL flush before the POSTs
+ * start): a commit lost in a Postgres crash only means a delivery is attempted once more (its claim or
+ * its result undone), which at-least-once allows; leases and claim tokens still fence every worker.
  */
 export async function claimDueDeliveries(db: Db, options: ClaimOptions, delivered?: DeliveredBatch): Promise<ClaimedDelivery[]> {
   return (await recordAndClaimDeliveries(db, options, delivered)).claimed;
@@ -142,7 +143,7 @@ export async function recordAndClaimDeliveries(db: Db, options: ClaimOptions, de
        UPDATE webhook_deliveries SET status = 'retrying', claim_token = NULL, lease_until = NULL, updated_at = :now
        WHERE status = 'in_flight' AND lease_until <= :now
      )
-     SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY})${attempts.length > 0 ? ", set_config('synchronous_commit', 'off', true)" : ''}`;
+     SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY}), set_config('synchronous_commit', 'off', true)`;
   if (!isEmbedded(db)) {
     // One round trip: both statements in one simple-protocol message, which Postgres runs as one
     // implicit transaction, each statement with its own snapshot (so the claim still sees every claim
