@@ -80,6 +80,14 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
   return db;
 }
 
+/**
+ * Whether `db` (or a transaction of it) may send several statements in one simple-protocol query: node-postgres
+ * can, PGlite's query (extended protocol) cannot.
+ */
+export function multiStatementQueries(db: Knex): boolean {
+  return (db.client.constructor as { embedded?: boolean }).embedded !== true;
+}
+
 type PgLiteClientClass = new (config: unknown) => { processResponse(obj: { method?: string }, runner: unknown): unknown };
 
 /**
@@ -89,8 +97,8 @@ type PgLiteClientClass = new (config: unknown) => { processResponse(obj: { metho
  */
 function pgliteClient(Base: PgLiteClientClass): typeof knexFactory.Client {
   class PgLiteClient extends Base {
-    /** Read by isEmbedded (also through a transaction's client, which inherits from this one). */
-    readonly embedded = true;
+    /** Read by simpleQueriesAllowed. */
+    static readonly embedded = true;
     override processResponse(obj: { method?: string }, runner: unknown): unknown {
       return super.processResponse(obj.method === 'del' ? { ...obj, method: 'delete' } : obj, runner);
     }
@@ -120,11 +128,6 @@ function boundedPgClient(): typeof knexFactory.Client {
     }
   }
   return BoundedPgClient as unknown as typeof knexFactory.Client;
-}
-
-/** PGlite (embedded mode): one connection, and no multi-statement queries (it always uses the extended protocol). */
-export function isEmbedded(db: Db): boolean {
-  return (db.client as { embedded?: boolean }).embedded === true;
 }
 
 export async function migrateLatest(db: Knex): Promise<void> {

@@ -1,7 +1,7 @@
 // Webhook delivery records: fan-out from the outbox, fenced claims with leases, attempt results, listing.
 import type { Schema } from '../../lib/contract.js';
 import pg from 'pg';
-import { isEmbedded, withTransaction, type Db } from '../knex.js';
+import { multiStatementQueries, withTransaction, type Db } from '../knex.js';
 
 const { escapeLiteral } = pg;
 
@@ -144,7 +144,7 @@ export async function recordAndClaimDeliveries(db: Db, options: ClaimOptions, de
        WHERE status = 'in_flight' AND lease_until <= :now
      )
      SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY}), set_config('synchronous_commit', 'off', true)`;
-  if (!isEmbedded(db)) {
+  if (multiStatementQueries(db)) {
     // One round trip: both statements in one simple-protocol message, which Postgres runs as one
     // implicit transaction, each statement with its own snapshot (so the claim still sees every claim
     // committed before it took the lock). That protocol takes no parameters: values go in as literals.
