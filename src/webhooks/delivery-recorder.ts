@@ -1,6 +1,6 @@
-// Recording attempt results: delivered attempts are group-committed (one statement for all that finished
-// while the previous commit ran); failures go one by one under the endpoint's row lock, because they
-// reschedule, count failures and may disable the endpoint.
+// Recording failed attempts, one by one under the endpoint's row lock, because they reschedule, count
+// failures and may disable the endpoint. Delivered attempts are recorded by the next claim
+// (delivery-worker.ts, `recordAndClaimDeliveries`).
 import type { Knex } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import * as deliveries from '../db/repositories/delivery.repository.js';
@@ -26,52 +26,13 @@ export interface RecorderDeps {
   metrics?: Pick<Metrics, 'webhookAttempt'>;
 }
 
-/** Most delivered attempts in one statement (the JSON parameter stays well under a megabyte of response bodies). */
-const MAX_GROUP = 200;
-
 export interface Recorder {
-  /** Resolves once the result is committed (or, when the commit failed, left in flight for its lease to expire). */
-  record(row: deliveries.DeliveryRow, token: string, outcome: Outcome): Promise<void>;
+  /** Resolves once the failure is committed; rejects when the commit failed (left in flight for its lease to expire). */
+  recordFailure(row: deliveries.DeliveryRow, token: string, outcome: Outcome): Promise<void>;
 }
 
 export function createRecorder(deps: RecorderDeps): Recorder {
   const { db, clock, log } = deps;
-  let queue: Array<{ attempt: deliveries.DeliveredAttempt; done: () => void }> = [];
-  let flushing = false;
-
-  /**
-   * Group commit: the first delivered attempt is written at once; those that finish meanwhile wait
-   * for that commit and go together in the next. Measured on one loopback endpoint this turns
-   * four round trips per delivery into one per group (docs/ARCHITECTURE.md, "Performance: deliveries").
-   */
-  async function flush(): Promise<void> {
-    flushing = true;
-    while (queue.length > 0) {
-      const group = queue.slice(0, MAX_GROUP);
-      queue = queue.slice(group.length);
-      try {
-        const recorded = await deliveries.completeDeliveredAttempts(
-          db,
-          group.map((g) => g.attempt),
-          clock.now(),
-        );
-        for (let i = 0; i < recorded.length; i++) deps.metrics?.webhookAttempt('delivered', null);
-      } catch (err) {
-        // Left in flight: the lease expires and another claim retries them.
-        log.error({ err, deliveries: group.length }, 'recording delivered webhook attempts failed');
-      }
-      for (const g of group) g.done();
-    }
-    flushing = false;
-  }
-
-  function recordDelivered(row: deliveries.DeliveryRow, token: string, outcome: Outcome): Promise<void> {
-    const { result, latencyMs } = outcome;
-    return new Promise((done) => {
-      queue.push({ attempt: { id: row.id, token, httpStatus: result.httpStatus, latencyMs, responseBody: result.responseBody }, done });
-      if (!flushing) void flush();
-    });
-  }
 
   /** Applies one failed attempt under the endpoint's row lock (lock order: endpoint, then delivery). */
   async function recordFailure(row: deliveries.DeliveryRow, token: string, outcome: Outcome): Promise<void> {
@@ -129,9 +90,5 @@ export function createRecorder(deps: RecorderDeps): Recorder {
     });
   }
 
-  return {
-    record(row, token, outcome) {
-      return outcome.result.errorClass === null ? recordDelivered(row, token, outcome) : recordFailure(row, token, outcome);
-    },
-  };
+  return { recordFailure };
 }

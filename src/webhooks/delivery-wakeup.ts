@@ -6,32 +6,37 @@ import type { Logger } from '../lib/logger.js';
 
 export interface Waker {
   wake(): void;
-  /** Resolves on `wake`, after `ms`, or on abort; a wake while not waiting is remembered for the next wait. */
-  wait(ms: number, signal: AbortSignal): Promise<void>;
+  /**
+   * Resolves on `wake` (true), after `ms` or on abort (false); a wake while not waiting is remembered
+   * for the next wait.
+   */
+  wait(ms: number, signal: AbortSignal): Promise<boolean>;
 }
 
 export function createWaker(): Waker {
   let pending = false;
-  let resolveWait: (() => void) | null = null;
+  let resolveWait: ((woken: boolean) => void) | null = null;
   return {
     wake() {
-      if (resolveWait) resolveWait();
+      if (resolveWait) resolveWait(true);
       else pending = true;
     },
     wait(ms, signal) {
       if (pending || signal.aborted) {
+        const woken = pending;
         pending = false;
-        return Promise.resolve();
+        return Promise.resolve(woken);
       }
       return new Promise((resolve) => {
-        const done = () => {
+        const done = (woken: boolean) => {
           clearTimeout(timer);
-          signal.removeEventListener('abort', done);
+          signal.removeEventListener('abort', aborted);
           resolveWait = null;
-          resolve();
+          resolve(woken);
         };
-        const timer = setTimeout(done, ms);
-        signal.addEventListener('abort', done, { once: true });
+        const aborted = () => done(false);
+        const timer = setTimeout(done, ms, false);
+        signal.addEventListener('abort', aborted, { once: true });
         resolveWait = done;
       });
     },

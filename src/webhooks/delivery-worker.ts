@@ -1,10 +1,11 @@
 // The delivery loop: claim due deliveries, attempt each (signed, pinned, one deadline), record, reschedule or finish.
 //
-// Flow per batch: claim (SKIP LOCKED, lease, claim token; the payloads come with it) -> load the
-// batch's endpoints -> per delivery: revalidate URL and DNS -> sign with a fresh timestamp -> POST
-// -> record (delivered attempts group-committed; a failure in one short transaction that locks the
-// endpoint, applies the fenced result, updates endpoint counters and, on exhaustion, disables the
-// endpoint, fails its waiting deliveries and emits `agent.webhook_disabled`: delivery-recorder.ts).
+// Flow per cycle: one transaction records the delivered attempts finished since the last cycle and
+// claims (SKIP LOCKED, lease, claim token; payloads and endpoint secrets come with it) into the slots
+// they freed -> per delivery: revalidate URL and DNS -> sign with a fresh timestamp -> POST -> a
+// delivered attempt waits for the next cycle; a failure is recorded in one short transaction that locks
+// the endpoint, applies the fenced result, updates endpoint counters and, on exhaustion, disables the
+// endpoint, fails its waiting deliveries and emits `agent.webhook_disabled` (delivery-recorder.ts).
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Knex } from '../db/knex.js';
@@ -70,6 +71,11 @@ export interface DeliveryWorker {
 export const DEFAULT_CONCURRENCY = 128;
 export const DEFAULT_PER_ENDPOINT_IN_FLIGHT = 32;
 
+/** Most delivered attempts one cycle records (the JSON parameter stays well under a megabyte of response bodies). */
+const MAX_GROUP = 200;
+/** Opened signing secrets kept (one or two per endpoint recently delivered to); cleared whole when full. */
+const MAX_OPENED_SECRETS = 2048;
+
 const noResponse = (errorClass: ErrorClass, message: string | null = null): SendResult => ({ httpStatus: null, responseBody: '', errorClass, retryAfter: null, message });
 
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
@@ -82,24 +88,86 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const idleMs = deps.idleMs ?? 1000;
   const tracing = deps.tracing ?? noTracing;
   const recorder = createRecorder({ db, clock, log, random: deps.random ?? Math.random, metrics: deps.metrics });
+  /** Wakes the loop: a delivered attempt to record, a cycle done, a failure recorded, a slow attempt, NOTIFY. */
+  const waker = createWaker();
+  /**
+   * Set when a claim may find something the last one did not: start, NOTIFY, a due time reached, a
+   * failure recorded or an attempt gone to the slow lane (a slot freed), a cycle that filled its batch.
+   * A delivered attempt does not set it: the next cycle records it and claims into its slot anyway.
+   */
+  let wantClaim = true;
+  const claimSoon = () => {
+    wantClaim = true;
+    waker.wake();
+  };
 
   /** The `now` of the latest claim: a delivery due after it fell due since, and is not held back by a cap. */
   let lastClaimAt = 0;
+  /**
+   * Delivered attempts waiting for the next cycle: their slots are free once it commits. Group commit
+   * without a timer: those that finish while one cycle runs go together in the next.
+   */
+  let delivered: deliveries.DeliveredAttempt[] = [];
 
-  /** One claim per batch; each delivery then runs on what it returned. */
-  async function claim(batch: number): Promise<Array<() => Promise<void>>> {
+  const takeDelivered = (): deliveries.DeliveredAttempt[] => {
+    const group = delivered.length <= MAX_GROUP ? delivered : delivered.slice(0, MAX_GROUP);
+    delivered = delivered.length <= MAX_GROUP ? [] : delivered.slice(MAX_GROUP);
+    return group;
+  };
+
+  const countRecorded = (recorded: string[]) => {
+    for (let i = 0; i < recorded.length; i++) deps.metrics?.webhookAttempt('delivered', null);
+  };
+
+  /**
+   * One cycle: records what was delivered since the last and claims up to `batch` in the same
+   * transaction; each claimed delivery then runs on what the claim returned. A failed cycle leaves
+   * its delivered attempts in flight: their leases expire and they are attempted again.
+   */
+  async function cycle(batch: number): Promise<{ recorded: number; tasks: Array<() => Promise<void>> }> {
+    const group = takeDelivered();
     const now = clock.now();
     lastClaimAt = now.getTime();
-    const rows = await deliveries.claimDueDeliveries(db, {
-      now,
-      leaseUntil: new Date(now.getTime() + deps.leaseMs),
-      token: randomUUID(),
-      batch,
-      perEndpointCap: perEndpointInFlight,
-      deadlineMs: RETRY_HORIZON_MS,
-    });
-    return rows.map((row) => () => process(row));
+    try {
+      // Its own root span (the queries are its children): it serves many deliveries at once.
+      const { recorded, claimed } = await tracing.span('webhook claim', { 'agentapi.recorded': group.length, 'agentapi.batch': batch }, () =>
+        deliveries.recordAndClaimDeliveries(
+          db,
+          { now, leaseUntil: new Date(now.getTime() + deps.leaseMs), token: randomUUID(), batch, perEndpointCap: perEndpointInFlight, deadlineMs: RETRY_HORIZON_MS },
+          group.length > 0 ? { attempts: group, at: now } : undefined,
+        ),
+      );
+      countRecorded(recorded);
+      return { recorded: recorded.length, tasks: claimed.map((row) => () => process(row)) };
+    } catch (err) {
+      if (group.length > 0) log.error({ err, deliveries: group.length }, 'recording delivered webhook attempts failed');
+      throw err;
+    }
   }
+
+  /** Records what is still waiting, without claiming (end of runOnce, shutdown). */
+  async function flushDelivered(): Promise<void> {
+    while (delivered.length > 0) {
+      const group = takeDelivered();
+      try {
+        countRecorded(await deliveries.completeDeliveredAttempts(db, group, clock.now()));
+      } catch (err) {
+        log.error({ err, deliveries: group.length }, 'recording delivered webhook attempts failed');
+      }
+    }
+  }
+
+  /** Secrets opened once per sealed value, not once per attempt (AES-GCM and a base64 decode each). */
+  const opened = new Map<string, string>();
+  const open = (sealed: string): string => {
+    let secret = opened.get(sealed);
+    if (secret === undefined) {
+      if (opened.size >= MAX_OPENED_SECRETS) opened.clear();
+      secret = sealer.open(sealed);
+      opened.set(sealed, secret);
+    }
+    return secret;
+  };
 
   async function attempt(row: deliveries.DeliveryRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string): Promise<Outcome> {
     if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) return { result: noResponse('payload_too_large'), latencyMs: null };
@@ -116,9 +184,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       throw err;
     }
     const now = clock.now();
-    const secrets = [sealer.open(endpoint.sealed_secret)];
+    const secrets = [open(endpoint.sealed_secret)];
     if (endpoint.sealed_previous_secret && endpoint.previous_secret_expires_at && new Date(endpoint.previous_secret_expires_at) > now) {
-      secrets.push(sealer.open(endpoint.sealed_previous_secret));
+      secrets.push(open(endpoint.sealed_previous_secret));
     }
     const timestamp = Math.floor(now.getTime() / 1000);
     const headers = {
@@ -141,7 +209,10 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     return { result, latencyMs: elapsed() };
   }
 
-  /** One delivery attempt, as a root span when tracing is on (its queries and the POST are its children). */
+  /**
+   * One delivery attempt, as a root span when tracing is on: the POST is its child, as are the queries
+   * recording a failure; a delivered attempt is recorded by the next cycle's `webhook claim` span.
+   */
   function process(row: deliveries.ClaimedDelivery): Promise<void> {
     return tracing.span('webhook delivery', { 'agentapi.delivery_id': row.id, 'agentapi.event_type': row.event_type }, () => processDelivery(row));
   }
@@ -153,7 +224,14 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       let outcome: Outcome;
       if (!endpoint.enabled && row.event_type !== 'webhook.test') outcome = { result: noResponse('endpoint_disabled'), latencyMs: null };
       else outcome = await attempt(row, endpoint, row.payload);
-      await recorder.record(row, token, outcome);
+      const { result, latencyMs } = outcome;
+      if (result.errorClass === null) {
+        delivered.push({ id: row.id, token, httpStatus: result.httpStatus, latencyMs, responseBody: result.responseBody });
+        waker.wake();
+      } else {
+        await recorder.recordFailure(row, token, outcome);
+        claimSoon();
+      }
     } catch (err) {
       // Left in flight: the lease expires and another claim retries it.
       log.error({ err, deliveryId: row.id }, 'webhook delivery attempt failed unexpectedly');
@@ -161,8 +239,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   async function runOnce(): Promise<number> {
-    const tasks = await claim(concurrency);
+    const { tasks } = await cycle(concurrency);
     await Promise.all(tasks.map((run) => run()));
+    await flushDelivered();
     return tasks.length;
   }
 
@@ -188,51 +267,70 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       // which has its own bound, so receivers that answer slowly do not block the others.
       const active = new Set<Promise<void>>();
       const slow = new Set<Promise<void>>();
-      const waker = createWaker();
-      if (deps.databaseUrl) listenForDeliveries({ databaseUrl: deps.databaseUrl, connectTimeoutMs: deps.connectTimeoutMs, log, onNotify: () => waker.wake(), signal });
-      // Claims are serialised in this loop, in batches: finishing attempts wake it once half of
-      // those active after the last claim are done (or none is left), whether the global cap or
-      // the endpoints' caps limited that claim; a claim for every finished attempt would cost a
-      // transaction each. NOTIFY (new work) and a delivery falling due wake it at once.
-      let activeAfterClaim = 0;
-      let freedSinceClaim = 0;
-      const freed = () => {
-        freedSinceClaim++;
-        if (active.size === 0 || 2 * freedSinceClaim >= activeAfterClaim) waker.wake();
-      };
+      if (deps.databaseUrl) listenForDeliveries({ databaseUrl: deps.databaseUrl, connectTimeoutMs: deps.connectTimeoutMs, log, onNotify: claimSoon, signal });
       const start = (run: () => Promise<void>) => {
         const task: Promise<void> = run().finally(() => {
           clearTimeout(timer);
-          if (active.delete(task)) freed();
-          else if (slow.delete(task)) waker.wake(); // room under maxSlow
+          if (!active.delete(task)) slow.delete(task);
         });
         const timer = setTimeout(() => {
           if (!active.delete(task)) return;
           slow.add(task);
-          freed();
+          claimSoon();
         }, slowAfterMs);
         active.add(task);
       };
-      while (!signal.aborted) {
-        const room = Math.min(concurrency - active.size, concurrency + maxSlow - active.size - slow.size);
-        let claimed = 0;
-        if (room > 0) {
-          freedSinceClaim = 0;
-          try {
-            const tasks = await claim(room);
-            claimed = tasks.length;
-            for (const run of tasks) start(run);
-          } catch (err) {
-            log.error({ err }, 'webhook claim failed');
-          }
-          activeAfterClaim = active.size;
+      // Each cycle records every delivered attempt that finished while the one before ran and claims
+      // into the room left. Up to two run at once: when attempts finish while one is running, a
+      // second goes out at once with them and waits on the claim lock in Postgres, instead of waiting
+      // here for the first's answer and only then making its own round trip (a slot is idle for
+      // about one cycle between two attempts, so every round trip saved is throughput).
+      const cycles = new Set<Promise<void>>();
+      let cycling = 0;
+      let reserved = 0; // room promised to the cycles running
+      let foundNothing = false; // the last cycle claimed and recorded nothing: sleep until the next is due
+      const runCycle = async (batch: number) => {
+        cycling++;
+        reserved += batch;
+        try {
+          const done = await cycle(batch);
+          for (const run of done.tasks) start(run);
+          // Claim again when it filled its batch (more may be due) or refilled fewer slots than it
+          // recorded (the successor of a recovered delivery waits for its predecessor's commit).
+          if ((batch > 0 && done.tasks.length === batch) || done.tasks.length < done.recorded) wantClaim = true;
+          foundNothing = done.recorded === 0 && done.tasks.length === 0;
+        } catch (err) {
+          log.error({ err }, 'webhook claim failed');
+          foundNothing = true; // the database is away: poll at the idle pace (untilNextDue fails too)
+        } finally {
+          cycling--;
+          reserved -= batch;
+          waker.wake();
         }
-        // Nothing claimable: sleep until the next delivery falls due. Otherwise attempts are in
-        // flight and each one finishing wakes the loop (as do NOTIFY and slow attempts).
-        await waker.wait(claimed === 0 && room > 0 ? await untilNextDue() : idleMs, signal);
+      };
+      while (!signal.aborted) {
+        const room = Math.max(0, Math.min(concurrency - active.size, concurrency + maxSlow - active.size - slow.size) - reserved);
+        if (cycling < 2 && (delivered.length > 0 || (cycling === 0 && room > 0 && wantClaim))) {
+          // Let the answers that arrived together finish first (one poll phase), so they go in one cycle.
+          await new Promise((resolve) => setImmediate(resolve));
+          wantClaim = false;
+          // Half the global room at most per cycle, so a second cycle still has room to refill the
+          // slots it records while the first is running.
+          const running = runCycle(Math.min(room, Math.ceil(concurrency / 2)));
+          cycles.add(running);
+          void running.finally(() => cycles.delete(running));
+          continue;
+        }
+        // Nothing claimable: sleep until the next delivery falls due. Otherwise attempts (or a cycle)
+        // are running and each one finishing wakes the loop, as do NOTIFY and slow attempts.
+        const woken = await waker.wait(cycling === 0 && room > 0 && foundNothing ? await untilNextDue() : idleMs, signal);
+        if (!woken) wantClaim = true; // a due time, or the poll fallback
+
       }
+      await Promise.allSettled([...cycles]); // their claims start attempts, awaited below
       // SIGTERM: no new claims; attempts in flight finish within their deadline and are recorded.
       await Promise.allSettled([...active, ...slow]);
+      await flushDelivered();
       // Then the pooled keep-alive sockets go, so nothing holds the process open.
       sender.close();
     },

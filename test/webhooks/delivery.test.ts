@@ -551,4 +551,33 @@ describe('webhook delivery claims', () => {
     const current = await completeClaimedDelivery(ctx.db, first[0]!.id, '00000000-0000-4000-8000-00000000000c', { status: 'delivered', updated_at: ctx.clock.now() });
     expect(current!.status).to.equal('delivered');
   });
+
+  it('holds the per-endpoint cap across concurrent claimers and frees the slots of the attempts a claim records', async () => {
+    const { claimDueDeliveries, recordAndClaimDeliveries } = await import('../../src/db/repositories/delivery.repository.js');
+    const caller = await ctx.newAgent();
+    const { webhook } = await ctx.service.create(ctx.db, caller, { url: 'https://hooks.example.com/cap', event_types: ['payment.executed'] });
+    for (let i = 0; i < 12; i++) await ctx.emit(caller);
+    await ctx.db('webhook_deliveries').whereNot({ endpoint_id: webhook.id }).whereIn('status', ['pending', 'retrying', 'in_flight']).update({ status: 'failed' });
+    const options = (token: string) => ({ now: ctx.clock.now(), leaseUntil: new Date(ctx.clock.now().getTime() + 30_000), token, batch: 10, perEndpointCap: 4, deadlineMs: RETRY_HORIZON_MS });
+    const tokens = Array.from({ length: 6 }, (_, i) => `00000000-0000-4000-8000-00000000010${i}`);
+    // The six queue on the claim lock held here, then run back to back as it is released: a claim
+    // counting slots from a snapshot taken before it got the lock would overshoot.
+    const holder = await ctx.db.transaction();
+    await holder.raw('SELECT pg_advisory_xact_lock(7411003)');
+    const claims = tokens.map((token) => claimDueDeliveries(ctx.db, options(token)));
+    await new Promise((r) => setTimeout(r, 200));
+    await holder.commit();
+    const concurrent = await Promise.all(claims);
+    const held = concurrent.flat();
+    expect(held).to.have.length(4); // six claimers at once, four slots
+    const delivered = held.map((d) => ({ id: d.id, token: d.claim_token!, httpStatus: 200, latencyMs: 3, responseBody: 'ok' }));
+    // One stale attempt (a token that does not hold it) is fenced out and frees nothing.
+    delivered[0] = { ...delivered[0]!, token: '00000000-0000-4000-8000-0000000001ff' };
+    const next = await recordAndClaimDeliveries(ctx.db, options('00000000-0000-4000-8000-000000000110'), { attempts: delivered, at: ctx.clock.now() });
+    expect(next.recorded.sort()).to.deep.equal(held.slice(1).map((d) => d.id).sort());
+    expect(next.claimed).to.have.length(3);
+    expect(next.claimed.every((d) => d.payload.length > 0 && d.endpoint.url === 'https://hooks.example.com/cap')).to.equal(true);
+    const counts = await ctx.db('webhook_deliveries').where({ endpoint_id: webhook.id }).select('status').count<{ status: string; count: string }[]>('* as count').groupBy('status');
+    expect(Object.fromEntries(counts.map((c) => [c.status, Number(c.count)]))).to.deep.equal({ delivered: 3, in_flight: 4, pending: 5 });
+  });
 });
