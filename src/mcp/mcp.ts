@@ -16,8 +16,9 @@ import { createSessionEventStore } from './event-store.js';
 import { buildSessionTools, type SessionTool } from './session-tools.js';
 import { createSessionRegistry, grantKeyOf, type McpSession } from './sessions.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
+import { MCP_PATH } from './names.js';
 
-export const MCP_PATH = '/mcp';
+export { MCP_PATH };
 const SERVER_INFO = { name: 'agent-api', title: 'Agent API', version: '1.0.0' };
 const INSTRUCTIONS =
   'Tools act for the one agent and wallet your token was issued for; each agent_* tool mirrors a /v1/agent route (named from its path) and needs that route\'s OAuth scope. ' +
@@ -31,6 +32,8 @@ export interface McpDeps extends StepDeps {
 }
 
 export interface McpEndpoint {
+  /** Serves POST/GET/DELETE on MCP_PATH. */
+  handle(req: Request, res: Response): Promise<void>;
   tools: McpTool[];
   sessionTools: SessionTool[];
   /** Ends every session and stops the event relay (app shutdown). */
@@ -79,6 +82,13 @@ const scopeAllows = (principal: Principal, op: OperationMeta) =>
  * Mount before the app's catch-all 404.
  */
 export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
+  const endpoint = createMcpEndpoint(deps);
+  app.all(MCP_PATH, endpoint.handle);
+  return endpoint;
+}
+
+/** The endpoint of `mountMcp` without mounting it (the app builds it on the first request to MCP_PATH). */
+export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
   const { config, log } = deps;
   const steps = createSteps(deps);
   const document = deps.document ?? loadDocument();
@@ -339,8 +349,8 @@ export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
     }
   };
 
-  app.all(MCP_PATH, handle);
   return {
+    handle,
     tools,
     sessionTools,
     async close() {
