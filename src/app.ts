@@ -31,8 +31,7 @@ import { createOAuthCleanupLoop } from './oauth/cleanup.js';
 import { createLoginCodeMailer } from './oauth/mailer.js';
 import { createOAuthService } from './oauth/oauth.service.js';
 import { mountOAuth } from './oauth/provider.js';
-import type { McpDeps, McpEndpoint } from './mcp/mcp.js';
-import { MCP_PATH } from './mcp/names.js';
+import { mountMcp } from './mcp/mcp.js';
 import { mountConsole } from './console/console.js';
 import { mountDocs } from './docs/docs.js';
 import { createDefiArea } from './services/defi/area.js';
@@ -268,7 +267,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.get('/healthz', health.healthz);
   app.get('/readyz', health.readyz);
   mountOAuth(app, { config, db, clock, log, services, sealer: core.sealer });
-  const mcp = mountMcpOnFirstUse(app, httpDeps);
+  const mcp = mountMcp(app, httpDeps);
   mountConsole(app, { config, db, services, log });
   mountDocs(app, { document: core.document });
   app.use((_req, res) => {
@@ -308,24 +307,6 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     close: async () => {
       await mcp.close();
       await core.close();
-    },
-  };
-}
-
-/**
- * Mounts the MCP endpoint, built on its first request: the MCP SDK and the tool definitions generated from
- * the contract (~6 MB of heap) stay out of deployments that never see an MCP client. Concurrent first
- * requests wait for the one build.
- */
-function mountMcpOnFirstUse(app: Express, deps: McpDeps): { close(): Promise<void> } {
-  let endpoint: Promise<McpEndpoint> | undefined;
-  app.all(MCP_PATH, (req, res, next) => {
-    endpoint ??= import('./mcp/mcp.js').then((m) => m.createMcpEndpoint(deps));
-    endpoint.then((e) => e.handle(req, res), next);
-  });
-  return {
-    async close() {
-      await (await endpoint?.catch(() => undefined))?.close();
     },
   };
 }
