@@ -100,6 +100,26 @@ export function createCursorBinding(document: OpenApiDocument) {
   };
 }
 
+/**
+ * One Ajv instance per distinct option set (openapi-backend asks for a fresh one for every validator it
+ * compiles: params with `coerceTypes`, bodies, responses). A fresh Ajv 2020 compiles the draft 2020-12
+ * meta-schema again to check the schema it is given, so each operation's warm-up paid for that code and
+ * its garbage once per validator; sharing the instance compiles it once. Our schemas carry no `$id`, so
+ * compiling them side by side in one instance cannot collide.
+ */
+const ajvByOptions = new Map<string, { addFormat: unknown }>();
+function sharedAjv(ajvOpts: object): { addFormat: unknown } {
+  const options = { ...ajvOpts, strict: false, allErrors: true, validateFormats: true };
+  const key = JSON.stringify(options);
+  let ajv = ajvByOptions.get(key);
+  if (!ajv) {
+    ajv = new Ajv2020(options);
+    addFormats(ajv);
+    ajvByOptions.set(key, ajv);
+  }
+  return ajv;
+}
+
 /** The four lazily filled maps in which openapi-backend keeps an operation's compiled Ajv validators. */
 const VALIDATOR_MAPS = ['requestValidators', 'responseValidators', 'statusBasedResponseValidators', 'responseHeadersValidators'] as const;
 type ValidatorMaps = Record<(typeof VALIDATOR_MAPS)[number], Record<string, unknown>>;
@@ -138,11 +158,7 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
     quick: true,
     coerceTypes: true,
     ajvOpts: { strict: false, allErrors: true },
-    customizeAjv: (_original, ajvOpts) => {
-      const ajv = new Ajv2020({ ...(ajvOpts as object), strict: false, allErrors: true, validateFormats: true });
-      addFormats(ajv);
-      return ajv as never;
-    },
+    customizeAjv: (_original, ajvOpts) => sharedAjv(ajvOpts as object) as never,
   });
   await api.init();
   shareCompiledValidators(api, deps.document);

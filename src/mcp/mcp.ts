@@ -1,10 +1,13 @@
 // The MCP endpoint at /mcp: Streamable HTTP with sessions (SSE stream, resumable) or stateless POSTs, OAuth tokens bound to /mcp, tools dispatched through the API router.
 import { randomUUID } from 'node:crypto';
 import type { Express, Request, Response } from 'express';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createRequire } from 'node:module';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type * as SdkServer from '@modelcontextprotocol/sdk/server/index.js';
+import type * as SdkTransport from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import { CallToolRequestSchema, ErrorCode, isInitializeRequest, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type * as SdkTypes from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
 import { BODY_LIMIT_BYTES, createSteps, readJsonBody, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
@@ -16,8 +19,9 @@ import { createSessionEventStore } from './event-store.js';
 import { buildSessionTools, type SessionTool } from './session-tools.js';
 import { createSessionRegistry, grantKeyOf, type McpSession } from './sessions.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
+import { MCP_PATH } from './names.js';
 
-export const MCP_PATH = '/mcp';
+export { MCP_PATH };
 const SERVER_INFO = { name: 'agent-api', title: 'Agent API', version: '1.0.0' };
 const INSTRUCTIONS =
   'Tools act for the one agent and wallet your token was issued for; each agent_* tool mirrors a /v1/agent route (named from its path) and needs that route\'s OAuth scope. ' +
@@ -31,6 +35,8 @@ export interface McpDeps extends StepDeps {
 }
 
 export interface McpEndpoint {
+  /** Serves POST/GET/DELETE on MCP_PATH. */
+  handle(req: Request, res: Response): Promise<void>;
   tools: McpTool[];
   sessionTools: SessionTool[];
   /** Ends every session and stops the event relay (app shutdown). */
@@ -78,7 +84,31 @@ const scopeAllows = (principal: Principal, op: OperationMeta) =>
  * grant), a new session on `initialize` (429 past the grant's cap), or a stateless POST.
  * Mount before the app's catch-all 404.
  */
-export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
+export function mountMcp(app: Express, deps: McpDeps): Pick<McpEndpoint, 'close'> {
+  // Built on the first request: the SDK (with zod) and the tool definitions generated from the contract
+  // (~6 MB of heap) stay out of a process that never sees an MCP client.
+  let endpoint: McpEndpoint | undefined;
+  app.all(MCP_PATH, (req: Request, res: Response) => (endpoint ??= createMcpEndpoint(deps)).handle(req, res));
+  return {
+    async close() {
+      await endpoint?.close();
+    },
+  };
+}
+
+/**
+ * The SDK's server side, loaded synchronously on first use. Every SDK value this module uses comes from here,
+ * so the server, its transport and the McpError it recognises are one copy of the SDK.
+ */
+const loadSdk = ((load) => () => ({
+  ...(load('@modelcontextprotocol/sdk/server/index.js') as typeof SdkServer),
+  ...(load('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof SdkTransport),
+  ...(load('@modelcontextprotocol/sdk/types.js') as typeof SdkTypes),
+}))(createRequire(import.meta.url));
+
+/** The endpoint `mountMcp` serves (built on the first request to MCP_PATH). */
+export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
+  const { Server: SdkServerClass, StreamableHTTPServerTransport, CallToolRequestSchema, ErrorCode, isInitializeRequest, ListToolsRequestSchema, McpError } = loadSdk();
   const { config, log } = deps;
   const steps = createSteps(deps);
   const document = deps.document ?? loadDocument();
@@ -198,7 +228,7 @@ export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
   function createServer(session: () => McpSession | null): Server {
     // The low-level server: tool schemas are the contract's JSON Schemas, and the router (not zod)
     // validates arguments, so a tool refuses exactly what the HTTP route refuses.
-    const server = new Server(SERVER_INFO, {
+    const server = new SdkServerClass(SERVER_INFO, {
       capabilities: { tools: { listChanged: false }, experimental: { 'agent_api/events': { notification: EVENT_NOTIFICATION } } },
       instructions: INSTRUCTIONS,
     });
@@ -339,8 +369,8 @@ export function mountMcp(app: Express, deps: McpDeps): McpEndpoint {
     }
   };
 
-  app.all(MCP_PATH, handle);
   return {
+    handle,
     tools,
     sessionTools,
     async close() {

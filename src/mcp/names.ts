@@ -3,6 +3,9 @@ import type { OpenApiDocument, OperationMeta } from '../http/operations.js';
 
 const API_PREFIX = '/v1/';
 
+/** Where the MCP endpoint is mounted. */
+export const MCP_PATH = '/mcp';
+
 export type ToolVerb = 'get' | 'list' | 'create' | 'update' | 'delete';
 
 /**

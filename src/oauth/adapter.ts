@@ -1,5 +1,6 @@
 // Postgres adapter for every oidc-provider model, with an atomic consume (one winner per code or refresh token).
-import { errors } from 'oidc-provider';
+import { createRequire } from 'node:module';
+import type * as Oidc from 'oidc-provider';
 import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import * as repo from '../db/repositories/oauth.repository.js';
@@ -7,6 +8,9 @@ import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 
 type Payload = Record<string, unknown>;
+
+/** oidc-provider's error classes, loaded when first needed (only the provider, built on the first OAuth request, calls the adapter). */
+const oidcErrors = ((load) => () => (load('oidc-provider') as typeof Oidc).errors)(createRequire(import.meta.url));
 
 export interface AdapterDeps {
   db: Db;
@@ -99,7 +103,7 @@ export function createAdapterClass(deps: AdapterDeps) {
     async upsert(id: string, payload: Payload, expiresIn?: number): Promise<void> {
       // Postgres cannot store U+0000: a request that smuggles one into a stored artefact is the caller's error.
       if (JSON.stringify(payload).includes('\\u0000')) {
-        const Refusal = this.model === 'Client' ? errors.InvalidClientMetadata : errors.InvalidRequest;
+        const Refusal = this.model === 'Client' ? oidcErrors().InvalidClientMetadata : oidcErrors().InvalidRequest;
         throw new Refusal('parameters must not contain the NUL character');
       }
       const { plain, secrets } = splitSecrets(this.model, payload);
@@ -135,11 +139,11 @@ export function createAdapterClass(deps: AdapterDeps) {
      * check, so the guarded UPDATE decides. The loser is treated as a replay: the grant is revoked.
      */
     async consume(id: string): Promise<void> {
-      if (hasNul(id)) throw new errors.InvalidGrant('grant not found');
+      if (hasNul(id)) throw new (oidcErrors().InvalidGrant)('grant not found');
       if (await repo.consumeModel(db, this.model, id, clock.now())) return;
       const row = await repo.findModel(db, this.model, id);
       if (row?.grant_id) await revokeGrantEverywhere(db, row.grant_id, clock.now(), 'replay');
-      throw new errors.InvalidGrant(`${this.model === 'RefreshToken' ? 'refresh token' : 'grant'} already consumed`);
+      throw new (oidcErrors().InvalidGrant)(`${this.model === 'RefreshToken' ? 'refresh token' : 'grant'} already consumed`);
     }
 
     async destroy(id: string): Promise<void> {

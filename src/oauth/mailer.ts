@@ -1,5 +1,5 @@
 // Sends connect-page one-time codes: nodemailer to SMTP_URL, or the log when no SMTP_URL is set (development).
-import nodemailer from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { Logger } from '../lib/logger.js';
 
 export interface LoginCodeMailer {
@@ -18,10 +18,13 @@ export function createLoginCodeMailer(deps: { smtpUrl: string | null; from?: str
       close() {},
     };
   }
-  const transport = nodemailer.createTransport(deps.smtpUrl, { from });
+  // nodemailer (~3 MB of heap) loads on the first message, not at start.
+  const smtpUrl = deps.smtpUrl;
+  let transport: Promise<Transporter> | undefined;
+  const transportOf = () => (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport(smtpUrl, { from })));
   return {
     async sendLoginCode(to, code, context) {
-      await transport.sendMail({
+      await (await transportOf()).sendMail({
         to,
         subject: `Your sign-in code: ${code}`,
         text: [
@@ -33,7 +36,10 @@ export function createLoginCodeMailer(deps: { smtpUrl: string | null; from?: str
       });
     },
     close() {
-      transport.close();
+      void transport?.then(
+        (t) => t.close(),
+        () => {},
+      );
     },
   };
 }

@@ -4,7 +4,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import Provider, { errors, interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+import { createRequire } from 'node:module';
+import type Provider from 'oidc-provider';
+import type * as Oidc from 'oidc-provider';
+import type { Configuration, KoaContextWithOIDC } from 'oidc-provider';
 import { ALL_SCOPES } from '../auth/principal.js';
 import { resourceUrl } from '../auth/bearer.js';
 import { listSigningKeys } from '../db/repositories/oauth.repository.js';
@@ -31,8 +34,15 @@ const VALIDATION_MARKER = 'x_agent_api';
 /** A rotation made by another process (agentctl) is picked up at most this long after it happens. */
 const KEY_CHECK_MS = 1000;
 
+/**
+ * oidc-provider and its Koa stack (~3 MB of heap) load when the first OAuth request builds the provider, not
+ * at start (synchronously: Node's require of an ES module, the same module instance an import would give).
+ */
+const loadOidc = ((load) => () => load('oidc-provider') as typeof Oidc)(createRequire(import.meta.url));
+
 export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Sealer): Provider {
   const { config, db, clock, log } = deps;
+  const { default: OidcProvider, errors, interactionPolicy } = loadOidc();
   const resources = new Map(
     (['agent', 'mcp'] as const).map((r) => [
       resourceUrl(config.baseUrl, r),
@@ -168,7 +178,7 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Seale
     },
   };
 
-  const provider = new Provider(config.baseUrl, configuration);
+  const provider = new OidcProvider(config.baseUrl, configuration);
   provider.proxy = config.trustProxy;
 
   // Discovery lists only static scopes; add the resource scopes the two resources accept.

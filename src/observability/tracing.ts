@@ -3,10 +3,14 @@
 // in one process (tests) keep separate traces.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
+import type * as Resources from '@opentelemetry/resources';
+import type * as SdkTrace from '@opentelemetry/sdk-trace';
 import type { Knex } from 'knex';
+import { createRequire } from 'node:module';
+
+// The SDK and its exporter (~3 MB of heap) load only when tracing is on (synchronously: createTracing is).
+const load = createRequire(import.meta.url);
 
 export { SpanKind, SpanStatusCode };
 
@@ -40,6 +44,9 @@ export const noTracing: Tracing = {
 
 export function createTracing(options: { endpoint: string | null; serviceName: string; scheduledDelayMs?: number }): Tracing {
   if (!options.endpoint) return noTracing;
+  const { OTLPTraceExporter } = load('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp;
+  const { resourceFromAttributes } = load('@opentelemetry/resources') as typeof Resources;
+  const { BatchSpanProcessor, TracerProvider } = load('@opentelemetry/sdk-trace') as typeof SdkTrace;
   const exporter = new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/+$/, '')}/v1/traces` });
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': options.serviceName }),

@@ -1,7 +1,7 @@
 // Warns an owner by e-mail when one of their endpoints has been failing for 24 hours, and again at
 // 48 hours (auto-disable comes at 72): the failure reason and a link to the console. Each warning is
 // recorded in the owner's audit log. No webhook event is emitted (spec 9.2 has no such type).
-import nodemailer from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { Knex } from 'knex';
 import { withTransaction } from '../db/knex.js';
 import * as repo from '../db/repositories/owner.repository.js';
@@ -34,10 +34,13 @@ export function createWarningMailer(deps: { smtpUrl: string | null; log: Logger;
       close() {},
     };
   }
-  const transport = nodemailer.createTransport(deps.smtpUrl, { from: deps.from ?? 'Agent API <no-reply@agent-api.invalid>' });
+  // nodemailer (~3 MB of heap) loads on the first message, not at start.
+  const smtpUrl = deps.smtpUrl;
+  let transport: Promise<Transporter> | undefined;
+  const transportOf = () => (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport(smtpUrl, { from: deps.from ?? 'Agent API <no-reply@agent-api.invalid>' })));
   return {
     async send(w) {
-      await transport.sendMail({
+      await (await transportOf()).sendMail({
         to: w.to,
         subject: `Webhook endpoint failing for ${w.hours} hours: ${w.url}`,
         text: [
@@ -50,7 +53,10 @@ export function createWarningMailer(deps: { smtpUrl: string | null; log: Logger;
       });
     },
     close() {
-      transport.close();
+      void transport?.then(
+        (t) => t.close(),
+        () => {},
+      );
     },
   };
 }
