@@ -31,12 +31,13 @@ const report = (file: string, validate: ReturnType<typeof schema>, value: unknow
   for (const line of [...seen].slice(0, 12)) problem(file, `schema: ${line}`);
 };
 
-/** `node dist/<path>.js` must come from a TypeScript entry the build compiles. */
+/** `node [--v8-flag ...] dist/<path>.js` must come from a TypeScript entry the build compiles. */
 function checkEntry(file: string, command: unknown): void {
   const args = asArr(command).map(String);
-  if (args[0] !== 'node' || !args[1]?.startsWith('dist/')) return problem(file, `command ${JSON.stringify(args)} does not run compiled JavaScript (node dist/...)`);
-  const source = args[1].replace(/^dist\//, '').replace(/\.js$/, '.ts');
-  if (!existsSync(join(root, source))) problem(file, `${args[1]} has no source ${source}`);
+  const entry = args.slice(1).find((a) => !a.startsWith('--'));
+  if (args[0] !== 'node' || !entry?.startsWith('dist/')) return problem(file, `command ${JSON.stringify(args)} does not run compiled JavaScript (node dist/...)`);
+  const source = entry.replace(/^dist\//, '').replace(/\.js$/, '.ts');
+  if (!existsSync(join(root, source))) problem(file, `${entry} has no source ${source}`);
   const build = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
   if (!build.include.some((inc) => source === inc || source.startsWith(`${inc}/`))) problem(file, `${source} is not in tsconfig.build.json's include`);
 }
