@@ -6,10 +6,10 @@
 // Counted at the pg driver: every statement a pg Client sends (BEGIN and COMMIT included) while one request is in
 // flight. Requests run one at a time and no worker loop runs, so nothing else talks to Postgres meanwhile.
 import { expect } from 'chai';
-import pg from 'pg';
 import { addr } from '../ledger/factory.js';
 import { newKey, type TestAgent } from '../helpers/server.js';
 import { startDefiServer, type DefiServer } from '../defi/http-helpers.js';
+import { statementsOf } from '../support/statements.js';
 
 const MAX_ROUND_TRIPS = 3;
 const FIVE_ASSETS = { USDC: '20000', EURC: '500', ETH: '2', WETH: '3', CBBTC: '0.05' };
@@ -18,8 +18,6 @@ describe('read round trips', function () {
   this.timeout(60_000);
   let s: DefiServer;
   let agent: TestAgent;
-  let statements: string[] | null = null;
-  const query = pg.Client.prototype.query;
 
   before(async () => {
     s = await startDefiServer();
@@ -50,27 +48,15 @@ describe('read round trips', function () {
     const { method_id } = await ledger.withdrawals.addMethod(s.db, agent.ownerId, { kind: 'bank', label: 'Checking', last4: '1234' });
     await post('/withdrawals/to-bank', { method_id, asset: 'USDC', amount: '2' });
     await s.settle();
-
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const text = args[0];
-      statements?.push(typeof text === 'string' ? text : String((text as { text?: string })?.text ?? text));
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof query;
   });
   after(async () => {
-    pg.Client.prototype.query = query;
     await s?.close();
   });
 
   /** The statements one request sends, and its answer. */
   async function counted(path: string) {
-    statements = [];
-    try {
-      const res = await s.request('GET', path, { agent });
-      return { res, statements };
-    } finally {
-      statements = null;
-    }
+    const { result: res, statements } = await statementsOf(() => s.request('GET', path, { agent }));
+    return { res, statements };
   }
 
   /** A concrete path: query parameters a route requires, and each `{param}` from the first item of the list route above it. */
@@ -102,12 +88,7 @@ describe('read round trips', function () {
   });
 
   it('counts every statement, BEGIN and COMMIT included (the counter can fail)', async () => {
-    statements = [];
-    try {
-      await s.db.transaction(async (trx) => trx.raw('SELECT 1'));
-      expect(statements.map((q) => q.replace(/;$/, '').trim().toUpperCase())).to.deep.equal(['BEGIN', 'SELECT 1', 'COMMIT']);
-    } finally {
-      statements = null;
-    }
+    const { statements } = await statementsOf(() => s.db.transaction(async (trx) => trx.raw('SELECT 1')));
+    expect(statements.map((q) => q.replace(/;$/, '').trim().toUpperCase())).to.deep.equal(['BEGIN', 'SELECT 1', 'COMMIT']);
   });
 });

@@ -1,26 +1,10 @@
 // The statements one accepted payment sends to Postgres through HTTP (docs/ARCHITECTURE.md "Performance: payments"):
 // a regression in the write path's round trips fails here rather than only slowing the benchmark.
 import { expect } from 'chai';
-import pg from 'pg';
 import { newKey, startTestServer, type TestServer } from '../helpers/server.js';
+import { statementsOf } from '../support/statements.js';
 
-/** Every statement any pg client sends while `fn` runs (BEGIN, SAVEPOINT and COMMIT included). */
-async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
-  const sent: string[] = [];
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const original = proto.query;
-  proto.query = function (this: unknown, ...args: unknown[]) {
-    const q = args[0] as string | { text?: string };
-    sent.push(typeof q === 'string' ? q : String(q?.text));
-    return original.apply(this, args);
-  };
-  try {
-    await fn();
-  } finally {
-    proto.query = original;
-  }
-  return sent;
-}
+const sent = async (fn: () => Promise<unknown>): Promise<string[]> => (await statementsOf(fn)).statements;
 
 describe('createPayment', () => {
   let s: TestServer;
@@ -35,7 +19,7 @@ describe('createPayment', () => {
     // A first payment warms what is cached per process (assets, the router), as in steady state.
     expect((await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status).to.equal(200);
     let status = 0;
-    const statements = await statementsOf(async () => {
+    const statements = await sent(async () => {
       status = (await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status;
     });
     expect(status).to.equal(200);
@@ -64,7 +48,7 @@ describe('createPayment', () => {
     const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' };
     const first = await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: key });
     let again: Awaited<ReturnType<TestServer['request']>> | undefined;
-    const statements = await statementsOf(async () => {
+    const statements = await sent(async () => {
       again = await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: key });
     });
     expect(again!.text).to.equal(first.text);
