@@ -131,6 +131,49 @@ export function prepared<Q extends { options(options: Readonly<Record<string, un
   return query.options({ [PREPARE_OPTION]: true });
 }
 
+/** What `preparedRows` needs of knex's client: its pool and the dialect's query call (BoundedPgClient._query below). */
+interface PooledClient {
+  acquireConnection(): Promise<unknown>;
+  releaseConnection(connection: unknown): Promise<unknown>;
+  _query(connection: unknown, obj: { sql: string; bindings: readonly unknown[]; options: Record<string, unknown>; response?: { rows: unknown[] } }): Promise<unknown>;
+}
+
+const positional = new Map<string, string>();
+/** `?` placeholders as Postgres's `$1, $2, ...` (fixed SQL of ours: no `?` operator, no `??` identifiers). */
+function positionalSql(sql: string): string {
+  let out = positional.get(sql);
+  if (out === undefined) {
+    let n = 0;
+    out = sql.replace(/\?/g, () => `$${++n}`);
+    if (positional.size < 1000) positional.set(sql, out);
+  }
+  return out;
+}
+
+/**
+ * The rows of a hot read written as fixed SQL with `?` placeholders, as a named statement (`prepared`), on a pooled
+ * connection without knex's builder and runner: per request that machinery cost about as much Node CPU as the
+ * statement's own send and parse (issue 12, P1). Errors, timeouts and a retired prepared statement are handled as for
+ * any query (the same dialect call, BoundedPgClient._query). Knex's path is kept inside a transaction (its
+ * connection), on PGlite, and while anything listens to the database's query events (tracing spans, metrics of
+ * statement timeouts), so those still see every statement.
+ */
+export async function preparedRows<R>(db: Db, sql: string, bindings: readonly Knex.RawBinding[]): Promise<R[]> {
+  const knex = db as Knex;
+  if ((db as Knex.Transaction).isTransaction || !multiStatementQueries(knex) || knex.listenerCount('query') + knex.listenerCount('query-error') + knex.listenerCount('query-response') > 0) {
+    return ((await prepared(db.raw(sql, bindings))) as unknown as { rows: R[] }).rows;
+  }
+  const client = knex.client as unknown as PooledClient;
+  const connection = await client.acquireConnection();
+  try {
+    const obj: Parameters<PooledClient['_query']>[1] = { sql: positionalSql(sql), bindings, options: { [PREPARE_OPTION]: true } };
+    await client._query(connection, obj);
+    return obj.response!.rows as R[];
+  } finally {
+    await client.releaseConnection(connection);
+  }
+}
+
 const statementNames = new Map<string, string>();
 function statementName(sql: string): string {
   let name = statementNames.get(sql);

@@ -243,8 +243,16 @@ export type BodyProblem = { kind: 'too_large' | 'malformed' | 'encoding' | 'unre
 
 const jsonParser = express.json({ limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'], strict: false });
 
+const NO_BODY_PROBLEM: Promise<null> = Promise.resolve(null);
+
 /** Parses a JSON body into `req.body` (at most BODY_LIMIT_BYTES); each entry answers a problem in its own protocol. */
 export function readJsonBody(req: Request, res: Response): Promise<BodyProblem | null> {
+  // body-parser's own test for a request without a body (type-is hasBody), answered without its promise, stream and
+  // debug plumbing: every GET takes this way. req.body is left as body-parser leaves it, undefined.
+  if (req.headers['transfer-encoding'] === undefined && isNaN(req.headers['content-length'] as unknown as number)) {
+    if (!('body' in (req as object))) (req as { body?: unknown }).body = undefined;
+    return NO_BODY_PROBLEM;
+  }
   return new Promise((resolve) => {
     jsonParser(req, res, (err?: unknown) => {
       if (!err) return resolve(null);

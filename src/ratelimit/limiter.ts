@@ -95,7 +95,8 @@ return {allowed, tokens, count, retry, reset, now}
 const LUA_SHA = createHash('sha1').update(LUA).digest('hex');
 
 export interface RedisLike {
-  sendCommand(args: string[]): Promise<unknown>;
+  /** node-redis takes per-command options; `timeout: 0` turns its own per-command timer off. */
+  sendCommand(args: string[], options?: { timeout?: number }): Promise<unknown>;
   close?(): Promise<unknown>;
 }
 
@@ -109,8 +110,10 @@ export class RedisTimeoutError extends Error {}
 export function createRedisLimiter(client: RedisLike, prefix: string, opts: { timeoutMs?: number } = {}): RateLimiter {
   let counter = 0;
   const send = (command: string[]): Promise<unknown> => {
-    const reply = client.sendCommand(command);
-    if (!opts.timeoutMs) return reply;
+    if (!opts.timeoutMs) return client.sendCommand(command);
+    // Our timer bounds the call, so node-redis's own (an AbortSignal.timeout per command, 5 s by default, whose
+    // timer fires and builds a DOMException even after the reply came) is turned off: ~2 % of a read's CPU.
+    const reply = client.sendCommand(command, { timeout: 0 });
     let timer: NodeJS.Timeout | undefined;
     const expiry = new Promise<never>((_, reject) => {
       // setImmediate: after a blocked event loop, timers run before pending socket reads; give a

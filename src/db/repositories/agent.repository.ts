@@ -1,5 +1,5 @@
 // Owners, agents, wallets and per-agent rate-limit overrides.
-import { prepared, type Db } from '../knex.js';
+import { preparedRows, type Db } from '../knex.js';
 
 export interface OwnerRow {
   id: string;
@@ -90,7 +90,7 @@ const AUTH_ROW_SQL = `SELECT a.*, w.id AS wallet_id, w.address AS wallet_address
 
 export async function findAuthRow(db: Db, agentId: string): Promise<AuthRow | undefined> {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the row is typed by AuthRow below, as knex's `.first()` left it untyped
-  const row = ((await prepared(db.raw(AUTH_ROW_SQL, [agentId]))) as { rows: any[] }).rows[0];
+  const row = (await preparedRows<any>(db, AUTH_ROW_SQL, [agentId]))[0];
   if (!row) return undefined;
   const { wallet_id, wallet_address, owner_found, owner_deleted_at, rate_overrides, ...agent } = row;
   const overrides = typeof rate_overrides === 'string' ? JSON.parse(rate_overrides) : rate_overrides;

@@ -1,6 +1,6 @@
 // Assets, protocols, prices, materialised balances, the append-only journal, holds and the simulated chain's failing addresses.
 import type { Schema } from '../../lib/contract.js';
-import { prepared, type Db, type Knex } from '../knex.js';
+import { preparedRows, type Db, type Knex } from '../knex.js';
 
 export interface AssetRow {
   symbol: string;
@@ -112,7 +112,7 @@ const BALANCES_WITH_PRICES_SQL = `SELECT a.symbol, b.available, b.held, p.usd_e8
  */
 export async function listBalancesWithPrices(db: Db, walletId: string): Promise<[Map<string, Pick<BalanceRow, 'available' | 'held'>>, Map<string, string>]> {
   // Fixed SQL (no builder to compile per request): /balances is the hottest read.
-  const { rows } = (await prepared(db.raw(BALANCES_WITH_PRICES_SQL, [walletId]))) as { rows: { symbol: string; available: string | null; held: string | null; usd_e8: string | null }[] };
+  const rows = await preparedRows<{ symbol: string; available: string | null; held: string | null; usd_e8: string | null }>(db, BALANCES_WITH_PRICES_SQL, [walletId]);
   const balances = new Map<string, Pick<BalanceRow, 'available' | 'held'>>();
   const prices = new Map<string, string>();
   for (const r of rows) {
