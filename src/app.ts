@@ -9,7 +9,7 @@ import { createAccessLog } from './http/access-log.js';
 import { toApiError } from './http/error-mapping.js';
 import { createHealthHandlers, type ReadinessCheck } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
-import { createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware } from './http/pipeline.js';
+import { createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware, serveAgentApiFirst } from './http/pipeline.js';
 import { runIdempotent } from './http/steps.js';
 import { createRouter, type Router } from './http/router.js';
 import { createIdempotency } from './idempotency/idempotency.js';
@@ -255,8 +255,9 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);
   app.set('etag', false);
+  const accessLog = createAccessLog(log);
   app.use(requestIdMiddleware);
-  app.use(createAccessLog(log));
+  app.use(accessLog);
   if (core.metrics.registry) app.use(createRequestMetricsMiddleware(core.metrics));
   if (core.tracing.enabled) app.use(createRequestTracingMiddleware(core.tracing));
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes. Mounted first:
@@ -274,7 +275,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(404).json(errorBody('not_found', 'No route matches this request.'));
   });
   // Last resort for errors raised by Express or a mounted library: the envelope, never a stack trace.
-  app.use((err: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+  const lastResort = (err: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
     const status = (err as { status?: number }).status;
     if ((typeof status === 'number' && status >= 400 && status < 500) || err instanceof URIError) {
       res.status(400).json(errorBody('validation_failed', 'The request could not be parsed.', { errors: [{ location: 'path', message: 'malformed request' }] }));
@@ -288,7 +289,10 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     }
     log.error({ err }, 'unhandled error outside the API pipeline');
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
-  });
+  };
+  app.use(lastResort);
+  // /v1/agent without the router's walk when the two middleware above are all that runs before it.
+  if (!core.metrics.registry && !core.tracing.enabled) serveAgentApiFirst(app, [requestIdMiddleware, accessLog], pipeline.agentApi, lastResort);
 
   return {
     app,
