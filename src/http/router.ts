@@ -142,7 +142,30 @@ function shareCompiledValidators(api: OpenAPIBackend, document: OpenApiDocument)
   for (const name of VALIDATOR_MAPS) validator[name] = shared[name];
 }
 
-export async function createRouter(deps: { document: OpenApiDocument; handlers: Partial<HandlerMap> | Record<string, AnyHandler>; around?: Around }): Promise<Router> {
+/** The operations declaring no parameter (path, query, header, cookie) and no request body. */
+function bareOperations(document: OpenApiDocument): Set<string> {
+  const bare = new Set<string>();
+  for (const item of Object.values(document.paths ?? {}) as OpenApiDocument[]) {
+    for (const op of Object.values(item) as OpenApiDocument[]) {
+      if (!op || typeof op !== 'object' || typeof op.operationId !== 'string') continue;
+      const params = [...(Array.isArray(item.parameters) ? item.parameters : []), ...(Array.isArray(op.parameters) ? op.parameters : [])];
+      if (params.length === 0 && !op.requestBody) bare.add(op.operationId);
+    }
+  }
+  return bare;
+}
+
+const isEmpty = (query: unknown): boolean => {
+  if (query === undefined || query === null) return true;
+  for (const _key in query as object) return false;
+  return true;
+};
+
+/**
+ * `bareDirect` (default true): requests with nothing to validate skip openapi-backend (see `handle`); false sends
+ * every request through it, as test/http/router-bare.test.ts does to compare the two ways.
+ */
+export async function createRouter(deps: { document: OpenApiDocument; handlers: Partial<HandlerMap> | Record<string, AnyHandler>; around?: Around; bareDirect?: boolean }): Promise<Router> {
   const ops = readOperations(deps.document);
   const byId = new Map(ops.map((op) => [op.operationId, op]));
   const match = createMatcher(ops);
@@ -193,6 +216,7 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
       ? deps.around(op, (c.request.params ?? {}) as Record<string, unknown>, c.request.requestBody, ctx, (inner) => handler(requestOf(c), inner))
       : handler(requestOf(c), ctx);
   const handlers: Record<string, (c: Context, ctx: RequestContext) => Promise<HandlerResult>> = {};
+  const bare = deps.bareDirect === false ? new Set<string>() : bareOperations(deps.document);
   for (const op of ops) {
     const handler = (deps.handlers as Record<string, AnyHandler | undefined>)[op.operationId];
     if (handler) implemented.add(op.operationId);
@@ -245,7 +269,16 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
       assertNoNulCharacters({ body: req.body, query: req.query as Record<string, unknown>, pathParams: routed.kind === 'operation' ? routed.params : {} });
       const m = ctx?.principal && req.method.toLowerCase() === 'get' ? routed : undefined;
       const listId = m?.kind === 'operation' && cursors.applies(m.op.operationId) ? m.op.operationId : undefined;
-      if (!listId) return api.handleRequest(req, ctx) as Promise<HandlerResult>;
+      if (!listId) {
+        // Nothing for openapi-backend to parse or validate: an authenticated request to an operation that declares no
+        // parameter and no body, sent without a query string. Its handler gets what openapi-backend would hand it
+        // (test/http/router-bare.test.ts holds the two ways alike).
+        if (m?.kind === 'operation' && bare.has(m.op.operationId) && isEmpty(req.query)) {
+          const c = { operation: { operationId: m.op.operationId }, request: { params: {}, query: {}, headers: req.headers ?? {}, requestBody: req.body } } as unknown as Context;
+          return handlers[m.op.operationId]!(c, ctx);
+        }
+        return api.handleRequest(req, ctx) as Promise<HandlerResult>;
+      }
       const query = (req.query ?? {}) as Record<string, unknown>;
       const agentId = ctx.principal.agentId;
       if (typeof query.cursor === 'string') req = { ...req, query: { ...query, cursor: cursors.unwrap(listId, agentId, query.cursor) } as never };
