@@ -80,10 +80,11 @@ export async function listAgentsByOwner(db: Db, ownerId: string): Promise<AgentR
 }
 
 /**
- * One round trip for authentication: the agent, its wallet and its owner's state. Written once as SQL: it runs on
- * every authenticated request, and knex's builder would compile it each time.
+ * One round trip for authentication: the agent (the columns of AgentRow, not `a.*`: pg parses every column of every
+ * row, timestamps included), its wallet and its owner's state. Written once as SQL: it runs on every authenticated
+ * request, and knex's builder would compile it each time.
  */
-const AUTH_ROW_SQL = `SELECT a.*, w.id AS wallet_id, w.address AS wallet_address, o.id AS owner_found, o.deleted_at AS owner_deleted_at,
+const AUTH_ROW_SQL = `SELECT a.id, a.owner_id, a.name, a.enabled, a.starts_at, a.ends_at, a.api_key_hash, a.api_key_prefix, a.created_at, a.updated_at, w.id AS wallet_id, w.address AS wallet_address, o.id AS owner_found, o.deleted_at AS owner_deleted_at,
     (SELECT coalesce(json_agg(r), '[]'::json) FROM rate_limit_overrides r WHERE r.agent_id = a.id) AS rate_overrides
   FROM agents a LEFT JOIN wallets w ON w.agent_id = a.id LEFT JOIN owners o ON o.id = a.owner_id
   WHERE a.id = ? LIMIT 1`;
