@@ -30,7 +30,9 @@ RUN ./node_modules/.bin/tsc -p tsconfig.build.json \
  && cp -r console/dist dist/console/dist
 
 FROM node:24.21.0-bookworm-slim AS runtime
+# MALLOC_ARENA_MAX=2 as in the start scripts (glibc malloc keeps fewer per-thread arenas; docs/ARCHITECTURE.md, Performance).
 ENV NODE_ENV=production \
+    MALLOC_ARENA_MAX=2 \
     HOST=0.0.0.0 \
     PORT=3000 \
     METRICS_PORT=9464
