@@ -1,12 +1,12 @@
 // Start-up footprint (issue 12 P4): the compiled server's start-up module graph leaves out the packages that load on
-// first use (viem, the MCP SDK, oidc-provider, nodemailer, the OpenTelemetry SDK, prom-client), and code that needs
-// viem works when it is the first to load it. Runs dist/ (built by `pretest:file`) in a child process that records
-// every module loaded, through `import` or `require`.
+// first use (viem, the MCP SDK, oidc-provider, nodemailer, the OpenTelemetry SDK, prom-client, jose), and code that
+// needs viem works when it is the first to load it. Runs dist/ (built by `pretest:file`) in a child process that
+// records every module loaded, through `import` or `require`.
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import { repoRoot } from '../helpers/process.js';
 
-const LAZY = /\/node_modules\/(viem|ox|@scure|@noble|@modelcontextprotocol|oidc-provider|nodemailer|prom-client|@opentelemetry\/(?!api\/))\//;
+const LAZY = /\/node_modules\/(viem|ox|@scure|@noble|@modelcontextprotocol|oidc-provider|nodemailer|prom-client|jose|@opentelemetry\/(?!api\/))\//;
 
 /** Imports what dist/src/server.js imports (without starting it), lists the packages loaded, then runs `after`. */
 function inChild(after: string): { loaded: string[]; result: unknown } {
