@@ -27,10 +27,12 @@ const SECONDS = arg('seconds', 5);
 const CONNECTIONS = arg('connections', 50);
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const MB = 1024 * 1024;
-/** Exactly what `npm start` runs (`exec node <flags> dist/src/server.js`), on this process's pinned Node. */
-const START_ARGS = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts
-  .start!.replace(/^exec node /, '')
-  .split(' ');
+/** Exactly what `npm start` runs (`MALLOC_ARENA_MAX=2 exec node <flags> dist/src/server.js`), on this process's pinned Node. */
+const [, START_ASSIGNMENTS, START_COMMAND] = /^((?:[A-Z_]+=\S+ )*)exec node (.+)$/.exec(
+  (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.start!,
+)!;
+const START_ENV = Object.fromEntries(START_ASSIGNMENTS!.split(' ').filter(Boolean).map((a) => a.split('=') as [string, string]));
+const START_ARGS = START_COMMAND!.split(' ');
 
 interface Credentials {
   agentId: string;
@@ -56,14 +58,14 @@ async function freePort(): Promise<number> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Spawns `node dist/src/server.js` with exactly `env` (plus PATH/HOME) and waits for /healthz to answer 200. */
+/** Spawns `node dist/src/server.js` with exactly `env` (plus PATH/HOME and the start script's assignments) and waits for /healthz to answer 200. */
 async function start(env: Record<string, string>): Promise<Started> {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
   const began = performance.now();
   const child = spawn(process.execPath, START_ARGS, {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HOST: '127.0.0.1', PORT: String(port), BASE_URL: baseUrl, LOG_LEVEL: 'warn', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...START_ENV, HOST: '127.0.0.1', PORT: String(port), BASE_URL: baseUrl, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

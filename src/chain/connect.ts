@@ -1,8 +1,9 @@
 // Connecting the chain at start (composition root, agentctl): the adapter for CHAIN_RPC_URL, its relayer, token
 // addresses from configuration, and on the development chain (31337) the bootstrap: deploy the token once, record
 // it as USDC's contract address, fund the relayer from an Anvil dev account. Refused on any other chain id.
-import { createPublicClient, createWalletClient, defineChain, http, parseEther, parseUnits, type PublicClient } from 'viem';
-import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { PublicClient } from 'viem';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { viem, viemAccounts } from '../lib/viem.js';
 import type { Config } from '../config.js';
 import type { Knex } from '../db/knex.js';
 import { deleteNonces, findSetting, insertProtocolOnce, insertSettingOnce, setAssetContractAddress, upsertSetting, withChainLock } from '../db/repositories/chain.repository.js';
@@ -30,14 +31,14 @@ export interface ConnectDeps {
 
 /** A viem client with short timeouts and no retries: the settlement loops retry, and a down node must fail fast. */
 export function createChainClient(rpcUrl: string, chainId: number, pollMs = 1000): PublicClient {
-  const chain = defineChain({ id: chainId, name: `chain ${chainId}`, nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
-  return createPublicClient({ chain, transport: http(rpcUrl, { timeout: 5000, retryCount: 0 }), pollingInterval: Math.min(pollMs, 1000) }) as PublicClient;
+  const chain = viem().defineChain({ id: chainId, name: `chain ${chainId}`, nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  return viem().createPublicClient({ chain, transport: viem().http(rpcUrl, { timeout: 5000, retryCount: 0 }), pollingInterval: Math.min(pollMs, 1000) }) as PublicClient;
 }
 
 /** The chain id: CHAIN_ID when set (checked against the node when it answers), else the node's. */
 async function resolveChainId(config: Readonly<Config>, log: Logger): Promise<number> {
   const rpcUrl = config.chain.rpcUrl!;
-  const probe = createPublicClient({ transport: http(rpcUrl, { timeout: 3000, retryCount: 0 }) });
+  const probe = viem().createPublicClient({ transport: viem().http(rpcUrl, { timeout: 3000, retryCount: 0 }) });
   const fromNode = await probe.getChainId().catch((err: unknown) => {
     if (config.chain.chainId !== null) {
       log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'chain node unreachable at start; settling when it returns');
@@ -51,10 +52,10 @@ async function resolveChainId(config: Readonly<Config>, log: Logger): Promise<nu
 
 /** The relayer: CHAIN_RELAYER_KEY, or on the development chain a key generated once and stored sealed. */
 async function resolveRelayer(deps: ConnectDeps, chainId: number): Promise<PrivateKeyAccount> {
-  if (deps.config.chain.relayerKey) return privateKeyToAccount(deps.config.chain.relayerKey as Hex);
+  if (deps.config.chain.relayerKey) return viemAccounts().privateKeyToAccount(deps.config.chain.relayerKey as Hex);
   if (chainId !== DEV_CHAIN_ID) throw new Error(`CHAIN_RELAYER_KEY is required on chain ${chainId} (a relayer key is generated on the development chain ${DEV_CHAIN_ID} only)`);
-  const sealed = await insertSettingOnce(deps.db, chainId, 'relayer_key', deps.sealer.seal(generatePrivateKey()), deps.clock.now());
-  return privateKeyToAccount(deps.sealer.open(sealed) as Hex);
+  const sealed = await insertSettingOnce(deps.db, chainId, 'relayer_key', deps.sealer.seal(viemAccounts().generatePrivateKey()), deps.clock.now());
+  return viemAccounts().privateKeyToAccount(deps.sealer.open(sealed) as Hex);
 }
 
 /** Builds the evm adapter, or null when CHAIN_RPC_URL is unset (the simulated chain). */
@@ -101,7 +102,7 @@ export interface BootstrapResult {
 
 function faucetWallet(rpcUrl: string, chainId: number) {
   const client = createChainClient(rpcUrl, chainId);
-  return createWalletClient({ account: privateKeyToAccount(FAUCET_KEY), chain: client.chain, transport: http(rpcUrl, { timeout: 10_000, retryCount: 0 }) });
+  return viem().createWalletClient({ account: viemAccounts().privateKeyToAccount(FAUCET_KEY), chain: client.chain, transport: viem().http(rpcUrl, { timeout: 10_000, retryCount: 0 }) });
 }
 
 /**
@@ -162,7 +163,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       await upsertSetting(trx, chainId, LENDING_SETTING, JSON.stringify(lending), deps.clock.now());
       deps.log.info({ morpho: lending.morpho, market: lending.market.id }, 'development chain: Morpho Blue market deployed');
     }
-    const target = parseEther('100');
+    const target = viem().parseEther('100');
     const balance = await client.getBalance({ address: relayer.address });
     let funded = 0n;
     if (balance < target / 10n) {
@@ -208,6 +209,6 @@ export async function fundDemoWalletOnDevChain(deps: { config: Readonly<Config>;
   if (!wallet?.address || !usdc?.contract_address) return;
   const client = createChainClient(deps.config.chain.rpcUrl, deps.chainId);
   const target = { config: deps.config, client, chainId: deps.chainId, token: usdc.contract_address as Address };
-  await faucet(target, wallet.address as Address, 'USDC', parseUnits('1000', 6));
-  await faucet(target, wallet.address as Address, 'ETH', parseEther('1'));
+  await faucet(target, wallet.address as Address, 'USDC', viem().parseUnits('1000', 6));
+  await faucet(target, wallet.address as Address, 'ETH', viem().parseEther('1'));
 }

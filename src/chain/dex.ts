@@ -3,7 +3,8 @@
 // token, and contracts/SwapRouter.sol, which swaps along a route in one transaction with the minimum output enforced
 // on chain. The development bootstrap deploys and seeds them; `createDex` reads routes and reserves for quotes.
 import { createRequire } from 'node:module';
-import { getAddress, parseAbi, parseUnits, zeroAddress, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
+import { viem } from '../lib/viem.js';
+import type { Account, Chain as ViemChain, PublicClient, Transport, WalletClient } from 'viem';
 import { devTokenAbi, devTokenBytecode } from '../../contracts/artifacts/DevToken.js';
 import { swapRouterAbi, swapRouterBytecode } from '../../contracts/artifacts/SwapRouter.js';
 import type { Db } from '../db/knex.js';
@@ -18,20 +19,32 @@ const require = createRequire(import.meta.url);
 /** The ready-compiled Uniswap v2 contracts (solc 0.5.16, as Uniswap deployed them). */
 const v2Artifact = (name: 'UniswapV2Factory' | 'UniswapV2Pair') => require(`@uniswap/v2-core/build/${name}.json`) as { bytecode: string };
 
-export const uniswapV2FactoryAbi = parseAbi([
-  'constructor(address feeToSetter)',
-  'function getPair(address tokenA, address tokenB) view returns (address pair)',
-  'function createPair(address tokenA, address tokenB) returns (address pair)',
-]);
-export const uniswapV2PairAbi = parseAbi([
-  'function token0() view returns (address)',
-  'function token1() view returns (address)',
-  'function getReserves() view returns (uint112 reserve0, uint112 reserve1, uint32 blockTimestampLast)',
-  'function mint(address to) returns (uint256 liquidity)',
-  'function price0CumulativeLast() view returns (uint256)',
-  'function price1CumulativeLast() view returns (uint256)',
-  'event Swap(address indexed sender, uint256 amount0In, uint256 amount1In, uint256 amount0Out, uint256 amount1Out, address indexed to)',
-]);
+// viem's parseAbi of these signatures, written out so that loading this module does not load viem:
+// constructor(address feeToSetter)
+// function getPair(address tokenA, address tokenB) view returns (address pair)
+// function createPair(address tokenA, address tokenB) returns (address pair)
+export const uniswapV2FactoryAbi = [
+  { type: 'constructor', stateMutability: 'nonpayable', inputs: [{ type: 'address', name: 'feeToSetter' }] },
+  { name: 'getPair', type: 'function', stateMutability: 'view', inputs: [{ type: 'address', name: 'tokenA' }, { type: 'address', name: 'tokenB' }], outputs: [{ type: 'address', name: 'pair' }] },
+  { name: 'createPair', type: 'function', stateMutability: 'nonpayable', inputs: [{ type: 'address', name: 'tokenA' }, { type: 'address', name: 'tokenB' }], outputs: [{ type: 'address', name: 'pair' }] },
+] as const;
+// Likewise, the pair:
+// function token0() view returns (address)
+// function token1() view returns (address)
+// function getReserves() view returns (uint112 reserve0, uint112 reserve1, uint32 blockTimestampLast)
+// function mint(address to) returns (uint256 liquidity)
+// function price0CumulativeLast() view returns (uint256)
+// function price1CumulativeLast() view returns (uint256)
+// event Swap(address indexed sender, uint256 amount0In, uint256 amount1In, uint256 amount0Out, uint256 amount1Out, address indexed to)
+export const uniswapV2PairAbi = [
+  { name: 'token0', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'address' }] },
+  { name: 'token1', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'address' }] },
+  { name: 'getReserves', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'uint112', name: 'reserve0' }, { type: 'uint112', name: 'reserve1' }, { type: 'uint32', name: 'blockTimestampLast' }] },
+  { name: 'mint', type: 'function', stateMutability: 'nonpayable', inputs: [{ type: 'address', name: 'to' }], outputs: [{ type: 'uint256', name: 'liquidity' }] },
+  { name: 'price0CumulativeLast', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'uint256' }] },
+  { name: 'price1CumulativeLast', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'uint256' }] },
+  { name: 'Swap', type: 'event', inputs: [{ type: 'address', name: 'sender', indexed: true }, { type: 'uint256', name: 'amount0In' }, { type: 'uint256', name: 'amount1In' }, { type: 'uint256', name: 'amount0Out' }, { type: 'uint256', name: 'amount1Out' }, { type: 'address', name: 'to', indexed: true }] },
+] as const;
 
 /** Uniswap v2's fee: 0.3 % (997/1000 in the pair's invariant check), 30 bps in src/lib/defi/amm.ts. */
 export const UNISWAP_V2_FEE_BPS = 30n;
@@ -132,7 +145,7 @@ export function createDex(deps: { client: PublicClient; chainId: number }): Dex 
           client.readContract({ address: pair, abi: uniswapV2PairAbi, functionName: 'getReserves', blockNumber: block }),
         ]);
         const tokenIn = c.tokens[a]!;
-        const zeroForOne = getAddress(token0) === getAddress(tokenIn);
+        const zeroForOne = viem().getAddress(token0) === viem().getAddress(tokenIn);
         const [reserveIn, reserveOut] = zeroForOne ? [r0, r1] : [r1, r0];
         const out = amount > 0n && reserveIn > 0n && reserveOut > 0n ? getAmountOut(amount, reserveIn, reserveOut, UNISWAP_V2_FEE_BPS) : 0n;
         legs.push({ pair, fromSymbol: a, toSymbol: b, tokenIn, tokenOut: c.tokens[b]!, reserveIn, reserveOut, amountIn: amount, amountOut: out });
@@ -151,7 +164,7 @@ export function createDex(deps: { client: PublicClient; chainId: number }): Dex 
         if (!symbol || !key.includes('USDC') || decimals[symbol] === undefined) continue;
         const read = <F extends 'token0' | 'getReserves' | 'price0CumulativeLast' | 'price1CumulativeLast'>(functionName: F) => client.readContract({ address: pair, abi: uniswapV2PairAbi, functionName, blockNumber: head.number! } as never);
         const [token0, [r0, r1, last], cum0, cum1] = (await Promise.all([read('token0'), read('getReserves'), read('price0CumulativeLast'), read('price1CumulativeLast')])) as [Address, [bigint, bigint, number], bigint, bigint];
-        const tokenIs0 = getAddress(token0) === getAddress(c.tokens[symbol]!);
+        const tokenIs0 = viem().getAddress(token0) === viem().getAddress(c.tokens[symbol]!);
         // price0 = reserve1/reserve0: USDC per token when the token is token0.
         const [rToken, rUsdc, cumulativeLast] = tokenIs0 ? [r0, r1, cum0] : [r1, r0, cum1];
         if (rToken === 0n) continue;
@@ -206,10 +219,10 @@ export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: A
   for (const p of DEV_POOLS) {
     const [ta, tb] = [tokens[p.a]!, tokens[p.b]!];
     await waitMined(client, wallet.writeContract({ address: factory, abi: uniswapV2FactoryAbi, functionName: 'createPair', args: [ta, tb], account: wallet.account, chain: wallet.chain }));
-    const pair = getAddress(await client.readContract({ address: factory, abi: uniswapV2FactoryAbi, functionName: 'getPair', args: [ta, tb] }));
-    if (pair === zeroAddress) throw new Error(`pair ${p.a}/${p.b} was not created`);
-    await mintToken(wallet, client, ta, pair, parseUnits(p.amountA, decimals[p.a]!));
-    await mintToken(wallet, client, tb, pair, parseUnits(p.amountB, decimals[p.b]!));
+    const pair = viem().getAddress(await client.readContract({ address: factory, abi: uniswapV2FactoryAbi, functionName: 'getPair', args: [ta, tb] }));
+    if (pair === viem().zeroAddress) throw new Error(`pair ${p.a}/${p.b} was not created`);
+    await mintToken(wallet, client, ta, pair, viem().parseUnits(p.amountA, decimals[p.a]!));
+    await mintToken(wallet, client, tb, pair, viem().parseUnits(p.amountB, decimals[p.b]!));
     await waitMined(client, wallet.writeContract({ address: pair, abi: uniswapV2PairAbi, functionName: 'mint', args: [wallet.account.address], account: wallet.account, chain: wallet.chain }));
     pairs[pairKey(p.a, p.b)] = pair;
   }

@@ -4,18 +4,8 @@
 // with a nonce allocated in Postgres and recorded (raw bytes + hash) before `pump` broadcasts it after commit; after
 // a crash the same bytes are rebroadcast. A stale transaction is re-signed with bumped fees at the same nonce; past
 // CHAIN_SUBMIT_TIMEOUT_MS a zero-value self-transfer replaces it, and whichever of them is mined decides.
-import {
-  encodeFunctionData,
-  getAddress,
-  keccak256,
-  parseEventLogs,
-  parseSignature,
-  parseTransaction,
-  type PrivateKeyAccount,
-  type PublicClient,
-  type TransactionReceipt,
-  type TransactionSerializableEIP1559,
-} from 'viem';
+import type { PrivateKeyAccount, PublicClient, TransactionReceipt, TransactionSerializableEIP1559 } from 'viem';
+import { viem } from '../lib/viem.js';
 import type { ChainConfig } from '../config.js';
 import type { Db, Knex } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
@@ -200,7 +190,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
 
   async function record(trx: Knex.Transaction, signer: PrivateKeyAccount, tx: UnsignedTx, row: Omit<repo.NewChainTxRow, 'id' | 'chain_id' | 'from_address' | 'to_address' | 'nonce' | 'raw_tx' | 'tx_hash' | 'max_fee_per_gas' | 'max_priority_fee_per_gas' | 'created_at'>): Promise<Hex> {
     const raw = await signer.signTransaction({ ...tx, chainId, type: 'eip1559' });
-    const hash = keccak256(raw);
+    const hash = viem().keccak256(raw);
     await repo.insertChainTx(trx, {
       ...row,
       id: newId(),
@@ -230,7 +220,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
   /** Re-signs `row` at the same nonce with fees raised by a quarter (nodes require at least +10%), or as a cancel. */
   async function replace(db: Db, row: ChainTxRow, asCancel: boolean): Promise<boolean> {
     const fees = await currentFees();
-    const old = parseTransaction(row.raw_tx as Hex) as TransactionSerializableEIP1559;
+    const old = viem().parseTransaction(row.raw_tx as Hex) as TransactionSerializableEIP1559;
     const signer = await signerFor(db, row.from_address);
     let maxFee = maxOf((BigInt(row.max_fee_per_gas) * 5n) / 4n + 1n, fees.maxFeePerGas);
     let tip = maxOf((BigInt(row.max_priority_fee_per_gas) * 5n) / 4n + 1n, fees.maxPriorityFeePerGas);
@@ -258,7 +248,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
 
   function transferLogIndex(receipt: TransactionReceipt, token: string | null): number | null {
     if (!token) return null;
-    const logs = parseEventLogs({ abi: usdCoinAbi, eventName: 'Transfer', logs: receipt.logs.filter((l) => l.address.toLowerCase() === token.toLowerCase()) });
+    const logs = viem().parseEventLogs({ abi: usdCoinAbi, eventName: 'Transfer', logs: receipt.logs.filter((l) => l.address.toLowerCase() === token.toLowerCase()) });
     return logs[0]?.logIndex ?? null;
   }
 
@@ -275,24 +265,24 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds);
     const nonce = await repo.takePermitNonce(trx, chainId, token, account.address, onchainNonce, clock.now());
     const signature = await account.signTypedData({ domain: { name: domain[1], version: domain[2], chainId, verifyingContract: token }, types: permitTypes, primaryType: 'Permit', message: { owner: account.address, spender, value, nonce, deadline } });
-    const { v, r, s } = parseSignature(signature);
+    const { v, r, s } = viem().parseSignature(signature);
     return { permit: { deadline, v: Number(v), r, s }, deadline, inFlight: nonce !== onchainNonce };
   }
 
   /** A vault action through the EarnRouter on the wallet's permit (asset for deposits, shares otherwise), simulated first. */
   async function submitVaultCall(trx: Knex.Transaction, operationId: string, account: PrivateKeyAccount, details: OnchainVaultDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
     const c = details.onchain_vault;
-    const vault = getAddress(c.vault);
+    const vault = viem().getAddress(c.vault);
     const amount = BigInt(c.amount);
     const minimum = BigInt(c.minimum);
-    const token = c.action === 'deposit' ? getAddress(await node(() => client.readContract({ address: vault, abi: devVaultAbi, functionName: 'asset' }))) : vault;
+    const token = c.action === 'deposit' ? viem().getAddress(await node(() => client.readContract({ address: vault, abi: devVaultAbi, functionName: 'asset' }))) : vault;
     const { permit, deadline, inFlight } = await signPermit(trx, account, token, c.router, amount);
     const data =
       c.action === 'deposit'
-        ? encodeFunctionData({ abi: earnRouterAbi, functionName: 'depositWithPermit', args: [account.address, vault, amount, minimum, permit] })
+        ? viem().encodeFunctionData({ abi: earnRouterAbi, functionName: 'depositWithPermit', args: [account.address, vault, amount, minimum, permit] })
         : c.action === 'redeem'
-          ? encodeFunctionData({ abi: earnRouterAbi, functionName: 'redeemWithPermit', args: [account.address, vault, amount, minimum, permit] })
-          : encodeFunctionData({ abi: earnRouterAbi, functionName: 'moveWithPermit', args: [account.address, vault, getAddress(c.to_vault!), amount, minimum, permit] });
+          ? viem().encodeFunctionData({ abi: earnRouterAbi, functionName: 'redeemWithPermit', args: [account.address, vault, amount, minimum, permit] })
+          : viem().encodeFunctionData({ abi: earnRouterAbi, functionName: 'moveWithPermit', args: [account.address, vault, viem().getAddress(c.to_vault!), amount, minimum, permit] });
     if (!inFlight) {
       const reverted = await node(() => client.call({ to: c.router, data, account: relayer.address })).then(
         () => null,
@@ -316,9 +306,9 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
    */
   async function submitRewardsClaim(trx: Knex.Transaction, operationId: string, wallet: Address, details: OnchainRewardsDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
     const c = details.onchain_rewards;
-    const distributor = getAddress(c.distributor);
+    const distributor = viem().getAddress(c.distributor);
     const amount = BigInt(c.amount);
-    const data = encodeFunctionData({ abi: rewardsDistributorAbi, functionName: 'creditAndClaim', args: [wallet, amount] });
+    const data = viem().encodeFunctionData({ abi: rewardsDistributorAbi, functionName: 'creditAndClaim', args: [wallet, amount] });
     const reverted = await node(() => client.call({ to: distributor, data, account: relayer.address })).then(
       () => null,
       (err: unknown) => {
@@ -341,7 +331,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
    */
   async function submitLendingCall(trx: Knex.Transaction, operationId: string, account: PrivateKeyAccount, details: OnchainLendingDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
     const c = details.onchain_lending;
-    const router = getAddress(c.router);
+    const router = viem().getAddress(c.router);
     const market = marketTuple(c.params);
     const assets = BigInt(c.assets);
     let data: Hex;
@@ -350,26 +340,26 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     let deadline: bigint;
     let inFlight = false;
     if (c.action === 'supply_collateral' || c.action === 'repay') {
-      token = getAddress(c.action === 'repay' ? c.params.loanToken : c.params.collateralToken);
+      token = viem().getAddress(c.action === 'repay' ? c.params.loanToken : c.params.collateralToken);
       value = c.action === 'repay' ? BigInt(c.max_assets!) : assets;
       const signed = await signPermit(trx, account, token, router, value);
       ({ deadline, inFlight } = signed);
       data =
         c.action === 'repay'
-          ? encodeFunctionData({ abi: borrowRouterAbi, functionName: 'repayWithPermit', args: [account.address, market, assets, BigInt(c.shares ?? '0'), value, signed.permit] })
-          : encodeFunctionData({ abi: borrowRouterAbi, functionName: 'supplyCollateralWithPermit', args: [account.address, market, assets, signed.permit] });
+          ? viem().encodeFunctionData({ abi: borrowRouterAbi, functionName: 'repayWithPermit', args: [account.address, market, assets, BigInt(c.shares ?? '0'), value, signed.permit] })
+          : viem().encodeFunctionData({ abi: borrowRouterAbi, functionName: 'supplyCollateralWithPermit', args: [account.address, market, assets, signed.permit] });
     } else {
-      const morpho = getAddress(c.morpho);
+      const morpho = viem().getAddress(c.morpho);
       const nonce = await node(() => client.readContract({ address: morpho, abi: morphoAbi, functionName: 'nonce', args: [account.address] }));
       deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds);
       const auth = { authorizer: account.address, authorized: router, isAuthorized: true, nonce, deadline };
       const signature = await account.signTypedData({ domain: { chainId, verifyingContract: morpho }, types: morphoAuthorizationTypes, primaryType: 'Authorization', message: auth });
-      const { v, r, s: sigS } = parseSignature(signature);
+      const { v, r, s: sigS } = viem().parseSignature(signature);
       const sig = { v: Number(v), r, s: sigS };
       data =
         c.action === 'borrow'
-          ? encodeFunctionData({ abi: borrowRouterAbi, functionName: 'borrowWithSig', args: [account.address, market, assets, auth, sig] })
-          : encodeFunctionData({ abi: borrowRouterAbi, functionName: 'withdrawCollateralWithSig', args: [account.address, market, assets, auth, sig] });
+          ? viem().encodeFunctionData({ abi: borrowRouterAbi, functionName: 'borrowWithSig', args: [account.address, market, assets, auth, sig] })
+          : viem().encodeFunctionData({ abi: borrowRouterAbi, functionName: 'withdrawCollateralWithSig', args: [account.address, market, assets, auth, sig] });
     }
     if (!inFlight) {
       const reverted = await node(() => client.call({ to: router, data, account: relayer.address })).then(
@@ -396,7 +386,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
   async function submitSwap(trx: Knex.Transaction, operationId: string, account: PrivateKeyAccount, amountIn: bigint, details: OnchainSwapDetails): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
     const { router, pairs, path } = details.onchain_route;
     const minOut = BigInt(details.min_amount_out);
-    const tokenIn = getAddress(path[0]!);
+    const tokenIn = viem().getAddress(path[0]!);
     const { permit, deadline, inFlight } = await signPermit(trx, account, tokenIn, router, amountIn);
     const args = [account.address, pairs, path, amountIn, minOut, permit] as const;
     if (!inFlight) {
@@ -413,7 +403,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         return { ok: false, code: slippage ? 'slippage_exceeded' : 'settlement_failed', message: slippage ? `the reserves moved: the swap would return less than the minimum ${minOut}` : `the swap would revert: ${reverted}` };
       }
     }
-    const data = encodeFunctionData({ abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args });
+    const data = viem().encodeFunctionData({ abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args });
     const fees = await currentFees();
     const txNonce = await nextNonce(trx, relayer.address);
     const tx = { to: router, value: 0n, data, nonce: Number(txNonce), gas: SWAP_GAS * BigInt(pairs.length), maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
@@ -448,7 +438,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       if (!wallet?.sealed_private_key) return { ok: false, code: 'settlement_failed', message: 'the wallet has no key' };
       const account = openWalletAccount(sealer, wallet.sealed_private_key);
       const amount = BigInt(op.amount!);
-      const to = getAddress(op.to_address!);
+      const to = viem().getAddress(op.to_address!);
       const fees = await currentFees();
       let hash: Hex;
       if ((op.details as Partial<OnchainRewardsDetails> | null)?.onchain_rewards) {
@@ -474,11 +464,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         const tx = { to, value: amount, nonce: Number(nonce), gas: NATIVE_TRANSFER_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: minOf(fees.maxPriorityFeePerGas, maxFee) };
         hash = await record(trx, account, tx, { operation_id: op.id, kind: 'native', attempt: 0, token_address: null, transfer_to: to, transfer_value: amount, authorization_nonce: null, valid_before: null });
       } else {
-        const token = getAddress(asset.contract_address!);
+        const token = viem().getAddress(asset.contract_address!);
         const message = { from: account.address, to, value: amount, validAfter: 0n, validBefore: BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds), nonce: randomNonce() };
         const signature = await account.signTypedData({ domain: tokenDomain(chainId, token, asset.eip712_name ?? undefined, asset.eip712_version ?? undefined), types: transferWithAuthorizationTypes, primaryType: 'TransferWithAuthorization', message });
-        const { v, r, s } = parseSignature(signature);
-        const data = encodeFunctionData({ abi: usdCoinAbi, functionName: 'transferWithAuthorization', args: [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, Number(v), r, s] });
+        const { v, r, s } = viem().parseSignature(signature);
+        const data = viem().encodeFunctionData({ abi: usdCoinAbi, functionName: 'transferWithAuthorization', args: [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, Number(v), r, s] });
         const nonce = await nextNonce(trx, relayer.address);
         const tx = { to: token, value: 0n, data, nonce: Number(nonce), gas: EIP3009_GAS, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
         hash = await record(trx, relayer, tx, { operation_id: op.id, kind: 'eip3009', attempt: 0, token_address: token, transfer_to: to, transfer_value: amount, authorization_nonce: message.nonce, valid_before: message.validBefore });
@@ -502,26 +492,26 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
           return { state: 'failed', code: 'submission_timeout', message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`, txHash: row.tx_hash, feeUnits };
         }
         if (receipt.status !== 'success') return { state: 'failed', code: 'execution_reverted', message: `transaction ${row.tx_hash} reverted on chain ${chainId}`, txHash: row.tx_hash, feeUnits };
-        const swapped = row.kind === 'swap' ? parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) })[0] : undefined;
+        const swapped = row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) })[0] : undefined;
         if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
         const extra: Record<string, unknown> = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
         if (row.kind === 'vault') {
           // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
-          const events = parseEventLogs({ abi: devVaultAbi, logs: receipt.logs }).filter((e) => e.eventName === 'Deposit' || e.eventName === 'Withdraw');
-          extra.vault_events = events.map((e) => ({ event: e.eventName, vault: getAddress(e.address), assets: e.args.assets.toString(), shares: e.args.shares.toString() }));
+          const events = viem().parseEventLogs({ abi: devVaultAbi, logs: receipt.logs }).filter((e) => e.eventName === 'Deposit' || e.eventName === 'Withdraw');
+          extra.vault_events = events.map((e) => ({ event: e.eventName, vault: viem().getAddress(e.address), assets: e.args.assets.toString(), shares: e.args.shares.toString() }));
         }
         if (row.kind === 'rewards') {
           // The distributor's own Claimed events: what it paid, to whom.
-          const events = parseEventLogs({ abi: rewardsDistributorAbi, eventName: 'Claimed', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) });
-          extra.rewards_events = events.map((e) => ({ account: getAddress(e.args.account), amount: e.args.amount.toString() }));
+          const events = viem().parseEventLogs({ abi: rewardsDistributorAbi, eventName: 'Claimed', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) });
+          extra.rewards_events = events.map((e) => ({ account: viem().getAddress(e.args.account), amount: e.args.amount.toString() }));
         }
         if (row.kind === 'lending') {
           // Morpho's own events: what was supplied, withdrawn, borrowed or repaid (assets and shares), for whom.
           const morpho = String((op.details as Partial<OnchainLendingDetails>).onchain_lending?.morpho ?? '').toLowerCase();
-          const events = parseEventLogs({ abi: morphoEventsAbi, logs: receipt.logs.filter((l) => l.address.toLowerCase() === morpho) });
+          const events = viem().parseEventLogs({ abi: morphoEventsAbi, logs: receipt.logs.filter((l) => l.address.toLowerCase() === morpho) });
           extra.lending_events = events.map((e) => {
             const a = e.args as { assets: bigint; shares?: bigint; onBehalf: Address };
-            return { event: e.eventName, assets: a.assets.toString(), shares: (a.shares ?? 0n).toString(), on_behalf: getAddress(a.onBehalf) };
+            return { event: e.eventName, assets: a.assets.toString(), shares: (a.shares ?? 0n).toString(), on_behalf: viem().getAddress(a.onBehalf) };
           });
         }
         return { state: 'confirmed', txHash: row.tx_hash, feeUnits, details: { tx_hash: row.tx_hash, block_number: Number(receipt.blockNumber), ...extra } };
@@ -573,8 +563,8 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       return {
         chain_id: chainId,
         wallet_address: walletAddress,
-        from: row ? getAddress(row.from_address) : null,
-        to: row ? getAddress(row.to_address) : null,
+        from: row ? viem().getAddress(row.from_address) : null,
+        to: row ? viem().getAddress(row.to_address) : null,
         to_address: op.to_address,
         token_address: row?.token_address ?? null,
         tx_hash: row?.tx_hash ?? null,
@@ -610,20 +600,20 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
 
     async balanceOf(address, asset) {
       if (isNative(asset)) return node(() => client.getBalance({ address }));
-      return node(() => client.readContract({ address: getAddress(asset.contract_address!), abi: usdCoinAbi, functionName: 'balanceOf', args: [address] }));
+      return node(() => client.readContract({ address: viem().getAddress(asset.contract_address!), abi: usdCoinAbi, functionName: 'balanceOf', args: [address] }));
     },
 
     async transferLogs(tokens, fromBlock, toBlock) {
       if (tokens.length === 0) return [];
       const logs = await node(() => client.getContractEvents({ address: tokens, abi: usdCoinAbi, eventName: 'Transfer', fromBlock, toBlock }));
-      return logs.map((l) => ({ token: getAddress(l.address), from: l.args.from!, to: l.args.to!, value: l.args.value!, txHash: l.transactionHash, logIndex: l.logIndex, blockNumber: l.blockNumber, blockHash: l.blockHash }));
+      return logs.map((l) => ({ token: viem().getAddress(l.address), from: l.args.from!, to: l.args.to!, value: l.args.value!, txHash: l.transactionHash, logIndex: l.logIndex, blockNumber: l.blockNumber, blockHash: l.blockHash }));
     },
 
     async nativeTransfers(blockNumber) {
       const block = await node(() => client.getBlock({ blockNumber, includeTransactions: true }));
       return block.transactions
         .filter((tx) => tx.to && tx.value > 0n)
-        .map((tx) => ({ from: tx.from, to: getAddress(tx.to!), value: tx.value, txHash: tx.hash, blockNumber: block.number!, blockHash: block.hash! }));
+        .map((tx) => ({ from: tx.from, to: viem().getAddress(tx.to!), value: tx.value, txHash: tx.hash, blockNumber: block.number!, blockHash: block.hash! }));
     },
 
     async authorizationUsed(token, authorizer, nonce) {

@@ -6,7 +6,8 @@
 import { borrowRouterAbi, borrowRouterBytecode } from '../../contracts/artifacts/BorrowRouter.js';
 import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
-import { encodeAbiParameters, keccak256, parseAbi, maxUint256, parseUnits, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
+import { viem } from '../lib/viem.js';
+import type { Account, Chain as ViemChain, PublicClient, Transport, WalletClient } from 'viem';
 import { irmMockAbi, irmMockBytecode } from '../../contracts/artifacts/IrmMock.js';
 import { morphoAbi, morphoBytecode } from '../../contracts/artifacts/Morpho.js';
 import { oracleMockAbi, oracleMockBytecode } from '../../contracts/artifacts/OracleMock.js';
@@ -19,12 +20,17 @@ export { borrowRouterAbi, morphoAbi, oracleMockAbi };
  * Morpho's events (EventsLib): solc 0.8.19 leaves events emitted from a library out of the contract's ABI, so they
  * are declared here, as in the package's src/libraries/EventsLib.sol.
  */
-export const morphoEventsAbi = parseAbi([
-  'event SupplyCollateral(bytes32 indexed id, address indexed caller, address indexed onBehalf, uint256 assets)',
-  'event WithdrawCollateral(bytes32 indexed id, address caller, address indexed onBehalf, address indexed receiver, uint256 assets)',
-  'event Borrow(bytes32 indexed id, address caller, address indexed onBehalf, address indexed receiver, uint256 assets, uint256 shares)',
-  'event Repay(bytes32 indexed id, address indexed caller, address indexed onBehalf, uint256 assets, uint256 shares)',
-]);
+// viem's parseAbi of these signatures, written out so that loading this module does not load viem:
+// event SupplyCollateral(bytes32 indexed id, address indexed caller, address indexed onBehalf, uint256 assets)
+// event WithdrawCollateral(bytes32 indexed id, address caller, address indexed onBehalf, address indexed receiver, uint256 assets)
+// event Borrow(bytes32 indexed id, address caller, address indexed onBehalf, address indexed receiver, uint256 assets, uint256 shares)
+// event Repay(bytes32 indexed id, address indexed caller, address indexed onBehalf, uint256 assets, uint256 shares)
+export const morphoEventsAbi = [
+  { name: 'SupplyCollateral', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller', indexed: true }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'uint256', name: 'assets' }] },
+  { name: 'WithdrawCollateral', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller' }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'address', name: 'receiver', indexed: true }, { type: 'uint256', name: 'assets' }] },
+  { name: 'Borrow', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller' }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'address', name: 'receiver', indexed: true }, { type: 'uint256', name: 'assets' }, { type: 'uint256', name: 'shares' }] },
+  { name: 'Repay', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller', indexed: true }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'uint256', name: 'assets' }, { type: 'uint256', name: 'shares' }] },
+] as const;
 
 /** The chain_settings key holding the deployed lending contracts (JSON). */
 export const LENDING_SETTING = 'lending';
@@ -58,7 +64,7 @@ const paramsTuple = (p: MarketParams) => ({ loanToken: p.loanToken, collateralTo
 export const marketTuple = paramsTuple;
 
 export const marketId = (p: MarketParams): Hex =>
-  keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'uint256' }], [p.loanToken, p.collateralToken, p.oracle, p.irm, BigInt(p.lltv)]));
+  viem().keccak256(viem().encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'uint256' }], [p.loanToken, p.collateralToken, p.oracle, p.irm, BigInt(p.lltv)]));
 
 type Wallet = WalletClient<Transport, ViemChain | undefined, Account>;
 
@@ -77,9 +83,9 @@ export async function deployDevLending(wallet: Wallet, client: PublicClient, tok
   await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'enableLltv', args: [DEV_LLTV], ...opts }));
   const params: MarketParams = { loanToken: tokens.USDC!, collateralToken: tokens.WETH!, oracle, irm, lltv: DEV_LLTV.toString() };
   await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'createMarket', args: [paramsTuple(params)], ...opts }));
-  const liquidity = parseUnits('1000000', 6);
+  const liquidity = viem().parseUnits('1000000', 6);
   await mintToken(wallet, client, tokens.USDC!, wallet.account.address, liquidity);
-  await waitMined(client, wallet.writeContract({ address: tokens.USDC!, abi: usdCoinAbi, functionName: 'approve', args: [morpho, maxUint256], ...opts }));
+  await waitMined(client, wallet.writeContract({ address: tokens.USDC!, abi: usdCoinAbi, functionName: 'approve', args: [morpho, viem().maxUint256], ...opts }));
   await waitMined(client, wallet.writeContract({ address: morpho, abi: morphoAbi, functionName: 'supply', args: [paramsTuple(params), liquidity, 0n, wallet.account.address, '0x'], ...opts }));
   const router = await deployContract(wallet, client, { abi: borrowRouterAbi, bytecode: borrowRouterBytecode, args: [relayer, morpho], ...opts });
   return { morpho, router, relayer, oracle, irm, market: { id: marketId(params), name: 'WETH/USDC', params } };

@@ -1,7 +1,7 @@
 // The simulated chain (the embedded default and the sandbox): a transaction hash derived from the operation id,
 // Base's chain id, block numbers from the clock; a submitted operation is confirmed SETTLEMENT_DELAY_MS later and
 // its registered settler moves the ledger money. No node, no reads: balances live in the ledger only.
-import { keccak256, toHex } from 'viem';
+import { viem } from '../lib/viem.js';
 import type { Clock } from '../lib/clock.js';
 import type { Chain } from './port.js';
 
@@ -12,7 +12,7 @@ const BASE_GENESIS_MS = Date.UTC(2023, 5, 15);
 export const simulatedBlock = (at: Date | null): number | null => (at && at.getTime() > BASE_GENESIS_MS ? Math.floor((at.getTime() - BASE_GENESIS_MS) / 2000) : null);
 
 /** The simulated chain's transaction hash: deterministic per operation. */
-export const txHashOf = (operationId: string): string => keccak256(toHex(`agent-api:tx:${operationId}`));
+export const txHashOf = (operationId: string): string => viem().keccak256(viem().toHex(`agent-api:tx:${operationId}`));
 
 export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: number }): Chain {
   return {

@@ -1,5 +1,6 @@
 // The USDC-like token of development chains (contracts/UsdCoin.sol): deploy, mint, and the EIP-3009 typed data.
-import { getAddress, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
+import { viem } from '../lib/viem.js';
+import type { Account, Chain as ViemChain, PublicClient, Transport, WalletClient } from 'viem';
 import { usdCoinAbi, usdCoinBytecode } from '../../contracts/artifacts/UsdCoin.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../x402/signing.js';
 import type { Address, Hex } from './hex.js';
@@ -28,7 +29,7 @@ export async function deployToken(wallet: Wallet, client: PublicClient): Promise
   const hash = await wallet.deployContract({ abi: usdCoinAbi, bytecode: usdCoinBytecode, account: wallet.account, chain: wallet.chain });
   const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
   if (receipt.status !== 'success' || !receipt.contractAddress) throw new Error(`token deployment failed (tx ${hash})`);
-  return getAddress(receipt.contractAddress);
+  return viem().getAddress(receipt.contractAddress);
 }
 
 /** Deploys any contract from `wallet`; resolves with its address once mined. */
@@ -36,7 +37,7 @@ export async function deployContract(wallet: Wallet, client: PublicClient, args:
   const hash = await wallet.deployContract(args);
   const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
   if (receipt.status !== 'success' || !receipt.contractAddress) throw new Error(`deployment failed (tx ${hash})`);
-  return getAddress(receipt.contractAddress);
+  return viem().getAddress(receipt.contractAddress);
 }
 
 /** Resolves once the transaction `hash` resolves to is mined with status success (throws on a revert). */

@@ -2,7 +2,8 @@
 // development bootstrap for some of the ledger's vault rows (whose `address` then becomes the vault's), and
 // contracts/EarnRouter.sol, through which the relayer deposits, redeems and moves a wallet's money on its permit.
 // `createEarnVenue` reads the wallet's shares and the vault's own conversions for positions and opportunities.
-import { getAddress, type Account, type Chain as ViemChain, type PublicClient, type Transport, type WalletClient } from 'viem';
+import { viem } from '../lib/viem.js';
+import type { Account, Chain as ViemChain, PublicClient, Transport, WalletClient } from 'viem';
 import { devVaultAbi, devVaultBytecode } from '../../contracts/artifacts/DevVault.js';
 import { earnRouterAbi, earnRouterBytecode } from '../../contracts/artifacts/EarnRouter.js';
 import { rewardsDistributorAbi, rewardsDistributorBytecode } from '../../contracts/artifacts/RewardsDistributor.js';
@@ -101,6 +102,6 @@ export const DEV_REWARDS_FUNDING = 1_000_000_000_000n;
 
 /** `agentctl vault accrue`: the yield source of a development vault, `amount` of its asset minted into it by the faucet. */
 export async function accrueVault(wallet: Wallet, client: PublicClient, vault: Address, units: bigint): Promise<Hex> {
-  const asset = getAddress(await client.readContract({ address: vault, abi: devVaultAbi, functionName: 'asset' }));
+  const asset = viem().getAddress(await client.readContract({ address: vault, abi: devVaultAbi, functionName: 'asset' }));
   return mintToken(wallet, client, asset, vault, units);
 }

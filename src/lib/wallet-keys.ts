@@ -1,5 +1,6 @@
 // Wallet keys: a real secp256k1 key per wallet (viem), sealed at rest with AES-256-GCM under the master key.
-import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { viemAccounts } from './viem.js';
 import type { Sealer } from './crypto.js';
 
 export interface GeneratedWalletKey {
@@ -9,8 +10,8 @@ export interface GeneratedWalletKey {
 }
 
 export function generateWalletKey(sealer: Sealer): GeneratedWalletKey {
-  const privateKey = generatePrivateKey();
-  const account = privateKeyToAccount(privateKey);
+  const privateKey = viemAccounts().generatePrivateKey();
+  const account = viemAccounts().privateKeyToAccount(privateKey);
   return { address: account.address, sealedPrivateKey: sealer.seal(privateKey) };
 }
 
@@ -18,7 +19,7 @@ export function generateWalletKey(sealer: Sealer): GeneratedWalletKey {
 export function openWalletAccount(sealer: Sealer, sealedPrivateKey: string): PrivateKeyAccount {
   const privateKey = sealer.open(sealedPrivateKey);
   if (!/^0x[0-9a-f]{64}$/i.test(privateKey)) throw new Error('sealed wallet key is malformed');
-  return privateKeyToAccount(privateKey as `0x${string}`);
+  return viemAccounts().privateKeyToAccount(privateKey as `0x${string}`);
 }
 
 export const isEvmAddress = (value: unknown): value is string => typeof value === 'string' && /^0x[0-9a-fA-F]{40}$/.test(value);

@@ -1,12 +1,17 @@
 // Access-token signing keys: ES256, private halves sealed at rest, newest signs, older ones keep verifying.
 import { randomBytes } from 'node:crypto';
-import { exportJWK, generateKeyPair, type JWK } from 'jose';
+import { createRequire } from 'node:module';
+import type * as Jose from 'jose';
+import type { JWK } from 'jose';
 import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import * as repo from '../db/repositories/oauth.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import { SIGNING_ALG } from '../auth/signing-keys.js';
+
+/** jose loads on first use (the first bearer token or key operation), not at start: ~0.8 MB of heap. */
+const jose = ((load) => () => load('jose') as typeof Jose)(createRequire(import.meta.url));
 
 export { loadPublicJwks, SIGNING_ALG } from '../auth/signing-keys.js';
 
@@ -25,10 +30,10 @@ export interface SigningKey {
 }
 
 async function generateSigningKey(): Promise<{ kid: string; privateJwk: JWK; publicJwk: JWK }> {
-  const { privateKey, publicKey } = await generateKeyPair(SIGNING_ALG, { extractable: true });
+  const { privateKey, publicKey } = await jose().generateKeyPair(SIGNING_ALG, { extractable: true });
   const kid = randomBytes(12).toString('base64url');
   const meta = { kid, alg: SIGNING_ALG, use: 'sig' };
-  return { kid, privateJwk: { ...(await exportJWK(privateKey)), ...meta }, publicJwk: { ...(await exportJWK(publicKey)), ...meta } };
+  return { kid, privateJwk: { ...(await jose().exportJWK(privateKey)), ...meta }, publicJwk: { ...(await jose().exportJWK(publicKey)), ...meta } };
 }
 
 async function insertNewKey(db: Db, sealer: Sealer, now: Date): Promise<string> {

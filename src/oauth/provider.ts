@@ -3,11 +3,11 @@ import { createHmac } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type express from 'express';
 import type { NextFunction, Request, Response } from 'express';
-import { createLocalJWKSet, jwtVerify } from 'jose';
 import { createRequire } from 'node:module';
 import type Provider from 'oidc-provider';
 import type * as Oidc from 'oidc-provider';
 import type { Configuration, KoaContextWithOIDC } from 'oidc-provider';
+import type * as Jose from 'jose';
 import { ALL_SCOPES } from '../auth/principal.js';
 import { resourceUrl } from '../auth/bearer.js';
 import { listSigningKeys } from '../db/repositories/oauth.repository.js';
@@ -39,6 +39,7 @@ const KEY_CHECK_MS = 1000;
  * at start (synchronously: Node's require of an ES module, the same module instance an import would give).
  */
 const loadOidc = ((load) => () => load('oidc-provider') as typeof Oidc)(createRequire(import.meta.url));
+const loadJose = ((load) => () => load('jose') as typeof Jose)(createRequire(import.meta.url));
 
 export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Sealer): Provider {
   const { config, db, clock, log } = deps;
@@ -191,6 +192,7 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Seale
   // JWT access tokens are not stored, so oidc-provider answers unsupported_token_type to their revocation.
   // The OpenAPI document promises a client can revoke its own access token: revoke its grant instead,
   // as the provider does for an opaque access token (RFC 7009 §2.1 allows revoking the related grant).
+  const { createLocalJWKSet, jwtVerify } = loadJose();
   const publicKeys = createLocalJWKSet({ keys: keys.map((k) => k.publicJwk) });
   provider.use(async (ctx: KoaContextWithOIDC, next: () => Promise<void>) => {
     await next();

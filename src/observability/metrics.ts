@@ -1,7 +1,9 @@
 // Prometheus metrics (prom-client) on their own registry per process; a no-op object when METRICS_PORT is unset.
 import { createServer, type Server } from 'node:http';
 import type { Knex } from 'knex';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { createRequire } from 'node:module';
+import type * as PromClient from 'prom-client';
+import type { Registry } from 'prom-client';
 import * as repo from '../db/repositories/metrics.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
@@ -22,6 +24,9 @@ export interface Metrics {
 
 const noop = () => {};
 
+/** prom-client (~1.7 MB of heap with what it imports) loads only when metrics are on (synchronously: createMetrics is). */
+const promClient = ((load) => () => load('prom-client') as typeof PromClient)(createRequire(import.meta.url));
+
 /** Metrics off: every method does nothing, so the hot paths pay one call. */
 export const noMetrics: Metrics = { registry: null, observeRequest: noop, rateLimitRefused: noop, idempotency: noop, webhookAttempt: noop, watch: noop };
 
@@ -37,6 +42,7 @@ interface TarnPool {
 
 export function createMetrics(enabled: boolean): Metrics {
   if (!enabled) return noMetrics;
+  const { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } = promClient();
   const registry = new Registry();
   const registers = [registry];
   collectDefaultMetrics({ register: registry });
@@ -79,6 +85,7 @@ export function createMetrics(enabled: boolean): Metrics {
 }
 
 function watchPool(registry: Registry, db: Knex): void {
+  const { Counter, Gauge } = promClient();
   const registers = [registry];
   const pool = () => (db.client as { pool?: TarnPool }).pool;
   new Gauge({
@@ -106,6 +113,7 @@ function watchPool(registry: Registry, db: Knex): void {
 }
 
 function watchTables(registry: Registry, deps: { db: Knex; clock: Clock; log: Logger }): void {
+  const { Gauge } = promClient();
   const registers = [registry];
   let cached: { at: number; value: Promise<Aggregates> } | null = null;
   const aggregates = (): Promise<Aggregates> => {

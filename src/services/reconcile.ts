@@ -7,7 +7,8 @@
 // position's shares in the ledger (drift rows with asset `shares:<vault address>`), and so is the Morpho Blue
 // position: the wallet's borrow shares and collateral on chain against the ledger's debt and collateral rows (drift
 // rows with asset `borrow_shares:<morpho>`, in raw shares, and `collateral:<morpho>`, in the collateral asset).
-import { getAddress, parseTransaction, type Hex } from 'viem';
+import type { Hex } from 'viem';
+import { viem } from '../lib/viem.js';
 import type { Db } from '../db/knex.js';
 import * as repo from '../db/repositories/deposit.repository.js';
 import { listAssets, type AssetRow } from '../db/repositories/ledger.repository.js';
@@ -75,7 +76,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
       const fromWallet = t.from_address.toLowerCase() === address.toLowerCase();
       if (fromWallet && t.gas_used !== null && t.effective_gas_price !== null) add(eth, BigInt(t.gas_used) * BigInt(t.effective_gas_price));
       if (t.receipt_status !== 1) continue;
-      if (t.kind === 'native' && fromWallet) add(eth, t.transfer_value !== null ? BigInt(t.transfer_value) : parseTransaction(t.raw_tx as Hex).value ?? 0n);
+      if (t.kind === 'native' && fromWallet) add(eth, t.transfer_value !== null ? BigInt(t.transfer_value) : viem().parseTransaction(t.raw_tx as Hex).value ?? 0n);
       if (t.kind === 'eip3009' && t.token_address && t.transfer_value !== null) add(bySymbolOfToken.get(t.token_address.toLowerCase()), BigInt(t.transfer_value));
       // A swap or a vault deposit mined before its operation settles: its input already left the wallet.
       if ((t.kind === 'swap' || t.kind === 'vault') && t.token_address && t.transfer_value !== null) add(bySymbolOfToken.get(t.token_address.toLowerCase()), BigInt(t.transfer_value));
@@ -96,10 +97,10 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
       const v = await findVault(db, p.vault_id);
       if (!v || !(await chain.earn!.isOnchain(db, v.address))) continue;
       const decimals = (assets.find((a) => a.symbol === v.asset_symbol)?.decimals ?? 0) + v.decimals_offset;
-      const onchain = await chain.earn!.sharesOf(getAddress(v.address), getAddress(w.address));
+      const onchain = await chain.earn!.sharesOf(viem().getAddress(v.address), viem().getAddress(w.address));
       const ledger = BigInt(p.shares);
       if (onchain === ledger) continue;
-      out.push(positionDrift(w, `shares:${getAddress(v.address)}`, onchain, ledger, decimals));
+      out.push(positionDrift(w, `shares:${viem().getAddress(v.address)}`, onchain, ledger, decimals));
     }
     return out;
   }
@@ -111,15 +112,15 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
     const loan = assets.find((a) => a.contract_address?.toLowerCase() === c.market.params.loanToken.toLowerCase());
     const coll = assets.find((a) => a.contract_address?.toLowerCase() === c.market.params.collateralToken.toLowerCase());
     if (!loan || !coll) return [];
-    const p = await chain.lending!.position(c, getAddress(w.address));
+    const p = await chain.lending!.position(c, viem().getAddress(w.address));
     const debtRow = (await listDebts(db, w.wallet_id)).find((d) => d.asset_symbol === loan.symbol);
     const collRow = (await listCollateral(db, w.wallet_id)).find((r) => r.asset_symbol === coll.symbol);
     const out: Drift[] = [];
     const row = (asset: string, onchain: bigint, ledger: bigint, decimals: number): Drift => positionDrift(w, asset, onchain, ledger, decimals);
     const ledgerShares = BigInt(debtRow?.scaled_amount ?? 0);
-    if (p.borrowShares !== ledgerShares) out.push(row(`borrow_shares:${getAddress(c.morpho)}`, p.borrowShares, ledgerShares, 0));
+    if (p.borrowShares !== ledgerShares) out.push(row(`borrow_shares:${viem().getAddress(c.morpho)}`, p.borrowShares, ledgerShares, 0));
     const ledgerCollateral = BigInt(collRow?.amount ?? 0);
-    if (p.collateral !== ledgerCollateral) out.push(row(`collateral:${getAddress(c.morpho)}`, p.collateral, ledgerCollateral, coll.decimals));
+    if (p.collateral !== ledgerCollateral) out.push(row(`collateral:${viem().getAddress(c.morpho)}`, p.collateral, ledgerCollateral, coll.decimals));
     return out;
   }
 
@@ -132,7 +133,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
         const totals = await repo.walletLedgerTotals(db, w.wallet_id);
         const outgoing = await unsettled(w.wallet_id, w.address, assets);
         for (const asset of assets) {
-          const onchain = await chain.balanceOf(getAddress(w.address), asset);
+          const onchain = await chain.balanceOf(viem().getAddress(w.address), asset);
           const ledger = totals.get(asset.symbol) ?? 0n;
           const out = outgoing.get(asset.symbol) ?? 0n;
           const expected = ledger - out;

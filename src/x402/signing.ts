@@ -1,7 +1,8 @@
 // EIP-3009 TransferWithAuthorization for USDC on Base, signed offline with the wallet's viem account, and the x402
 // payment header built from it (v1 `X-PAYMENT`, v2 `PAYMENT-SIGNATURE`). Pure apart from the random nonce.
 import { randomBytes } from 'node:crypto';
-import { getAddress, type Hex, type LocalAccount } from 'viem';
+import type { Hex, LocalAccount } from 'viem';
+import { viem } from '../lib/viem.js';
 import { BASE_CHAIN_ID, BASE_PAYABLE, encodeBase64Json, USDC_BASE_ADDRESS, USDC_EIP712, type PayableNetwork, type RawRequirement, type X402Version } from './challenge.js';
 
 export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
@@ -46,12 +47,12 @@ export interface SignInput {
 
 /** The EIP-712 domain of the payable network's USDC. */
 export const domainOf = (payable: PayableNetwork) =>
-  payable === BASE_PAYABLE ? USDC_BASE_DOMAIN : { name: payable.eip712.name, version: payable.eip712.version, chainId: payable.chainId, verifyingContract: getAddress(payable.usdc) };
+  payable === BASE_PAYABLE ? USDC_BASE_DOMAIN : { name: payable.eip712.name, version: payable.eip712.version, chainId: payable.chainId, verifyingContract: viem().getAddress(payable.usdc) };
 
 /** Signs exactly `amount` base units from the account to `payTo`; deterministic for a fixed key, nonce and window. */
 export async function signTransferAuthorization(input: SignInput): Promise<{ authorization: Authorization; signature: Hex }> {
   const from = input.account.address;
-  const to = getAddress(input.payTo);
+  const to = viem().getAddress(input.payTo);
   const signature = await input.account.signTypedData({
     domain: domainOf(input.payable ?? BASE_PAYABLE),
     types: TRANSFER_WITH_AUTHORIZATION_TYPES,

@@ -1,5 +1,5 @@
 // Borrow on chain (evm mode, the development Morpho Blue market): WETH collateral, USDC debt, the protocol's own figures.
-import { zeroAddress } from 'viem';
+import { viem } from '../../../lib/viem.js';
 import type { OnchainLendingDetails } from '../../../chain/evm.js';
 import { accountData, type LendingContracts, type LendingPosition, toAssetsUp, toSharesUp } from '../../../chain/lending.js';
 import type { Address } from '../../../chain/port.js';
@@ -46,7 +46,7 @@ export function createMorpho(core: BorrowCore) {
   /** The wallet's Morpho position; a wallet without an on-chain address has none (reads), and cannot act (writes refuse). */
   async function position(db: Db, om: OnchainMarket, who: OwnerRef, write = true): Promise<LendingPosition> {
     // The zero address holds no position: the market's and oracle's figures stay real.
-    if (!write && !(await findWalletByAgent(db, who.agentId))?.address) return lending!.position(om.c, zeroAddress);
+    if (!write && !(await findWalletByAgent(db, who.agentId))?.address) return lending!.position(om.c, viem().zeroAddress);
     return lending!.position(om.c, await ownerAddress(db, who.agentId));
   }
   /** On chain the market takes one collateral and lends one asset: anything else is refused, not booked beside it. */

@@ -1,0 +1,42 @@
+// Start-up footprint (issue 12 P4): the compiled server's start-up module graph leaves out the packages that load on
+// first use (viem, the MCP SDK, oidc-provider, nodemailer, the OpenTelemetry SDK, prom-client, jose), and code that
+// needs viem works when it is the first to load it. Runs dist/ (built by `pretest:file`) in a child process that
+// records every module loaded, through `import` or `require`.
+import { expect } from 'chai';
+import { execFileSync } from 'node:child_process';
+import { repoRoot } from '../helpers/process.js';
+
+const LAZY = /\/node_modules\/(viem|ox|@scure|@noble|@modelcontextprotocol|oidc-provider|nodemailer|prom-client|jose|@opentelemetry\/(?!api\/))\//;
+
+/** Imports what dist/src/server.js imports (without starting it), lists the packages loaded, then runs `after`. */
+function inChild(after: string): { loaded: string[]; result: unknown } {
+  const script = `
+    import { registerHooks } from 'node:module';
+    const loaded = [];
+    registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+    for (const m of ['app', 'chain/connect', 'config', 'demo', 'http/http-server', 'lib/logger', 'observability/metrics', 'worker']) await import('./dist/src/' + m + '.js');
+    const atStart = loaded.filter((u) => ${LAZY}.test(u));
+    const result = await (async () => { ${after} })();
+    process.stdout.write(JSON.stringify({ loaded: atStart, result }));
+  `;
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: repoRoot, encoding: 'utf8' })) as { loaded: string[]; result: unknown };
+}
+
+describe('start-up module graph (dist)', function () {
+  this.timeout(60_000);
+
+  it('loads none of the on-first-use packages, and a wallet key and a simulated transaction hash work when they are the first to need viem', () => {
+    const { loaded, result } = inChild(`
+      const { generateWalletKey } = await import('./dist/src/lib/wallet-keys.js');
+      const { txHashOf } = await import('./dist/src/chain/simulated.js');
+      const key = generateWalletKey({ seal: (s) => 'sealed:' + s, open: (s) => s.slice(7) });
+      return { address: key.address, sealed: key.sealedPrivateKey.startsWith('sealed:0x'), txHash: txHashOf('op_1') };
+    `);
+    expect(loaded, 'loaded at start').to.deep.equal([]);
+    const { address, sealed, txHash } = result as { address: string; sealed: boolean; txHash: string };
+    expect(address).to.match(/^0x[0-9a-fA-F]{40}$/);
+    expect(sealed).to.equal(true);
+    // keccak256 of "agent-api:tx:op_1", as computed when viem was imported statically
+    expect(txHash).to.equal('0x8d7e7aca19c1a134708cba2edfc4eaa1248aac61f631276f02d04ac2da77151c');
+  });
+});
