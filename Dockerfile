@@ -45,4 +45,4 @@ USER 1000:1000
 EXPOSE 3000 9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-CMD ["node", "--max-semi-space-size=4", "--heap-growing-percent=20", "dist/src/server.js"]
+CMD ["node", "--max-semi-space-size=8", "--heap-growing-percent=20", "dist/src/server.js"]

@@ -45,7 +45,7 @@ describe('lint:deploy', () => {
     this.timeout(30_000);
     edit('Dockerfile', 'USER 1000:1000', 'USER root');
     edit('Dockerfile', 'FROM node:24.21.0-bookworm-slim AS runtime', 'FROM node:latest AS runtime\nADD https://example.com/x.tgz /tmp/');
-    edit('Dockerfile', 'CMD ["node", "--max-semi-space-size=4", "--heap-growing-percent=20", "dist/src/server.js"]', 'CMD node dist/src/server.js');
+    edit('Dockerfile', 'CMD ["node", "--max-semi-space-size=8", "--heap-growing-percent=20", "dist/src/server.js"]', 'CMD node dist/src/server.js');
     const { code, output } = await lint(copy);
     expect(code).to.equal(1);
     expect(output).to.contain('runtime stage runs as root');
