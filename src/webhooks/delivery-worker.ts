@@ -169,7 +169,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     return secret;
   };
 
-  async function attempt(row: deliveries.DeliveryRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string): Promise<Outcome> {
+  async function attempt(row: deliveries.ClaimedRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string): Promise<Outcome> {
     if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) return { result: noResponse('payload_too_large'), latencyMs: null };
     const signal = AbortSignal.timeout(deps.attemptTimeoutMs);
     const started = performance.now();

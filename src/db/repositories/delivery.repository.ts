@@ -58,8 +58,11 @@ export async function insertDeliveriesForEvent(
   return Number(result.rows[0]?.n ?? 0);
 }
 
+/** The columns of a claimed delivery that its attempt and its recording use (the claim returns only these). */
+export type ClaimedRow = Pick<DeliveryRow, 'id' | 'event_id' | 'endpoint_id' | 'event_type' | 'attempt' | 'deadline_at' | 'claim_token'>;
+
 /** A claimed delivery with what its attempt needs: the stored payload and its endpoint's target and secrets. */
-export type ClaimedDelivery = DeliveryRow & {
+export type ClaimedDelivery = ClaimedRow & {
   payload: string;
   endpoint: { id: string; url: string; enabled: boolean; sealed_secret: string; sealed_previous_secret: string | null; previous_secret_expires_at: Date | null };
 };
@@ -228,7 +231,7 @@ const RECORD_DELIVERED_CTES = `v AS (
          AND (e.consecutive_failures <> 0 OR e.failing_since IS NOT NULL OR e.last_delivered_at IS NULL OR e.last_delivered_at < :stale)
      )`;
 
-type ClaimResultRow = DeliveryRow & {
+type ClaimResultRow = ClaimedRow & {
   recorded_id: string | null;
   payload: string;
   ep_url: string;
@@ -312,8 +315,9 @@ const CLAIM_SQL = `WITH RECURSIVE ${RECORD_DELIVERED_CTES}, walk AS (
          deadline_at = COALESCE(w.deadline_at, :deadline), updated_at = :now
      FROM picked, events ev, webhook_endpoints ep
      WHERE w.id = picked.id AND ev.id = w.event_id AND ep.id = w.endpoint_id
-     -- What the attempts need comes back with the claim (both rows exist: the foreign keys cascade).
-     RETURNING w.*, ev.payload, ep.url AS ep_url, ep.enabled AS ep_enabled, ep.sealed_secret AS ep_sealed_secret,
+     -- What the attempts need comes back with the claim (both rows exist: the foreign keys cascade); only
+     -- the columns they use (ClaimedRow): node-postgres parses every returned value, seven timestamps a row for w.*.
+     RETURNING w.id, w.event_id, w.endpoint_id, w.event_type, w.attempt, w.deadline_at, w.claim_token, ev.payload, ep.url AS ep_url, ep.enabled AS ep_enabled, ep.sealed_secret AS ep_sealed_secret,
        ep.sealed_previous_secret AS ep_sealed_previous_secret, ep.previous_secret_expires_at AS ep_previous_secret_expires_at
    )
    -- The recorded ids ride in the same result, one row each with only recorded_id set
