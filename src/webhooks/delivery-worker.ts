@@ -171,7 +171,19 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   async function attempt(row: deliveries.ClaimedRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string): Promise<Outcome> {
     if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) return { result: noResponse('payload_too_large'), latencyMs: null };
-    const signal = AbortSignal.timeout(deps.attemptTimeoutMs);
+    // The attempt's one deadline, aborted as AbortSignal.timeout would (same reason), but by a timer
+    // cleared when the attempt ends: AbortSignal.timeout's own timer outlives a fast attempt, then fires.
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), deps.attemptTimeoutMs);
+    timer.unref();
+    try {
+      return await attemptWithin(row, endpoint, payload, deadline.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function attemptWithin(row: deliveries.ClaimedRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string, signal: AbortSignal): Promise<Outcome> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     let target;
