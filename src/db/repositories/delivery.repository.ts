@@ -100,6 +100,13 @@ const CLAIM_LOCK_KEY = 7411003;
  */
 const CLAIM_ENDPOINT_SCAN = 1000;
 
+/** The first statement of a claim (bindings as in recordAndClaimDeliveries): the expired-lease reset and the claim lock. */
+const LOCK_SQL = `WITH expired AS (
+       UPDATE webhook_deliveries SET status = 'retrying', claim_token = NULL, lease_until = NULL, updated_at = :now
+       WHERE status = 'in_flight' AND lease_until <= :now
+     )
+     SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY}), set_config('synchronous_commit', 'off', true)`;
+
 /** Delivered attempts recorded by a claim before it counts its endpoints' free slots. */
 export interface DeliveredBatch {
   attempts: DeliveredAttempt[];
@@ -142,21 +149,16 @@ export async function recordAndClaimDeliveries(db: Db, options: ClaimOptions, de
     at,
     stale: new Date(at.getTime() - 1000),
   };
-  const lockSql = `WITH expired AS (
-       UPDATE webhook_deliveries SET status = 'retrying', claim_token = NULL, lease_until = NULL, updated_at = :now
-       WHERE status = 'in_flight' AND lease_until <= :now
-     )
-     SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY}), set_config('synchronous_commit', 'off', true)`;
   if (multiStatementQueries(db)) {
     // One round trip: both statements in one simple-protocol message, which Postgres runs as one
     // implicit transaction, each statement with its own snapshot (so the claim still sees every claim
     // committed before it took the lock). That protocol takes no parameters: values go in as literals.
-    const results = (await db.raw(`${inlineBindings(lockSql, bindings)};\n${inlineBindings(CLAIM_SQL, bindings)}`)) as unknown as Array<{ rows: ClaimResultRow[] }>;
+    const results = (await db.raw(`${inlinedLock(bindings)};\n${inlinedClaim(bindings)}`)) as unknown as Array<{ rows: ClaimResultRow[] }>;
     return splitClaimResult(results[results.length - 1]!.rows);
   }
   return withTransaction(db, async (trx) => {
     // Embedded: the same two statements as a transaction (PGlite has one connection, no contention).
-    await trx.raw(lockSql, bindings);
+    await trx.raw(LOCK_SQL, bindings);
     const result = await trx.raw(CLAIM_SQL, bindings);
     return splitClaimResult(result.rows);
   });
@@ -324,21 +326,41 @@ const CLAIM_SQL = `WITH RECURSIVE ${RECORD_DELIVERED_CTES}, walk AS (
    -- (a full join on ids that never match: a recorded row was in flight, a claimed one was not).
    SELECT claimed.*, done.id AS recorded_id FROM claimed FULL JOIN done ON done.id = claimed.id`;
 
+const inlinedLock = inlinedStatement(LOCK_SQL);
+const inlinedClaim = inlinedStatement(CLAIM_SQL);
+
 /**
  * Named bindings (`:name`, not `::type`) as SQL literals, for the simple query protocol: strings
  * through pg's escapeLiteral, dates as timestamptz, integers checked. Only for values this module builds.
+ * The text is split at its binding names once; each call joins the pieces with the literals, each
+ * literal made once however often its name appears (the claim names `:now` a dozen times).
  */
-function inlineBindings(sql: string, bindings: Record<string, Date | string | number>): string {
-  return sql.replace(/(?<!:):([a-zA-Z]\w*)/g, (whole, name: string) => {
-    if (!Object.hasOwn(bindings, name)) return whole;
-    const value = bindings[name]!;
-    if (value instanceof Date) return `${escapeLiteral(value.toISOString())}::timestamptz`;
-    if (typeof value === 'number') {
-      if (!Number.isSafeInteger(value)) throw new Error(`binding ${name} is not an integer`);
-      return String(value);
+function inlinedStatement(sql: string): (bindings: Record<string, Date | string | number>) => string {
+  // Odd indexes hold the names, even ones the text between them.
+  const pieces = sql.split(/(?<!:):([a-zA-Z]\w*)/);
+  return (bindings) => {
+    const literals = new Map<string, string>();
+    let out = pieces[0]!;
+    for (let i = 1; i < pieces.length; i += 2) {
+      const name = pieces[i]!;
+      let literal = literals.get(name);
+      if (literal === undefined) {
+        literal = Object.hasOwn(bindings, name) ? toLiteral(name, bindings[name]!) : `:${name}`;
+        literals.set(name, literal);
+      }
+      out += literal + pieces[i + 1]!;
     }
-    return escapeLiteral(value);
-  });
+    return out;
+  };
+}
+
+function toLiteral(name: string, value: Date | string | number): string {
+  if (value instanceof Date) return `${escapeLiteral(value.toISOString())}::timestamptz`;
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value)) throw new Error(`binding ${name} is not an integer`);
+    return String(value);
+  }
+  return escapeLiteral(value);
 }
 
 /** On auto-disable: every not-yet-attempted or waiting delivery of the endpoint fails. */
