@@ -28,14 +28,14 @@ export interface RecorderDeps {
 
 export interface Recorder {
   /** Resolves once the failure is committed; rejects when the commit failed (left in flight for its lease to expire). */
-  recordFailure(row: deliveries.DeliveryRow, token: string, outcome: Outcome): Promise<void>;
+  recordFailure(row: deliveries.ClaimedRow, token: string, outcome: Outcome): Promise<void>;
 }
 
 export function createRecorder(deps: RecorderDeps): Recorder {
   const { db, clock, log } = deps;
 
   /** Applies one failed attempt under the endpoint's row lock (lock order: endpoint, then delivery). */
-  async function recordFailure(row: deliveries.DeliveryRow, token: string, outcome: Outcome): Promise<void> {
+  async function recordFailure(row: deliveries.ClaimedRow, token: string, outcome: Outcome): Promise<void> {
     const { result, latencyMs } = outcome;
     const errorClass = result.errorClass!;
     const base = (now: Date) => ({ http_status: result.httpStatus, latency_ms: latencyMs, response_body: result.responseBody, updated_at: now });

@@ -21,7 +21,7 @@ import { createRecorder, type Outcome } from './delivery-recorder.js';
 import { createWaker, listenForDeliveries } from './delivery-wakeup.js';
 import { createSender, MAX_PAYLOAD_BYTES, USER_AGENT, type ErrorClass, type Sender, type SendResult } from './sender.js';
 import { signatureHeader } from './signing.js';
-import { assertPublicHttpsUrl, DnsResolutionError, UrlRejectedError, type Resolver } from './url-safety.js';
+import { DnsResolutionError, parsePublicHttpsUrl, resolvePublicTarget, UrlRejectedError, type Resolver, type SafeTarget } from './url-safety.js';
 
 export interface DeliveryWorkerDeps {
   db: Knex;
@@ -75,6 +75,8 @@ export const DEFAULT_PER_ENDPOINT_IN_FLIGHT = 32;
 const MAX_GROUP = 200;
 /** Opened signing secrets kept (one or two per endpoint recently delivered to); cleared whole when full. */
 const MAX_OPENED_SECRETS = 2048;
+/** Parsed endpoint URLs kept (one per endpoint recently delivered to). */
+const MAX_PARSED_URLS = 2048;
 
 const noResponse = (errorClass: ErrorClass, message: string | null = null): SendResult => ({ httpStatus: null, responseBody: '', errorClass, retryAfter: null, message });
 
@@ -169,14 +171,43 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     return secret;
   };
 
-  async function attempt(row: deliveries.DeliveryRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string): Promise<Outcome> {
+  /**
+   * parsePublicHttpsUrl's result per URL string (pure: it depends on the string and allowLoopback only);
+   * a refused URL is not kept and throws again. Cleared whole when full.
+   */
+  const parsedUrls = new Map<string, SafeTarget>();
+  const parseUrl = (url: string): SafeTarget => {
+    let target = parsedUrls.get(url);
+    if (target === undefined) {
+      target = parsePublicHttpsUrl(url, { allowLoopback: deps.allowLoopback });
+      if (parsedUrls.size >= MAX_PARSED_URLS) parsedUrls.clear();
+      parsedUrls.set(url, target);
+    }
+    return target;
+  };
+
+  async function attempt(row: deliveries.ClaimedRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string): Promise<Outcome> {
     if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) return { result: noResponse('payload_too_large'), latencyMs: null };
-    const signal = AbortSignal.timeout(deps.attemptTimeoutMs);
+    // The attempt's one deadline, aborted as AbortSignal.timeout would (same reason), but by a timer
+    // cleared when the attempt ends: AbortSignal.timeout's own timer outlives a fast attempt, then fires.
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), deps.attemptTimeoutMs);
+    timer.unref();
+    try {
+      return await attemptWithin(row, endpoint, payload, deadline.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function attemptWithin(row: deliveries.ClaimedRow, endpoint: deliveries.ClaimedDelivery['endpoint'], payload: string, signal: AbortSignal): Promise<Outcome> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     let target;
     try {
-      target = await assertPublicHttpsUrl(endpoint.url, { allowLoopback: deps.allowLoopback, resolver: deps.resolver, signal });
+      // The URL's parse and static checks are kept per URL string; a name is resolved and its addresses
+      // checked again on every attempt (resolvePublicTarget), as a DNS answer may change.
+      target = await resolvePublicTarget(parseUrl(endpoint.url), { resolver: deps.resolver, signal });
     } catch (err) {
       if (err instanceof UrlRejectedError || err instanceof DnsResolutionError) log.info({ endpointId: endpoint.id, detail: err.detail }, 'webhook target refused');
       if (err instanceof UrlRejectedError) return { result: noResponse('url_rejected', err.reason), latencyMs: elapsed() };

@@ -278,7 +278,16 @@ export function parsePublicHttpsUrl(raw: string, options: Pick<UrlSafetyOptions,
  * DnsResolutionError (the name did not resolve).
  */
 export async function assertPublicHttpsUrl(raw: string, options: UrlSafetyOptions = {}): Promise<SafeTarget> {
-  const target = parsePublicHttpsUrl(raw, options);
+  return resolvePublicTarget(parsePublicHttpsUrl(raw, options), options);
+}
+
+/**
+ * The second half of assertPublicHttpsUrl, for a target parsePublicHttpsUrl returned: an IP literal was
+ * judged by the parse (it cannot change); a name is resolved and every address checked, on every call.
+ * A caller may keep the parse of an unchanged URL string (it depends on nothing else) but must call this
+ * before every connection, since a DNS answer may change.
+ */
+export async function resolvePublicTarget(target: SafeTarget, options: UrlSafetyOptions = {}): Promise<SafeTarget> {
   if (target.addresses.length > 0) return target;
   const resolver = options.resolver ?? createSystemResolver();
   let addresses: ResolvedAddress[];

@@ -58,8 +58,11 @@ export async function insertDeliveriesForEvent(
   return Number(result.rows[0]?.n ?? 0);
 }
 
+/** The columns of a claimed delivery that its attempt and its recording use (the claim returns only these). */
+export type ClaimedRow = Pick<DeliveryRow, 'id' | 'event_id' | 'endpoint_id' | 'event_type' | 'attempt' | 'deadline_at' | 'claim_token'>;
+
 /** A claimed delivery with what its attempt needs: the stored payload and its endpoint's target and secrets. */
-export type ClaimedDelivery = DeliveryRow & {
+export type ClaimedDelivery = ClaimedRow & {
   payload: string;
   endpoint: { id: string; url: string; enabled: boolean; sealed_secret: string; sealed_previous_secret: string | null; previous_secret_expires_at: Date | null };
 };
@@ -96,6 +99,13 @@ const CLAIM_LOCK_KEY = 7411003;
  * claim's cost when many endpoints are due; the rest wait for the next claim.
  */
 const CLAIM_ENDPOINT_SCAN = 1000;
+
+/** The first statement of a claim (bindings as in recordAndClaimDeliveries): the expired-lease reset and the claim lock. */
+const LOCK_SQL = `WITH expired AS (
+       UPDATE webhook_deliveries SET status = 'retrying', claim_token = NULL, lease_until = NULL, updated_at = :now
+       WHERE status = 'in_flight' AND lease_until <= :now
+     )
+     SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY}), set_config('synchronous_commit', 'off', true)`;
 
 /** Delivered attempts recorded by a claim before it counts its endpoints' free slots. */
 export interface DeliveredBatch {
@@ -139,21 +149,16 @@ export async function recordAndClaimDeliveries(db: Db, options: ClaimOptions, de
     at,
     stale: new Date(at.getTime() - 1000),
   };
-  const lockSql = `WITH expired AS (
-       UPDATE webhook_deliveries SET status = 'retrying', claim_token = NULL, lease_until = NULL, updated_at = :now
-       WHERE status = 'in_flight' AND lease_until <= :now
-     )
-     SELECT pg_advisory_xact_lock(${CLAIM_LOCK_KEY}), set_config('synchronous_commit', 'off', true)`;
   if (multiStatementQueries(db)) {
     // One round trip: both statements in one simple-protocol message, which Postgres runs as one
     // implicit transaction, each statement with its own snapshot (so the claim still sees every claim
     // committed before it took the lock). That protocol takes no parameters: values go in as literals.
-    const results = (await db.raw(`${inlineBindings(lockSql, bindings)};\n${inlineBindings(CLAIM_SQL, bindings)}`)) as unknown as Array<{ rows: ClaimResultRow[] }>;
+    const results = (await db.raw(`${inlinedLock(bindings)};\n${inlinedClaim(bindings)}`)) as unknown as Array<{ rows: ClaimResultRow[] }>;
     return splitClaimResult(results[results.length - 1]!.rows);
   }
   return withTransaction(db, async (trx) => {
     // Embedded: the same two statements as a transaction (PGlite has one connection, no contention).
-    await trx.raw(lockSql, bindings);
+    await trx.raw(LOCK_SQL, bindings);
     const result = await trx.raw(CLAIM_SQL, bindings);
     return splitClaimResult(result.rows);
   });
@@ -228,7 +233,7 @@ const RECORD_DELIVERED_CTES = `v AS (
          AND (e.consecutive_failures <> 0 OR e.failing_since IS NOT NULL OR e.last_delivered_at IS NULL OR e.last_delivered_at < :stale)
      )`;
 
-type ClaimResultRow = DeliveryRow & {
+type ClaimResultRow = ClaimedRow & {
   recorded_id: string | null;
   payload: string;
   ep_url: string;
@@ -312,29 +317,50 @@ const CLAIM_SQL = `WITH RECURSIVE ${RECORD_DELIVERED_CTES}, walk AS (
          deadline_at = COALESCE(w.deadline_at, :deadline), updated_at = :now
      FROM picked, events ev, webhook_endpoints ep
      WHERE w.id = picked.id AND ev.id = w.event_id AND ep.id = w.endpoint_id
-     -- What the attempts need comes back with the claim (both rows exist: the foreign keys cascade).
-     RETURNING w.*, ev.payload, ep.url AS ep_url, ep.enabled AS ep_enabled, ep.sealed_secret AS ep_sealed_secret,
+     -- What the attempts need comes back with the claim (both rows exist: the foreign keys cascade); only
+     -- the columns they use (ClaimedRow): node-postgres parses every returned value, seven timestamps a row for w.*.
+     RETURNING w.id, w.event_id, w.endpoint_id, w.event_type, w.attempt, w.deadline_at, w.claim_token, ev.payload, ep.url AS ep_url, ep.enabled AS ep_enabled, ep.sealed_secret AS ep_sealed_secret,
        ep.sealed_previous_secret AS ep_sealed_previous_secret, ep.previous_secret_expires_at AS ep_previous_secret_expires_at
    )
    -- The recorded ids ride in the same result, one row each with only recorded_id set
    -- (a full join on ids that never match: a recorded row was in flight, a claimed one was not).
    SELECT claimed.*, done.id AS recorded_id FROM claimed FULL JOIN done ON done.id = claimed.id`;
 
+const inlinedLock = inlinedStatement(LOCK_SQL);
+const inlinedClaim = inlinedStatement(CLAIM_SQL);
+
 /**
  * Named bindings (`:name`, not `::type`) as SQL literals, for the simple query protocol: strings
  * through pg's escapeLiteral, dates as timestamptz, integers checked. Only for values this module builds.
+ * The text is split at its binding names once; each call joins the pieces with the literals, each
+ * literal made once however often its name appears (the claim names `:now` a dozen times).
  */
-function inlineBindings(sql: string, bindings: Record<string, Date | string | number>): string {
-  return sql.replace(/(?<!:):([a-zA-Z]\w*)/g, (whole, name: string) => {
-    if (!Object.hasOwn(bindings, name)) return whole;
-    const value = bindings[name]!;
-    if (value instanceof Date) return `${escapeLiteral(value.toISOString())}::timestamptz`;
-    if (typeof value === 'number') {
-      if (!Number.isSafeInteger(value)) throw new Error(`binding ${name} is not an integer`);
-      return String(value);
+function inlinedStatement(sql: string): (bindings: Record<string, Date | string | number>) => string {
+  // Odd indexes hold the names, even ones the text between them.
+  const pieces = sql.split(/(?<!:):([a-zA-Z]\w*)/);
+  return (bindings) => {
+    const literals = new Map<string, string>();
+    let out = pieces[0]!;
+    for (let i = 1; i < pieces.length; i += 2) {
+      const name = pieces[i]!;
+      let literal = literals.get(name);
+      if (literal === undefined) {
+        literal = Object.hasOwn(bindings, name) ? toLiteral(name, bindings[name]!) : `:${name}`;
+        literals.set(name, literal);
+      }
+      out += literal + pieces[i + 1]!;
     }
-    return escapeLiteral(value);
-  });
+    return out;
+  };
+}
+
+function toLiteral(name: string, value: Date | string | number): string {
+  if (value instanceof Date) return `${escapeLiteral(value.toISOString())}::timestamptz`;
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value)) throw new Error(`binding ${name} is not an integer`);
+    return String(value);
+  }
+  return escapeLiteral(value);
 }
 
 /** On auto-disable: every not-yet-attempted or waiting delivery of the endpoint fails. */
