@@ -13,10 +13,16 @@ export function parseAmount(value: string, decimals: number): bigint {
 }
 
 /** Formats base units as the shortest decimal string (no trailing zeros, no exponent). */
+const POWERS_OF_TEN: bigint[] = [];
+/** 10^decimals, made once per exponent (lists format several amounts per row). */
+export function pow10(decimals: number): bigint {
+  return (POWERS_OF_TEN[decimals] ??= 10n ** BigInt(decimals));
+}
+
 export function formatAmount(units: bigint, decimals: number): string {
   const negative = units < 0n;
   const abs = negative ? -units : units;
-  const scale = 10n ** BigInt(decimals);
+  const scale = pow10(decimals);
   const whole = abs / scale;
   const fraction = (abs % scale).toString().padStart(decimals, '0').replace(/0+$/, '');
   return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`;

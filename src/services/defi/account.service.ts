@@ -8,7 +8,7 @@ import { listActivity } from '../../db/repositories/activity.repository.js';
 import { listWithdrawalMethods } from '../../db/repositories/withdrawal-method.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError } from '../../lib/errors.js';
-import { formatAmount, mulDiv } from '../../lib/money.js';
+import { formatAmount, mulDiv, pow10 } from '../../lib/money.js';
 import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
 import { USD_DECIMALS, type LedgerService } from '../ledger/ledger.js';
 import type { OperationService, OwnerRef } from '../ledger/operations.js';
@@ -156,7 +156,7 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
           available: formatAmount(available, a.decimals),
           held: formatAmount(heldUnits, a.decimals),
           total: formatAmount(available + heldUnits, a.decimals),
-          value_usd: price === null ? null : usd(mulDiv(available + heldUnits, price, 10n ** BigInt(a.decimals))),
+          value_usd: price === null ? null : usd(mulDiv(available + heldUnits, price, pow10(a.decimals))),
         });
       }
       return { ...page, items };
