@@ -142,14 +142,20 @@ function shareCompiledValidators(api: OpenAPIBackend, document: OpenApiDocument)
   for (const name of VALIDATOR_MAPS) validator[name] = shared[name];
 }
 
-/** The operations declaring no parameter (path, query, header, cookie) and no request body. */
-function bareOperations(document: OpenApiDocument): Set<string> {
+/**
+ * The operations with nothing to validate in a request without a query string: no body, and no parameter other than
+ * optional query parameters (`$ref`s to components.parameters resolved). openapi-backend applies no defaults, so such
+ * a request reaches the handler with an empty query either way.
+ */
+export function bareOperations(document: OpenApiDocument): Set<string> {
+  const resolve = (p: OpenApiDocument): OpenApiDocument =>
+    typeof p?.$ref === 'string' && p.$ref.startsWith('#/components/parameters/') ? (document.components?.parameters?.[p.$ref.slice('#/components/parameters/'.length)] ?? p) : p;
   const bare = new Set<string>();
   for (const item of Object.values(document.paths ?? {}) as OpenApiDocument[]) {
     for (const op of Object.values(item) as OpenApiDocument[]) {
       if (!op || typeof op !== 'object' || typeof op.operationId !== 'string') continue;
-      const params = [...(Array.isArray(item.parameters) ? item.parameters : []), ...(Array.isArray(op.parameters) ? op.parameters : [])];
-      if (params.length === 0 && !op.requestBody) bare.add(op.operationId);
+      const params = [...(Array.isArray(item.parameters) ? item.parameters : []), ...(Array.isArray(op.parameters) ? op.parameters : [])].map(resolve);
+      if (!op.requestBody && params.every((p) => p?.in === 'query' && p.required !== true)) bare.add(op.operationId);
     }
   }
   return bare;
@@ -269,20 +275,21 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
       assertNoNulCharacters({ body: req.body, query: req.query as Record<string, unknown>, pathParams: routed.kind === 'operation' ? routed.params : {} });
       const m = ctx?.principal && req.method.toLowerCase() === 'get' ? routed : undefined;
       const listId = m?.kind === 'operation' && cursors.applies(m.op.operationId) ? m.op.operationId : undefined;
-      if (!listId) {
-        // Nothing for openapi-backend to parse or validate: an authenticated request to an operation that declares no
-        // parameter and no body, sent without a query string. Its handler gets what openapi-backend would hand it
-        // (test/http/router-bare.test.ts holds the two ways alike).
-        if (m?.kind === 'operation' && bare.has(m.op.operationId) && isEmpty(req.query)) {
-          const c = { operation: { operationId: m.op.operationId }, request: { params: {}, query: {}, headers: req.headers ?? {}, requestBody: req.body } } as unknown as Context;
+      // Nothing for openapi-backend to parse or validate: an authenticated GET of an operation whose parameters are all
+      // optional query parameters (or none) and which takes no body, sent without a query string. Its handler gets
+      // what openapi-backend would hand it (test/http/router-bare.test.ts holds the two ways alike).
+      const run = (r: OabRequest): Promise<HandlerResult> => {
+        if (m?.kind === 'operation' && bare.has(m.op.operationId) && isEmpty(r.query)) {
+          const c = { operation: { operationId: m.op.operationId }, request: { params: {}, query: {}, headers: r.headers ?? {}, requestBody: r.body } } as unknown as Context;
           return handlers[m.op.operationId]!(c, ctx);
         }
-        return api.handleRequest(req, ctx) as Promise<HandlerResult>;
-      }
+        return api.handleRequest(r, ctx) as Promise<HandlerResult>;
+      };
+      if (!listId) return run(req);
       const query = (req.query ?? {}) as Record<string, unknown>;
       const agentId = ctx.principal.agentId;
       if (typeof query.cursor === 'string') req = { ...req, query: { ...query, cursor: cursors.unwrap(listId, agentId, query.cursor) } as never };
-      const result = (await api.handleRequest(req, ctx)) as HandlerResult;
+      const result = await run(req);
       const body = result.body as { next_cursor?: unknown } | undefined;
       if (result.status === 200 && body && typeof body.next_cursor === 'string') return { ...result, body: { ...body, next_cursor: cursors.wrap(listId, agentId, body.next_cursor) } };
       return result;
