@@ -173,7 +173,7 @@ export function serveAgentApiFirst(app: Express, middleware: Middleware[], agent
   };
   (app as unknown as { handle: (req: IncomingMessage, res: ServerResponse, callback?: unknown) => void }).handle = function agentApiFirst(req, res, callback) {
     const url = req.url ?? '';
-    if (callback !== undefined || !(url === AGENT_MOUNT || url.startsWith('/v1/agent/') || url.startsWith('/v1/agent?'))) return expressHandle(req, res, callback);
+    if (callback !== undefined || !(url === AGENT_MOUNT || url.startsWith(`${AGENT_MOUNT}/`) || url.startsWith(`${AGENT_MOUNT}?`))) return expressHandle(req, res, callback);
     const request = req as Request;
     const response = res as Response;
     request.res = response;
