@@ -47,16 +47,18 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
     const t = options.timeouts;
     return knexFactory({
       client: boundedPgClient(),
-      connection: t
-        ? ({
-            connectionString: options.databaseUrl,
-            connectionTimeoutMillis: t.connectTimeoutMs,
-            ...(t.statementTimeoutMs > 0 ? { statement_timeout: t.statementTimeoutMs } : {}),
-            ...(t.queryTimeoutMs > 0 ? { query_timeout: t.queryTimeoutMs } : {}),
-            // Idle pooled connections to a vanished server are noticed and discarded.
-            keepAlive: true,
-          } as Knex.PgConnectionConfig)
-        : options.databaseUrl,
+      connection: {
+        connectionString: withoutJit(options.databaseUrl),
+        ...(t
+          ? {
+              connectionTimeoutMillis: t.connectTimeoutMs,
+              ...(t.statementTimeoutMs > 0 ? { statement_timeout: t.statementTimeoutMs } : {}),
+              ...(t.queryTimeoutMs > 0 ? { query_timeout: t.queryTimeoutMs } : {}),
+              // Idle pooled connections to a vanished server are noticed and discarded.
+              keepAlive: true,
+            }
+          : {}),
+      } as Knex.PgConnectionConfig,
       ...(t ? { acquireConnectionTimeout: t.acquireTimeoutMs } : {}),
       ...(options.log ? { log: knexLog(options.log) } : {}),
       pool: { min: 0, max: options.poolMax ?? 20 },
@@ -88,6 +90,23 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
     }
   };
   return db;
+}
+
+/**
+ * The connection URL with JIT compilation off (`options=-c jit=off`, added to any options it gives; pg reads the
+ * URL's parameters over the config's own). Every statement here is short, and the generic plan of a prepared
+ * statement (the policy usage sums, statementsIn) is costed over all of an agent's rows, above jit_above_cost:
+ * compiling it took ~12 ms of a 0.1 ms execution on every payment once 1,000,000 operations were stored (issue 12).
+ */
+function withoutJit(databaseUrl: string): string {
+  let url: URL;
+  try {
+    url = new URL(databaseUrl);
+  } catch {
+    return databaseUrl;
+  }
+  url.searchParams.set('options', [url.searchParams.get('options'), '-c jit=off'].filter(Boolean).join(' '));
+  return url.toString();
 }
 
 /**
@@ -174,6 +193,63 @@ export async function preparedRows<R>(db: Db, sql: string, bindings: readonly Kn
   }
 }
 
+/**
+ * A statement that a multi-statement query string runs prepared: `PREPARE name(params) AS text` once per connection,
+ * then `EXECUTE name(literals)` inside the string (issue 12, P2). Every `$n` of `text` carries an explicit cast, so
+ * that `literalSql` (the same text with the values in place) means the same thing where nothing is prepared.
+ */
+export interface SqlStatement {
+  name: string;
+  params: readonly string[];
+  text: string;
+}
+
+/** A statement with its values (strings: each becomes a literal). */
+export interface SqlCall {
+  statement: SqlStatement;
+  values: readonly string[];
+}
+
+/** The call as one plain statement, its values as literals (pg escapeLiteral). */
+export function literalSql(call: SqlCall): string {
+  return call.statement.text.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = call.values[Number(n) - 1];
+    if (value === undefined) throw new Error(`${call.statement.name}: no value for $${n}`);
+    return pg.escapeLiteral(value);
+  });
+}
+
+/** The SQL-level statements each pooled connection has PREPAREd (by name). */
+const sqlPrepared = new WeakMap<object, Set<string>>();
+
+/**
+ * The statements of a transaction's multi-statement string, each as `EXECUTE` of a statement PREPAREd on the
+ * transaction's connection (the first time on a connection, one round trip PREPAREs the missing ones), or as plain
+ * statements with literal values where nothing can be prepared: PGlite (one statement per query) or outside a
+ * transaction (no one connection). A prepared statement is parsed and planned once per connection instead of on
+ * every run: the usage sums and the payees-and-price read of a payment spent ~0.35 ms of Postgres CPU planning.
+ * A connection whose PREPAREs failed is retired (which of them exist is then unknown), as is one whose prepared
+ * statements a migration invalidated (BoundedPgClient._query).
+ */
+export async function statementsIn(trx: Db, calls: readonly SqlCall[]): Promise<string[]> {
+  const knex = trx as Knex;
+  if (!(trx as Knex.Transaction).isTransaction || !multiStatementQueries(knex)) return calls.map(literalSql);
+  const connection = (await (knex.client as unknown as PooledClient).acquireConnection()) as object;
+  let names = sqlPrepared.get(connection);
+  if (!names) sqlPrepared.set(connection, (names = new Set()));
+  const missing = [...new Map(calls.filter((c) => !names.has(c.statement.name)).map((c) => [c.statement.name, c.statement])).values()];
+  if (missing.length > 0) {
+    try {
+      await knex.raw(missing.map((s) => `PREPARE ${s.name}(${s.params.join(', ')}) AS ${s.text}`).join(';\n'));
+    } catch (err) {
+      (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
+      throw err;
+    }
+    for (const s of missing) names.add(s.name);
+  }
+  return calls.map((c) => `EXECUTE ${c.statement.name}(${c.values.map((v) => pg.escapeLiteral(v)).join(', ')})`);
+}
+
 const statementNames = new Map<string, string>();
 function statementName(sql: string): string {
   let name = statementNames.get(sql);
@@ -209,11 +285,16 @@ function boundedPgClient(): typeof knexFactory.Client {
         if (err instanceof Error && err.message === 'Query read timeout') (connection as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
         // A migration changed a table under a statement this connection prepared ("cached plan must not change result
         // type"): the connection is retired (its statements with it) and the query runs once more, unnamed.
-        if (unnamed && (err as { code?: string }).code === '0A000') {
+        const code = (err as { code?: string }).code;
+        if (unnamed && code === '0A000') {
           (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
           query.options = unnamed;
           return super._query(connection, obj);
         }
+        // The same for a statement PREPAREd in SQL (statementsIn), which cannot be run again here (the transaction
+        // has failed): the connection is retired, and the next transaction prepares on a new one. 26000: the session
+        // lost its prepared statements.
+        if (code === '0A000' || code === '26000') (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
         throw err;
       }
     }

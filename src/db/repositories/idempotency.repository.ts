@@ -1,5 +1,5 @@
 // Idempotency records: one row per (agent, key), written in the transaction of the effects it describes.
-import type { Db } from '../knex.js';
+import { prepared, type Db } from '../knex.js';
 
 export interface IdempotencyRow {
   agent_id: string;
@@ -26,7 +26,7 @@ export interface IdempotencyRow {
  * claim (dropClaim) before it commits, and a rollback removes it.
  */
 export async function claimRecord(db: Db, claim: Pick<IdempotencyRow, 'agent_id' | 'key' | 'fingerprint' | 'operation_id' | 'created_at' | 'expires_at'>): Promise<{ locked: boolean; claimed: boolean }> {
-  const result = await db.raw(
+  const result = await prepared(db.raw(
     `WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextextended(:lockKey, 0)) AS locked),
      claimed AS (
        INSERT INTO idempotency_keys (agent_id, key, fingerprint, operation_id, status_code, sealed_response, response_body, response_headers, created_at, expires_at)
@@ -39,7 +39,7 @@ export async function claimRecord(db: Db, claim: Pick<IdempotencyRow, 'agent_id'
      )
      SELECT (SELECT locked FROM lock) AS locked, EXISTS (SELECT 1 FROM claimed) AS claimed`,
     { lockKey: `${claim.agent_id}:${claim.key}`, agentId: claim.agent_id, key: claim.key, fingerprint: claim.fingerprint, operationId: claim.operation_id, createdAt: claim.created_at, expiresAt: claim.expires_at },
-  );
+  ));
   const row = result.rows[0] as { locked: boolean; claimed: boolean };
   return { locked: row.locked === true, claimed: row.claimed === true };
 }

@@ -74,7 +74,7 @@ export async function insertOperationWithHold(db: Db, row: NewOperationRow, hold
   const held = holdStatement(hold, at);
   const insert = operationInsert(db, row).toSQL();
   // `answer`: the idempotency record's answer stored by the same statement (idempotency.repository storeAnswerCte).
-  const result = await db.raw(`WITH ${held.ctes}, ${answer ? `${answer.cte}, ` : ''}op AS (${insert.sql}) SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`, [...held.bindings, ...(answer?.bindings ?? []), ...(insert.bindings as Knex.RawBinding[])]);
+  const result = await prepared(db.raw(`WITH ${held.ctes}, ${answer ? `${answer.cte}, ` : ''}op AS (${insert.sql}) SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`, [...held.bindings, ...(answer?.bindings ?? []), ...(insert.bindings as Knex.RawBinding[])]));
   const { hold_placed, ...operation } = result.rows[0] as OperationRow & { hold_placed: number };
   return { operation, holdPlaced: hold_placed === 1 };
 }

@@ -1,5 +1,5 @@
 // Agent policies and the usage their caps are measured against.
-import { multiStatementQueries, type Db } from '../knex.js';
+import { multiStatementQueries, statementsIn, type Db, type Knex, type SqlCall, type SqlStatement } from '../knex.js';
 
 export interface PolicyRow {
   agent_id: string;
@@ -29,40 +29,58 @@ export interface LockedUsage {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const COUNTED = `counts_toward_limits AND status IN ('accepted', 'submitted', 'executed')`;
 
+/** Locks the agent's policy row (the first statement of lockPolicyWithUsage's string). */
+const LOCK_POLICY: SqlStatement = {
+  name: 'agentapi_policy_lock',
+  params: ['uuid'],
+  text: `SELECT agent_id, policy, updated_at FROM agent_policies WHERE agent_id = $1::uuid FOR UPDATE`,
+};
+
+/**
+ * The usage sums the locked row's caps need: null for a cap it does not have (no lifetime scan without a lifetime
+ * cap). $2-$4: the start of the current day, week and month; the row's period picks one.
+ */
+const POLICY_USAGE: SqlStatement = {
+  name: 'agentapi_policy_usage',
+  params: ['uuid', 'timestamptz', 'timestamptz', 'timestamptz'],
+  text: `SELECT
+      CASE WHEN p.policy->'per_period_usd' IS NOT NULL OR p.policy->'max_txs_per_period' IS NOT NULL THEN
+        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}
+           AND o.created_at >= CASE p.policy->>'period' WHEN 'week' THEN $3::timestamptz WHEN 'month' THEN $4::timestamptz ELSE $2::timestamptz END) END AS period,
+      CASE WHEN p.policy->'lifetime_usd' IS NOT NULL THEN
+        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}) END AS lifetime
+    FROM agent_policies p WHERE p.agent_id = $1::uuid`,
+};
+
 /**
  * lockPolicy and the usage its caps need, in ONE round trip but TWO statements: a simple-protocol query string
  * holding the lock statement, then the sums. Under read committed every statement of such a string takes its own
  * snapshot when it starts, so the sums start after the lock was granted and see every operation a writer that held
  * the lock before committed (a sum inside the locking statement would not: its snapshot predates the wait).
  * test/ledger/policy-usage-race.test.ts holds this. The sums re-read the (now locked) row to know which caps exist
- * and the period: `periodStarts` gives the start of each period kind. Values are literals (no bind parameters in a
- * multi-statement string): the agent id is checked to be a UUID and the dates are ISO strings we made. PGlite takes
- * one statement per query: there the two statements are sent one after the other. `lead`: a read-only statement of
- * the caller's, with literal values, sent first in the same round trip (its rows are `leadRows`).
+ * and the period: `periodStarts` gives the start of each period kind. No bind parameters in a multi-statement
+ * string: each statement is `EXECUTE` of one prepared on the connection with literal values (statementsIn; an
+ * EXECUTE is a statement of the string as any other, with its own snapshot), the agent id checked to be a UUID and
+ * the dates ISO strings we made. PGlite takes one statement per query: there the statements are sent one after
+ * the other. `lead`: a read-only statement of the caller's, sent first in the same round trip (its rows are `leadRows`).
  */
-export async function lockPolicyWithUsage(db: Db, agentId: string, periodStarts: { day: Date; week: Date; month: Date }, lead?: string): Promise<{ row: PolicyRow | undefined; usage: LockedUsage; leadRows: unknown[] }> {
+export async function lockPolicyWithUsage(db: Db, agentId: string, periodStarts: { day: Date; week: Date; month: Date }, lead?: SqlCall): Promise<{ row: PolicyRow | undefined; usage: LockedUsage; leadRows: unknown[] }> {
   if (!UUID.test(agentId)) throw new Error('lockPolicyWithUsage: the agent id is not a UUID');
-  const lock = `SELECT agent_id, policy, updated_at FROM agent_policies WHERE agent_id = '${agentId}' FOR UPDATE`;
-  const since = `CASE p.policy->>'period' WHEN 'week' THEN '${periodStarts.week.toISOString()}'::timestamptz WHEN 'month' THEN '${periodStarts.month.toISOString()}'::timestamptz ELSE '${periodStarts.day.toISOString()}'::timestamptz END`;
-  const sums = `SELECT
-      CASE WHEN p.policy->'per_period_usd' IS NOT NULL OR p.policy->'max_txs_per_period' IS NOT NULL THEN
-        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED} AND o.created_at >= ${since}) END AS period,
-      CASE WHEN p.policy->'lifetime_usd' IS NOT NULL THEN
-        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}) END AS lifetime
-    FROM agent_policies p WHERE p.agent_id = '${agentId}'`;
-  let leadRows: unknown[] = [];
-  let lockRows: PolicyRow[];
-  let sumRows: { period: string | null; lifetime: string | null }[];
-  if (multiStatementQueries(db)) {
-    const results = (await db.raw([lead, lock, sums].filter((q) => q !== undefined).join(';\n'))) as unknown as { rows: unknown[] }[];
-    if (lead !== undefined) leadRows = results.shift()!.rows;
-    lockRows = results[0]!.rows as PolicyRow[];
-    sumRows = results[1]!.rows as { period: string | null; lifetime: string | null }[];
-  } else {
-    if (lead !== undefined) leadRows = (await db.raw(lead)).rows;
-    lockRows = (await db.raw(lock)).rows;
-    sumRows = (await db.raw(sums)).rows;
+  const calls: SqlCall[] = [
+    ...(lead ? [lead] : []),
+    { statement: LOCK_POLICY, values: [agentId] },
+    { statement: POLICY_USAGE, values: [agentId, periodStarts.day.toISOString(), periodStarts.week.toISOString(), periodStarts.month.toISOString()] },
+  ];
+  const statements = await statementsIn(db, calls);
+  let results: { rows: unknown[] }[];
+  if (multiStatementQueries(db as Knex)) results = (await db.raw(statements.join(';\n'))) as unknown as { rows: unknown[] }[];
+  else {
+    results = [];
+    for (const sql of statements) results.push(await db.raw(sql));
   }
+  const leadRows = lead ? results.shift()!.rows : [];
+  const lockRows = results[0]!.rows as PolicyRow[];
+  const sumRows = results[1]!.rows as { period: string | null; lifetime: string | null }[];
   const parse = (v: string | null | undefined) => {
     if (v == null) return null;
     const [usd, n] = v.split(':');

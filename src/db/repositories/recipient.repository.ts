@@ -1,6 +1,5 @@
 // Recipients: the agent's named payees (recurring or one-off).
-import pg from 'pg';
-import type { Db } from '../knex.js';
+import type { Db, SqlCall, SqlStatement } from '../knex.js';
 import { newestFirst, type Page } from './keyset.js';
 import type { TrustedDestinationRow } from './trusted-destination.repository.js';
 import type { PriceRow } from './ledger.repository.js';
@@ -42,19 +41,24 @@ type PayeesAndPriceRow = { recipients: Pick<RecipientRow, 'id' | 'agent_id' | 'k
 export type PayeesAndPrice = Awaited<ReturnType<typeof findPayeesByAddress>> & { price: PriceRow | null };
 
 /**
- * findPayeesByAddress and the price row of `symbol` (null when the feed has none) as ONE statement with its values
- * as literals (pg escapeLiteral), so that it can lead a multi-statement round trip (policy.repository
- * lockPolicyWithUsage): a payment to an address reads both in the round trip that takes the policy lock.
+ * findPayeesByAddress and the price row of `symbol` (null when the feed has none) as ONE statement, run prepared at
+ * the head of a multi-statement round trip (policy.repository lockPolicyWithUsage, knex statementsIn): a payment to
+ * an address reads both in the round trip that takes the policy lock.
  */
-export function payeesAndPriceStatement(agentId: string, address: string, symbol: string): string {
-  const [a, addr, sym] = [agentId, address, symbol].map((v) => pg.escapeLiteral(v));
-  return `SELECT
+const PAYEES_AND_PRICE: SqlStatement = {
+  name: 'agentapi_payees_and_price',
+  params: ['uuid', 'text', 'text'],
+  text: `SELECT
        (SELECT coalesce(json_agg(json_build_object('id', r.id, 'agent_id', r.agent_id, 'kind', r.kind, 'name', r.name, 'address', r.address) ORDER BY r.created_at), '[]'::json)
-          FROM recipients r WHERE r.agent_id = ${a} AND lower(r.address) = lower(${addr})) AS recipients,
+          FROM recipients r WHERE r.agent_id = $1::uuid AND lower(r.address) = lower($2::text)) AS recipients,
        (SELECT coalesce(json_agg(json_build_object('id', d.id, 'address', d.address, 'label', d.label) ORDER BY d.created_at), '[]'::json)
-          FROM trusted_destinations d WHERE d.agent_id = ${a} AND d.status = 'confirmed' AND lower(d.address) = lower(${addr})) AS destinations,
+          FROM trusted_destinations d WHERE d.agent_id = $1::uuid AND d.status = 'confirmed' AND lower(d.address) = lower($2::text)) AS destinations,
        p.asset_symbol, p.usd_e8, p.observed_at, p.source
-     FROM (SELECT 1) AS one LEFT JOIN prices p ON p.asset_symbol = ${sym}`;
+     FROM (SELECT 1) AS one LEFT JOIN prices p ON p.asset_symbol = $3::text`,
+};
+
+export function payeesAndPriceStatement(agentId: string, address: string, symbol: string): SqlCall {
+  return { statement: PAYEES_AND_PRICE, values: [agentId, address, symbol] };
 }
 
 /** The row of payeesAndPriceStatement. */

@@ -1,7 +1,7 @@
 // Per-agent policy (contract §9): default deny, allow-lists, USD caps and counts evaluated under a row lock.
 import type { Schema } from '../../lib/contract.js';
 import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
-import type { Db } from '../../db/knex.js';
+import type { Db, SqlCall } from '../../db/knex.js';
 import { findPolicy, lockPolicyWithUsage, sumUsageSinceAndLifetime, upsertPolicy, type LockedUsage, type PolicyRow } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
@@ -59,7 +59,7 @@ export interface PolicyService {
    * Locks the agent's policy row and reads the usage its caps need (one round trip), with `lead`, a read-only
    * statement of the caller's, in the same round trip (its rows: `leadRows`). Inside the write transaction.
    */
-  lock(trx: Db, agentId: string, lead?: string): Promise<LockedPolicy>;
+  lock(trx: Db, agentId: string, lead?: SqlCall): Promise<LockedPolicy>;
   /** Locks the agent's policy row (or takes the `locked` one this transaction already holds), then decides. Must run inside the write transaction. */
   evaluate(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<PolicyDecision>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
