@@ -284,17 +284,15 @@ function boundedPgClient(): typeof knexFactory.Client {
       } catch (err) {
         if (err instanceof Error && err.message === 'Query read timeout') (connection as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
         // A migration changed a table under a statement this connection prepared ("cached plan must not change result
-        // type"): the connection is retired (its statements with it) and the query runs once more, unnamed.
+        // type", 0A000), or the session lost its statements PREPAREd in SQL (statementsIn, 26000): the connection is
+        // retired (its statements with it), and the next one prepares afresh. A named statement then runs once more,
+        // unnamed; an EXECUTE cannot (its transaction has failed).
         const code = (err as { code?: string }).code;
+        if (code === '0A000' || code === '26000') (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
         if (unnamed && code === '0A000') {
-          (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
           query.options = unnamed;
           return super._query(connection, obj);
         }
-        // The same for a statement PREPAREd in SQL (statementsIn), which cannot be run again here (the transaction
-        // has failed): the connection is retired, and the next transaction prepares on a new one. 26000: the session
-        // lost its prepared statements.
-        if (code === '0A000' || code === '26000') (connection as { __knex__disposed?: unknown }).__knex__disposed = err;
         throw err;
       }
     }
