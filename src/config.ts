@@ -43,6 +43,11 @@ export interface Config {
   adminToken: string | null;
   /** Where agentctl looks for the running server (AGENT_API_BASE_URL, default the printed listening address). */
   agentApiBaseUrl: string;
+  /**
+   * The authorization server's JWKS (`<issuer>/oauth/jwks`) when this process runs apart from it (OAUTH_JWKS_URI);
+   * null = this process is the authorization server and reads the same key set without a network hop.
+   */
+  oauthJwksUri: string | null;
   chain: ChainConfig;
   mcp: McpConfig;
 }
@@ -253,6 +258,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     },
     adminToken: get('ADMIN_TOKEN') ?? null,
     agentApiBaseUrl: (url('AGENT_API_BASE_URL', ['http:', 'https:']) ?? listenUrl(host, port)).replace(/\/+$/, ''),
+    oauthJwksUri: url('OAUTH_JWKS_URI', ['http:', 'https:']),
     chain: Object.freeze({
       rpcUrl: chainRpcUrl,
       chainId,

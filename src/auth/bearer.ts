@@ -1,7 +1,8 @@
 // OAuth bearer verification for /v1/agent and /mcp: JWT checks, grant liveness, then the agent's own state (layer two).
-import { createRequire } from 'node:module';
-import type * as Jose from 'jose';
-import type { JWTPayload } from 'jose';
+// Tokens are verified with jsonwebtoken against keys that jwks-rsa serves from the authorization server's JWKS, so an
+// API process can run apart from the authorization server (OAUTH_JWKS_URI) and still follow its key rotations.
+import jwt, { type JwtPayload } from 'jsonwebtoken';
+import jwksRsa from 'jwks-rsa';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
@@ -12,9 +13,6 @@ import { ApiError } from '../lib/errors.js';
 import { loadPublicJwks, SIGNING_ALG } from './signing-keys.js';
 import { assertAgentActive } from './api-key.js';
 import type { AgentSnapshot, Principal } from './principal.js';
-
-/** jose loads on first use (the first bearer token or key operation), not at start: ~0.8 MB of heap. */
-const jose = ((load) => () => load('jose') as typeof Jose)(createRequire(import.meta.url));
 
 export type BearerResource = 'agent' | 'mcp';
 
@@ -39,34 +37,55 @@ export interface BearerVerifier {
 /** Tolerated clock skew between the authorization server and this verifier for `iat`. */
 const IAT_SKEW_S = 300;
 
-/** Unknown kids reload the key set at most this often (a rotation in another process becomes visible). */
-const KEY_RELOAD_MS = 1000;
+/**
+ * Key-set fetches on unknown kids, at most this many a minute (jwks-rsa's limiter): a rotation on the authorization
+ * server is seen at the first token signed with the new key, and a flood of made-up kids cannot flood the JWKS.
+ */
+const JWKS_REQUESTS_PER_MINUTE = 30;
+/** How long a fetched key is trusted before it is fetched again (a retired key stops verifying within this). */
+const JWKS_CACHE_MAX_AGE_MS = 60_000;
+
+class InvalidTokenError extends Error {
+  override name = 'InvalidTokenError';
+}
+
+/** What the token itself got wrong (jsonwebtoken's and jwks-rsa's names), as opposed to keys that cannot be read. */
+const TOKEN_PROBLEMS = new Set(['InvalidTokenError', 'JsonWebTokenError', 'TokenExpiredError', 'NotBeforeError', 'SigningKeyNotFoundError', 'JwksRateLimitError']);
+const isTokenProblem = (err: unknown): boolean => err instanceof Error && TOKEN_PROBLEMS.has(err.name);
+
+/** The access-token types RFC 9068 allows in the header (`typ`), compared case-insensitively. */
+const ACCESS_TOKEN_TYPES = new Set(['at+jwt', 'application/at+jwt']);
+
+/**
+ * The key source: the authorization server's `jwks_uri` over HTTP when configured (OAUTH_JWKS_URI, an API process
+ * apart from it); else this process is the authorization server, and jwks-rsa's fetcher reads the very key set
+ * `/oauth/jwks` serves (public halves only) from the database, with the same cache and rate limit.
+ */
+export function createJwksClient(deps: { config: Readonly<Config>; db: Db }): jwksRsa.JwksClient {
+  const common = { cache: true, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, rateLimit: true, jwksRequestsPerMinute: JWKS_REQUESTS_PER_MINUTE, timeout: 5_000 };
+  if (deps.config.oauthJwksUri) return jwksRsa({ ...common, jwksUri: deps.config.oauthJwksUri });
+  return jwksRsa({ ...common, jwksUri: `${deps.config.baseUrl}/oauth/jwks`, fetcher: async () => ({ keys: await loadPublicJwks(deps.db) }) });
+}
 
 export function createBearerVerifier(deps: { config: Readonly<Config>; db: Db; clock: Clock }): BearerVerifier {
   const { config, db, clock } = deps;
-  let keySet: ReturnType<typeof Jose.createLocalJWKSet> | null = null;
-  let kids = new Set<string>();
-  let loadedAt = -Infinity;
-  let loading: Promise<void> | null = null;
+  const jwks = createJwksClient({ config, db });
 
-  async function reloadKeys(): Promise<void> {
-    loading ??= (async () => {
-      try {
-        const jwks = await loadPublicJwks(db);
-        keySet = jose().createLocalJWKSet({ keys: jwks });
-        kids = new Set(jwks.map((k) => k.kid as string));
-        loadedAt = Date.now();
-      } finally {
-        loading = null;
-      }
-    })();
-    await loading;
-  }
-
-  async function keysFor(kid: string | undefined) {
-    // Wall time here, not the injectable clock: this is a cache refresh, not a business rule.
-    if (!keySet || (kid !== undefined && !kids.has(kid) && Date.now() - loadedAt >= KEY_RELOAD_MS)) await reloadKeys();
-    return keySet!;
+  async function verifyJwt(token: string, audience: string): Promise<JwtPayload> {
+    const decoded = jwt.decode(token, { complete: true });
+    if (!decoded || typeof decoded.payload === 'string') throw new InvalidTokenError('not a JWT');
+    if (typeof decoded.header.typ !== 'string' || !ACCESS_TOKEN_TYPES.has(decoded.header.typ.toLowerCase())) throw new InvalidTokenError('not an access token');
+    if (typeof decoded.header.kid !== 'string') throw new InvalidTokenError('no kid');
+    const key = await jwks.getSigningKey(decoded.header.kid);
+    const payload = jwt.verify(token, key.getPublicKey(), {
+      algorithms: [SIGNING_ALG],
+      issuer: config.baseUrl,
+      audience,
+      clockTimestamp: Math.floor(clock.now().getTime() / 1000),
+    });
+    if (typeof payload === 'string') throw new InvalidTokenError('not a JWT payload');
+    for (const claim of ['exp', 'iat', 'sub', 'jti'] as const) if (payload[claim] === undefined) throw new InvalidTokenError(`missing ${claim}`);
+    return payload;
   }
 
   const invalid = (resource: BearerResource, message: string) =>
@@ -75,19 +94,12 @@ export function createBearerVerifier(deps: { config: Readonly<Config>; db: Db; c
   return {
     async verify(token, resource) {
       const audience = resourceUrl(config.baseUrl, resource);
-      let payload: JWTPayload;
+      let payload: JwtPayload;
       try {
-        const header = JSON.parse(Buffer.from(token.split('.')[0] ?? '', 'base64url').toString('utf8')) as { kid?: unknown };
-        const jwks = await keysFor(typeof header.kid === 'string' ? header.kid : undefined);
-        ({ payload } = await jose().jwtVerify(token, jwks, {
-          issuer: config.baseUrl,
-          audience,
-          typ: 'at+jwt',
-          algorithms: [SIGNING_ALG],
-          currentDate: clock.now(),
-          requiredClaims: ['exp', 'iat', 'sub', 'jti'],
-        }));
-      } catch {
+        payload = await verifyJwt(token, audience);
+      } catch (err) {
+        // The key set could not be fetched (the authorization server or the database is down): an outage, not a bad token.
+        if (!isTokenProblem(err)) throw new ApiError('service_unavailable', "The authorization server's keys cannot be read right now; retry shortly.");
         throw invalid(resource, 'The access token is invalid, expired or not meant for this resource.');
       }
       // Our tokens are issued "now": one dated in the future (beyond clock skew) was not minted by this server.
