@@ -109,9 +109,9 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
   const metrics = createMetrics(config.metricsPort !== null);
   metrics.watch({ db, isRedisReady: redis ? () => redis.isReady : null, clock, log });
   const limiter: RateLimiter = redis
-    ? traceRedisLimiter(tracing, createRedisLimiter(redis, config.redisPrefix, { timeoutMs: config.redisCommandTimeoutMs }))
-    : createMemoryLimiter();
-  const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(), log, metrics });
+    ? traceRedisLimiter(tracing, createRedisLimiter(redis, config.redisPrefix, { timeoutMs: config.redisCommandTimeoutMs, now: () => clock.now().getTime() }))
+    : createMemoryLimiter(() => clock.now().getTime());
+  const rateLimits: RateLimitService = createRateLimitService({ primary: limiter, fallback: createMemoryLimiter(() => clock.now().getTime()), log, metrics });
   const document = overrides.document ?? loadDocument();
   const sealer = createSealer(config.masterKey, config.masterKeyPrevious);
   const idempotency = createIdempotency({ db, clock, sealer, metrics });

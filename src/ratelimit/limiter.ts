@@ -57,9 +57,7 @@ function toDecision(raw: RawDecision, rule: RateRule): RateDecision {
 const LUA = `
 local TOKEN = ${TOKEN}
 local bucket, log = KEYS[1], KEYS[2]
-local limit, burst, window_ms, cost, member = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit, burst, window_ms, cost, member, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local cap = burst * TOKEN
 local state = redis.call('HMGET', bucket, 'tokens', 'ts')
 local tokens = tonumber(state[1]) or cap
@@ -106,8 +104,13 @@ export class RedisTimeoutError extends Error {}
 /**
  * node-redis times out a command only while it waits to be written; once sent, a command to a
  * server behind a silent network waits forever. `timeoutMs` bounds every call (REDIS_COMMAND_TIMEOUT_MS).
+ *
+ * `now` is the injected clock (milliseconds), passed to the script rather than read there with Redis `TIME`, so the
+ * limiter runs on the same time as everything else (tests move it instead of sleeping). Replicas' clocks differ by
+ * NTP's few milliseconds at most; a clock seen going back refills nothing (`now > ts` in the script).
  */
-export function createRedisLimiter(client: RedisLike, prefix: string, opts: { timeoutMs?: number } = {}): RateLimiter {
+export function createRedisLimiter(client: RedisLike, prefix: string, opts: { timeoutMs?: number; now?: () => number } = {}): RateLimiter {
+  const now = opts.now ?? (() => Date.now());
   let counter = 0;
   const send = (command: string[]): Promise<unknown> => {
     if (!opts.timeoutMs) return client.sendCommand(command);
@@ -138,7 +141,7 @@ export function createRedisLimiter(client: RedisLike, prefix: string, opts: { ti
       const member = `${process.pid}:${Date.now()}:${counter++}:${Math.random().toString(36).slice(2)}`;
       const [allowed, tokensMilli, count, retryMs, resetMs, nowMs] = await run(
         [`${tag}:b`, `${tag}:w`],
-        [String(rule.limit), String(rule.burst), String(rule.windowSeconds * MS_PER_SECOND), String(cost), member],
+        [String(rule.limit), String(rule.burst), String(rule.windowSeconds * MS_PER_SECOND), String(cost), member, String(now())],
       );
       return toDecision({ allowed: allowed!, tokensMilli: tokensMilli!, count: count!, retryMs: retryMs!, resetMs: resetMs!, nowMs: nowMs! }, rule);
     },

@@ -39,8 +39,11 @@ const paymentBody = { to: '0x1111111111111111111111111111111111111111', asset: '
 describe('request pipeline', () => {
   let server: TestServer;
   let agent: TestAgent;
+  // Wall time plus an offset the tests move forward (a wait for Retry-After is a jump, not a sleep).
+  let offsetMs = 0;
+  const clock = { now: () => new Date(Date.now() + offsetMs) };
   before(async () => {
-    server = await startTestServer({ handlers: { createPayment } });
+    server = await startTestServer({ clock, handlers: { createPayment } });
     agent = await server.createAgent();
     await server.services.agents.setRateLimit(server.db, agent.agentId, { class: 'write', limit: 1000, burst: 1000, windowSeconds: 60 });
     await server.services.agents.setRateLimit(server.db, agent.agentId, { class: 'read', limit: 1000, burst: 1000, windowSeconds: 60 });
@@ -232,13 +235,14 @@ describe('request pipeline', () => {
 
     it('creates no record for a 429, so the same key succeeds after the wait', async () => {
       const a = await server.createAgent();
-      await server.services.agents.setRateLimit(server.db, a.agentId, { class: 'write', limit: 60, burst: 1, windowSeconds: 6 });
+      // One token a minute: the wait is a jump of the clock, so a slow machine cannot refill the bucket mid-test.
+      await server.services.agents.setRateLimit(server.db, a.agentId, { class: 'write', limit: 1, burst: 1, windowSeconds: 60 });
       await server.request('POST', '/v1/agent/payments', { agent: a, idempotencyKey: newKey(), body: paymentBody });
       const key = newKey();
       const limited = await server.request('POST', '/v1/agent/payments', { agent: a, idempotencyKey: key, body: paymentBody });
       expect(limited.status).to.equal(429);
       expect(await server.db('idempotency_keys').where({ agent_id: a.agentId, key }).first()).to.equal(undefined);
-      await new Promise((r) => setTimeout(r, Number(limited.headers.get('retry-after')) * 1000));
+      offsetMs += Number(limited.headers.get('retry-after')) * 1000;
       const ok = await server.request('POST', '/v1/agent/payments', { agent: a, idempotencyKey: key, body: paymentBody });
       expect(ok.status).to.equal(200);
     });

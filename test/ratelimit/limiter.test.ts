@@ -3,7 +3,12 @@ import { createClient } from 'redis';
 import { createMemoryLimiter, createRedisLimiter, type RateLimiter } from '../../src/ratelimit/limiter.js';
 import { testEnv } from '../setup.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// The limiters take `now` from the caller's clock: the tests move it instead of sleeping.
+let nowMs = Date.UTC(2026, 0, 1);
+const now = () => nowMs;
+const advance = (ms: number) => {
+  nowMs += ms;
+};
 
 describe('rate limiter', () => {
   const redis = createClient({ url: testEnv.redisUrl });
@@ -11,8 +16,8 @@ describe('rate limiter', () => {
   after(() => redis.quit());
 
   const variants: [string, () => RateLimiter][] = [
-    ['redis', () => createRedisLimiter(redis, `${testEnv.redisPrefix}lim:${Math.random()}:`)],
-    ['memory', () => createMemoryLimiter()],
+    ['redis', () => createRedisLimiter(redis, `${testEnv.redisPrefix}lim:${Math.random()}:`, { now })],
+    ['memory', () => createMemoryLimiter(now)],
   ];
 
   for (const [name, make] of variants) {
@@ -35,10 +40,10 @@ describe('rate limiter', () => {
         // 4 per 2 s with burst 4: tokens refill at 2/s, but the window still holds 4 accepted.
         const rule = { limit: 4, burst: 4, windowSeconds: 2 };
         for (let i = 0; i < 4; i++) expect((await limiter.consume('w', rule)).allowed).to.equal(true);
-        await sleep(1100);
+        advance(1100);
         const mid = await limiter.consume('w', rule);
         expect(mid.allowed, 'rolling window must still be full').to.equal(false);
-        await sleep(1100);
+        advance(1100);
         expect((await limiter.consume('w', rule)).allowed).to.equal(true);
       });
 
@@ -47,7 +52,7 @@ describe('rate limiter', () => {
         const rule = { limit: 60, burst: 1, windowSeconds: 6 }; // 10 tokens per second
         expect((await limiter.consume('r', rule)).allowed).to.equal(true);
         for (let i = 0; i < 5; i++) await limiter.consume('r', rule);
-        await sleep(150);
+        advance(150);
         expect((await limiter.consume('r', rule)).allowed).to.equal(true);
       });
 
@@ -64,7 +69,7 @@ describe('rate limiter', () => {
   }
 
   it('keeps keys separate per agent and class', async () => {
-    const limiter = createRedisLimiter(redis, `${testEnv.redisPrefix}sep:`);
+    const limiter = createRedisLimiter(redis, `${testEnv.redisPrefix}sep:`, { now });
     const rule = { limit: 1, burst: 1, windowSeconds: 60 };
     expect((await limiter.consume('agent:a:write', rule)).allowed).to.equal(true);
     expect((await limiter.consume('agent:a:write', rule)).allowed).to.equal(false);
