@@ -64,12 +64,12 @@ export function createPipeline(deps: PipelineDeps) {
       // An over-long URL or header block is refused whoever sends it; a caller who authenticates
       // gets its rate-limit headers and is charged, one who does not is not told 401 instead.
       const oversize = headOverLimits(req);
-      if (op?.isPublic) {
+      if (match.kind === 'operation' && match.op.isPublic) {
         exchange.rate = await rateLimits.chargeAddress('public', clientAddress(req), PUBLIC_RULE);
         if (!exchange.rate.allowed) throw rateLimitedError(exchange.rate);
         if (oversize) throw oversize;
         const ctx = steps.contextFor(exchange, null, { clientAddress: clientAddress(req) });
-        send(res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: undefined }, ctx));
+        send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: undefined }, ctx));
         return;
       }
 
@@ -87,7 +87,7 @@ export function createPipeline(deps: PipelineDeps) {
       requireOwnerSide(principal, match.op);
       const { idempotencyKey } = await steps.validateRequest(req, res, path);
       const ctx = steps.contextFor(exchange, principal, { idempotencyKey, clientAddress: clientAddress(req) });
-      send(res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: req.body }, ctx));
+      send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: req.body }, ctx));
     } catch (err) {
       send(res, steps.errorResult(exchange, err));
     }

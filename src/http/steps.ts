@@ -190,10 +190,11 @@ export function createSteps(deps: StepDeps) {
  * A dry run of one request (simulate): the router's validation and the handler run in a transaction
  * that is always rolled back, without the idempotency step; the answer or the error comes back as a value.
  */
-export function dryRun(ctx: RequestContext, request: { method: string; path: string; body: unknown }): Promise<Settled<HandlerResult>> {
+export function dryRun(ctx: RequestContext, op: OperationMeta, request: { path: string; params: Record<string, string>; body: unknown }): Promise<Settled<HandlerResult>> {
   return rollbackAfter(ctx.db, (trx) =>
-    ctx.router.handle(
-      { method: request.method, path: request.path, query: {}, headers: { 'idempotency-key': `simulate-${ctx.requestId}`, 'content-type': 'application/json' }, body: request.body },
+    ctx.router.dispatch(
+      op,
+      { path: request.path, params: request.params, query: {}, headers: { 'idempotency-key': `simulate-${ctx.requestId}`, 'content-type': 'application/json' }, body: request.body },
       { ...ctx, db: trx, idempotencyKey: null, dryRun: true },
     ),
   );

@@ -45,7 +45,9 @@ export interface McpTool {
 /** An HTTP-shaped request for the internal router, built from a tool call's arguments. */
 export interface DispatchRequest {
   method: string;
+  /** The route's path with the arguments in it: what request validation reads the path parameters from. */
   path: string;
+  params: Record<string, string>;
   query: Record<string, string | string[]>;
   headers: Record<string, string>;
   body: unknown;
@@ -284,13 +286,15 @@ export function toDispatchRequest(tool: McpTool, args: Record<string, unknown> |
   }
 
   let path = op.path;
+  const params: Record<string, string> = {};
   const query: Record<string, string | string[]> = {};
   for (const p of tool.parameters) {
     const value = input[p.name];
     delete input[p.name];
     if (p.in === 'path') {
       if ((typeof value !== 'string' && typeof value !== 'number') || String(value) === '') throw invalidArgument(`/${p.name}`, 'is required');
-      path = path.replace(`{${p.name}}`, encodeURIComponent(String(value)));
+      params[p.name] = String(value);
+      path = path.replace(`{${p.name}}`, encodeURIComponent(params[p.name]!));
     } else if (value !== undefined && value !== null) {
       query[p.name] = queryValue(value);
     }
@@ -307,5 +311,5 @@ export function toDispatchRequest(tool: McpTool, args: Record<string, unknown> |
   const headers: Record<string, string> = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (idempotencyKey !== null) headers['idempotency-key'] = idempotencyKey;
-  return { method: op.method, path, query, headers, body, idempotencyKey };
+  return { method: op.method, path, params, query, headers, body, idempotencyKey };
 }
