@@ -200,17 +200,19 @@ export function dryRun(ctx: RequestContext, op: OperationMeta, request: { path: 
   );
 }
 
+/** The scope rule: header keys hold every scope; an OAuth token needs the operation's scope or one of its alternatives. */
+export function scopeAllows(principal: Principal, op: Pick<OperationMeta, 'scope' | 'altScopes'>): boolean {
+  return principal.method !== 'oauth' || !op.scope || principal.scopes.has(op.scope) || op.altScopes.some((s) => principal.scopes.has(s));
+}
+
 /**
  * 403 insufficient_scope with the RFC 6750 challenge when an OAuth token lacks the scope of one of
  * `ops` (an MCP batch may call several tools: their missing scopes are named together). Header keys
  * hold every scope.
  */
 export function requireScope(baseUrl: string, principal: Principal, ops: OperationMeta[], resource: BearerResource, noun: 'route' | 'tool' = 'route'): void {
-  if (principal.method !== 'oauth') return;
   const missing = new Set<string>();
-  for (const op of ops) {
-    if (op.scope && !principal.scopes.has(op.scope) && !op.altScopes.some((s) => principal.scopes.has(s))) missing.add(op.scope);
-  }
+  for (const op of ops) if (!scopeAllows(principal, op)) missing.add(op.scope!);
   if (missing.size === 0) return;
   const scope = [...missing].join(' ');
   throw new ApiError('insufficient_scope', `This ${noun} requires the scope ${scope}.`, { required_scope: scope }, {

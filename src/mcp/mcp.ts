@@ -10,7 +10,7 @@ import type * as SdkTypes from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
-import { BODY_LIMIT_BYTES, createSteps, readJsonBody, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
+import { BODY_LIMIT_BYTES, createSteps, readJsonBody, scopeAllows, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
 import type { HandlerResult } from '../http/types.js';
 import { errorBody, isApiError } from '../lib/errors.js';
 import type { OperationMeta } from '../lib/contract.js';
@@ -73,9 +73,6 @@ interface JsonRpcMessage {
   method?: unknown;
   params?: { name?: unknown };
 }
-
-const scopeAllows = (principal: Principal, op: OperationMeta) =>
-  principal.method !== 'oauth' || !op.scope || principal.scopes.has(op.scope) || op.altScopes.some((s) => principal.scopes.has(s));
 
 /**
  * Mounts POST/GET/DELETE /mcp. Order: Origin check (403) -> bearer authentication (401; failures
