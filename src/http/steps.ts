@@ -252,7 +252,7 @@ const NO_BODY_PROBLEM: Promise<null> = Promise.resolve(null);
 export function readJsonBody(req: Request, res: Response): Promise<BodyProblem | null> {
   // body-parser's own test for a request without a body (type-is hasBody), answered without its promise, stream and
   // debug plumbing: every GET takes this way. req.body is left as body-parser leaves it, undefined.
-  if (req.headers['transfer-encoding'] === undefined && isNaN(req.headers['content-length'] as unknown as number)) {
+  if (req.headers['transfer-encoding'] === undefined && isNaN(Number(req.headers['content-length']))) {
     if (!('body' in (req as object))) (req as { body?: unknown }).body = undefined;
     return NO_BODY_PROBLEM;
   }
