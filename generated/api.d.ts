@@ -133,13 +133,61 @@ export interface paths {
         };
         /**
          * Get this OpenAPI document
-         * @description The public OpenAPI 3.1 description of the Agent API as one JSON object (the bundled form of this document). Public: no credentials; rate limited per client address in the read class.
+         * @description The agent's surface of this OpenAPI 3.1 document as one JSON object: the `/v1/agent` operations, only the components they reference and their security schemes, so a client generated from it has no owner or operator methods. Public: no credentials; rate limited per client address in the read class. The owner API's document is `GET /v1/owner/openapi.json`; the whole document (operator routes included) `GET /v1/admin/openapi.json`.
          *
          *     Rate class `read`; no scope; Idempotency-Key not used.
          *
          *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
          */
         get: operations["getOpenApi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the owner API's OpenAPI document
+         * @description The owner surface of this document as one JSON object: the `/v1/owner` operations, only the components they reference and their security schemes (owner token, console session, admin token). Public: no credentials; rate limited per client address in the read class. The agent's surface is `GET /v1/agent/openapi.json`; the whole document, operator routes included, `GET /v1/admin/openapi.json`.
+         *
+         *     Rate class `read`; no scope; Idempotency-Key not used.
+         *
+         *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
+         */
+        get: operations["getOwnerOpenApi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the whole OpenAPI document
+         * @description The whole document as one JSON object, as the server routes and validates with it: the agent, owner and operator (`/v1/admin`) routes, OAuth, health and docs. Where operators read it (the file `generated/openapi.json` in the repository, `dist/generated/openapi.json` in the image, is the same document). Public: no credentials, also when no admin token is configured; rate limited per client address in the read class.
+         *
+         *     Rate class `read`; no scope; Idempotency-Key not used.
+         *
+         *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
+         */
+        get: operations["getAdminOpenApi"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2691,7 +2739,7 @@ export interface paths {
         };
         /**
          * API reference page
-         * @description An HTML reference of this document rendered in the browser by Redoc, whose standalone bundle this service serves from `/docs/redoc.standalone.js` (no third-party host is contacted); the page loads `GET /v1/agent/openapi.json`.
+         * @description An HTML reference of this document rendered in the browser by Redoc, whose standalone bundle this service serves from `/docs/redoc.standalone.js` (no third-party host is contacted); the page loads the agent's document, `GET /v1/agent/openapi.json`, and links the owner API's (`/v1/owner/openapi.json`) and the whole one (`/v1/admin/openapi.json`).
          */
         get: operations["getDocs"];
         put?: never;
@@ -4975,6 +5023,120 @@ export interface operations {
         };
     };
     getOpenApi: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An `ETag` from an earlier answer; when it is current the answer is 304 without a body. */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    /** @description Strong entity tag of the document (send it back as `If-None-Match`). */
+                    ETag?: string;
+                    /** @description `public, max-age=300`. */
+                    "Cache-Control"?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Not modified: the request's `If-None-Match` names the current `ETag`; no body. */
+            304: {
+                headers: {
+                    /** @description Strong entity tag of the document. */
+                    ETag?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOwnerOpenApi: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An `ETag` from an earlier answer; when it is current the answer is 304 without a body. */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    /** @description Strong entity tag of the document (send it back as `If-None-Match`). */
+                    ETag?: string;
+                    /** @description `public, max-age=300`. */
+                    "Cache-Control"?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Not modified: the request's `If-None-Match` names the current `ETag`; no body. */
+            304: {
+                headers: {
+                    /** @description Strong entity tag of the document. */
+                    ETag?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAdminOpenApi: {
         parameters: {
             query?: never;
             header?: {
