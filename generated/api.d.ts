@@ -1613,7 +1613,7 @@ export interface paths {
         };
         /**
          * List the owner's agents
-         * @description Every agent of the caller (all owners' agents for the admin token), with status and balances.
+         * @description Every agent of the caller (all owners' agents for the admin token, or one owner's with `owner_id`), with status and balances. No secret: the API key shows only its prefix.
          *
          *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
@@ -2291,7 +2291,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the owners
+         * @description Every live owner, newest first, with the number of its live agents (`agentctl owner list`).
+         *
+         *     Rate class `read`; admin token only; Idempotency-Key not used.
+         */
+        get: operations["adminListOwners"];
         put?: never;
         /**
          * Create an owner
@@ -4216,6 +4222,22 @@ export interface components {
             /** @constant */
             ok: true;
             items: components["schemas"]["AuditEntry"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
+        /** @description An owner as the operator lists them (no token or secret). */
+        OwnerSummary: {
+            owner_id: components["schemas"]["Uuid"];
+            email: string;
+            name: string | null;
+            /** @description Live (not deleted) agents of the owner. */
+            agent_count: number;
+            created_at: components["schemas"]["Timestamp"];
+        };
+        OwnerSummaryPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["OwnerSummary"][];
             next_cursor: components["schemas"]["NextCursor"];
             has_more: boolean;
         };
@@ -7510,6 +7532,8 @@ export interface operations {
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
+                /** @description Only this owner's agents. An owner token or session may name only its own owner (another owner is 404). */
+                owner_id?: components["schemas"]["Uuid"];
             };
             header?: never;
             path?: never;
@@ -9016,6 +9040,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminListOwners: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSummaryPage"];
                 };
             };
             400: components["responses"]["ValidationFailed"];

@@ -82,3 +82,5 @@ export const adminAddMarket: Handler<'adminAddMarket'> = async (req, ctx) => {
 };
 
 export const getAdminOpenApi: Handler<'getAdminOpenApi'> = async (req, ctx) => answerDocument<'getAdminOpenApi'>(req.headers['if-none-match'], ctx.services.self.publicDocument('full'));
+
+export const adminListOwners: Handler<'adminListOwners'> = async (req, ctx) => ok(await ctx.services.owner.listOwners(ctx.db, req.query));
