@@ -2893,7 +2893,7 @@ export interface components {
                 code: components["schemas"]["ErrorCode"];
                 /** @description Human-readable explanation. 5xx messages never reveal internals. */
                 message: string;
-                /** @description Extra machine-readable data, present for some codes. `rate_limited`: `{limit_count, attempted_count}` (see RateLimitDetails). `validation_failed`: `{errors: [{location, path, message}]}` (see ValidationDetails). Policy codes: `{rule, ...}` naming the policy key that refused. */
+                /** @description Extra machine-readable data, present for some codes. `rate_limited`: `{limit_count, attempted_count}` (see RateLimitDetails). `validation_failed`: `{errors: [{location, path, message}]}` (see ValidationDetails). Policy codes: `{rule, ...}` naming the policy key that refused. `invalid_state_transition` for a value already taken under a unique rule: `{field}`. */
                 details?: {
                     [key: string]: unknown;
                 };
@@ -4695,7 +4695,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description `idempotency_key_reuse_mismatch` (key already used for another request), `idempotency_request_in_progress` (the original request is still running), or a state conflict of the route (`quote_expired`, `quote_already_consumed`, `ltv_target_unreachable`, `time_delay_not_reached`, `invalid_state_transition`). */
+        /** @description `idempotency_key_reuse_mismatch` (key already used for another request), `idempotency_request_in_progress` (the original request is still running), or a state conflict of the route (`quote_expired`, `quote_already_consumed`, `ltv_target_unreachable`, `time_delay_not_reached`, `invalid_state_transition`). A value that must be unique and is already taken (an owner's e-mail in any letter case, a vault's address, a market's asset) is `invalid_state_transition` with `details: {field}` naming it. */
         Conflict: {
             headers: {
                 "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
