@@ -63,12 +63,12 @@ export async function appendEvents(db: Db, events: NewEvent[]): Promise<EventEnv
   if (events.length === 0) return [];
   if (events.some((e) => e.type === 'webhook.test')) throw new Error('webhook.test events are appended one at a time (appendEvent)');
   const envelopes = events.map(envelopeOf);
-  const rows = envelopes.map((e) => ({ id: e.id, agent_id: e.agent_id, wallet_id: e.wallet_id, type: e.type, operation_id: e.operation_id, resource_type: e.resource.type, resource_id: e.resource.id, payload: JSON.stringify(e), created_at: e.created_at }));
+  const rows = envelopes.map((e, n) => ({ n, id: e.id, agent_id: e.agent_id, wallet_id: e.wallet_id, type: e.type, operation_id: e.operation_id, resource_type: e.resource.type, resource_id: e.resource.id, payload: JSON.stringify(e), created_at: e.created_at }));
   await db.raw(
     `WITH ev AS (
        INSERT INTO events (id, agent_id, wallet_id, type, operation_id, resource_type, resource_id, payload, created_at)
        SELECT e.id, e.agent_id, e.wallet_id, e.type, e.operation_id, e.resource_type, e.resource_id, e.payload, e.created_at
-       FROM jsonb_to_recordset(?::jsonb) WITH ORDINALITY AS e(id uuid, agent_id uuid, wallet_id text, type text, operation_id uuid, resource_type text, resource_id text, payload text, created_at timestamptz, n)
+       FROM jsonb_to_recordset(?::jsonb) AS e(id uuid, agent_id uuid, wallet_id text, type text, operation_id uuid, resource_type text, resource_id text, payload text, created_at timestamptz, n int)
        ORDER BY e.n
        RETURNING id, agent_id, type, created_at
      ), ins AS (

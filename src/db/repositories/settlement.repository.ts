@@ -115,9 +115,9 @@ export async function insertJournalLegs(db: Db, legs: JournalLeg[], at: Date): P
   await db.raw(
     `INSERT INTO journal_entries (journal_id, operation_id, account, wallet_id, asset_symbol, amount, entry_type, created_at)
      SELECT l.journal_id, l.operation_id, l.account, l.wallet_id, l.asset_symbol, l.amount, l.entry_type, ?::timestamptz
-     FROM jsonb_to_recordset(?::jsonb) WITH ORDINALITY AS l(journal_id uuid, operation_id uuid, account text, wallet_id text, asset_symbol text, amount numeric, entry_type text, n)
+     FROM jsonb_to_recordset(?::jsonb) AS l(journal_id uuid, operation_id uuid, account text, wallet_id text, asset_symbol text, amount numeric, entry_type text, n int)
      ORDER BY l.n`,
-    [at, JSON.stringify(legs)],
+    [at, JSON.stringify(legs.map((l, n) => ({ ...l, n })))],
   );
 }
 
@@ -143,10 +143,10 @@ export async function insertActivities(db: Db, rows: NewActivityRow[]): Promise<
   await db.raw(
     `INSERT INTO activity (id, agent_id, wallet_id, type, status, operation_id, direction, asset_symbol, amount, amount_usd_e8, counterparty, description, created_at)
      SELECT a.id, a.agent_id, a.wallet_id, a.type, a.status, a.operation_id, a.direction, a.asset_symbol, a.amount, a.amount_usd_e8, a.counterparty, a.description, a.created_at
-     FROM jsonb_to_recordset(?::jsonb) WITH ORDINALITY AS a(id uuid, agent_id uuid, wallet_id text, type text, status text, operation_id uuid, direction text, asset_symbol text,
-       amount numeric, amount_usd_e8 numeric, counterparty text, description text, created_at timestamptz, n)
+     FROM jsonb_to_recordset(?::jsonb) AS a(id uuid, agent_id uuid, wallet_id text, type text, status text, operation_id uuid, direction text, asset_symbol text,
+       amount numeric, amount_usd_e8 numeric, counterparty text, description text, created_at timestamptz, n int)
      ORDER BY a.n`,
-    [JSON.stringify(rows)],
+    [JSON.stringify(rows.map((r, n) => ({ ...r, n })))],
   );
 }
 
@@ -159,21 +159,34 @@ export interface BalanceDelta {
 }
 
 /**
- * A batch's net balance changes in one statement, rows taken in the order given: the caller sorts them by (wallet,
- * asset) as every posting does (ledger.ts post), so two batches, or a batch and a write, lock shared rows in the
- * same order and cannot deadlock. A missing row is created (a payee's first credit); the CHECK constraints refuse a
- * negative result, which fails the whole batch. Returns the rows changed.
+ * A batch's net balance changes, rows taken in the order given: the caller sorts them by (wallet, asset) as every
+ * posting does (ledger.ts post), so two batches, or a batch and a write, lock shared rows in the same order and cannot
+ * deadlock. First the rows a credit needs and that do not exist yet (a payee's first one) are created, in that order;
+ * then one statement locks the rows in that order (FOR UPDATE under ORDER BY locks as it emits, after the sort) and
+ * applies the deltas. The CHECK constraints refuse a negative result, which fails the whole batch. An INSERT ... ON
+ * CONFLICT DO UPDATE cannot carry a negative delta: Postgres checks the proposed row's constraints before the conflict.
  */
-export async function applyBalanceDeltas(db: Db, deltas: BalanceDelta[], at: Date): Promise<number> {
-  if (deltas.length === 0) return 0;
+export async function applyBalanceDeltas(db: Db, deltas: BalanceDelta[], at: Date): Promise<void> {
+  if (deltas.length === 0) return;
+  const json = JSON.stringify(deltas.map((d, n) => ({ ...d, n })));
+  const recordset = `jsonb_to_recordset(?::jsonb) AS d(wallet_id text, asset_symbol text, available numeric, held numeric, n int)`;
+  if (deltas.some((d) => !d.available.startsWith('-') && !d.held.startsWith('-'))) {
+    await db.raw(
+      `INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at)
+       SELECT d.wallet_id, d.asset_symbol, 0, 0, ?::timestamptz FROM ${recordset}
+       WHERE d.available >= 0 AND d.held >= 0 ORDER BY d.n
+       ON CONFLICT (wallet_id, asset_symbol) DO NOTHING`,
+      [at, json],
+    );
+  }
   const result = await db.raw(
-    `INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at)
-     SELECT d.wallet_id, d.asset_symbol, d.available, d.held, ?::timestamptz
-     FROM jsonb_to_recordset(?::jsonb) WITH ORDINALITY AS d(wallet_id text, asset_symbol text, available numeric, held numeric, n)
-     ORDER BY d.n
-     ON CONFLICT (wallet_id, asset_symbol) DO UPDATE
-       SET available = balances.available + EXCLUDED.available, held = balances.held + EXCLUDED.held, updated_at = EXCLUDED.updated_at`,
-    [at, JSON.stringify(deltas)],
+    `WITH locked AS MATERIALIZED (
+       SELECT b.wallet_id, b.asset_symbol, d.available, d.held FROM balances b JOIN ${recordset} ON b.wallet_id = d.wallet_id AND b.asset_symbol = d.asset_symbol
+       ORDER BY d.n FOR UPDATE OF b
+     )
+     UPDATE balances b SET available = b.available + l.available, held = b.held + l.held, updated_at = ?::timestamptz
+     FROM locked l WHERE b.wallet_id = l.wallet_id AND b.asset_symbol = l.asset_symbol`,
+    [json, at],
   );
-  return result.rowCount ?? 0;
+  if ((result.rowCount ?? 0) !== deltas.length) throw new Error(`balance rows missing: ${deltas.length - (result.rowCount ?? 0)} of ${deltas.length} (a debit without its balance row)`);
 }
