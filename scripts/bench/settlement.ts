@@ -93,7 +93,7 @@ interface UnderLoad {
 }
 
 /** Target 1: the P2 load against a server whose worker loops share its process. */
-async function underLoad(opts: SettlementBenchOptions, batchSize: string): Promise<UnderLoad> {
+export async function underLoad(opts: SettlementBenchOptions, batchSize: string): Promise<UnderLoad> {
   const scratch = await scratchDatabase('agent_api_bench_settle');
   const config = loadConfig(env(scratch.url, opts.redisUrl, randomBytes(32).toString('hex'), batchSize));
   const built = await createApp(config);

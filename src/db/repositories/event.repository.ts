@@ -55,33 +55,33 @@ export async function appendEvent(db: Db, event: NewEvent): Promise<EventEnvelop
 }
 
 /**
- * Many events in one statement, in the given order (their `seq` follows it), and their fan-out to every subscribed
- * enabled endpoint of each event's agent in the same statement (as insertDeliveriesForEvent does for one; never for
- * `webhook.test`, which goes to one endpoint): the settlement of a batch writes its outbox in one round trip.
+ * Many events for one statement, in the given order (their `seq` follows it), as two data-modifying CTEs: `ev` inserts
+ * them, `ev_deliveries` fans each out to every subscribed enabled endpoint of its agent (as insertDeliveriesForEvent
+ * does for one; never `webhook.test`, which goes to one endpoint) and returns a row per delivery. The caller's
+ * statement ends with `notify` over `ev_deliveries` (pg_notify at commit wakes the delivery workers).
  */
-export async function appendEvents(db: Db, events: NewEvent[]): Promise<EventEnvelope[]> {
-  if (events.length === 0) return [];
+export function eventsStatement(events: NewEvent[]): { ctes: string; bindings: string[]; notify: string; envelopes: EventEnvelope[] } {
   if (events.some((e) => e.type === 'webhook.test')) throw new Error('webhook.test events are appended one at a time (appendEvent)');
   const envelopes = events.map(envelopeOf);
   const rows = envelopes.map((e, n) => ({ n, id: e.id, agent_id: e.agent_id, wallet_id: e.wallet_id, type: e.type, operation_id: e.operation_id, resource_type: e.resource.type, resource_id: e.resource.id, payload: JSON.stringify(e), created_at: e.created_at }));
-  await db.raw(
-    `WITH ev AS (
+  return {
+    ctes: `ev AS (
        INSERT INTO events (id, agent_id, wallet_id, type, operation_id, resource_type, resource_id, payload, created_at)
        SELECT e.id, e.agent_id, e.wallet_id, e.type, e.operation_id, e.resource_type, e.resource_id, e.payload, e.created_at
        FROM jsonb_to_recordset(?::jsonb) AS e(id uuid, agent_id uuid, wallet_id text, type text, operation_id uuid, resource_type text, resource_id text, payload text, created_at timestamptz, n int)
        ORDER BY e.n
        RETURNING id, agent_id, type, created_at
-     ), ins AS (
+     ), ev_deliveries AS (
        INSERT INTO webhook_deliveries (id, event_id, endpoint_id, agent_id, event_type, event_created_at, status, attempt, next_attempt_at, created_at, updated_at)
        SELECT gen_random_uuid(), ev.id, w.id, w.agent_id, ev.type, ev.created_at, 'pending', 0, ev.created_at, ev.created_at, ev.created_at
        FROM ev JOIN webhook_endpoints w ON w.agent_id = ev.agent_id AND w.enabled AND ev.type = ANY(w.event_types)
        ON CONFLICT (event_id, endpoint_id) DO NOTHING
        RETURNING 1
-     )
-     SELECT count(*)::int AS n, CASE WHEN count(*) > 0 THEN pg_notify('${DELIVERY_CHANNEL}', '') END AS notified FROM ins`,
-    [JSON.stringify(rows)],
-  );
-  return envelopes;
+     )`,
+    bindings: [JSON.stringify(rows)],
+    notify: `(SELECT CASE WHEN count(*) > 0 THEN pg_notify('${DELIVERY_CHANNEL}', '') END FROM ev_deliveries)`,
+    envelopes,
+  };
 }
 
 export interface StoredEventRow {

@@ -1,5 +1,6 @@
-// Batch settlement on the simulated chain (issue 31): many due operations settled in one transaction, each kind of
-// row written by one statement for the whole batch, the balance rows last and in one global order.
+// Batch settlement on the simulated chain (issue 31): many due operations settled in one transaction of six round
+// trips (BEGIN, claim, one read, one write of every row but the balances, the balances, COMMIT), the balance rows last
+// and in one global order.
 //
 // Why it cannot deadlock: the operations are claimed with SKIP LOCKED (two batches never share one), a hold belongs
 // to one operation, and every balance change of the batch is netted per (wallet, asset) and applied by the batch's
@@ -8,15 +9,12 @@
 // cycle. The balance rows (shared by every batch that touches a wallet) are held from that statement to COMMIT
 // only, so concurrent settlers overlap everything else.
 import type { Knex } from '../../db/knex.js';
-import { appendEvents, type NewEvent } from '../../db/repositories/event.repository.js';
+import type { NewEvent } from '../../db/repositories/event.repository.js';
 import { claimDueOperations, type OperationRow } from '../../db/repositories/operation.repository.js';
 import {
   applyBalanceDeltas,
-  finishOperations,
-  insertActivities,
-  insertJournalLegs,
   readSettlementFacts,
-  resolveHolds,
+  writeSettledBatch,
   type BalanceDelta,
   type JournalLeg,
   type NewActivityRow,
@@ -129,13 +127,10 @@ export function createBatchSettlement(deps: {
           }
         }
 
-        const byId = new Map((await finishOperations(trx, finishes, now)).map((op) => [op.id, op]));
-        const finished = finishes.map((f) => byId.get(f.id)).filter((op): op is OperationRow => op !== undefined);
-        // Every claimed row is locked by this transaction: each one finishes (anything else is a bug, undone here).
-        if (finished.length !== finishes.length) throw new Error(`batch settlement finished ${finished.length} of ${finishes.length} claimed operations`);
-        const moved = await resolveHolds(trx, holdMoves, now);
-        if (moved !== holdMoves.length) throw new Error(`batch settlement resolved ${moved} of ${holdMoves.length} holds`);
-        await insertJournalLegs(trx, legs, now);
+        // The rows as the guarded update leaves them (each is locked by this transaction since its claim): the terminal
+        // activity and event are built from them and written by the same statement.
+        const claimedById = new Map(claimed.map((op) => [op.id, op]));
+        const finished = finishes.map((f) => finishedRow(claimedById.get(f.id)!, f, now));
         const activity: NewActivityRow[] = extraActivity.map((a) => deps.activity.row(a));
         const events: NewEvent[] = [];
         for (const op of finished) {
@@ -143,13 +138,31 @@ export function createBatchSettlement(deps: {
           activity.push(deps.activity.row(records.activity));
           if (records.event) events.push(records.event);
         }
-        await insertActivities(trx, activity);
-        await appendEvents(trx, events);
-        // Last: the shared rows, in (wallet, asset) order (ledger.ts post sorts its keys the same way).
+        // The shared rows last, in (wallet, asset) order (ledger.ts post sorts its keys the same way).
         const ordered = [...deltas.keys()].sort().map((k) => deltas.get(k)!).filter((d) => d.a !== 0n || d.h !== 0n);
+        const creditedRows = ordered.filter((d) => d.a >= 0n && d.h >= 0n).map(({ wallet_id, asset_symbol }) => ({ wallet_id, asset_symbol }));
+        const written = await writeSettledBatch(trx, { finishes, holdMoves, legs, activity, events, creditedRows }, now);
+        // Every claimed row and its holds are locked by this transaction: anything else is a bug, undone by the throw.
+        if (written.finished !== finishes.length || written.holds !== holdMoves.length) throw new Error(`batch settlement moved ${written.finished} of ${finishes.length} operations and ${written.holds} of ${holdMoves.length} holds`);
         await applyBalanceDeltas(trx, ordered.map(({ wallet_id, asset_symbol, a, h }) => ({ wallet_id, asset_symbol, available: a.toString(), held: h.toString() })), now);
         return { claimed: claimed.length, settled: finished.length, deferred };
       });
     },
+  };
+}
+
+/** `op` as writeSettledBatch's guarded update leaves it (jsonb `||` merges `details` one level deep, as spreading does). */
+function finishedRow(op: OperationRow, f: OperationFinish, now: Date): OperationRow {
+  return {
+    ...op,
+    status: f.status,
+    submitted_at: op.submitted_at ?? now,
+    tx_hash: op.tx_hash ?? f.tx_hash,
+    executed_at: f.status === 'executed' ? now : op.executed_at,
+    failed_at: f.status === 'execution_failed' ? now : op.failed_at,
+    error_code: f.error_code ?? op.error_code,
+    error_message: f.error_message ?? op.error_message,
+    details: f.details ? { ...op.details, ...f.details } : op.details,
+    updated_at: now,
   };
 }
