@@ -2,9 +2,15 @@
 // racing a stream of payments between the same wallets in both directions never deadlock, settle nothing twice,
 // keep every journal balanced and fan each event out once per endpoint.
 import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { pino } from 'pino';
+import { buildCore } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
 import type { Knex } from '../../src/db/knex.js';
 import { createFakeClock } from '../../src/lib/clock.js';
 import { createSettlementLoop } from '../../src/services/ledger/settlement-loop.js';
@@ -111,6 +117,33 @@ describe('batch settlement', () => {
     expect([separately, together]).to.deep.equal([7, 1]);
     expect(oneAtATime.map((r) => r.status)).to.deep.equal(['executed', 'executed', 'execution_failed', 'executed', 'executed', 'executed', 'executed', 'executed']);
     for (const [i, r] of batched.entries()) expect(r, `operation ${i}`).to.deep.equal(oneAtATime[i]);
+  });
+
+  it('settles in one batch on the embedded database (PGlite), with the same balances and events', async function () {
+    this.timeout(180_000);
+    const dataDir = mkdtempSync(join(tmpdir(), 'agent-api-settle-embedded-'));
+    const built = await buildCore(loadConfig({ NODE_ENV: 'development', DATA_DIR: dataDir, MASTER_KEY: randomBytes(32).toString('hex'), AUTO_MIGRATE: 'true', LOG_LEVEL: 'warn', BASE_URL: 'http://127.0.0.1:3000', SMTP_URL: 'smtp://127.0.0.1:2525' }));
+    try {
+      const core = built as unknown as TestCore;
+      const [payer, payee] = [await agentOf(core, { USDC: '50' }), await agentOf(core, { USDC: '1' })];
+      await built.services.ledger.ledger.setFailingAddress(built.db, addr(0xdead), true);
+      const ids: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        const to = i === 11 ? addr(0xdead) : i % 2 === 0 ? payee.address : addr(0xbeef);
+        ids.push(((await built.services.ledger.payments.createPayment(built.db, payer, { to, asset: 'USDC', amount: '1' }, null)) as { operation_id: string }).operation_id);
+      }
+      await settleUntilIdle(core);
+      const ops = await built.db('operations').whereIn('id', ids).select('status', built.db.raw('xmin::text AS x'));
+      expect(ops.filter((o) => o.status === 'executed')).to.have.length(11);
+      expect(new Set(ops.map((o: { x: string }) => o.x)).size).to.equal(1);
+      expect(await built.services.ledger.ledger.balance(built.db, payer.walletId, 'USDC')).to.deep.equal({ available: 39_000_000n, held: 0n });
+      expect(await built.services.ledger.ledger.balance(built.db, payee.walletId, 'USDC')).to.deep.equal({ available: 7_000_000n, held: 0n });
+      expect((await built.db('events').whereIn('operation_id', ids).select('type')).map((e) => e.type).sort()).to.deep.equal([...Array(11).fill('payment.executed'), 'payment.execution_failed']);
+      await assertBooksBalance(built.db, [payer.walletId, payee.walletId]);
+    } finally {
+      await built.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it(`four settlers and ${STREAM_SECONDS} s of payments both ways between the same wallets: no deadlock, nothing settled twice, every journal balanced, each event once per endpoint`, async function () {
