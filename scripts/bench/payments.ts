@@ -18,9 +18,10 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { createApp, type BuiltApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { settlementRows } from './settlement.js';
 import { close, listen, report, row, scratchDatabase, type BenchRow } from './support.js';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '4' }, concurrency: { type: 'string', default: '20' }, seed: { type: 'string', default: '1000000' } } });
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '4' }, concurrency: { type: 'string', default: '20' }, seed: { type: 'string', default: '1000000' }, settlement: { type: 'string', default: 'on' }, backlog: { type: 'string', default: '20000' } } });
 const SECONDS = Number(values.seconds);
 const CONCURRENCY = Number(values.concurrency);
 const SEED_OPERATIONS = Number(values.seed);
@@ -149,7 +150,24 @@ async function seedOperations(pool: pg.Pool, agents: { agentId: string; walletId
   await pool.query('CHECKPOINT');
 }
 
+/**
+ * Issue 31: settlement beside acceptance (scripts/bench/settlement.ts), after the acceptance figures (each of its runs
+ * builds its own server and database). `--settlement off` skips it, `--settlement only` runs nothing else.
+ */
+async function settlementSection(): Promise<void> {
+  if (values.settlement === 'off') return;
+  const rows = await settlementRows({ loadWorker: LOAD_WORKER, redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379', backlog: Number(values.backlog), log: (line) => process.stderr.write(`${line}\n`) });
+  process.stdout.write(`\nsettlement (issue 31): simulated chain, SETTLEMENT_DELAY_MS=0; P2 load = 20 agents, 32 in flight, 10 s after 1 s warm-up\n\n`);
+  report(rows);
+}
+
 async function main() {
+  if (values.settlement === 'only') return settlementSection();
+  await acceptanceSection();
+  await settlementSection();
+}
+
+async function acceptanceSection() {
   const scratch = await scratchDatabase();
   const rows: BenchRow[] = [];
   const config = loadConfig({

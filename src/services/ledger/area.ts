@@ -35,12 +35,12 @@ export interface LedgerArea {
   setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }, opts?: { fund?: boolean }): Promise<void>;
 }
 
-export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settlementDelayMs'> & Partial<Pick<Config, 'chain'>>>; sealer: Sealer; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
+export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settlementDelayMs'> & Partial<Pick<Config, 'chain' | 'settlementBatchSize'>>>; sealer: Sealer; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
   const { clock } = deps;
   const { sealer } = deps;
   const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
   const policy = createPolicyService({ clock });
-  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
+  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, settlementBatchSize: deps.config.settlementBatchSize, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });
   const destinations = createDestinationService({ clock, operations });
@@ -50,6 +50,10 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
   operations.registerSettler('one_off_payment.create', payments.settleOneOffCreate);
   operations.registerSettler('withdrawal.bank', withdrawals.settle);
   operations.registerSettler('withdrawal.crypto', withdrawals.settle);
+  operations.registerBatchSettler('payment', payments.batchSettlePayment);
+  operations.registerBatchSettler('one_off_payment.create', payments.batchSettleOneOffCreate);
+  operations.registerBatchSettler('withdrawal.bank', withdrawals.batchSettle);
+  operations.registerBatchSettler('withdrawal.crypto', withdrawals.batchSettle);
 
   const assignWalletKey: AgentCreatedHook = async (db, created) => {
     const key = generateWalletKey(sealer);
