@@ -1280,7 +1280,7 @@ export interface paths {
         put?: never;
         /**
          * Sign an x402 payment
-         * @description Signs an EIP-3009 `TransferWithAuthorization` for USDC on Base (chain 8453) with the agent wallet key, for exactly the required amount (`validAfter` 0, `validBefore` now + `max_timeout_seconds`, a random 32-byte nonce). Give either `payment_requirements` (an x402 v1 or v2 `accepts[]` entry; v2 gives a `PAYMENT-SIGNATURE` header echoing it as `accepted`) or `pay_to` + `amount` (a v1 `X-PAYMENT` header), not both. A requirement that is not scheme `exact` with USDC on Base (`base` / `eip155:8453`) is `validation_failed`. Creates an `x402.sign` operation: policy is checked (operation type, USD caps, allowed assets, recipient = `pay_to`), the amount is held from the wallet's USDC balance and the settlement worker captures it.
+         * @description Signs an EIP-3009 `TransferWithAuthorization` for USDC on Base (chain 8453) with the agent wallet key, for exactly the required amount (`validAfter` 0, `validBefore` now + `max_timeout_seconds`, a random 32-byte nonce). Give either `payment_requirements` (an x402 v1 or v2 `accepts[]` entry; v2 gives a `PAYMENT-SIGNATURE` header echoing it as `accepted`) or `pay_to` + `amount` (a v1 `X-PAYMENT` header; `amount` in USDC base units, `"1000000"` = 1 USDC), not both. `payment_headers` maps every header to attach to the retry. A requirement that is not scheme `exact` with USDC on Base (`base` / `eip155:8453`) is `validation_failed`. Creates an `x402.sign` operation: policy is checked (operation type, USD caps, allowed assets, recipient = `pay_to`), the amount is held from the wallet's USDC balance and the settlement worker captures it.
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -1328,7 +1328,7 @@ export interface paths {
         put?: never;
         /**
          * Purchase an x402 resource
-         * @description Fetches `url` (public HTTPS only; no redirects; 10 s per upstream request), pays its x402 challenge when the price is at most `max_amount` and policy allows, retries with the payment header, and returns the upstream status, headers and body (up to 64 KB). A price above `max_amount` is refused with 403 `limit_exceeded` and `details: { limit: "max_amount", price, max_amount }`, before anything is signed or recorded. A 402 whose challenge asks for no payable requirement (scheme `exact`, USDC on Base) is `validation_failed`; a non-402 answer is returned unpaid with `operation_id: null`. A payment creates an `x402.purchase` operation (policy, hold); it is `executed` (hold captured) when the seller accepts the payment (2xx or a settlement receipt) and `execution_failed` (hold released) when it refuses it. `upstream_error` when the target cannot be reached, times out or answers 5xx without a settlement receipt (the payment is then rolled back).
+         * @description Fetches `url` (public HTTPS only; no redirects; 10 s per upstream request), pays its x402 challenge when the price is at most `max_amount` and policy allows, retries with the payment header, and returns the upstream status, headers and body (up to 64 KB). `max_amount` is in USDC base units (`"1000000"` = 1 USDC; a decimal is `validation_failed`). A price above it is refused with 403 `limit_exceeded` and `details: { limit: "max_amount", price, max_amount }` (base units; `price_usdc` and `max_amount_usdc` beside them), before anything is signed or recorded. `seller_accepted` tells whether the seller took the payment. A 402 whose challenge asks for no payable requirement (scheme `exact`, USDC on Base) is `validation_failed`; a non-402 answer is returned unpaid with `operation_id: null`. A payment creates an `x402.purchase` operation (policy, hold); it is `executed` (hold captured) when the seller accepts the payment (2xx or a settlement receipt) and `execution_failed` (hold released) when it refuses it. `upstream_error` when the target cannot be reached, times out or answers 5xx without a settlement receipt (the payment is then rolled back).
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -3854,6 +3854,11 @@ export interface components {
             };
             stages: components["schemas"]["SimulateStage"][];
         };
+        /**
+         * @description USDC amount in base units (6 decimals), an integer string as x402 itself uses: `"1000000"` is 1 USDC. A decimal such as `"1.5"` is `validation_failed`.
+         * @example 1000000
+         */
+        UsdcBaseUnits: string;
         /** @description Either `payment_requirements` (the accepted requirements object of a 402 challenge) or `pay_to` + `amount`, not both. The authorization is EIP-3009 USDC on Base for exactly the required amount. */
         X402SignRequest: {
             /** @description An `accepts[]` entry of an x402 v1 body or v2 `PAYMENT-REQUIRED` header (free-form, validated by the service). */
@@ -3861,8 +3866,8 @@ export interface components {
                 [key: string]: unknown;
             };
             pay_to?: components["schemas"]["EvmAddress"];
-            /** @description USDC amount. */
-            amount?: components["schemas"]["Decimal"];
+            /** @description USDC amount in base units (`"1000000"` = 1 USDC). */
+            amount?: components["schemas"]["UsdcBaseUnits"];
             /**
              * Format: uri
              * @description Resource the payment is for (public HTTPS).
@@ -3882,12 +3887,17 @@ export interface components {
              * @enum {string}
              */
             payment_header_name: "X-PAYMENT" | "PAYMENT-SIGNATURE";
+            /** @description Every header to attach to the retry of the paid request, name to value (today the one `payment_header_name`: `payment_header`); a client that copies them all needs no knowledge of the x402 version. */
+            payment_headers: {
+                [key: string]: string;
+            };
             /** @enum {integer} */
             x402_version: 1 | 2;
             nonce: string;
             valid_before: components["schemas"]["Timestamp"];
             pay_to: components["schemas"]["EvmAddress"];
-            amount: components["schemas"]["Decimal"];
+            /** @description The signed amount in USDC base units. */
+            amount: components["schemas"]["UsdcBaseUnits"];
             asset_symbol: components["schemas"]["AssetSymbol"];
             /** @description Network identifier used in the payload (`base` for v1, `eip155:8453` for v2). */
             network: string;
@@ -3917,6 +3927,8 @@ export interface components {
         X402Price: {
             /** @description Price in units of the asset (USDC); in base units when the asset is not one this service knows (`asset_symbol` null). */
             amount: components["schemas"]["Decimal"];
+            /** @description The price in the asset's base units, as the seller states it (the unit of `x402/purchase` `max_amount`). */
+            amount_base_units?: string;
             /** @description Token contract address as given by the seller. */
             asset: string;
             asset_symbol: components["schemas"]["NullableAssetSymbol"];
@@ -3946,8 +3958,8 @@ export interface components {
             method?: components["schemas"]["UpstreamMethod"];
             /** @description Request body sent upstream with POST (any JSON). */
             body?: unknown;
-            /** @description Most the agent will pay, in USDC; a higher price is refused with `limit_exceeded`. */
-            max_amount: components["schemas"]["Decimal"];
+            /** @description Most the agent will pay, in USDC base units (`"1000000"` = 1 USDC); a higher price is refused with `limit_exceeded` before anything is signed. */
+            max_amount: components["schemas"]["UsdcBaseUnits"];
         };
         X402PurchaseResponse: {
             /** @constant */
@@ -3959,6 +3971,8 @@ export interface components {
             operation_id: string | null;
             /** @description Whether a payment was made and accepted by the seller (2xx or a settlement receipt). */
             paid: boolean;
+            /** @description Whether the seller accepted the payment it was sent (answered 2xx or sent a settlement receipt); false when no payment was sent. */
+            seller_accepted: boolean;
             /** @description Whether the seller reported settlement (`X-PAYMENT-RESPONSE` / `PAYMENT-RESPONSE` header with `success` true). */
             settled: boolean;
             /** @description Upstream HTTP status. */

@@ -1706,7 +1706,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "amount",
         "type": "string",
         "required": false,
-        "description": "USDC amount."
+        "description": "USDC amount in base units (`\"1000000\"` = 1 USDC)."
       },
       {
         "name": "target_url",
@@ -1801,7 +1801,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "max_amount",
         "type": "string",
         "required": true,
-        "description": "Most the agent will pay, in USDC; a higher price is refused with `limit_exceeded`."
+        "description": "Most the agent will pay, in USDC base units (`\"1000000\"` = 1 USDC); a higher price is refused with `limit_exceeded` before anything is signed."
       }
     ]
   },
