@@ -93,4 +93,102 @@ describe('Hightop compatibility (issue 26)', function () {
       expect(seller.requests).to.have.length(seen);
     });
   });
+
+  describe('page api-reference/get-self', () => {
+    it('GET /self answers agent.wallet_address, agent.active_window, permissions, limits per class, cannot and current_usage beside our fields', async () => {
+      const agent = await s.agent();
+      const res = await s.request('GET', '/v1/agent/self', { agent });
+      expect(res.status, res.text).to.equal(200);
+      const a = res.body.agent;
+      expect(a).to.include({ id: agent.agentId, enabled: true });
+      expect(a.wallet_address).to.equal(res.body.wallet.address);
+      expect(a.active_window).to.deep.equal({ starts_at: a.starts_at, expires_at: a.ends_at });
+      expect(res.body.permissions.operation_types).to.include.members(['payment', 'conversion', 'earn.deposit']);
+      expect(res.body.permissions.webhook_event_types).to.include('payment.executed');
+      expect(res.body.limits.read).to.have.all.keys('limit', 'burst', 'windowSeconds');
+      expect(res.body.limits.read.windowSeconds).to.equal(60);
+      expect(res.body.cannot).to.deep.equal([]);
+      expect(res.body.current_usage).to.deep.equal({});
+    });
+  });
+
+  describe('page api-reference/get-self-limits', () => {
+    it('GET /self/limits answers spend_limits, swap_limits, permissions (always lists) and current_usage; null is no cap', async () => {
+      const agent = await s.agent({ policy: { operation_types: ['payment', 'conversion'], per_tx_usd: '100', per_period_usd: '500', period: 'day', max_slippage_bps: 50 }, fund: { USDC: '50' } });
+      const pay = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '5' } });
+      expect(pay.status, pay.text).to.equal(200);
+      const res = await s.request('GET', '/v1/agent/self/limits', { agent });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body.spend_limits).to.deep.equal({ per_tx_usd: '100', per_period_usd: '500', lifetime_usd: null, max_txs_per_period: null, tx_cooldown_blocks: null, fail_on_zero_price: false });
+      expect(res.body.swap_limits).to.deep.equal({ max_slippage_bps: 50, max_swaps_per_period: null });
+      expect(res.body.permissions.operation_types).to.deep.equal(['payment', 'conversion']);
+      expect(res.body.permissions.cannot).to.include('earn.deposit').and.not.include('payment');
+      expect(res.body.current_usage).to.deep.equal({ txs_in_period: 1, spent_in_period_usd: '5', swaps_in_period: 0, total_txs: 1, total_spent_usd: '5' });
+      // Our own view stays as it was.
+      expect(res.body.limits).to.include({ per_tx_usd: '100', period: 'day' });
+      expect(res.body.usage).to.include({ period_txs: 1, period_usd: '5' });
+    });
+
+    it('an allow-all policy lists every operation type in permissions.operation_types, never the string "all"', async () => {
+      const agent = await s.agent({ policy: 'all' });
+      const res = await s.request('GET', '/v1/agent/self/limits', { agent });
+      expect(res.body.limits.operation_types).to.equal('all');
+      expect(res.body.permissions.operation_types).to.be.an('array').that.includes.members(['payment', 'conversion', 'x402.purchase']);
+      expect(res.body.permissions.cannot).to.deep.equal([]);
+    });
+  });
+
+  describe('page api-reference/get-balances', () => {
+    it('GET /balances items carry asset_symbol, asset_display_name, amount, amount_usd and category', async () => {
+      const agent = await s.agent({ fund: { USDC: '12.5' } });
+      const res = await s.request('GET', '/v1/agent/balances', { agent });
+      expect(res.status, res.text).to.equal(200);
+      const usdc = res.body.items.find((i: { asset_symbol: string }) => i.asset_symbol === 'USDC');
+      expect(usdc).to.include({ asset_symbol: 'USDC', amount: '12.5', amount_usd: '12.5', category: 'cash', total: '12.5', value_usd: '12.5' });
+      expect(usdc.asset_display_name).to.be.a('string').and.not.equal('');
+      const cash = await s.request('GET', '/v1/agent/balances/cash', { agent });
+      expect(cash.body.items.every((i: { category: string; amount: string }) => i.category === 'cash' && typeof i.amount === 'string')).to.equal(true);
+    });
+  });
+
+  describe('page api-and-integrations/reference/capabilities', () => {
+    for (const path of ['/v1/agent/capabilities', '/v1/agent/capabilities.json']) {
+      it(`GET ${path} answers agent_api_contract_version, base_path, Hightop's endpoint fields and both event lists`, async () => {
+        const agent = await s.agent();
+        const res = await s.request('GET', path, { agent });
+        expect(res.status, res.text).to.equal(200);
+        expect(res.body.agent_api_contract_version).to.be.a('string').and.not.equal('');
+        expect(res.body.base_path).to.equal('/v1/agent');
+        const quote = res.body.endpoints.find((e: { method: string; path: string }) => e.method === 'POST' && e.path === '/v1/agent/conversions/quote');
+        expect(quote).to.include({ rate_limit_class: 'simulate', idempotency_required: true, request_schema: 'ConversionQuoteRequest' });
+        expect(quote.description).to.be.a('string').and.not.equal('');
+        expect(quote.response_schema).to.be.a('string');
+        expect(res.body.webhook_event_types).to.include.members(res.body.subscribable_webhook_event_types);
+        expect(res.body.subscribable_webhook_event_types).to.include('payment.executed');
+        expect(res.body.operation_types).to.include('payment');
+      });
+    }
+  });
+
+  describe('page api-reference/post-conversions-quote and api-and-integrations/recipes/convert-with-quote', () => {
+    it('POST /conversions/quote answers legs with protocol_id and protocol_name and the route intermediate_assets; the quote executes once', async () => {
+      const agent = await s.agent({ fund: { USDC: '1000' } });
+      const res = await s.request('POST', '/v1/agent/conversions/quote', { agent, idempotencyKey: newKey(), body: { from_asset: 'USDC', to_asset: 'WETH', amount: '100', slippage_percent: 0.5 } });
+      expect(res.status, res.text).to.equal(200);
+      const q = res.body.quote;
+      expect(q).to.include.keys('quote_id', 'from_asset', 'to_asset', 'from_amount', 'expected_out', 'min_amount_out', 'slippage_percent', 'human_rate', 'route', 'expires_at', 'expires_in_seconds');
+      expect(q.expires_in_seconds).to.equal(60);
+      expect(q.route.intermediate_assets).to.deep.equal([]);
+      for (const leg of q.route.legs) {
+        expect(leg.protocol_id).to.equal(leg.protocol);
+        expect(leg.protocol_name).to.be.a('string').and.not.equal('');
+        expect(leg).to.include.keys('pool_address', 'from_asset', 'to_asset', 'expected_out', 'fee_bps');
+      }
+      const exec = await s.request('POST', '/v1/agent/conversions', { agent, idempotencyKey: newKey(), body: { quote_id: q.quote_id } });
+      expect(exec.status, exec.text).to.equal(200);
+      const again = await s.request('POST', '/v1/agent/conversions', { agent, idempotencyKey: newKey(), body: { quote_id: q.quote_id } });
+      expect(again.status).to.equal(409);
+      expect(again.body.error.code).to.equal('quote_already_consumed');
+    });
+  });
 });

@@ -2797,10 +2797,26 @@ export interface components {
         /** @description EVM address or null. */
         NullableEvmAddress: string | null;
         /**
+         * @description Kind of operation created by a write (contract §8).
+         * @enum {string}
+         */
+        OperationType: "payment" | "one_off_payment.create" | "withdrawal.bank" | "withdrawal.crypto" | "conversion" | "earn.deposit" | "earn.withdraw" | "earn.move" | "earn.rewards_claim" | "debt.borrow" | "debt.repay" | "debt.deleverage" | "collateral.add" | "collateral.remove" | "trusted_destination.confirm" | "trusted_destination.cancel" | "trusted_destination.remove" | "x402.sign" | "x402.purchase";
+        /**
+         * @description Every event type of the v1 vocabulary (emitted, subscribable and reserved).
+         * @enum {string}
+         */
+        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon";
+        SelfRateLimit: {
+            limit: number;
+            burst: number;
+            windowSeconds: number;
+        };
+        /**
          * @description OAuth scope of the Agent API (header-key credentials hold every scope).
          * @enum {string}
          */
         Scope: "agent:read" | "agent:simulate" | "agent:payments:write" | "agent:conversions:write" | "agent:withdrawals:write" | "agent:earn:write" | "agent:borrow:write" | "agent:trusted_destinations:write" | "agent:webhooks:manage";
+        /** @description The authenticated agent and its wallet. `permissions`, `limits`, `cannot` and `current_usage` are Hightop's fields: the global catalogue (the same for every agent), the agent's rate-limit classes, and two reserved members; the agent's own grants, caps and usage are at `GET /v1/agent/self/limits`. */
         AgentSelf: {
             /** @constant */
             ok: true;
@@ -2812,6 +2828,35 @@ export interface components {
                 starts_at: components["schemas"]["NullableTimestamp"];
                 ends_at: components["schemas"]["NullableTimestamp"];
                 created_at: components["schemas"]["Timestamp"];
+                /** @description The wallet's address (the same as `wallet.address`). */
+                wallet_address: components["schemas"]["NullableEvmAddress"];
+                /** @description The agent's activation window (`starts_at` and `ends_at` under Hightop's names); null is unbounded. */
+                active_window: {
+                    starts_at: components["schemas"]["NullableTimestamp"];
+                    expires_at: components["schemas"]["NullableTimestamp"];
+                };
+            };
+            /** @description The global catalogue of operation and webhook event types (not this agent's grants). */
+            permissions: {
+                operation_types: components["schemas"]["OperationType"][];
+                webhook_event_types: components["schemas"]["EventType"][];
+            };
+            /** @description The agent's effective rate limit per class (`windowSeconds` as Hightop spells it). */
+            limits: {
+                read: components["schemas"]["SelfRateLimit"];
+                write: components["schemas"]["SelfRateLimit"];
+                simulate: components["schemas"]["SelfRateLimit"];
+                webhook_management: components["schemas"]["SelfRateLimit"];
+                bulk_write: components["schemas"]["SelfRateLimit"];
+            };
+            /** @description Reserved for catalogue-wide boundary hints; empty in v1 (the agent's denied operation types are `/self/limits` `permissions.cannot`). */
+            cannot: {
+                action: string;
+                reason: string;
+            }[];
+            /** @description Reserved; empty in v1 (usage against the caps is `/self/limits` `current_usage`, rate-limit state `/self/usage`). */
+            current_usage: {
+                [key: string]: unknown;
             };
             wallet: {
                 /** @description Wallet identifier (not necessarily a UUID). */
@@ -2874,11 +2919,6 @@ export interface components {
                 bulk_write: components["schemas"]["ClassUsage"];
             };
         };
-        /**
-         * @description Kind of operation created by a write (contract §8).
-         * @enum {string}
-         */
-        OperationType: "payment" | "one_off_payment.create" | "withdrawal.bank" | "withdrawal.crypto" | "conversion" | "earn.deposit" | "earn.withdraw" | "earn.move" | "earn.rewards_claim" | "debt.borrow" | "debt.repay" | "debt.deleverage" | "collateral.add" | "collateral.remove" | "trusted_destination.confirm" | "trusted_destination.cancel" | "trusted_destination.remove" | "x402.sign" | "x402.purchase";
         /** @description USD amount as a decimal string, or null. */
         NullableUsdDecimal: string | null;
         /**
@@ -2924,18 +2964,61 @@ export interface components {
             period_txs: number;
             lifetime_usd: components["schemas"]["UsdDecimal"];
         };
+        /** @description The agent's effective policy and usage twice: `limits` and `usage` (this API's flat view) and Hightop's `spend_limits`, `swap_limits`, `permissions` and `current_usage`. A null cap is no cap. */
         LimitsResponse: {
             /** @constant */
             ok: true;
             limits: components["schemas"]["Limits"];
             usage: components["schemas"]["LimitsUsage"];
+            spend_limits: {
+                per_tx_usd: components["schemas"]["NullableUsdDecimal"];
+                per_period_usd: components["schemas"]["NullableUsdDecimal"];
+                lifetime_usd: components["schemas"]["NullableUsdDecimal"];
+                max_txs_per_period: number | null;
+                /** @description Blocks (2 s each on Base) that must pass between two counted operations; a sooner one is 403 `cooldown_active`. */
+                tx_cooldown_blocks: number | null;
+                /** @description Whether an operation whose asset has no price (or a zero one) is refused rather than counted as 0 USD. */
+                fail_on_zero_price: boolean;
+            };
+            swap_limits: {
+                max_slippage_bps: number | null;
+                max_swaps_per_period: number | null;
+            };
+            permissions: {
+                /** @description The operation types the agent may start, always a list (`"all"` expanded). */
+                operation_types: components["schemas"]["OperationType"][];
+                /** @description The operation types it may not start. */
+                cannot: components["schemas"]["OperationType"][];
+            };
+            current_usage: {
+                txs_in_period: number;
+                spent_in_period_usd: components["schemas"]["UsdDecimal"];
+                swaps_in_period: number;
+                total_txs: number;
+                total_spent_usd: components["schemas"]["UsdDecimal"];
+            };
         };
+        /**
+         * @description Event types accepted in `event_types` (emitted by v1 plus trusted destination types); reserved types are refused.
+         * @enum {string}
+         */
+        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed";
         /**
          * @description Rate-limit class of a route.
          * @enum {string}
          */
         RateClass: "read" | "write" | "simulate" | "webhook_management" | "bulk_write";
         CapabilityEndpoint: {
+            /** @description The operation's summary. */
+            description: string;
+            /** @description The same as `rate_class` (Hightop's name). */
+            rate_limit_class: components["schemas"]["RateClass"];
+            /** @description Whether an Idempotency-Key is required (`idempotency` is `required`). */
+            idempotency_required: boolean;
+            /** @description Name of the request body's schema in this document's `components.schemas`, null without a body. */
+            request_schema: string | null;
+            /** @description Name of the success response's schema in `components.schemas`, null when it has none. */
+            response_schema: string | null;
             /** @enum {string} */
             method: "GET" | "POST" | "PATCH" | "DELETE";
             /** @description Path template, e.g. `/v1/agent/webhooks/{id}`. */
@@ -2952,22 +3035,20 @@ export interface components {
             burst: number;
             window_seconds: number;
         };
-        /**
-         * @description Every event type of the v1 vocabulary (emitted, subscribable and reserved).
-         * @enum {string}
-         */
-        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon";
-        /**
-         * @description Event types accepted in `event_types` (emitted by v1 plus trusted destination types); reserved types are refused.
-         * @enum {string}
-         */
-        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed";
         /** @description Machine-readable description of what the API offers and how it is limited. */
         Capabilities: {
             /** @constant */
             ok: true;
             /** @constant */
             api_version: "v1";
+            /** @description The version of this OpenAPI document (`info.version`). */
+            agent_api_contract_version: string;
+            /** @constant */
+            base_path: "/v1/agent";
+            /** @description The full event vocabulary (the same as `event_types.emitted` plus `event_types.reserved`). */
+            webhook_event_types: components["schemas"]["EventType"][];
+            /** @description The event types webhook create and update accept (`event_types.subscribable`). */
+            subscribable_webhook_event_types: components["schemas"]["SubscribableEventType"][];
             endpoints: components["schemas"]["CapabilityEndpoint"][];
             /** @description Effective limits of this agent per class. */
             rate_classes: {
@@ -3081,6 +3162,12 @@ export interface components {
         Decimal: string;
         Balance: {
             asset_symbol: components["schemas"]["AssetSymbol"];
+            /** @description The asset's name (e.g. `USD Coin`). */
+            asset_display_name: string;
+            /** @description The wallet's balance of the asset (the same as `total`). */
+            amount: components["schemas"]["Decimal"];
+            /** @description `amount` valued at the current price (the same as `value_usd`), null when unpriced. */
+            amount_usd: components["schemas"]["NullableUsdDecimal"];
             /** @enum {string} */
             category: "cash" | "crypto";
             /** @description Spendable now. */
@@ -3769,6 +3856,10 @@ export interface components {
         } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         ConversionRouteLeg: {
             protocol: components["schemas"]["ProtocolId"];
+            /** @description The same as `protocol` (Hightop's name). */
+            protocol_id: components["schemas"]["ProtocolId"];
+            /** @description The protocol's display name (`GET /v1/agent/protocols` `name`). */
+            protocol_name: string;
             /** @description The (simulated) pool the leg swaps through. */
             pool_address: components["schemas"]["EvmAddress"];
             /** @description Pool fee in basis points, charged in the output asset and included in `expected_out`. */
@@ -3792,6 +3883,8 @@ export interface components {
             human_rate: string;
             route: {
                 legs: components["schemas"]["ConversionRouteLeg"][];
+                /** @description The assets the route passes through between `from_asset` and `to_asset`, in order (empty for a single leg). */
+                intermediate_assets: components["schemas"]["AssetSymbol"][];
             };
             /** @description The earn vault the input is redeemed from at execution, or null for the wallet balance. */
             from_vault_address: components["schemas"]["NullableEvmAddress"];
