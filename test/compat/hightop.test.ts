@@ -2,7 +2,9 @@
 // page (https://www.hightop.com/docs/<page>) whose request examples it replays, in our own paraphrase, against a live
 // server (responses validated against the OpenAPI document), and checks the fields and codes that page documents.
 import { expect } from 'chai';
+import { ChainUnavailableError } from '../../src/chain/port.js';
 import { createSealer } from '../../src/lib/crypto.js';
+import { createSimulationService } from '../../src/services/simulate-onchain.service.js';
 import { createX402Service } from '../../src/services/x402/service.js';
 import { newKey } from '../helpers/server.js';
 import { checksumTables, startLedgerServer, type LedgerServer } from '../ledger/http-server.js';
@@ -189,6 +191,133 @@ describe('Hightop compatibility (issue 26)', function () {
       const again = await s.request('POST', '/v1/agent/conversions', { agent, idempotencyKey: newKey(), body: { quote_id: q.quote_id } });
       expect(again.status).to.equal(409);
       expect(again.body.error.code).to.equal('quote_already_consumed');
+    });
+  });
+
+  describe('page api-reference/post-simulate', () => {
+    const quoteBody = { from_asset: 'USDC', to_asset: 'ETH', amount: '1', slippage_percent: 1 };
+
+    it('depth defaults to policy: would_succeed with execution_path naming the route, body and policy stages', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/conversions/quote', body: quoteBody } });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body).to.include({ would_succeed: true, depth: 'policy' });
+      expect(res.body.execution_path).to.deep.equal(['validate_route', 'validate_request_body', 'validate_static_contract', 'evaluate_policy_permission', 'evaluate_policy_limits']);
+      expect(res.body.stages).to.be.an('array');
+    });
+
+    it('a policy refusal stops at evaluate_policy_permission with permission_not_granted', async () => {
+      const agent = await s.agent({ policy: { operation_types: ['payment'] }, fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/conversions/quote', body: quoteBody, depth: 'policy' } });
+      expect(res.body).to.include({ would_succeed: false });
+      expect(res.body.error.code).to.equal('permission_not_granted');
+      expect(res.body.execution_path).to.deep.equal(['validate_route', 'validate_request_body', 'validate_static_contract', 'evaluate_policy_permission']);
+    });
+
+    it('depth static checks only the shape: the same refused request would pass, and no policy stage appears', async () => {
+      const agent = await s.agent({ policy: { operation_types: ['payment'] }, fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/conversions/quote', body: quoteBody, depth: 'static' } });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body).to.include({ would_succeed: true, depth: 'static' });
+      expect(res.body.execution_path).to.deep.equal(['validate_route', 'validate_request_body', 'validate_static_contract']);
+      const bad = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/conversions/quote', body: { ...quoteBody, amount: 'one' }, depth: 'static' } });
+      expect(bad.body).to.include({ would_succeed: false });
+      expect(bad.body.error.code).to.equal('validation_failed');
+    });
+
+    it('depth onchain on the simulated chain reports simulate_onchain_not_run', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/payments', body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1' }, depth: 'onchain' } });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body).to.include({ would_succeed: true, depth: 'onchain' });
+      expect(res.body.execution_path).to.include('simulate_onchain_not_run');
+    });
+
+    it('depth onchain answers 503 agent_api_chain_unavailable when the chain node does not answer', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const services = s.services as { simulation: unknown };
+      const real = services.simulation;
+      const down = async () => {
+        throw new ChainUnavailableError(new Error('connect ECONNREFUSED'));
+      };
+      services.simulation = createSimulationService({ chain: { mode: 'evm', head: down, callTransfer: down }, ledger: s.services.ledger.ledger });
+      try {
+        const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/payments', body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1' }, depth: 'onchain' } });
+        expect(res.status, res.text).to.equal(503);
+        expect(res.body.error.code).to.equal('agent_api_chain_unavailable');
+      } finally {
+        services.simulation = real;
+      }
+    });
+  });
+
+  describe('page api-reference/post-recipients-resolve and api-and-integrations/recipes/pay-a-vendor', () => {
+    it('resolve with action send_payment answers recipient{id, type, display_name, nickname, asset_symbols, status, agent_actions, blocked_actions}; paying recipient.id works', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      await s.services.ledger.payments.addRecipient(s.db, agent.agentId, { kind: 'recurring', name: 'Compute vendor', address: '0x3333333333333333333333333333333333333333' });
+      const res = await s.request('POST', '/v1/agent/recipients/resolve', { agent, body: { to: 'Compute vendor', asset: 'USDC', action: 'send_payment' } });
+      expect(res.status, res.text).to.equal(200);
+      const r = res.body.recipient;
+      expect(r).to.include({ type: 'recurring_payment', display_name: 'Compute vendor', nickname: 'Compute vendor', status: 'active' });
+      expect(r.asset_symbols).to.deep.equal(['USDC']);
+      expect(r.agent_actions).to.deep.equal(['send_payment']);
+      expect(r.blocked_actions).to.deep.equal({});
+      expect(res.body.resolution).to.include({ allowed: true });
+      const pay = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: `vendor-payment-${newKey()}`, body: { to: r.id, asset: 'USDC', amount: '1', prefer: 'auto' } });
+      expect(pay.status, pay.text).to.equal(200);
+      expect(pay.body).to.include.keys('ok', 'operation_id', 'status', 'resource', 'fee_usd', 'human_message');
+      const op = await s.request('GET', `/v1/agent/operations/${pay.body.operation_id}`, { agent });
+      expect(op.status).to.equal(200);
+    });
+
+    it('a refused action is listed in blocked_actions with its code', async () => {
+      const agent = await s.agent({ policy: { operation_types: ['conversion'] } });
+      const res = await s.request('POST', '/v1/agent/recipients/resolve', { agent, body: { to: SELLER_PAY_TO, asset: 'USDC', action: 'send_payment' } });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body.recipient.agent_actions).to.deep.equal([]);
+      expect(res.body.recipient.blocked_actions).to.deep.equal({ send_payment: 'permission_not_granted' });
+    });
+  });
+
+  describe('page api-and-integrations/reference/errors', () => {
+    // Hightop's vocabulary by status (paraphrased from the page's tables).
+    const HIGHTOP_CODES: Record<number, string[]> = {
+      400: ['validation_failed', 'signature_expired', 'signature_invalid_s'],
+      401: ['authentication_failed', 'agent_disabled', 'agent_not_yet_active', 'agent_expired', 'invalid_token'],
+      403: ['owner_only_action', 'identity_gated_action', 'permission_not_granted', 'asset_not_allowed', 'recipient_not_allowed', 'protocol_not_allowed', 'limit_exceeded', 'ltv_too_high', 'insufficient_scope', 'operation_feature_disabled', 'cooldown_active'],
+      404: ['not_found', 'cheque_not_found'],
+      409: [
+        'quote_expired', 'quote_already_consumed', 'idempotency_key_reuse_mismatch', 'idempotency_request_in_progress', 'operation_not_cancellable', 'operation_not_supported_for_wrapper_version',
+        'ltv_target_unreachable', 'signature_invalid_nonce', 'time_delay_not_reached', 'cheque_replaced', 'loot_not_available', 'starter_agent_not_removable', 'owner_changed_pending_state',
+        'one_off_payment_already_paid', 'one_off_payment_not_active', 'one_off_payment_replaced', 'one_off_payment_stale', 'pending_one_off_payment_settings_exists', 'pending_one_off_payment_settings_missing',
+        'pending_time_lock_exists', 'migration_blocked_pending_one_off_payment_settings', 'migration_blocked_pending_time_lock', 'timelock_not_elapsed', 'rule_changed_during_execution',
+      ],
+      422: ['insufficient_funds', 'slippage_exceeded', 'price_stale', 'invalid_pull_one_off_payment_flags'],
+      429: ['rate_limited'],
+      500: ['internal_error'],
+      502: ['execution_failed', 'execution_timeout', 'batch_step_failed'],
+      503: ['agent_api_cutover_in_progress', 'agent_api_chain_unavailable'],
+    };
+
+    it('the served document declares every Hightop code with Hightop\'s status, the unreachable ones as reserved', async () => {
+      const agent = await s.agent();
+      const doc = (await s.request('GET', '/v1/agent/openapi.json', { agent })).body;
+      const errorCode = doc.components.schemas.ErrorCode;
+      for (const [status, codes] of Object.entries(HIGHTOP_CODES)) {
+        for (const code of codes) {
+          expect(errorCode.enum, code).to.include(code);
+          expect(errorCode['x-agent-actions'][code].status, code).to.equal(Number(status));
+        }
+      }
+      expect(errorCode['x-reserved-codes']).to.include('cheque_not_found').and.not.include('cooldown_active').and.not.include('agent_api_chain_unavailable');
+    });
+
+    it('the envelope is {ok:false, error{code, message, details?}}', async () => {
+      const res = await s.request('GET', '/v1/agent/self', { headers: { 'x-agent-id': '00000000-0000-4000-8000-000000000000', 'x-api-key': 'wrong' } });
+      expect(res.status).to.equal(401);
+      expect(res.body.ok).to.equal(false);
+      expect(res.body.error).to.include({ code: 'authentication_failed' });
+      expect(res.body.error.message).to.be.a('string');
     });
   });
 });

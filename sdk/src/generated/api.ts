@@ -1258,9 +1258,11 @@ export interface paths {
          * Simulate a write request
          * @description Runs routing, scope, validation, policy and the ledger maths of a write (`method`, absolute `path`, `body`) without committing or broadcasting. Always 200 with `would_succeed`, the would-be `response` or `error`, and the `stages` evaluated; errors of this route itself concern only the simulate request.
          *
+         *     `depth` (Hightop's): `static` reports only the route, scope and request validation (a refusal past them is not evaluated: `would_succeed` is then true, with the later stages `skipped`); `policy` (the default) also evaluates policy, funds and the ledger maths, as before; `onchain` adds, in evm mode, an `eth_call` of the token transfer the settlement would make from the wallet (a body with a 0x `to` or `pay_to`, an `asset` and an `amount`), and answers 503 `agent_api_chain_unavailable` when the chain node does not answer. `execution_path` names the stages that ran in Hightop's vocabulary (`validate_route`, `validate_request_body`, `validate_static_contract`, `evaluate_policy_permission`, `evaluate_policy_limits`, `simulate_onchain` and `simulate_onchain_not_run`); a stage absent from it was not evaluated.
+         *
          *     Rate class `simulate`; scope `agent:simulate`; Idempotency-Key optional.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503), `agent_api_chain_unavailable` (503).
          */
         post: operations["simulateRequest"];
         delete?: never;
@@ -2873,10 +2875,10 @@ export interface components {
             };
         };
         /**
-         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable.
+         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable. Hightop's further codes, with Hightop's statuses: 400 signature_expired, signature_invalid_s; 403 identity_gated_action, operation_feature_disabled, cooldown_active; 404 cheque_not_found; 409 operation_not_cancellable, operation_not_supported_for_wrapper_version, signature_invalid_nonce, cheque_replaced, loot_not_available, starter_agent_not_removable, owner_changed_pending_state, one_off_payment_already_paid, one_off_payment_not_active, one_off_payment_replaced, one_off_payment_stale, pending_one_off_payment_settings_exists, pending_one_off_payment_settings_missing, pending_time_lock_exists, migration_blocked_pending_one_off_payment_settings, migration_blocked_pending_time_lock, timelock_not_elapsed, rule_changed_during_execution; 422 invalid_pull_one_off_payment_flags; 502 execution_failed, execution_timeout, batch_step_failed; 503 agent_api_cutover_in_progress, agent_api_chain_unavailable. Of these only cooldown_active and agent_api_chain_unavailable are returned today; the others are reserved (`x-reserved-codes`): declared so that clients handle them, never sent yet.
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable";
+        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable" | "signature_expired" | "signature_invalid_s" | "identity_gated_action" | "operation_feature_disabled" | "cooldown_active" | "cheque_not_found" | "operation_not_cancellable" | "operation_not_supported_for_wrapper_version" | "signature_invalid_nonce" | "cheque_replaced" | "loot_not_available" | "starter_agent_not_removable" | "owner_changed_pending_state" | "one_off_payment_already_paid" | "one_off_payment_not_active" | "one_off_payment_replaced" | "one_off_payment_stale" | "pending_one_off_payment_settings_exists" | "pending_one_off_payment_settings_missing" | "pending_time_lock_exists" | "migration_blocked_pending_one_off_payment_settings" | "migration_blocked_pending_time_lock" | "timelock_not_elapsed" | "rule_changed_during_execution" | "invalid_pull_one_off_payment_flags" | "execution_failed" | "execution_timeout" | "batch_step_failed" | "agent_api_cutover_in_progress" | "agent_api_chain_unavailable";
         /** @description The one error envelope of every /v1/agent error response (spec part 7). */
         ErrorEnvelope: {
             /** @constant */
@@ -3338,11 +3340,11 @@ export interface components {
          */
         RecipientTarget: string;
         /**
-         * @description The write the caller intends.
+         * @description The write the caller intends (`send_payment` is Hightop's name for `payment`).
          * @default payment
          * @enum {string}
          */
-        RecipientAction: "payment" | "one_off_payment" | "withdrawal";
+        RecipientAction: "payment" | "send_payment" | "one_off_payment" | "withdrawal";
         ResolveRecipientRequest: {
             to: components["schemas"]["RecipientTarget"];
             /** @description Asset that would be sent; lets the answer account for asset policy. */
@@ -3377,10 +3379,33 @@ export interface components {
             /** @description The code a write would fail with when `allowed` is false, else null. */
             reason: components["schemas"]["ErrorCode"] | null;
         };
+        /** @description What `to` names, in Hightop's recipient shape. */
+        ResolvedRecipient: {
+            /** @description The recurring payment, recipient or trusted destination id (the address for a bare address); usable as a payment's `to`. */
+            id: string;
+            /** @enum {string} */
+            type: "recurring_payment" | "one_off_payment" | "trusted_destination" | "address";
+            display_name: string;
+            nickname: string | null;
+            /** @description The asset the answer was evaluated for (`asset` of the request), else empty. */
+            asset_symbols: components["schemas"]["AssetSymbol"][];
+            /**
+             * @description Only active payees resolve (a pending trusted destination is `invalid_state_transition`).
+             * @enum {string}
+             */
+            status: "active";
+            /** @description The intended action (`send_payment` for a payment) when the policy allows it now. */
+            agent_actions: components["schemas"]["RecipientAction"][];
+            /** @description The intended action and the error code that would refuse it, when it is refused. */
+            blocked_actions: {
+                [key: string]: components["schemas"]["ErrorCode"];
+            };
+        };
         ResolveRecipientResponse: {
             /** @constant */
             ok: true;
             resolution: components["schemas"]["RecipientResolution"];
+            recipient: components["schemas"]["ResolvedRecipient"];
         };
         /** @description A field that must be absent in this shape (`not: {}` accepts no value). `type: null` adds nothing for a validator; it tells code generators that ignore `not` that no decimal string fits, so giving both fields is a type error in their output. */
         Absent: null;
@@ -3905,6 +3930,12 @@ export interface components {
         ConversionRequest: {
             quote_id: components["schemas"]["Uuid"];
         };
+        /**
+         * @description How far to simulate - `static` (route, scope, request shape), `policy` (also policy, funds and the ledger maths; the default), `onchain` (also an `eth_call` of the settlement transfer in evm mode).
+         * @default policy
+         * @enum {string}
+         */
+        SimulateDepth: "static" | "policy" | "onchain";
         SimulateRequest: {
             /** @enum {string} */
             method: "POST" | "DELETE" | "PATCH";
@@ -3914,10 +3945,11 @@ export interface components {
             body?: {
                 [key: string]: unknown;
             } | null;
+            depth?: components["schemas"]["SimulateDepth"];
         };
         SimulateStage: {
             /**
-             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`.
+             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`, and `onchain` at `depth` `onchain`.
              * @example policy
              */
             name: string;
@@ -3927,7 +3959,7 @@ export interface components {
             code?: components["schemas"]["ErrorCode"];
             message?: string;
         };
-        /** @description Always HTTP 200 whatever the simulated outcome; exactly one of `response` and `error` is present. */
+        /** @description Always HTTP 200 whatever the simulated outcome (503 `agent_api_chain_unavailable` aside, for `depth` `onchain`); one of `response` and `error` is present, except at `depth` `static` when the request would pass the static checks but the route refused it later (neither, then). */
         SimulateResponse: {
             /** @constant */
             ok: true;
@@ -3946,6 +3978,9 @@ export interface components {
                 };
             };
             stages: components["schemas"]["SimulateStage"][];
+            depth: components["schemas"]["SimulateDepth"];
+            /** @description The stages that ran, in Hightop's names and order; an absent stage was not evaluated. */
+            execution_path: ("validate_route" | "validate_request_body" | "validate_static_contract" | "evaluate_policy_permission" | "evaluate_policy_limits" | "policy_read_failed" | "simulate_onchain" | "simulate_onchain_not_run")[];
         };
         /**
          * @description USDC amount in base units (6 decimals), an integer string as x402 itself uses: `"1000000"` is 1 USDC. A decimal such as `"1.5"` is `validation_failed`.
