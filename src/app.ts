@@ -25,6 +25,7 @@ import { createAgentService, type AgentCreatedHook } from './services/agent.serv
 import type { Services } from './services/registry.js';
 import type { HandlerMap } from './http/types.js';
 import { createSelfService } from './services/self.service.js';
+import { createSimulationService } from './services/simulate-onchain.service.js';
 import { createPollingLoop, type WorkerLoop } from './worker.js';
 import { resolveAdminToken } from './auth/admin-token.js';
 import { createPoolPriceRecorder } from './services/defi/pool-prices.js';
@@ -211,6 +212,7 @@ function buildServices(deps: {
     owner: createOwnerService({ clock, account: ledger.account }),
     events: createEventService(),
     inbound: null,
+    simulation: createSimulationService({ chain: deps.chain, ledger: ledger.ledger }),
   };
 }
 

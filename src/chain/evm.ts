@@ -619,6 +619,17 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     async authorizationUsed(token, authorizer, nonce) {
       return node(() => client.readContract({ address: token, abi: usdCoinAbi, functionName: 'authorizationState', args: [authorizer, nonce] }));
     },
+
+    async callTransfer(token, from, to, amount) {
+      const data = viem().encodeFunctionData({ abi: usdCoinAbi, functionName: 'transfer', args: [to, amount] });
+      return node(() => client.call({ to: token, data, account: from })).then(
+        () => null,
+        (err: unknown) => {
+          if (err instanceof ChainUnavailableError) throw err;
+          return String((err as Error).message).split('\n')[0]!;
+        },
+      );
+    },
   };
   return chain;
 }

@@ -129,4 +129,9 @@ export interface Chain {
   nativeTransfers(blockNumber: bigint): Promise<NativeTransfer[]>;
   /** Whether an EIP-3009 authorization (`authorizer`, `nonce`) was used on `token`. */
   authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean>;
+  /**
+   * An `eth_call` of `token.transfer(to, amount)` from `from` at the head (simulate `depth: onchain`): null when it
+   * would succeed, else the revert reason. Throws ChainUnavailableError when the node does not answer.
+   */
+  callTransfer(token: Address, from: Address, to: Address, amount: bigint): Promise<string | null>;
 }

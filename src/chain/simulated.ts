@@ -55,5 +55,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     transferLogs: async () => [],
     nativeTransfers: async () => [],
     authorizationUsed: async () => false,
+    // Nothing to call: simulate reports `simulate_onchain_not_run` on the simulated chain.
+    callTransfer: async () => null,
   };
 }

@@ -3,6 +3,7 @@ import type { OAuthService } from './oauth.types.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { AgentService } from './agent.service.js';
 import type { ChainInbound } from './chain-inbound.js';
+import type { SimulationService } from './simulate-onchain.service.js';
 import type { DefiArea } from './defi/area.js';
 import type { EventService } from './event.service.js';
 import type { LedgerArea } from './ledger/area.js';
@@ -24,4 +25,6 @@ export interface Services {
   events: EventService;
   /** evm mode (CHAIN_RPC_URL): deposits, reconciliation, x402 settlement tracking; null on the simulated chain. */
   inbound: ChainInbound | null;
+  /** Simulate `depth: onchain`. */
+  simulation: SimulationService;
 }

@@ -420,6 +420,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "description": "The write the caller intends.",
         "enum": [
           "payment",
+          "send_payment",
           "one_off_payment",
           "withdrawal"
         ],
@@ -1677,6 +1678,18 @@ export const COMMANDS: readonly CommandSpec[] = [
         "type": "object",
         "required": false,
         "description": "Body of the simulated request (free-form; validated against the target route)."
+      },
+      {
+        "name": "depth",
+        "type": "string",
+        "required": false,
+        "description": "How far to simulate - `static` (route, scope, request shape), `policy` (also policy, funds and the ledger maths; the default), `onchain` (also an `eth_call` of the settlement transfer in evm mode).",
+        "enum": [
+          "static",
+          "policy",
+          "onchain"
+        ],
+        "default": "policy"
       }
     ]
   },
@@ -1706,7 +1719,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "amount",
         "type": "string",
         "required": false,
-        "description": "USDC amount."
+        "description": "USDC amount in base units (`\"1000000\"` = 1 USDC)."
       },
       {
         "name": "target_url",
@@ -1801,7 +1814,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "max_amount",
         "type": "string",
         "required": true,
-        "description": "Most the agent will pay, in USDC; a higher price is refused with `limit_exceeded`."
+        "description": "Most the agent will pay, in USDC base units (`\"1000000\"` = 1 USDC); a higher price is refused with `limit_exceeded` before anything is signed."
       }
     ]
   },

@@ -108,6 +108,28 @@ export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
   };
 }
 
+/**
+ * /self/limits in Hightop's shape (issue 26, item 5), beside `limits` and `usage`: null is no cap, and
+ * `operation_types` is always a list (`"all"` expanded), `cannot` the types it leaves out.
+ */
+export function hightopLimits(p: Policy | null, limits: Schema<'Limits'>, inPeriod: { usd_e8: bigint; count: number; swaps: number }, lifetime: { usd_e8: bigint; count: number }): Omit<PolicyLimits, 'limits' | 'usage'> {
+  const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
+  const policyExtra = (p ?? {}) as { tx_cooldown_blocks?: number; fail_on_zero_price?: boolean; max_swaps_per_period?: number };
+  return {
+    spend_limits: {
+      per_tx_usd: limits.per_tx_usd,
+      per_period_usd: limits.per_period_usd,
+      lifetime_usd: limits.lifetime_usd,
+      max_txs_per_period: limits.max_txs_per_period,
+      tx_cooldown_blocks: policyExtra.tx_cooldown_blocks ?? null,
+      fail_on_zero_price: policyExtra.fail_on_zero_price ?? false,
+    },
+    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: policyExtra.max_swaps_per_period ?? null },
+    permissions: { operation_types: OPERATION_TYPES.filter((t) => granted.includes(t)), cannot: OPERATION_TYPES.filter((t) => !granted.includes(t)) },
+    current_usage: { txs_in_period: inPeriod.count, spent_in_period_usd: usd(inPeriod.usd_e8), swaps_in_period: inPeriod.swaps, total_txs: lifetime.count, total_spent_usd: usd(lifetime.usd_e8) },
+  };
+}
+
 export function parsePolicy(input: unknown): Policy {
   const problems: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
@@ -266,7 +288,8 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       const period = policy?.period ?? 'day';
       const start = periodStart(period, now);
       const { period: inPeriod, lifetime } = await sumUsageSinceAndLifetime(db, agentId, start);
-      return { limits: effectiveLimits(policy), usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
+      const limits = effectiveLimits(policy);
+      return { limits, usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) }, ...hightopLimits(policy, limits, inPeriod, lifetime) };
     },
   };
   return service;

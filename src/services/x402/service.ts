@@ -32,7 +32,7 @@ import {
 import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../../x402/signing.js';
 import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../../x402/upstream.js';
 import type { LedgerArea } from '../ledger/area.js';
-import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdc, priceOf, short, timeoutSeconds, usdc } from './price.js';
+import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdcBaseUnits, priceOf, short, timeoutSeconds, usdc } from './price.js';
 import { withTransaction } from '../../db/knex.js';
 import type { OwnerRef, SettleOutcome } from '../ledger/operations.js';
 
@@ -167,7 +167,8 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   }
 
   function upstreamResult(res: UpstreamResponse, extra: { operation_id: string | null; paid: boolean; settled: boolean }): X402PurchaseResult {
-    return { ok: true, ...extra, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
+    // Hightop's name for what `paid` says here: the seller took the payment it was sent.
+    return { ok: true, operation_id: extra.operation_id, paid: extra.paid, seller_accepted: extra.paid, settled: extra.settled, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
   }
 
   async function trackOnChain(db: Knex): Promise<number> {
@@ -229,7 +230,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         fallbackTimeout = read.maxTimeoutSeconds;
       } else {
         payTo = body.pay_to!;
-        amount = parseUsdc(body.amount!, 'amount');
+        amount = parseUsdcBaseUnits(body.amount!, 'amount');
       }
       const seconds = timeoutSeconds(body.max_timeout_seconds, fallbackTimeout);
 
@@ -255,11 +256,12 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           operation_id: signed.operation.id,
           payment_header: signed.header.value,
           payment_header_name: signed.header.name,
+          payment_headers: { [signed.header.name]: signed.header.value },
           x402_version: version,
           nonce: signed.nonce,
           valid_before: signed.validBeforeIso,
           pay_to: payTo,
-          amount: usdc(amount),
+          amount: amount.toString(),
           asset_symbol: 'USDC' as const,
           network: signed.network,
         };
@@ -279,7 +281,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     },
 
     async purchase(db, who, body, idempotencyKey, opts = {}) {
-      const maxAmount = parseUsdc(body.max_amount, 'max_amount');
+      const maxAmount = parseUsdcBaseUnits(body.max_amount, 'max_amount');
       const method = body.method ?? 'GET';
       const request = { url: body.url, method, body: body.body, timeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS } as const;
       const first = refuse5xx(await fetchUpstream(request));
@@ -295,7 +297,8 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         throw invalid(`the target asks for no payment this service can make (only exact USDC on ${payable === BASE_PAYABLE ? 'Base' : `chain ${payable.chainId}`})`, 'url', { reasons });
       }
       if (req.amount > maxAmount) {
-        throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: usdc(req.amount), max_amount: usdc(maxAmount) });
+        // Base units on both sides, as the request gave max_amount; the USDC figures are for people.
+        throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: req.amount.toString(), max_amount: maxAmount.toString(), price_usdc: usdc(req.amount), max_amount_usdc: usdc(maxAmount) });
       }
 
       return withTransaction(db, async (trx) => {
