@@ -137,7 +137,7 @@ export async function mined(w: World, call: Call | Promise<Call> | Promise<Hex>,
 export async function reverted(w: World, call: Call | Promise<Call>, from: Wallet = w.relayer): Promise<string> {
   const c = await call;
   const data = encodeFunctionData({ abi: c.abi, functionName: c.functionName, args: c.args } as never);
-  let reason = 'no revert data';
+  let reason: string;
   try {
     await w.client.call({ account: from.account.address, to: c.address, data });
     reason = 'did not revert';
