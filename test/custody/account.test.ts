@@ -3,6 +3,9 @@
 // cooldown, pause, lane rotation, the trusted-destination time lock, cheques, owner-signature replay, and DeFi
 // proceeds landing in the account.
 import { expect } from 'chai';
+import { createWalletClient, encodeFunctionData, http } from 'viem';
+import { foundry } from 'viem/chains';
+import { periodStart } from '../../src/services/ledger/policy.js';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { agentAccountAbi, devPriceFeedAbi } from '../../src/chain/custody.js';
 import { mintToken, usdCoinAbi } from '../../src/chain/token.js';
@@ -208,6 +211,49 @@ describe('AgentAccount on chain (Anvil)', function () {
     await mined(w, ownerCall(w, stale, 'SetPolicy', p));
     await advance(w, 120);
     expect(await reverted(w, pay(stale, stale.payee, 1n))).to.equal('StalePrice');
+  });
+
+  it('computes calendar periods exactly as the database policy does (day, week from Monday, month; UTC)', async () => {
+    const a = await createAgent(w);
+    const samples = ['1970-01-05T00:00:00Z', '2024-02-29T23:59:59Z', '2024-03-01T00:00:00Z', '2026-11-26T17:00:00Z', '2026-11-30T00:00:00Z', '2026-12-31T23:59:59Z', '2100-03-01T12:00:00Z', '2027-01-04T00:00:01Z'];
+    for (const iso of samples) {
+      const at = new Date(iso);
+      for (const [code, period] of [[1, 'day'], [2, 'week'], [3, 'month']] as const) {
+        const onchain = await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'periodStart', args: [code, BigInt(at.getTime() / 1000)] });
+        expect(Number(onchain) * 1000, `${period} of ${iso}`).to.equal(periodStart(period, at).getTime());
+      }
+    }
+  });
+
+  it('pays the native coin, hands ownership over (old signatures die), lets the owner rescue funds, and hashes the policy for drift checks', async () => {
+    const a = await createAgent(w, { fundUsdc: USDC(20) });
+    await mined(w, w.faucet.sendTransaction({ to: a.account, value: 10n ** 16n }));
+    // 0.001 ETH at 3000 USD = 3 USD.
+    await mined(w, laneCall(w, a, 'pay', ['0x0000000000000000000000000000000000000000', a.payee, 10n ** 15n]));
+    expect(await w.client.getBalance({ address: a.payee })).to.equal(10n ** 15n);
+    expect((await allowanceOf(w, a)).periodRemainingUsd).to.equal(USD(27));
+
+    const p = testPolicy(w, [a.payee]);
+    const hash = await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'policyHashOf', args: [p.limits, p.assets, p.protocols, p.markets, p.payees] });
+    expect(await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'policyHash' })).to.equal(hash);
+    expect(await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'isPayee', args: [a.payee] })).to.equal(true);
+
+    const next = privateKeyToAccount(generatePrivateKey());
+    const stale = await ownerCall(w, a, 'Pause', {}, { nonce: 5n });
+    await mined(w, ownerCall(w, a, 'TransferOwnership', { newOwner: next.address }));
+    expect(await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'owner' })).to.equal(next.address);
+    expect(await reverted(w, ownerCall(w, a, 'Pause', {}))).to.equal('InvalidOwnerSignature');
+    expect(await reverted(w, stale)).to.equal('InvalidOwnerSignature');
+    const handed = { ...a, owner: next };
+    await mined(w, ownerCall(w, handed, 'RemoveTrustedDestination', { destination: a.payee }));
+
+    // The owner's own transaction moves what it likes; nobody else's does.
+    const rescue = encodeFunctionData({ abi: usdCoinAbi, functionName: 'transfer', args: [next.address, USDC(20)] });
+    expect(await reverted(w, { address: a.account, abi: agentAccountAbi, functionName: 'ownerExecute', args: [w.usdc, 0n, rescue] })).to.equal('NotOwner');
+    await mined(w, w.faucet.sendTransaction({ to: next.address, value: 10n ** 18n }));
+    const ownerWallet = createWalletClient({ account: next, chain: foundry, transport: http(w.node.rpcUrl) });
+    await mined(w, { address: a.account, abi: agentAccountAbi, functionName: 'ownerExecute', args: [w.usdc, 0n, rescue] }, ownerWallet);
+    expect(await erc20BalanceOf(w, w.usdc, next.address)).to.equal(USDC(20));
   });
 
   it('the factory address is known before deployment and a created account cannot be initialized again', async () => {
