@@ -1,11 +1,25 @@
-// `npm run drill` (issue 24, docs/CUSTODY.md): a compromised-server drill. It boots a development chain with the
-// bootstrap's contracts, sets up agent accounts the way the server does (the server holds each agent's lane key and
-// the relayer key; each owner keeps its own signer), then, holding only what the server holds, attempts every attack
-// of the threat model directly against the chain. Every attack is a real transaction (a fixed gas limit, so no
-// estimate stops it before the chain); it must revert and leave the account's balances where they were. The drain
-// attempt may move at most the exposure shown before it. Prints one line per attack and, per agent, the exposure
-// (its remaining allowance, read from the chain); exits 0 only if every attack failed.
-import { encodeFunctionData, formatUnits, parseAbi } from 'viem';
+// `npm run drill` (issue 24, docs/CUSTODY.md): a compromised-server drill. It boots Anvil and the service on it (whose
+// start runs the development bootstrap), sets up agent accounts as the server and their owners do (the server holds
+// each agent's lane key and the relayer key; each owner keeps its own signer), then takes what a compromised server
+// has: a dump of every table, MASTER_KEY, the relayer key opened from the dump, every lane key. With only that it
+// attempts every attack of the threat model directly against the chain. Every attack is a real transaction (a fixed
+// gas limit, so no estimate stops it before the chain); it must revert and leave the account's balances where they
+// were; the drain attempt may move at most the exposure shown before it. Prints one line per attack and, per agent,
+// the exposure (its remaining allowance, read from the chain); exits 0 only if every attack failed.
+// `--database-url postgres://...` runs the service on that (migrated) database instead of the embedded PGlite.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { encodeFunctionData, formatUnits, getAddress, parseAbi } from 'viem';
+import { createApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { createSealer } from '../src/lib/crypto.js';
+import { CUSTODY_SETTING, type CustodyContracts } from '../src/chain/custody.js';
+import { DEX_SETTING, type DexContracts } from '../src/chain/dex.js';
+import { LENDING_SETTING, type LendingContracts } from '../src/chain/lending.js';
+import { EARN_SETTING, type EarnContracts } from '../src/chain/vaults.js';
+import { startAnvil } from '../test/helpers/anvil.js';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { agentAccountAbi } from '../src/chain/custody.js';
 import { borrowRouterAbi, morphoAbi } from '../src/chain/lending.js';
@@ -13,12 +27,54 @@ import { swapRouterAbi } from '../src/chain/dex.js';
 import { devVaultAbi, earnRouterAbi } from '../src/chain/vaults.js';
 import { usdCoinAbi } from '../src/chain/token.js';
 import type { Address, Hex } from '../src/chain/port.js';
-import { allowanceOf, buildWorld, chainNow, createAgent, devMarket, erc20BalanceOf, laneCall, mined, ownerCall, randomNonce, reverted, testPolicy, USDC, type Agent, type Call, type World } from '../test/custody/world.js';
+import { allowanceOf, chainNow, createAgent, devMarket, erc20BalanceOf, laneCall, mined, ownerCall, randomNonce, reverted, testPolicy, USDC, worldOf, type Agent, type Call, type World } from '../test/custody/world.js';
 
 /** What a compromised API or worker process holds: the relayer key and every agent's lane key (and their accounts). */
 interface Loot {
   relayer: World['relayer'];
   lanes: Map<Address, PrivateKeyAccount>;
+}
+
+const MASTER_KEY = 'drill-master-key-0123456789abcdef0123456789';
+
+/**
+ * Boots Anvil and the service on it (`--database-url` Postgres, else the embedded PGlite in a scratch DATA_DIR): its
+ * start runs the development bootstrap, which deploys every contract. Then takes what a compromised server has: a
+ * dump of every table, MASTER_KEY, and the keys they open (the relayer key; the lane keys of account wallets).
+ */
+async function bootAndLoot(databaseUrl: string | undefined) {
+  const node = await startAnvil();
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'drill-'));
+  const env: Record<string, string> = { NODE_ENV: 'development', DATA_DIR: dataDir, RUN_WORKER: 'false', LOG_LEVEL: 'silent', MASTER_KEY, VALIDATE_RESPONSES: 'false', CHAIN_RPC_URL: node.rpcUrl, CHAIN_POLL_MS: '20', CHAIN_CONFIRMATIONS: '1' };
+  if (databaseUrl) Object.assign(env, { DATABASE_URL: databaseUrl, AUTO_MIGRATE: 'false' });
+  const built = await createApp(loadConfig(env, () => {}));
+  const stop = async () => {
+    await built.close();
+    await node.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    const { rows } = (await built.db.raw(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)) as { rows: { table_name: string }[] };
+    const dump: Record<string, Record<string, unknown>[]> = {};
+    for (const { table_name } of rows) dump[table_name] = (await built.db(table_name).select()) as Record<string, unknown>[];
+    const sealer = createSealer(MASTER_KEY);
+    const setting = (key: string) => dump.chain_settings!.find((r) => r.key === key)?.value as string | undefined;
+    const relayerKey = sealer.open(setting('relayer_key')!) as Hex;
+    const laneKeys = (dump.wallets ?? []).filter((r) => r.custody === 'account').map((r) => ({ account: getAddress(String(r.address)) as Address, key: privateKeyToAccount(sealer.open(String(r.sealed_private_key)) as Hex) }));
+    const contracts = {
+      usdc: getAddress(setting('usdc_token')!) as Address,
+      dex: JSON.parse(setting(DEX_SETTING)!) as DexContracts,
+      earn: JSON.parse(setting(EARN_SETTING)!) as EarnContracts,
+      lending: JSON.parse(setting(LENDING_SETTING)!) as LendingContracts,
+      custody: JSON.parse(setting(CUSTODY_SETTING)!) as CustodyContracts,
+    };
+    const w = { ...worldOf(node, contracts, relayerKey), stop };
+    const dumpRows = Object.values(dump).reduce((n, t) => n + t.length, 0);
+    return { w, laneKeys, summary: `${Object.keys(dump).length} tables (${dumpRows} rows), MASTER_KEY, the relayer key ${w.relayer.account.address}` };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }
 
 interface Outcome {
@@ -42,15 +98,20 @@ async function holdings(w: World, account: Address): Promise<string> {
 }
 
 async function main(): Promise<number> {
+  const { values } = parseArgs({ options: { 'database-url': { type: 'string' } } });
   const started = Date.now();
-  const w = await buildWorld();
+  const { w, laneKeys, summary } = await bootAndLoot(values['database-url']);
+  const booted = Date.now();
   try {
     // ---- set-up, as the server and the owners do it
     const drained = await createAgent(w, { fundUsdc: USDC(100) });
     const target = await createAgent(w, { fundUsdc: USDC(200), limits: { perTxUsd: 10_00000000n, perPeriodUsd: 60_00000000n } });
     const paused = await createAgent(w, { fundUsdc: USDC(50) });
     const agents = [drained, target, paused];
-    const loot: Loot = { relayer: w.relayer, lanes: new Map(agents.map((a) => [a.account, a.lane])) };
+    // The lane keys as the server holds them: from the dump for the service's account wallets; the drill's own
+    // agents were set up beside the service (factory + owner signatures), their lane keys handed to the attacker.
+    const loot: Loot = { relayer: w.relayer, lanes: new Map([...agents.map((a) => [a.account, a.lane] as const), ...laneKeys.map((l) => [l.account, l.key] as const)]) };
+    process.stdout.write(`stolen: ${summary}, ${loot.lanes.size} lane keys (${laneKeys.length} from the dump)\n`);
     const market = devMarket(w);
     // The target agent has a vault position and a Morpho position (made through its lane, within its caps).
     await mined(w, laneCall(w, target, 'deposit', [w.vault, USDC(10), 0n]));
@@ -160,7 +221,7 @@ async function main(): Promise<number> {
       process.stdout.write(`agent ${i + 1} ${a.account}  exposure ${usd(al.exposureUsd)} (period remaining ${usd(al.periodRemainingUsd)}, lifetime remaining ${usd(al.lifetimeRemainingUsd)}, per tx ${usd(al.perTxUsd)}${isPaused ? ', paused' : ''}) to its approved payees\n`);
     }
     const stopped = outcomes.filter((o) => !o.refused).length;
-    process.stdout.write(`${outcomes.length} attacks, ${outcomes.length - stopped} failed, ${stopped} not stopped (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);
+    process.stdout.write(`${outcomes.length} attacks, ${outcomes.length - stopped} failed, ${stopped} not stopped (service and bootstrap ${((booted - started) / 1000).toFixed(1)} s, drill ${((Date.now() - booted) / 1000).toFixed(1)} s)\n`);
     return stopped === 0 ? 0 : 1;
   } finally {
     await w.stop();

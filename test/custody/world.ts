@@ -55,14 +55,20 @@ export async function buildWorld(): Promise<World> {
   const node = await startAnvil();
   const client = node.client;
   const faucet = wallet(node.rpcUrl, ANVIL_DEV_KEYS[0]!);
-  const relayer = wallet(node.rpcUrl, ANVIL_DEV_KEYS[1]!);
+  const relayerKey = ANVIL_DEV_KEYS[1]!;
+  const relayer = privateKeyToAccount(relayerKey).address;
   const usdc = await deployToken(faucet, client);
-  const dex = await deployDevDex(faucet, client, usdc, relayer.account.address);
-  const earn = await deployDevVaults(faucet, client, dex.tokens, relayer.account.address);
-  const lending = await deployDevLending(faucet, client, dex.tokens, relayer.account.address);
+  const dex = await deployDevDex(faucet, client, usdc, relayer);
+  const earn = await deployDevVaults(faucet, client, dex.tokens, relayer);
+  const lending = await deployDevLending(faucet, client, dex.tokens, relayer);
   const custody = await deployDevCustody(faucet, client);
-  const vault = earn.vaults[DEV_VAULTS.find((v) => v.asset === 'USDC')!.vaultId]!;
-  return { node, client, chainId: 31337, faucet, relayer, usdc, dex, earn, vault, lending, custody, stop: () => node.stop() };
+  return worldOf(node, { usdc, dex, earn, lending, custody }, relayerKey);
+}
+
+/** The world on `node` with contracts already deployed (by the server's bootstrap), acting as relayer with `relayerKey`. */
+export function worldOf(node: AnvilNode, c: { usdc: Address; dex: DexContracts; earn: EarnContracts; lending: LendingContracts; custody: CustodyContracts }, relayerKey: Hex): World {
+  const vault = c.earn.vaults[DEV_VAULTS.find((v) => v.asset === 'USDC')!.vaultId]!;
+  return { node, client: node.client, chainId: 31337, faucet: wallet(node.rpcUrl, ANVIL_DEV_KEYS[0]!), relayer: wallet(node.rpcUrl, relayerKey), ...c, vault, stop: () => node.stop() };
 }
 
 /** The test policy: 10 USD per transaction, 30 USD per day, 1000 USD lifetime, USDC/WETH/EURC/ETH, the dev venues. */
