@@ -8880,6 +8880,11 @@ export interface operations {
                 "application/json": {
                     email: string;
                     name?: string | null;
+                    /**
+                     * @description The owner's signer: an address whose key the owner keeps. In evm mode (CHAIN_RPC_URL set) it owns
+                     *     the owner's agents' AgentAccount wallets and signs every owner change of an agent (EIP-712).
+                     */
+                    signer_address?: string | null;
                 };
             };
         };
