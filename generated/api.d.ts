@@ -3324,6 +3324,10 @@ export interface components {
             gas_used: string | null;
             /** @description Effective gas price in wei (decimal string). */
             effective_gas_price: string | null;
+            /** @description Agent accounts (evm mode): the contract the agent's lane call went through, i.e. its AgentAccount (the same as `wallet_address`, whose limits the call was checked against); null for a transaction that was not a lane call and on the simulated chain. */
+            agent_wrapper_address?: components["schemas"]["NullableEvmAddress"];
+            /** @description The address that sent the transaction: the relayer, which submits the lane key's signed call and pays the gas (for a wallet whose key the server holds, the wallet itself for ETH); null before submission. */
+            agent_sender_address?: components["schemas"]["NullableEvmAddress"];
         };
         Operation: {
             id: components["schemas"]["Uuid"];
@@ -9245,6 +9249,11 @@ export interface operations {
                 "application/json": {
                     email: string;
                     name?: string | null;
+                    /**
+                     * @description The owner's signer: an address whose key the owner keeps. In evm mode (CHAIN_RPC_URL set) it owns
+                     *     the owner's agents' AgentAccount wallets and signs every owner change of an agent (EIP-712).
+                     */
+                    signer_address?: string | null;
                 };
             };
         };

@@ -40,6 +40,7 @@ import { mountConsole } from './console/console.js';
 import { mountDocs } from './docs/docs.js';
 import { createDefiArea } from './services/defi/area.js';
 import { createLedgerArea } from './services/ledger/area.js';
+import { createCustodyService } from './services/custody/accounts.js';
 import { createSettlementLoop } from './services/ledger/settlement-loop.js';
 import { createEventService } from './services/event.service.js';
 import { createOwnerService } from './services/owner.service.js';
@@ -199,8 +200,11 @@ function buildServices(deps: {
 }): Services {
   const { clock, document, rateLimits, onAgentCreated, sealer } = deps;
   // The ledger registers its wallet-key hook on onAgentCreated; DeFi registers its settlers on the ledger.
-  const ledger = createLedgerArea({ config: deps.config, sealer, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined });
+  // evm mode with the agent account factory (issue 24): wallets are AgentAccounts the owner's signer owns.
+  const custody = deps.chain?.custody ? createCustodyService({ config: deps.config, chain: deps.chain, sealer, clock, log: deps.log }) : null;
+  const ledger = createLedgerArea({ config: deps.config, sealer, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined, custody });
   return {
+    custody,
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
     defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null, lending: deps.chain?.lending ?? null }),

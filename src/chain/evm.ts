@@ -23,12 +23,15 @@ import { createDex, swapRouterAbi } from './dex.js';
 import { borrowRouterAbi, createLendingVenue, marketTuple, morphoAbi, morphoEventsAbi, type MarketParams } from './lending.js';
 import { createEarnVenue, devVaultAbi, earnRouterAbi, rewardsDistributorAbi } from './vaults.js';
 import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
+import { createEvmCustody } from './evm-custody.js';
 
 /** Gas of a plain ETH transfer to an account without code. */
 export const NATIVE_TRANSFER_GAS = 21_000n;
 /** Gas limit of a relayed `transferWithAuthorization` (about 60-80k used; fixed, so a transfer that would revert is still mined and fails visibly). */
 export const EIP3009_GAS = 150_000n;
 const CHAIN_SETTLED_TYPES = new Set(['payment', 'withdrawal.crypto']);
+/** The operation types an agent account's lane carries (issue 24). */
+const LANE_TYPES = new Set(['payment', 'withdrawal.crypto', 'one_off_payment.create']);
 /** Gas limit of a routed swap with its permit (about 110k per hop + 60k; fixed, so a swap that would revert is still mined and fails visibly). */
 export const SWAP_GAS = 400_000n;
 /** Gas limit of a vault action through the EarnRouter (a move redeems and deposits: about 200k). */
@@ -206,6 +209,8 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     });
     return hash;
   }
+
+  const custody = createEvmCustody({ config, chainId, client, relayer, sealer, clock, node, nextNonce, currentFees, record });
 
   /** The fee cap of a native transfer: its gas must fit in the reserve held beside the amount. */
   const nativeFeeCap = () => config.ethGasReserveWei / NATIVE_TRANSFER_GAS;
@@ -417,8 +422,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     dex,
     earn,
     lending,
+    custody: custody.port,
 
     settlesOnChain(op, asset) {
+      // An account wallet's one-off payment is a cheque issued in the account (issue 24).
+      if (op.type === 'one_off_payment.create') return Boolean((op.details as { cheque_id?: string } | null)?.cheque_id);
       if (op.type.startsWith('collateral.') || op.type.startsWith('debt.')) return Boolean((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending);
       if (op.type === 'conversion') return Boolean((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route);
       if (op.type === 'earn.rewards_claim') return Boolean((op.details as Partial<OnchainRewardsDetails> | null)?.onchain_rewards);
@@ -436,6 +444,13 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       const asset = (await findAsset(trx, op.asset_symbol!))!;
       const wallet = await findWalletByAgent(trx, op.agent_id);
       if (!wallet?.sealed_private_key) return { ok: false, code: 'settlement_failed', message: 'the wallet has no key' };
+      if (wallet.custody === 'account') {
+        // Issue 24: the agent's AgentAccount, through its lane.
+        if (!LANE_TYPES.has(op.type)) return { ok: false, code: 'not_implemented', message: `${op.type} does not go through an agent account's lane yet` };
+        const call = await custody.submitLane(trx, op, { agentId: op.agent_id, address: viem().getAddress(wallet.address!), sealedLaneKey: wallet.sealed_private_key }, asset);
+        if (!call.ok) return call;
+        return { ok: true, txHash: call.hash, recheckAt: new Date(clock.now().getTime() + config.pollMs) };
+      }
       const account = openWalletAccount(sealer, wallet.sealed_private_key);
       const amount = BigInt(op.amount!);
       const to = viem().getAddress(op.to_address!);
@@ -573,6 +588,9 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         log_index: row?.log_index ?? null,
         gas_used: row?.gas_used ?? null,
         effective_gas_price: row?.effective_gas_price ?? null,
+        // A lane call goes through the agent's account (the wrapper) and is sent by the relayer.
+        agent_wrapper_address: row?.kind === 'lane' ? viem().getAddress(row.to_address) : null,
+        agent_sender_address: row ? viem().getAddress(row.from_address) : null,
       } satisfies OnchainView;
     },
 

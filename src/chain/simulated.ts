@@ -21,6 +21,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     dex: null,
     earn: null,
     lending: null,
+    custody: null,
     settlesOnChain: () => false,
     gasReserve: () => 0n,
     async submit(_trx, op) {

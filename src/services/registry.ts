@@ -11,6 +11,7 @@ import type { OwnerService } from './owner.service.js';
 import type { SelfService } from './self.service.js';
 import type { WebhookService } from './webhook.service.js';
 import type { X402Service } from './x402/service.js';
+import type { CustodyService } from './custody/accounts.js';
 
 export interface Services {
   oauth: OAuthService;
@@ -23,6 +24,8 @@ export interface Services {
   x402: X402Service;
   owner: OwnerService;
   events: EventService;
+  /** evm mode with agent accounts (issue 24): the owner's signed changes relayed to each agent's account; else null. */
+  custody: CustodyService | null;
   /** evm mode (CHAIN_RPC_URL): deposits, reconciliation, x402 settlement tracking; null on the simulated chain. */
   inbound: ChainInbound | null;
   /** Simulate `depth: onchain`. */

@@ -2080,6 +2080,10 @@ export interface components {
             gas_used: string | null;
             /** @description Effective gas price in wei (decimal string). */
             effective_gas_price: string | null;
+            /** @description Agent accounts (evm mode): the contract the agent's lane call went through, i.e. its AgentAccount (the same as `wallet_address`, whose limits the call was checked against); null for a transaction that was not a lane call and on the simulated chain. */
+            agent_wrapper_address?: components["schemas"]["NullableEvmAddress"];
+            /** @description The address that sent the transaction: the relayer, which submits the lane key's signed call and pays the gas (for a wallet whose key the server holds, the wallet itself for ETH); null before submission. */
+            agent_sender_address?: components["schemas"]["NullableEvmAddress"];
         };
         Operation: {
             id: components["schemas"]["Uuid"];

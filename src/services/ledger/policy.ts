@@ -47,11 +47,26 @@ export interface LockedPolicy {
 }
 
 export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
+/** The caps and usage alone (what the chain mirror reads from an account in evm mode). */
+export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'>;
+
+/**
+ * Where the policy is authoritative on chain (issue 24, agent accounts): `onSet` relays the owner's signed policy to
+ * the agent's account before the database mirrors it (throws when it cannot), `limits` reads the account's caps and
+ * usage (undefined: the agent's wallet is not an account).
+ */
+export interface PolicyChainMirror {
+  onSet(db: Db, agentId: string, policy: Policy, signature?: unknown): Promise<void>;
+  limits(db: Db, agentId: string, mirror: CoreLimits): Promise<CoreLimits | undefined>;
+}
 
 export interface PolicyService {
   /** Validates the JSON policy file format (amounts as decimal strings); throws `validation_failed` listing problems. */
   parse(input: unknown): Policy;
-  set(db: Db, agentId: string, input: unknown): Promise<Policy>;
+  /** `signature`: the owner's EIP-712 signature of the proposed policy (evm mode, agent accounts). */
+  set(db: Db, agentId: string, input: unknown, signature?: unknown): Promise<Policy>;
+  /** Installs the chain mirror (evm mode with agent accounts). */
+  mirrorOnChain(mirror: PolicyChainMirror): void;
   allowAll(db: Db, agentId: string): Promise<Policy>;
   get(db: Db, agentId: string): Promise<Policy | null>;
   /**
@@ -217,14 +232,21 @@ const listed = (list: string[] | 'all' | undefined, value: string): boolean => l
 export function createPolicyService(deps: { clock: Clock }): PolicyService {
   const { clock } = deps;
   const deny = (code: ErrorCode, message: string, details: Record<string, unknown> = {}): PolicyDecision => ({ allowed: false, code, message, details });
+  let chainMirror: PolicyChainMirror | null = null;
 
   const service: PolicyService = {
     parse: parsePolicy,
 
-    async set(db, agentId, input) {
+    async set(db, agentId, input, signature) {
       const policy = parsePolicy(input);
+      // The chain first: the database mirrors what the account holds, never the other way round.
+      await chainMirror?.onSet(db, agentId, policy, signature);
       await upsertPolicy(db, agentId, policyToJson(policy), clock.now());
       return policy;
+    },
+
+    mirrorOnChain(mirror) {
+      chainMirror = mirror;
     },
 
     allowAll: (db, agentId) => service.set(db, agentId, { operation_types: 'all', allowed_assets: 'all', allowed_recipients: 'all', allowed_protocols: 'all' }),
@@ -289,7 +311,10 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       const start = periodStart(period, now);
       const { period: inPeriod, lifetime } = await sumUsageSinceAndLifetime(db, agentId, start);
       const limits = effectiveLimits(policy);
-      return { limits, usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) }, ...hightopLimits(policy, limits, inPeriod, lifetime) };
+      const mirror = { limits, usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
+      // evm mode: the caps and usage the account enforces, read from the chain (the database row is its mirror).
+      const shown = (await chainMirror?.limits(db, agentId, mirror)) ?? mirror;
+      return { ...shown, ...hightopLimits(policy, shown.limits, inPeriod, lifetime) };
     },
   };
   return service;
