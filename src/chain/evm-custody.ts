@@ -43,6 +43,8 @@ export interface EvmCustody {
   port: CustodyPort;
   /** An account wallet's outgoing operation as a lane call (payment, crypto withdrawal, one-off cheque). */
   submitLane(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, asset: ChainAsset): Promise<LaneSubmit>;
+  /** Any lane call of an operation (DeFi: swap, vault, Morpho): checked by eth_call, then recorded for broadcast. */
+  submitInner(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, inner: Hex, row: { kind: repo.ChainTxKind; gas: bigint; token: string | null; value: bigint | null }): Promise<LaneSubmit>;
 }
 
 export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
@@ -141,8 +143,6 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
       const amount = BigInt(op.amount!);
       const to = viem().getAddress(op.to_address!);
       const token = asset.contract_address ? viem().getAddress(asset.contract_address) : NATIVE_TOKEN;
-      const code = await node(() => client.getCode({ address: wallet.address }));
-      if (!code || code === '0x') return { ok: false, code: 'permission_not_granted', message: `the agent's account ${wallet.address} is not deployed: its owner has not signed a policy yet` };
       let inner: Hex;
       let transferTo: Address | null = to;
       if (op.type === 'one_off_payment.create') {
@@ -157,18 +157,26 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
         }
         inner = laneCall.pay(token, to, amount);
       }
-      const data = await relayed(wallet, inner);
-      const refused = await dryRun(wallet.address, data);
-      if (refused) {
-        const revert = accountRevertOf(refused);
-        // The account's own refusal (a cap, a payee, a time lock, the pause) is final; another revert (a token's
-        // balance check) is left to the chain, which fails it visibly.
-        if (revert) return { ok: false, code: revert.code, message: revert.message };
-      }
-      const fees = await deps.currentFees();
-      const nonce = await deps.nextNonce(trx, relayer.address);
-      const hash = await deps.record(trx, relayer, { to: wallet.address, value: 0n, data, nonce: Number(nonce), gas: LANE_GAS, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }, { operation_id: op.id, kind: 'lane', attempt: 0, token_address: transferTo && token !== NATIVE_TOKEN ? token : null, transfer_to: transferTo, transfer_value: amount, authorization_nonce: null, valid_before: null });
-      return { ok: true, hash };
+      return submit(trx, op, wallet, inner, { kind: 'lane', gas: LANE_GAS, token: transferTo && token !== NATIVE_TOKEN ? token : null, transferTo, value: amount });
     },
+
+    submitInner: (trx, op, wallet, inner, row) => submit(trx, op, wallet, inner, { ...row, transferTo: wallet.address }),
   };
+
+  async function submit(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, inner: Hex, row: { kind: repo.ChainTxKind; gas: bigint; token: string | null; transferTo: string | null; value: bigint | null }): Promise<LaneSubmit> {
+    const code = await node(() => client.getCode({ address: wallet.address }));
+    if (!code || code === '0x') return { ok: false, code: 'permission_not_granted', message: `the agent's account ${wallet.address} is not deployed: its owner has not signed a policy yet` };
+    const data = await relayed(wallet, inner);
+    const refused = await dryRun(wallet.address, data);
+    if (refused) {
+      const revert = accountRevertOf(refused);
+      // The account's own refusal (a cap, a payee, a time lock, the pause) is final; another revert (a token's
+      // balance check) is left to the chain, which fails it visibly.
+      if (revert) return { ok: false, code: revert.code, message: revert.message };
+    }
+    const fees = await deps.currentFees();
+    const nonce = await deps.nextNonce(trx, relayer.address);
+    const hash = await deps.record(trx, relayer, { to: wallet.address, value: 0n, data, nonce: Number(nonce), gas: row.gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }, { operation_id: op.id, kind: row.kind, attempt: 0, token_address: row.token, transfer_to: row.transferTo, transfer_value: row.value, authorization_nonce: null, valid_before: null });
+    return { ok: true, hash };
+  }
 }

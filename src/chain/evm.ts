@@ -12,18 +12,21 @@ import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import * as repo from '../db/repositories/chain.repository.js';
 import type { ChainTxRow } from '../db/repositories/chain.repository.js';
 import { findAsset, type AssetRow } from '../db/repositories/ledger.repository.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
-import { ChainUnavailableError, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
+import { ChainUnavailableError, type AccountWallet, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
 import { createDex, swapRouterAbi } from './dex.js';
 import { borrowRouterAbi, createLendingVenue, marketTuple, morphoAbi, morphoEventsAbi, type MarketParams } from './lending.js';
 import { createEarnVenue, devVaultAbi, earnRouterAbi, rewardsDistributorAbi } from './vaults.js';
 import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
 import { createEvmCustody } from './evm-custody.js';
+import { LANE_GAS } from './evm-custody.js';
+import { agentAccountAbi, morphoMarket } from './custody.js';
 
 /** Gas of a plain ETH transfer to an account without code. */
 export const NATIVE_TRANSFER_GAS = 21_000n;
@@ -416,6 +419,41 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     return { ok: true, hash };
   }
 
+  /**
+   * An account wallet's operation (issue 24): money out as a lane call of its AgentAccount (pay, cheque, swap, vault,
+   * Morpho), whose proceeds the account itself receives; a rewards claim pays the account as it pays a wallet.
+   */
+  async function submitThroughAccount(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, asset: ChainAsset): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
+    const d = op.details as Partial<OnchainSwapDetails & OnchainVaultDetails & OnchainLendingDetails & OnchainRewardsDetails> | null;
+    if (d?.onchain_rewards) return submitRewardsClaim(trx, op.id, wallet.address, op.details as unknown as OnchainRewardsDetails);
+    const v = viem();
+    const encode = (functionName: string, args: readonly unknown[]) => v.encodeFunctionData({ abi: agentAccountAbi, functionName, args } as Parameters<typeof v.encodeFunctionData>[0]);
+    if (d?.onchain_route) {
+      const { router, pairs, path } = d.onchain_route;
+      const inner = encode('swap', [router, pairs, path, BigInt(op.amount!), BigInt(d.min_amount_out!)]);
+      const call = await custody.submitInner(trx, op, wallet, inner, { kind: 'swap', gas: SWAP_GAS * BigInt(pairs.length) + LANE_GAS, token: path[0]!.toLowerCase(), value: BigInt(op.amount!) });
+      return !call.ok && call.code === 'slippage_exceeded' ? { ok: false, code: 'slippage_exceeded', message: `the reserves moved: the swap would return less than the minimum ${d.min_amount_out}` } : call;
+    }
+    if (d?.onchain_vault) {
+      const c = d.onchain_vault;
+      if (c.action === 'move') return { ok: false, code: 'not_implemented', message: 'moving between vaults is two lane calls: withdraw, then deposit' };
+      const inner = encode(c.action === 'deposit' ? 'deposit' : 'redeem', [v.getAddress(c.vault), BigInt(c.amount), BigInt(c.minimum)]);
+      return custody.submitInner(trx, op, wallet, inner, { kind: 'vault', gas: VAULT_GAS, token: c.vault.toLowerCase(), value: BigInt(c.amount) });
+    }
+    if (d?.onchain_lending) {
+      const c = d.onchain_lending;
+      const market = morphoMarket(c.params as Parameters<typeof morphoMarket>[0]);
+      const morpho = v.getAddress(c.morpho);
+      const inner =
+        c.action === 'repay'
+          ? encode('repay', [morpho, market, BigInt(c.assets), BigInt(c.shares ?? '0'), BigInt(c.max_assets!)])
+          : encode(c.action === 'supply_collateral' ? 'supplyCollateral' : c.action === 'withdraw_collateral' ? 'withdrawCollateral' : 'borrow', [morpho, market, BigInt(c.assets)]);
+      return custody.submitInner(trx, op, wallet, inner, { kind: 'lending', gas: LENDING_GAS, token: null, value: BigInt(c.assets) });
+    }
+    if (!LANE_TYPES.has(op.type)) return { ok: false, code: 'not_implemented', message: `${op.type} does not go through an agent account's lane` };
+    return custody.submitLane(trx, op, wallet, asset);
+  }
+
   const chain: Chain = {
     mode: 'evm',
     chainId,
@@ -446,8 +484,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       if (!wallet?.sealed_private_key) return { ok: false, code: 'settlement_failed', message: 'the wallet has no key' };
       if (wallet.custody === 'account') {
         // Issue 24: the agent's AgentAccount, through its lane.
-        if (!LANE_TYPES.has(op.type)) return { ok: false, code: 'not_implemented', message: `${op.type} does not go through an agent account's lane yet` };
-        const call = await custody.submitLane(trx, op, { agentId: op.agent_id, address: viem().getAddress(wallet.address!), sealedLaneKey: wallet.sealed_private_key }, asset);
+        const call = await submitThroughAccount(trx, op, { agentId: op.agent_id, address: viem().getAddress(wallet.address!), sealedLaneKey: wallet.sealed_private_key }, asset);
         if (!call.ok) return call;
         return { ok: true, txHash: call.hash, recheckAt: new Date(clock.now().getTime() + config.pollMs) };
       }
@@ -507,7 +544,9 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
           return { state: 'failed', code: 'submission_timeout', message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`, txHash: row.tx_hash, feeUnits };
         }
         if (receipt.status !== 'success') return { state: 'failed', code: 'execution_reverted', message: `transaction ${row.tx_hash} reverted on chain ${chainId}`, txHash: row.tx_hash, feeUnits };
-        const swapped = row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) })[0] : undefined;
+        // The router's Swapped event (an account's lane swap is sent to the account, which calls the router).
+        const routerAddress = ((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route?.router ?? row.to_address).toLowerCase();
+        const swapped = row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === routerAddress) })[0] : undefined;
         if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
         const extra: Record<string, unknown> = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
         if (row.kind === 'vault') {

@@ -21,7 +21,8 @@ import { createOperationService, type OperationService } from './operations.js';
 import { createPaymentService, type PaymentService } from './payments.js';
 import { createPolicyService, type PolicyService } from './policy.js';
 import { createWithdrawalService, type WithdrawalService } from './withdrawals.js';
-import type { CustodyService, OwnerSignature } from '../custody/accounts.js';
+import { apiCodeOf, type CustodyService, type OwnerSignature } from '../custody/accounts.js';
+import { laneCall } from '../../chain/accounts.js';
 import { limitsFromChain, toOnchainPolicy } from '../custody/onchain-policy.js';
 
 export interface LedgerArea {
@@ -83,6 +84,18 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
       async limits(db, agentId, mirror) {
         const acct = await custody.account(db, agentId);
         return acct ? limitsFromChain(await custody.state(acct.address), mirror, clock.now()) : undefined;
+      },
+    });
+    destinations.mirrorOnChain({
+      async onAdd(db, agentId, address, unlockAt, signature) {
+        if (!(await custody.account(db, agentId))) return;
+        await custody.apply(db as Knex, agentId, { kind: 'add_trusted_destination', destination: address as Address, unlockAt: BigInt(Math.floor(unlockAt.getTime() / 1000)) }, signature as OwnerSignature | undefined);
+      },
+      async confirmRefusal(db, agentId, address) {
+        const acct = await custody.account(db, agentId);
+        if (!acct) return null;
+        const refused = await chain.custody!.checkLane({ agentId, address: acct.address as Address, sealedLaneKey: acct.sealed_private_key }, laneCall.confirmTrustedDestination(address as Address));
+        return refused ? { code: apiCodeOf(refused.code), message: refused.message } : null;
       },
     });
     // A cheque issued in the account moves nothing: the one-off payment's hold stays until claim, cancel or expiry.
