@@ -208,7 +208,7 @@ async function backlogRate(ctx: { pool: pg.Pool; databaseUrl: string; env: Recor
   }
 }
 
-async function backlogRates(opts: SettlementBenchOptions, batchSize: string, types: BacklogType[]): Promise<Map<BacklogType, [number, number]>> {
+export async function backlogRates(opts: SettlementBenchOptions, batchSize: string, types: BacklogType[]): Promise<Map<BacklogType, [number, number]>> {
   const scratch = await scratchDatabase('agent_api_bench_backlog');
   const masterKey = randomBytes(32).toString('hex');
   const workerEnv = env(scratch.url, opts.redisUrl, masterKey, batchSize);

@@ -22,7 +22,7 @@ import { accountName, type LedgerService } from './ledger.js';
 import { createOperationViews, type OperationViews } from './operation-views.js';
 import type { LockedPolicy, PolicyRequest, PolicyService } from './policy.js';
 import { createSettlementScheduler, DEFAULT_SETTLEMENT_BATCH_SIZE, type SettlementScheduler } from './settlement.js';
-import { createBatchSettlement } from './settlement-batch.js';
+import { createBatchSettlement, type BatchSettler } from './settlement-batch.js';
 
 export type { PublicOperation, WriteResponse } from './operation-views.js';
 
@@ -57,7 +57,6 @@ const OPERATION_EVENTS: Record<OperationType, { executed?: EventType; failed?: E
 
 /** The events of an operation type; none for a type outside the document (test-only settlers). */
 const eventsOf = (type: string): { executed?: EventType; failed?: EventType } => OPERATION_EVENTS[type as OperationType] ?? {};
-
 
 export interface CreateOperationInput {
   principal: OwnerRef;
@@ -97,8 +96,9 @@ export interface CreateOperationInput {
   lockedPolicy?: LockedPolicy;
 }
 
-export type { BatchFacts, BatchPlan, BatchSettler, ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
-import type { BatchSettler, ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
+export type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
+export type { BatchFacts, BatchPlan, BatchSettler } from './settlement-batch.js';
+import type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
 
 export interface CreatedOperation {
   operation: OperationRow;
@@ -123,7 +123,6 @@ export interface OperationService extends SettlementScheduler, OperationViews {
   recordActivity(db: Db, input: ActivityInput): Promise<void>;
 }
 
-
 function family(type: string): string {
   if (type.startsWith('withdrawal.')) return 'withdrawal';
   if (type === 'one_off_payment.create') return 'one_off_payment';
@@ -141,22 +140,9 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   const { chain } = chains;
   const activity = createActivityLog({ clock });
   const views = createOperationViews({ ledger, chains });
-  const scheduler = createSettlementScheduler({
-    clock,
-    ledger,
-    chains,
-    retryMs: deps.chainRetryMs ?? 1000,
-    log: deps.log,
-    settlers,
-    chainSettlers,
-    settlerTypes: () => service.settlerTypes(),
-    finish: (trx, id, from, outcome) => service.finish(trx, id, from, outcome),
-    batch: {
-      size: deps.settlementBatchSize ?? DEFAULT_SETTLEMENT_BATCH_SIZE,
-      settlementDelayMs: deps.settlementDelayMs,
-      settlement: createBatchSettlement({ clock, ledger, chains, activity, batchSettlers, hasFailureHook: (type) => failureHooks.has(type), terminalRecords: (trx, op) => terminalRecords(trx, op, op.status === 'executed' ? eventsOf(op.type).executed : eventsOf(op.type).failed) }),
-    },
-  });
+  const finish: typeof service.finish = (trx, id, from, outcome) => service.finish(trx, id, from, outcome);
+  const batch = createBatchSettlement({ clock, ledger, chains, activity, batchSettlers, hasFailureHook: (type) => failureHooks.has(type), terminalRecords: (trx, op) => terminalRecords(trx, op, eventsOf(op.type)[op.status === 'executed' ? 'executed' : 'failed']) });
+  const scheduler = createSettlementScheduler({ clock, ledger, chains, retryMs: deps.chainRetryMs ?? 1000, log: deps.log, settlers, chainSettlers, settlerTypes: () => service.settlerTypes(), finish, batch: { size: deps.settlementBatchSize ?? DEFAULT_SETTLEMENT_BATCH_SIZE, settlementDelayMs: deps.settlementDelayMs, settlement: batch } });
 
   /** The terminal activity row of `op` and, when its type announces `eventType`, the outbox event (written by the caller). */
   async function terminalRecords(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}): Promise<{ activity: ActivityInput; event: NewEvent | null }> {

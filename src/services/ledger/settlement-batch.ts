@@ -10,6 +10,7 @@
 // only, so concurrent settlers overlap everything else.
 import type { Knex } from '../../db/knex.js';
 import type { NewEvent } from '../../db/repositories/event.repository.js';
+import type { AssetRow, HoldRow } from '../../db/repositories/ledger.repository.js';
 import { claimDueOperations, type OperationRow } from '../../db/repositories/operation.repository.js';
 import {
   applyBalanceDeltas,
@@ -24,8 +25,31 @@ import type { Clock } from '../../lib/clock.js';
 import { newId } from '../../lib/ids.js';
 import type { ActivityInput, ActivityLog } from './activity.js';
 import type { Chains } from './chains.js';
-import { accountName, type Account, type LedgerService } from './ledger.js';
-import type { BatchSettler } from './settling.js';
+import { accountName, type Account, type LedgerService, type PriceBook } from './ledger.js';
+
+/** What a batch settler knows of one operation: read for the whole batch in one statement (settlement-batch.ts). */
+export interface BatchFacts {
+  /** The operation's holds still held, oldest first. */
+  holds: HoldRow[];
+  /** The agent wallet at the operation's `to_address`, when there is one. */
+  payee: { id: string; agent_id: string } | undefined;
+  /** The simulated chain refuses transfers to `to_address` (agentctl chain fail-address). */
+  failing: boolean;
+  assets: ReadonlyMap<string, AssetRow>;
+  prices: PriceBook;
+}
+
+/**
+ * How a batch settles one operation, decided without I/O: executed, every held hold captured to `capture.to`
+ * (none when `capture` is null: the holds stay, as a one-off payment's escrow does), with `activity` rows beside the
+ * terminal one; or failed, every held hold released.
+ */
+export type BatchPlan =
+  | { ok: true; details?: Record<string, unknown>; capture: { to: Account; entryType: string } | null; activity?: ActivityInput[] }
+  | { ok: false; code: string; message: string };
+
+/** The batch form of a type's settler; null leaves this operation to the one-at-a-time path (its Settler). */
+export type BatchSettler = (op: OperationRow, facts: BatchFacts) => BatchPlan | null;
 
 export interface BatchResult {
   /** Operations claimed by the batch (settled or deferred). */
