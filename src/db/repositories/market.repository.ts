@@ -1,5 +1,6 @@
 // Borrow markets (one reserve per asset), collateral and scaled debt per wallet.
-import type { Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { identifier, sql } from '../sql.js';
 
 export interface MarketRow {
   id: string;
@@ -57,7 +58,7 @@ export async function updateMarketIndex(db: Db, asset: string, indexRay: bigint,
  * check sees the collateral and debt the previous write left.
  */
 export async function lockWallet(db: Db, walletId: string): Promise<void> {
-  await db.raw('SELECT id FROM wallets WHERE id = ? FOR NO KEY UPDATE', [walletId]);
+  await rows(db, sql`SELECT id FROM wallets WHERE id = ${walletId} FOR NO KEY UPDATE`);
 }
 
 export async function listCollateral(db: Db, walletId: string): Promise<CollateralRow[]> {
@@ -71,10 +72,11 @@ export async function listDebts(db: Db, walletId: string): Promise<DebtRow[]> {
 /** Adds `delta` to a wallet's balance row in `table` (a constant of this module), or subtracts it guarded at zero; false when the guard refused. */
 async function addGuarded(db: Db, table: 'borrow_collateral' | 'borrow_debts', column: 'amount' | 'scaled_amount', r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
   if (r.delta >= 0n) {
-    await db.raw(
-      `INSERT INTO ?? (wallet_id, asset_symbol, agent_id, ??, updated_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET ?? = ??.?? + EXCLUDED.??, updated_at = EXCLUDED.updated_at`,
-      [table, column, r.wallet_id, r.asset_symbol, r.agent_id, r.delta.toString(), r.at, column, table, column, column],
+    const [t, c] = [identifier(table), identifier(column)];
+    await rows(
+      db,
+      sql`INSERT INTO ${t} (wallet_id, asset_symbol, agent_id, ${c}, updated_at) VALUES (${r.wallet_id}, ${r.asset_symbol}, ${r.agent_id}, ${r.delta.toString()}, ${r.at})
+       ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET ${c} = ${t}.${c} + EXCLUDED.${c}, updated_at = EXCLUDED.updated_at`,
     );
     return true;
   }
