@@ -156,22 +156,23 @@ export async function findBalance(db: Db, walletId: string, asset: string): Prom
 
 /** Adds signed deltas to one balance row (creating it at zero); the CHECK constraints refuse a negative result. */
 export async function applyBalanceDelta(db: Db, walletId: string, asset: string, available: bigint, held: bigint, at: Date): Promise<void> {
-  await db.raw(
-    `INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at) VALUES (?, ?, ?, ?, ?)
+  await rows(
+    db,
+    sql`INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at) VALUES (${walletId}, ${asset}, ${available.toString()}, ${held.toString()}, ${at})
      ON CONFLICT (wallet_id, asset_symbol) DO UPDATE
        SET available = balances.available + EXCLUDED.available, held = balances.held + EXCLUDED.held, updated_at = EXCLUDED.updated_at`,
-    [walletId, asset, available.toString(), held.toString(), at],
   );
 }
 
 /** Applies deltas where at least one is negative, only if neither column goes below zero; false when refused. */
 export async function applyGuardedDelta(db: Db, walletId: string, asset: string, available: bigint, held: bigint, at: Date): Promise<boolean> {
-  const result = await db.raw(
-    `UPDATE balances SET available = available + ?::numeric, held = held + ?::numeric, updated_at = ?
-     WHERE wallet_id = ? AND asset_symbol = ? AND available + ?::numeric >= 0 AND held + ?::numeric >= 0`,
-    [available.toString(), held.toString(), at, walletId, asset, available.toString(), held.toString()],
+  const updated = await rows(
+    db,
+    sql`UPDATE balances SET available = available + ${available.toString()}::numeric, held = held + ${held.toString()}::numeric, updated_at = ${at}
+     WHERE wallet_id = ${walletId} AND asset_symbol = ${asset} AND available + ${available.toString()}::numeric >= 0 AND held + ${held.toString()}::numeric >= 0
+     RETURNING 1`,
   );
-  return (result.rowCount ?? 0) === 1;
+  return updated.length === 1;
 }
 
 export interface HoldInput {
