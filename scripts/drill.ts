@@ -20,6 +20,9 @@ import { DEX_SETTING, type DexContracts } from '../src/chain/dex.js';
 import { LENDING_SETTING, type LendingContracts } from '../src/chain/lending.js';
 import { EARN_SETTING, type EarnContracts } from '../src/chain/vaults.js';
 import { startAnvil } from '../test/helpers/anvil.js';
+import { ownerTypedData as serviceOwnerTypedData } from '../src/chain/accounts.js';
+import { toOnchainPolicy } from '../src/services/custody/onchain-policy.js';
+import { mintToken } from '../src/chain/token.js';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { agentAccountAbi } from '../src/chain/custody.js';
 import { borrowRouterAbi, morphoAbi } from '../src/chain/lending.js';
@@ -37,12 +40,8 @@ interface Loot {
 
 const MASTER_KEY = 'drill-master-key-0123456789abcdef0123456789';
 
-/**
- * Boots Anvil and the service on it (`--database-url` Postgres, else the embedded PGlite in a scratch DATA_DIR): its
- * start runs the development bootstrap, which deploys every contract. Then takes what a compromised server has: a
- * dump of every table, MASTER_KEY, and the keys they open (the relayer key; the lane keys of account wallets).
- */
-async function bootAndLoot(databaseUrl: string | undefined) {
+/** Boots Anvil and the service on it (`--database-url` Postgres, else the embedded PGlite): its start runs the bootstrap. */
+async function boot(databaseUrl: string | undefined) {
   const node = await startAnvil();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'drill-'));
   const env: Record<string, string> = { NODE_ENV: 'development', DATA_DIR: dataDir, RUN_WORKER: 'false', LOG_LEVEL: 'silent', MASTER_KEY, VALIDATE_RESPONSES: 'false', CHAIN_RPC_URL: node.rpcUrl, CHAIN_POLL_MS: '20', CHAIN_CONFIRMATIONS: '1' };
@@ -53,28 +52,54 @@ async function bootAndLoot(databaseUrl: string | undefined) {
     await node.stop();
     rmSync(dataDir, { recursive: true, force: true });
   };
-  try {
-    const { rows } = (await built.db.raw(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)) as { rows: { table_name: string }[] };
-    const dump: Record<string, Record<string, unknown>[]> = {};
-    for (const { table_name } of rows) dump[table_name] = (await built.db(table_name).select()) as Record<string, unknown>[];
-    const sealer = createSealer(MASTER_KEY);
-    const setting = (key: string) => dump.chain_settings!.find((r) => r.key === key)?.value as string | undefined;
-    const relayerKey = sealer.open(setting('relayer_key')!) as Hex;
-    const laneKeys = (dump.wallets ?? []).filter((r) => r.custody === 'account').map((r) => ({ account: getAddress(String(r.address)) as Address, key: privateKeyToAccount(sealer.open(String(r.sealed_private_key)) as Hex) }));
-    const contracts = {
-      usdc: getAddress(setting('usdc_token')!) as Address,
-      dex: JSON.parse(setting(DEX_SETTING)!) as DexContracts,
-      earn: JSON.parse(setting(EARN_SETTING)!) as EarnContracts,
-      lending: JSON.parse(setting(LENDING_SETTING)!) as LendingContracts,
-      custody: JSON.parse(setting(CUSTODY_SETTING)!) as CustodyContracts,
-    };
-    const w = { ...worldOf(node, contracts, relayerKey), stop };
-    const dumpRows = Object.values(dump).reduce((n, t) => n + t.length, 0);
-    return { w, laneKeys, summary: `${Object.keys(dump).length} tables (${dumpRows} rows), MASTER_KEY, the relayer key ${w.relayer.account.address}` };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
+  return { node, built, stop };
+}
+
+type Built = Awaited<ReturnType<typeof boot>>['built'];
+
+/**
+ * What a compromised server has: a dump of every table, MASTER_KEY, and the keys they open (the relayer key; the
+ * lane key of every account wallet), plus the contracts its bootstrap recorded.
+ */
+async function steal(node: Awaited<ReturnType<typeof boot>>['node'], built: Built) {
+  const { rows } = (await built.db.raw(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)) as { rows: { table_name: string }[] };
+  const dump: Record<string, Record<string, unknown>[]> = {};
+  for (const { table_name } of rows) dump[table_name] = (await built.db(table_name).select()) as Record<string, unknown>[];
+  const sealer = createSealer(MASTER_KEY);
+  const setting = (key: string) => dump.chain_settings!.find((r) => r.key === key)?.value as string | undefined;
+  const relayerKey = sealer.open(setting('relayer_key')!) as Hex;
+  const laneKeys = (dump.wallets ?? []).filter((r) => r.custody === 'account').map((r) => ({ account: getAddress(String(r.address)) as Address, key: privateKeyToAccount(sealer.open(String(r.sealed_private_key)) as Hex) }));
+  const contracts = {
+    usdc: getAddress(setting('usdc_token')!) as Address,
+    dex: JSON.parse(setting(DEX_SETTING)!) as DexContracts,
+    earn: JSON.parse(setting(EARN_SETTING)!) as EarnContracts,
+    lending: JSON.parse(setting(LENDING_SETTING)!) as LendingContracts,
+    custody: JSON.parse(setting(CUSTODY_SETTING)!) as CustodyContracts,
+  };
+  const dumpRows = Object.values(dump).reduce((n, t) => n + t.length, 0);
+  return { contracts, relayerKey, laneKeys, summary: `${Object.keys(dump).length} tables (${dumpRows} rows), MASTER_KEY, the relayer key ${privateKeyToAccount(relayerKey).address}` };
+}
+
+/**
+ * An agent made through the service as an owner does it: the owner registers its signer (a key it keeps; the service
+ * never sees it), the agent's wallet becomes an account, and the owner signs the policy the service proposes.
+ */
+async function serviceAgent(built: Built): Promise<Omit<Agent, 'lane'>> {
+  const owner = privateKeyToAccount(generatePrivateKey());
+  const payee = privateKeyToAccount(generatePrivateKey()).address;
+  const { owner_id } = await built.services.agents.createOwner(built.db, { email: `drill-${randomNonce().slice(2, 10)}@example.com`, signerAddress: owner.address });
+  const created = await built.services.agents.createAgent(built.db, { ownerId: owner_id, name: 'drill agent' });
+  const doc = { operation_types: 'all', per_tx_usd: '10', per_period_usd: '30', period: 'day', allowed_assets: ['USDC'], allowed_recipients: [payee], allowed_protocols: [] };
+  const custody = built.services.custody!;
+  const contracts = JSON.parse((await built.db('chain_settings').where({ key: CUSTODY_SETTING }).first()).value) as CustodyContracts;
+  const onchain = await toOnchainPolicy(built.db, { chain: built.chain!, contracts, protocols: async () => new Map() }, created.agent_id, built.services.ledger.policy.parse(doc));
+  const change = { kind: 'set_policy', policy: onchain } as const;
+  const proposal = await custody.propose(built.db, created.agent_id, change);
+  const signature = await owner.signTypedData(serviceOwnerTypedData(31337, proposal.account, change, BigInt(proposal.nonce), BigInt(proposal.deadline)) as never);
+  await built.services.ledger.policy.set(built.db, created.agent_id, doc, { signature, nonce: proposal.nonce, deadline: proposal.deadline });
+  const wallet = (await built.db('wallets').where({ id: created.wallet_id }).first()) as { address: string; custody: string };
+  if (wallet.custody !== 'account') throw new Error('the service did not make the agent\'s wallet an account');
+  return { account: getAddress(wallet.address) as Address, owner, payee };
 }
 
 interface Outcome {
@@ -100,14 +125,21 @@ async function holdings(w: World, account: Address): Promise<string> {
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { 'database-url': { type: 'string' } } });
   const started = Date.now();
-  const { w, laneKeys, summary } = await bootAndLoot(values['database-url']);
+  const { node, built, stop } = await boot(values['database-url']);
   const booted = Date.now();
   try {
+    const viaService = await serviceAgent(built);
+    const { contracts, relayerKey, laneKeys, summary } = await steal(node, built);
+    const w = worldOf(node, contracts, relayerKey);
+    await mintToken(w.faucet, w.client, w.usdc, viaService.account, USDC(100));
+    const serviceLane = laneKeys.find((l) => l.account === viaService.account);
+    if (!serviceLane) throw new Error('the dump holds no lane key for the service agent');
+    const svc: Agent = { ...viaService, lane: serviceLane.key };
     // ---- set-up, as the server and the owners do it
     const drained = await createAgent(w, { fundUsdc: USDC(100) });
     const target = await createAgent(w, { fundUsdc: USDC(200), limits: { perTxUsd: 10_00000000n, perPeriodUsd: 60_00000000n } });
     const paused = await createAgent(w, { fundUsdc: USDC(50) });
-    const agents = [drained, target, paused];
+    const agents = [svc, drained, target, paused];
     // The lane keys as the server holds them: from the dump for the service's account wallets; the drill's own
     // agents were set up beside the service (factory + owner signatures), their lane keys handed to the attacker.
     const loot: Loot = { relayer: w.relayer, lanes: new Map([...agents.map((a) => [a.account, a.lane] as const), ...laneKeys.map((l) => [l.account, l.key] as const)]) };
@@ -214,6 +246,12 @@ async function main(): Promise<number> {
     await attempt('pay from the paused agent', paused, () => asLane(paused, 'pay', [w.usdc, paused.payee, USDC(1)]));
     await attempt('vouch an x402 signature on the paused agent', paused, () => asLane(paused, 'authorizeX402', [w.usdc, paused.payee, USDC(1), 0n, now + 3600n, randomNonce()]));
 
+    // The agent the service made: its lane key came out of the dump.
+    await attempt('service agent: over the per-transaction cap with the lane key from the dump', svc, () => asLane(svc, 'pay', [w.usdc, svc.payee, USDC(10) + 1n]));
+    await attempt('service agent: pay an unapproved payee', svc, () => asLane(svc, 'pay', [w.usdc, attacker.address, USDC(1)]));
+    await attempt('service agent: raise the limits (SetPolicy signed by the lane key from the dump)', svc, () => ownerCall(w, svc, 'SetPolicy', full, { signer: lane(svc) }));
+    await attempt('service agent: the relayer key from the dump calls pay', svc, () => asRelayer(svc.account, agentAccountAbi, 'pay', [w.usdc, svc.payee, USDC(1)]));
+
     for (const [i, o] of outcomes.entries()) process.stdout.write(`attack ${String(i + 1).padStart(2)}  ${o.refused ? 'FAILED as it must' : 'NOT STOPPED'}  ${o.name}: ${o.detail}\n`);
     for (const [i, a] of agents.entries()) {
       const al = await allowanceOf(w, a);
@@ -224,7 +262,7 @@ async function main(): Promise<number> {
     process.stdout.write(`${outcomes.length} attacks, ${outcomes.length - stopped} failed, ${stopped} not stopped (service and bootstrap ${((booted - started) / 1000).toFixed(1)} s, drill ${((Date.now() - booted) / 1000).toFixed(1)} s)\n`);
     return stopped === 0 ? 0 : 1;
   } finally {
-    await w.stop();
+    await stop();
   }
 }
 

@@ -51,12 +51,14 @@ describe('npm run drill (compromised server against the chain)', function () {
     ])
       expect(attacks.some((l) => l.includes(named)), named).to.equal(true);
     const exposures = stdout.split('\n').filter((l) => /^agent \d+ 0x[0-9a-fA-F]{40} {2}exposure /.test(l));
-    expect(exposures).to.have.length(3);
+    expect(exposures).to.have.length(4);
     // The drained agent has nothing left this period; the paused one exposes nothing.
-    expect(exposures[0]).to.include('exposure 0 USD');
-    expect(exposures[2]).to.match(/exposure 0 USD .*paused/);
+    expect(exposures[1]).to.include('exposure 0 USD');
+    expect(exposures[3]).to.match(/exposure 0 USD .*paused/);
     expect(stdout).to.match(/\n(\d+) attacks, \1 failed, 0 not stopped/);
     // The relayer key came out of the database dump, opened with MASTER_KEY.
-    expect(stdout).to.match(/^stolen: \d+ tables \(\d+ rows\), MASTER_KEY, the relayer key 0x[0-9a-fA-F]{40}/m);
+    expect(stdout).to.match(/^stolen: \d+ tables \(\d+ rows\), MASTER_KEY, the relayer key 0x[0-9a-fA-F]{40}, \d+ lane keys \([1-9]\d* from the dump\)/m);
+    // The agent the service made (its lane key from the dump) is attacked too.
+    expect(attacks.filter((l) => l.includes('service agent:'))).to.have.length(4);
   });
 });
