@@ -17,6 +17,8 @@ const SLOWEST = [
   'test/chain/crash.test.ts',
   'test/foundation/embedded.test.ts',
   'test/defi-chain/borrow.test.ts',
+  'test/custody/drill.test.ts',
+  'test/custody/account.test.ts',
   'test/chain/reconcile.test.ts',
   'test/console/console.test.ts',
   'test/defi-chain/earn.test.ts',
