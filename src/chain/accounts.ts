@@ -217,3 +217,4 @@ export function accountRevertOf(err: unknown): AccountRevert | null {
     return null;
   }
 }
+

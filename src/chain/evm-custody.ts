@@ -14,7 +14,7 @@ import { viem } from '../lib/viem.js';
 import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
 import { NATIVE_TOKEN, accountRevertOf, createAccountCallData, laneCall, readAccountState, readOwnerNonce, relayLaneCallData } from './accounts.js';
-import { CUSTODY_SETTING, agentAccountFactoryAbi, type CustodyContracts } from './custody.js';
+import { CUSTODY_SETTING, agentAccountAbi, agentAccountFactoryAbi, type CustodyContracts } from './custody.js';
 import { ChainUnavailableError, type AccountWallet, type Address, type ChainAsset, type CustodyPort, type Hex } from './port.js';
 
 /** Gas limit of a relayed lane call (pay or cheque: about 90-130k with the feed read and the usage write). */
@@ -106,6 +106,8 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
     },
 
     ownerNonce: (account, owner) => node(() => readOwnerNonce(client, account, owner)),
+
+    readTrusted: (account, destination) => node(() => client.readContract({ address: account, abi: agentAccountAbi, functionName: 'trustedUnlockAt', args: [destination] })),
 
     async ensureDeployed(db, a) {
       const code = await node(() => client.getCode({ address: a.address }));

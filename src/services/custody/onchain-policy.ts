@@ -16,7 +16,8 @@ import { viem } from '../../lib/viem.js';
 import { isEvmAddress } from '../../lib/wallet-keys.js';
 import { USD_DECIMALS } from '../ledger/ledger.js';
 import { periodStart, type Period, type Policy, type CoreLimits } from '../ledger/policy.js';
-import type { AccountState } from '../../chain/accounts.js';
+import { policyHashOf, type AccountState } from '../../chain/accounts.js';
+import { listAccountWallets, listDestinationStates } from '../../db/repositories/custody.repository.js';
 
 /** Operation types that move money out of the wallet: a policy allowing none of them caps every lane call at 0. */
 const MONEY_TYPES = ['payment', 'one_off_payment.create', 'withdrawal.crypto', 'conversion', 'earn.deposit', 'earn.withdraw', 'earn.move', 'debt.borrow', 'debt.repay', 'collateral.add', 'collateral.remove', 'x402.sign', 'x402.purchase'];
@@ -112,4 +113,28 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
     },
     usage: { period_start: new Date(Number(u.periodStart) * 1000).toISOString(), period_usd: usd(u.periodUsd), period_txs: u.periodTxs, lifetime_usd: usd(u.lifetimeUsd) },
   };
+}
+
+/**
+ * Policy drift (agentctl chain reconcile): per account, the database's policy against the account's policy hash,
+ * and the trusted destinations the database shows confirmed that the account would not pay (not added on chain, or
+ * still time-locked). Each row names the agent, what differs, and both sides.
+ */
+export async function policyDrift(db: Db, deps: { chain: Chain; contracts: CustodyContracts; protocols: ProtocolAddresses; custody: { state(account: string): Promise<AccountState> }; policy: { get(db: Db, agentId: string): Promise<Policy | null> }; now: Date }, agentId?: string): Promise<Record<string, unknown>[]> {
+  const rows: Record<string, unknown>[] = [];
+  for (const acct of await listAccountWallets(db, agentId)) {
+    const state = await deps.custody.state(acct.address);
+    const policy = await deps.policy.get(db, acct.agent_id);
+    const expected = policy ? policyHashOf(await toOnchainPolicy(db, deps, acct.agent_id, policy)) : null;
+    const onchain = state.deployed && state.policyVersion > 0n ? state.policyHash : null;
+    if (expected !== onchain) rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'policy', database: expected, onchain, message: 'the database\'s policy is not the one the account holds: the account enforces its own' });
+    if (state.lane && acct.lane_address.toLowerCase() !== state.lane.toLowerCase()) rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'lane', database: acct.lane_address, onchain: state.lane });
+    for (const d of await listDestinationStates(db, acct.agent_id)) {
+      if (d.status !== 'confirmed') continue;
+      const unlockAt = state.deployed ? await deps.chain.custody!.readTrusted(acct.address as Address, viem().getAddress(d.address) as Address) : 0n;
+      const nowSeconds = BigInt(Math.floor(deps.now.getTime() / 1000));
+      if (unlockAt === 0n || unlockAt > nowSeconds) rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'trusted_destination', destination_id: d.id, address: d.address, database: 'confirmed', onchain: unlockAt === 0n ? 'not_trusted' : `time_locked_until_${new Date(Number(unlockAt) * 1000).toISOString()}` });
+    }
+  }
+  return rows;
 }

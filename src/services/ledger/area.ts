@@ -23,7 +23,7 @@ import { createPolicyService, type PolicyService } from './policy.js';
 import { createWithdrawalService, type WithdrawalService } from './withdrawals.js';
 import { apiCodeOf, type CustodyService, type OwnerSignature } from '../custody/accounts.js';
 import { laneCall } from '../../chain/accounts.js';
-import { limitsFromChain, toOnchainPolicy } from '../custody/onchain-policy.js';
+import { limitsFromChain, policyDrift, toOnchainPolicy } from '../custody/onchain-policy.js';
 
 export interface LedgerArea {
   ledger: LedgerService;
@@ -84,6 +84,11 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
       async limits(db, agentId, mirror) {
         const acct = await custody.account(db, agentId);
         return acct ? limitsFromChain(await custody.state(acct.address), mirror, clock.now()) : undefined;
+      },
+      async drift(db, agentId) {
+        const contracts = await chain.custody!.contracts(db);
+        if (!contracts) return [];
+        return policyDrift(db, { chain, contracts, protocols, custody, policy, now: clock.now() }, agentId);
       },
     });
     destinations.mirrorOnChain({

@@ -58,6 +58,8 @@ export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'>;
 export interface PolicyChainMirror {
   onSet(db: Db, agentId: string, policy: Policy, signature?: unknown): Promise<void>;
   limits(db: Db, agentId: string, mirror: CoreLimits): Promise<CoreLimits | undefined>;
+  /** Where the database's mirror differs from the accounts (agentctl chain reconcile). */
+  drift(db: Db, agentId?: string): Promise<Record<string, unknown>[]>;
 }
 
 export interface PolicyService {
@@ -67,6 +69,8 @@ export interface PolicyService {
   set(db: Db, agentId: string, input: unknown, signature?: unknown): Promise<Policy>;
   /** Installs the chain mirror (evm mode with agent accounts). */
   mirrorOnChain(mirror: PolicyChainMirror): void;
+  /** Policy drift between the database and the agents' accounts; empty without agent accounts. */
+  chainDrift(db: Db, agentId?: string): Promise<Record<string, unknown>[]>;
   allowAll(db: Db, agentId: string): Promise<Policy>;
   get(db: Db, agentId: string): Promise<Policy | null>;
   /**
@@ -248,6 +252,8 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
     mirrorOnChain(mirror) {
       chainMirror = mirror;
     },
+
+    chainDrift: async (db, agentId) => (chainMirror ? chainMirror.drift(db, agentId) : []),
 
     allowAll: (db, agentId) => service.set(db, agentId, { operation_types: 'all', allowed_assets: 'all', allowed_recipients: 'all', allowed_protocols: 'all' }),
 
