@@ -173,7 +173,8 @@ export function serveAgentApiFirst(app: Express, middleware: Middleware[], agent
   };
   (app as unknown as { handle: (req: IncomingMessage, res: ServerResponse, callback?: unknown) => void }).handle = function agentApiFirst(req, res, callback) {
     const url = req.url ?? '';
-    if (callback !== undefined || !(url === AGENT_MOUNT || url.startsWith(`${AGENT_MOUNT}/`) || url.startsWith(`${AGENT_MOUNT}?`))) return expressHandle(req, res, callback);
+    // The public briefing under the mount (/v1/agent/skill.md, src/docs/docs.ts) is an Express route of its own.
+    if (callback !== undefined || !(url === AGENT_MOUNT || url.startsWith(`${AGENT_MOUNT}/`) || url.startsWith(`${AGENT_MOUNT}?`)) || url.split('?')[0] === `${AGENT_MOUNT}/skill.md`) return expressHandle(req, res, callback);
     const request = req as Request;
     const response = res as Response;
     request.res = response;
