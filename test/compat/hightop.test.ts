@@ -371,4 +371,23 @@ describe('Hightop compatibility (issue 26)', function () {
       expect(res.text).to.equal((await s.request('GET', '/skill.md')).text);
     });
   });
+
+  describe('page api-reference/post-payments', () => {
+    it('the page\'s body (deliver_as and prefer auto, note null, slippage_percent 1) creates a payment', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1', deliver_as: 'auto', prefer: 'auto', note: null, slippage_percent: 1 } });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body).to.include({ ok: true, fee_usd: '0' });
+      expect(res.body.resource.type).to.equal('payment');
+      expect(await usdcBalance(agent.walletId)).to.deep.equal({ available: 9_000_000n, held: 1_000_000n });
+    });
+
+    it('deliver_as names a rail: trusted_destination to an address that is none is refused, nothing held', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1', deliver_as: 'trusted_destination' } });
+      expect(res.status, res.text).to.equal(400);
+      expect(res.body.error.code).to.equal('validation_failed');
+      expect(await usdcBalance(agent.walletId)).to.deep.equal({ available: 10_000_000n, held: 0n });
+    });
+  });
 });
