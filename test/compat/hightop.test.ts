@@ -2,6 +2,9 @@
 // page (https://www.hightop.com/docs/<page>) whose request examples it replays, in our own paraphrase, against a live
 // server (responses validated against the OpenAPI document), and checks the fields and codes that page documents.
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { AgentApiError, getAgentApiError, getAgentApiErrorByCode, isAgentErrorCode } from '../../sdk/src/index.js';
+import { repoRoot } from '../helpers/process.js';
 import { ChainUnavailableError } from '../../src/chain/port.js';
 import { createSealer } from '../../src/lib/crypto.js';
 import { createSimulationService } from '../../src/services/simulate-onchain.service.js';
@@ -318,6 +321,73 @@ describe('Hightop compatibility (issue 26)', function () {
       expect(res.body.ok).to.equal(false);
       expect(res.body.error).to.include({ code: 'authentication_failed' });
       expect(res.body.error.message).to.be.a('string');
+    });
+  });
+
+  describe('page api-and-integrations/reference/sdk-and-openapi', () => {
+    it('the SDK offers getAgentApiError, getAgentApiErrorByCode and isAgentErrorCode', () => {
+      const e = new AgentApiError({ code: 'limit_exceeded', message: 'over the cap', status: 403 });
+      expect(getAgentApiError(e)).to.equal(e);
+      expect(getAgentApiError(new Error('x'))).to.equal(undefined);
+      expect(getAgentApiErrorByCode(e, 'limit_exceeded')).to.equal(e);
+      expect(getAgentApiErrorByCode(e, 'insufficient_funds')).to.equal(undefined);
+      expect(isAgentErrorCode('cooldown_active')).to.equal(true);
+      expect(isAgentErrorCode('agent_api_chain_unavailable')).to.equal(true);
+      expect(isAgentErrorCode('no_such_code')).to.equal(false);
+    });
+  });
+
+  describe('page api-and-integrations/cli', () => {
+    it('a write without --idempotency-key prints the key it generated on stderr, and a retry with it replays', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const env = { ...process.env, AGENT_API_BASE_URL: s.baseUrl, AGENT_API_AGENT_ID: agent.agentId, AGENT_API_KEY: agent.apiKey };
+      const args = ['tsx', 'sdk/src/cli.ts', 'payments', 'create', '--to', SELLER_PAY_TO, '--asset', 'USDC', '--amount', '1'];
+      // Asynchronously: the server answering the CLI runs in this process.
+      const cli = (extra: string[]) =>
+        new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+          const child = spawn('npx', ['--no-install', ...args, ...extra], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+          let stdout = '';
+          let stderr = '';
+          child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+          child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+          child.on('close', (status) => resolve({ status, stdout, stderr }));
+        });
+      const first = await cli([]);
+      expect(first.status, first.stderr).to.equal(0);
+      const key = /idempotency-key: (\S+)/.exec(first.stderr)?.[1];
+      expect(key, first.stderr).to.match(/^cli_[0-9a-f]{32}$/);
+      const again = await cli(['--idempotency-key', key!]);
+      expect(again.status, again.stderr).to.equal(0);
+      expect(again.stderr).to.not.contain('idempotency-key:');
+      expect(JSON.parse(again.stdout).operation_id).to.equal(JSON.parse(first.stdout).operation_id);
+    });
+  });
+
+  describe('page api-and-integrations/reference/endpoints', () => {
+    it('GET /v1/agent/skill.md serves the Markdown briefing, like /skill.md, without credentials', async () => {
+      const res = await s.request('GET', '/v1/agent/skill.md');
+      expect(res.status).to.equal(200);
+      expect(res.headers.get('content-type')).to.match(/text\/markdown/);
+      expect(res.text).to.equal((await s.request('GET', '/skill.md')).text);
+    });
+  });
+
+  describe('page api-reference/post-payments', () => {
+    it('the page\'s body (deliver_as and prefer auto, note null, slippage_percent 1) creates a payment', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1', deliver_as: 'auto', prefer: 'auto', note: null, slippage_percent: 1 } });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body).to.include({ ok: true, fee_usd: '0' });
+      expect(res.body.resource.type).to.equal('payment');
+      expect(await usdcBalance(agent.walletId)).to.deep.equal({ available: 9_000_000n, held: 1_000_000n });
+    });
+
+    it('deliver_as names a rail: trusted_destination to an address that is none is refused, nothing held', async () => {
+      const agent = await s.agent({ fund: { USDC: '10' } });
+      const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1', deliver_as: 'trusted_destination' } });
+      expect(res.status, res.text).to.equal(400);
+      expect(res.body.error.code).to.equal('validation_failed');
+      expect(await usdcBalance(agent.walletId)).to.deep.equal({ available: 10_000_000n, held: 0n });
     });
   });
 });

@@ -2263,24 +2263,25 @@ export interface components {
             amount?: components["schemas"]["Absent"];
         };
         /**
-         * @description Maximum slippage in percent (1 = 1 %).
-         * @default 1
-         */
-        SlippagePercent: number;
-        /**
          * @description Preferred payment rail; `auto` picks by what `to` names.
          * @default auto
          * @enum {string}
          */
         PaymentRail: "auto" | "recurring_payment" | "one_off_payment" | "trusted_destination";
+        /**
+         * @description Maximum slippage in percent (1 = 1 %).
+         * @default 1
+         */
+        SlippagePercent: number;
         /** @description Exactly one of `amount` and `amount_usd` (contract §1); both or neither is `validation_failed`. */
         PaymentRequest: {
             to: components["schemas"]["RecipientTarget"];
             /** @description Asset debited from the wallet. */
             asset: components["schemas"]["AssetSymbol"];
-            /** @description Asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`). */
-            deliver_as?: components["schemas"]["AssetSymbol"];
-            note?: string;
+            /** @description Hightop's rail (`auto`, `recurring_payment`, `one_off_payment`, `trusted_destination`): routes the payment as `prefer` does (a rail other than `auto` wins over `prefer`). An upper-case asset symbol instead is the asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`). */
+            deliver_as?: components["schemas"]["PaymentRail"] | components["schemas"]["AssetSymbol"];
+            /** @description Up to 500 characters; null or absent for none. */
+            note?: string | null;
             /** @description Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`. */
             slippage_percent?: components["schemas"]["SlippagePercent"];
             /** @description Preferred payment rail; `auto` picks by what `to` names. */

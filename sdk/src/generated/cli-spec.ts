@@ -479,12 +479,13 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "deliver_as",
         "type": "string",
         "required": false,
-        "description": "Asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`)."
+        "description": "Hightop's rail (`auto`, `recurring_payment`, `one_off_payment`, `trusted_destination`): routes the payment as `prefer` does (a rail other than `auto` wins over `prefer`). An upper-case asset symbol instead is the asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`)."
       },
       {
         "name": "note",
         "type": "string",
-        "required": false
+        "required": false,
+        "description": "Up to 500 characters; null or absent for none."
       },
       {
         "name": "slippage_percent",

@@ -32,6 +32,8 @@ export interface PaymentService extends OneOffService, RecipientService, Recurri
   batchSettlePayment: BatchSettler;
 }
 
+const PAYMENT_RAILS: readonly string[] = ['auto', 'recurring_payment', 'one_off_payment', 'trusted_destination'];
+
 export function createPaymentService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService }): PaymentService {
   const { ledger, operations } = deps;
   const delivery = createDelivery({ ledger, activity: { record: operations.recordActivity } });
@@ -41,7 +43,11 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
   async function createPaymentIn(db: Knex.Transaction, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
     const note = body.note ?? null;
     const asset = await ledger.requireAsset(db, body.asset);
-    const deliverAs = body.deliver_as ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
+    // Hightop's `deliver_as` names a rail (issue 26, item 2): it routes like `prefer` (a rail other than auto wins);
+    // an upper-case asset symbol still converts into that asset, as before.
+    const deliverRail = PAYMENT_RAILS.includes(body.deliver_as as string) ? body.deliver_as : undefined;
+    const prefer = deliverRail && deliverRail !== 'auto' ? deliverRail : body.prefer;
+    const deliverAs = body.deliver_as && !deliverRail ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
     let target: Target;
     let locked: LockedPolicy | undefined;
     let amount: bigint;
@@ -53,11 +59,11 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       // general path: the route, the amount, then the price (then policy).
       const [payees, lockedNow] = await Promise.all([findPayeesAndPrice(db, who.agentId, body.to, asset.symbol), deps.policy.lock(db, who.agentId)]);
       locked = lockedNow;
-      target = pickRoute(await addressTargets(db, body.to, payees), body.prefer);
+      target = pickRoute(await addressTargets(db, body.to, payees), prefer);
       amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
       usdE8 = ledger.priceBookOf(payees.price ? [payees.price] : []).usdValue(asset, amount, 'up');
     } else {
-      target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
+      target = pickRoute(await routeTargets(db, who.agentId, body.to), prefer);
       ({ amount, usdE8 } = await resolveMoney(db, ledger, asset, body));
     }
     const converting = deliverAs.symbol !== asset.symbol;
