@@ -4,8 +4,9 @@ import { OpenAPIBackend, type Context, type Request as OabRequest } from 'openap
 import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { createHash } from 'node:crypto';
-import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
+import { ApiError } from '../lib/errors.js';
 import { assertNoNulCharacters } from './input-guard.js';
+import { describeIssues, summarize, type AjvIssue } from './validation-messages.js';
 import type { AnyHandler, HandlerMap, HandlerResult, OperationRequest, RequestContext, Router } from './types.js';
 import { createMatcher, prepareForBackend, readOperations, type OpenApiDocument, type OperationMeta } from './operations.js';
 
@@ -25,38 +26,6 @@ export type { Router } from './types.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AjvError = { instancePath?: string; schemaPath?: string; message?: string; params?: Record<string, any>; keyword?: string };
-
-/**
- * Errors of the `Absent` marker inside the document's ByAmount / ByAmountUsd shapes (a `oneOf`
- * branch forbidding the other amount field, so code generators keep the either-or rule). The
- * `oneOf` error beside them already says "exactly one", and the answer stays what it was when the
- * branches only listed `required` (test/http/amount-either-or.test.ts).
- */
-const ABSENT_MARKER = /\/oneOf\/\d+\/properties\/amount(_usd)?\/(type|not)$/;
-
-// openapi-backend validates `{ path, query, header, cookie }` and `{ requestBody }` objects.
-const LOCATIONS: Record<string, ValidationProblem['location']> = { requestBody: 'body', query: 'query', params: 'path', path: 'path', header: 'header', headers: 'header' };
-
-/** `idempotency-key` -> `Idempotency-Key`: headers are named as the documentation spells them. */
-const headerName = (name: string): string => name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
-
-/** Turns Ajv errors from openapi-backend's request validation into `details.errors` (JSON pointer for the body). */
-function toProblems(errors: AjvError[]): ValidationProblem[] {
-  return errors.filter((e) => !ABSENT_MARKER.test(e.schemaPath ?? '')).map((e) => {
-    const segments = (e.instancePath ?? '').split('/').filter(Boolean);
-    const missing = e.keyword === 'required' && e.params?.missingProperty ? String(e.params.missingProperty) : undefined;
-    // A missing top-level part (`requestBody`, a required header) is reported at the root.
-    if (segments.length === 0 && missing === 'requestBody') return { location: 'body', path: '/', message: 'a JSON request body is required' };
-    const location = LOCATIONS[segments[0] ?? ''] ?? 'body';
-    const rest = segments.slice(1);
-    if (missing) rest.push(missing);
-    if (e.keyword === 'additionalProperties' && e.params?.additionalProperty) rest.push(String(e.params.additionalProperty));
-    if (location === 'header') return { location, path: rest.map(headerName).join('.'), message: missing ? 'is required' : (e.message ?? 'is invalid') };
-    const path = location === 'body' ? `/${rest.join('/')}` : rest.join('.');
-    const message = e.keyword === 'additionalProperties' ? 'is not a known field' : (e.message ?? 'is invalid');
-    return { location, path, message };
-  });
-}
 
 export type Around = (
   op: OperationMeta,
@@ -109,7 +78,8 @@ export function createCursorBinding(document: OpenApiDocument) {
  */
 const ajvByOptions = new Map<string, { addFormat: unknown }>();
 function sharedAjv(ajvOpts: object): { addFormat: unknown } {
-  const options = { ...ajvOpts, strict: false, allErrors: true, validateFormats: true };
+  // `verbose`: each error carries the schema that failed, whose words (`x-expected`, enum values) make its message.
+  const options = { ...ajvOpts, strict: false, allErrors: true, validateFormats: true, verbose: true };
   const key = JSON.stringify(options);
   let ajv = ajvByOptions.get(key);
   if (!ajv) {
@@ -238,8 +208,13 @@ export async function createRouter(deps: { document: OpenApiDocument; handlers: 
   api.register({
     ...handlers,
     validationFail: async (c: Context) => {
-      const errors = toProblems((c.validation.errors ?? []) as AjvError[]);
-      throw validationFailed(`Request validation failed: ${errors.map((e) => `${e.location} ${e.path} ${e.message}`).join('; ')}`, errors);
+      // In words, naming each field (src/http/validation-messages.ts); details.field names the first.
+      const problems = describeIssues((c.validation.errors ?? []) as AjvIssue[]);
+      const first = problems[0];
+      throw new ApiError('validation_failed', summarize(problems), {
+        ...(first ? { field: first.field, ...(first.fields ? { fields: first.fields } : {}) } : {}),
+        errors: problems.map(({ location, path, message }) => ({ location, path, message })),
+      });
     },
     notFound: async () => {
       throw new ApiError('not_found', 'No route matches this request.');
