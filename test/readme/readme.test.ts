@@ -39,7 +39,7 @@ function shellCommands(markdown: string): ShellLine[] {
 const sh = (command: string, env: NodeJS.ProcessEnv) => runToExit('sh', ['-c', command], env);
 
 describe('README examples', function () {
-  this.timeout(300_000);
+  this.timeout(600_000);
   let dataDir: string;
   let server: ChildProcess | null = null;
 
@@ -58,7 +58,7 @@ describe('README examples', function () {
     expect(readme).to.include(`\`${demoEmail!}\`: sign in with that address`);
     expect(readme).to.match(/EBADENGINE[\s\S]{0,300}harmless/);
     expect(readme).to.match(/first start builds[^.]*about 25 s/);
-    expect(readme).to.not.match(/a few seconds/);
+    expect(readme).to.not.match(/first start compiles for a few seconds/);
     expect(readme).to.not.match(/`agentctl` and `npm run migrate` on the same `DATA_DIR` refuse/);
     // A variable a block uses is set by that block or an earlier one: OPERATION_ID by the line that pays.
     const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
@@ -93,7 +93,8 @@ describe('README examples', function () {
         server = spawn('sh', ['-c', `exec ${start[1]!}`], { cwd: repoRoot, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
         server.stdout!.on('data', (c: Buffer) => (serverOutput += c.toString()));
         server.stderr!.on('data', (c: Buffer) => (serverOutput += c.toString()));
-        const deadline = Date.now() + 120_000;
+        // The first start builds dist/ (~25 s on an idle machine; minutes on a shared, loaded one).
+        const deadline = Date.now() + 280_000;
         while (!/^listening on /m.test(serverOutput)) {
           if (server.exitCode !== null || Date.now() > deadline) expect.fail(`npm start did not listen:\n${serverOutput}`);
           await new Promise((r) => setTimeout(r, 200));
