@@ -1955,6 +1955,10 @@ export interface components {
         };
         /** @description `error.details` of a `validation_failed` error. */
         ValidationDetails: {
+            /** @description The field the first problem is about, as a caller names it (`amount`, `recipient.address`, `limit`, `Idempotency-Key`). Each problem's message says what is expected in words, never a regular expression. */
+            field?: string;
+            /** @description Every field of a choice between several (`give exactly one of amount or amount_usd`). */
+            fields?: string[];
             errors: {
                 /** @enum {string} */
                 location: "body" | "query" | "path" | "header";
