@@ -166,7 +166,7 @@ async function main() {
   });
   const built = await createApp(config);
   const pool = new pg.Pool({ connectionString: scratch.url, max: config.databasePoolMax });
-  const server = createServer(built.app);
+  const server = createServer(built.listener);
   server.keepAliveTimeout = 5_000;
   try {
     const base = await listen(server);

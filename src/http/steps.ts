@@ -190,13 +190,19 @@ export function createSteps(deps: StepDeps) {
  * A dry run of one request (simulate): the router's validation and the handler run in a transaction
  * that is always rolled back, without the idempotency step; the answer or the error comes back as a value.
  */
-export function dryRun(ctx: RequestContext, request: { method: string; path: string; body: unknown }): Promise<Settled<HandlerResult>> {
+export function dryRun(ctx: RequestContext, op: OperationMeta, request: { path: string; params: Record<string, string>; body: unknown }): Promise<Settled<HandlerResult>> {
   return rollbackAfter(ctx.db, (trx) =>
-    ctx.router.handle(
-      { method: request.method, path: request.path, query: {}, headers: { 'idempotency-key': `simulate-${ctx.requestId}`, 'content-type': 'application/json' }, body: request.body },
+    ctx.router.dispatch(
+      op,
+      { path: request.path, params: request.params, query: {}, headers: { 'idempotency-key': `simulate-${ctx.requestId}`, 'content-type': 'application/json' }, body: request.body },
       { ...ctx, db: trx, idempotencyKey: null, dryRun: true },
     ),
   );
+}
+
+/** The scope rule: header keys hold every scope; an OAuth token needs the operation's scope or one of its alternatives. */
+export function scopeAllows(principal: Principal, op: Pick<OperationMeta, 'scope' | 'altScopes'>): boolean {
+  return principal.method !== 'oauth' || !op.scope || principal.scopes.has(op.scope) || op.altScopes.some((s) => principal.scopes.has(s));
 }
 
 /**
@@ -205,11 +211,8 @@ export function dryRun(ctx: RequestContext, request: { method: string; path: str
  * hold every scope.
  */
 export function requireScope(baseUrl: string, principal: Principal, ops: OperationMeta[], resource: BearerResource, noun: 'route' | 'tool' = 'route'): void {
-  if (principal.method !== 'oauth') return;
   const missing = new Set<string>();
-  for (const op of ops) {
-    if (op.scope && !principal.scopes.has(op.scope) && !op.altScopes.some((s) => principal.scopes.has(s))) missing.add(op.scope);
-  }
+  for (const op of ops) if (!scopeAllows(principal, op)) missing.add(op.scope!);
   if (missing.size === 0) return;
   const scope = [...missing].join(' ');
   throw new ApiError('insufficient_scope', `This ${noun} requires the scope ${scope}.`, { required_scope: scope }, {
@@ -249,7 +252,7 @@ const NO_BODY_PROBLEM: Promise<null> = Promise.resolve(null);
 export function readJsonBody(req: Request, res: Response): Promise<BodyProblem | null> {
   // body-parser's own test for a request without a body (type-is hasBody), answered without its promise, stream and
   // debug plumbing: every GET takes this way. req.body is left as body-parser leaves it, undefined.
-  if (req.headers['transfer-encoding'] === undefined && isNaN(req.headers['content-length'] as unknown as number)) {
+  if (req.headers['transfer-encoding'] === undefined && isNaN(Number(req.headers['content-length']))) {
     if (!('body' in (req as object))) (req as { body?: unknown }).body = undefined;
     return NO_BODY_PROBLEM;
   }

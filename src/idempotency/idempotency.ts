@@ -22,9 +22,12 @@ export function fingerprint(input: FingerprintInput): string {
   return sha256Hex(canonicalJson({ method: input.method.toUpperCase(), operation: input.operationId, params: input.params, body: input.body ?? null }));
 }
 
+/** The Idempotency-Key rule, for the header and the MCP `idempotency_key` argument alike: a non-blank string of at most 200 characters. */
+export const isAcceptableKey = (key: unknown): key is string => typeof key === 'string' && key.trim() !== '' && key.length <= MAX_KEY_LENGTH;
+
 export function validateKey(key: string | undefined): string | null {
   if (key === undefined) return null;
-  if (key.trim() === '' || key.length > MAX_KEY_LENGTH) {
+  if (!isAcceptableKey(key)) {
     throw new ApiError('validation_failed', `Idempotency-Key must be a non-blank string of at most ${MAX_KEY_LENGTH} characters`, {
       errors: [{ location: 'header', path: 'Idempotency-Key', message: 'must be non-blank and at most 200 characters' }],
     });

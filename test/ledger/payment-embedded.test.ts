@@ -23,7 +23,7 @@ describe('payments on PGlite', function () {
   before(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'agent-api-pay-embedded-'));
     built = await createApp(loadConfig({ NODE_ENV: 'development', DATA_DIR: dataDir, MASTER_KEY: randomBytes(32).toString('hex'), AUTO_MIGRATE: 'true', LOG_LEVEL: 'warn', RUN_WORKER: 'false', BASE_URL: 'http://127.0.0.1:3000', SMTP_URL: 'smtp://127.0.0.1:2525' }));
-    server = createServer(built.app);
+    server = createServer(built.listener);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
