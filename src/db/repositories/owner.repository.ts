@@ -1,6 +1,7 @@
 // The owner's side: owner API tokens (by hash), the owner audit log, and the lookups that tie an
 // owner-addressed resource (destination, endpoint, grant, one-off payment) to its agent and owner.
-import type { Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { identifier, sql } from '../sql.js';
 import type { AgentRow } from './agent.repository.js';
 
 export interface OwnerTokenRow {
@@ -126,18 +127,19 @@ export interface EndpointToWarn {
  */
 export async function lockEndpointToWarn(db: Db, level: 24 | 48, now: Date): Promise<EndpointToWarn | undefined> {
   const stamp = level === 24 ? 'warned_24h_at' : 'warned_48h_at';
-  const result = await db.raw(
-    `SELECT e.id, e.agent_id, e.url, e.failing_since, a.owner_id, o.email AS owner_email, a.name AS agent_name
+  const warned = identifier(stamp);
+  const [row] = await rows(
+    db,
+    sql<EndpointToWarn>`SELECT e.id, e.agent_id, e.url, e.failing_since, a.owner_id, o.email AS owner_email, a.name AS agent_name
      FROM webhook_endpoints e JOIN agents a ON a.id = e.agent_id JOIN owners o ON o.id = a.owner_id
-     WHERE e.enabled AND e.failing_since IS NOT NULL AND e.failing_since <= :cutoff
-       AND (e.${stamp} IS NULL OR e.${stamp} < e.failing_since)
+     WHERE e.enabled AND e.failing_since IS NOT NULL AND e.failing_since <= ${new Date(now.getTime() - level * 3600_000)}
+       AND (e.${warned} IS NULL OR e.${warned} < e.failing_since)
        AND a.deleted_at IS NULL AND o.deleted_at IS NULL
      ORDER BY e.failing_since, e.id
      LIMIT 1
      FOR UPDATE OF e SKIP LOCKED`,
-    { cutoff: new Date(now.getTime() - level * 3600_000) },
   );
-  return result.rows[0] as EndpointToWarn | undefined;
+  return row;
 }
 
 /** Marks the warning sent; the 48 h warning also covers a 24 h one never sent (a worker was down). */
