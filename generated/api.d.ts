@@ -133,13 +133,61 @@ export interface paths {
         };
         /**
          * Get this OpenAPI document
-         * @description The public OpenAPI 3.1 description of the Agent API as one JSON object (the bundled form of this document). Public: no credentials; rate limited per client address in the read class.
+         * @description The agent's surface of this OpenAPI 3.1 document as one JSON object: the `/v1/agent` operations, only the components they reference and their security schemes, so a client generated from it has no owner or operator methods. Public: no credentials; rate limited per client address in the read class. The owner API's document is `GET /v1/owner/openapi.json`; the whole document (operator routes included) `GET /v1/admin/openapi.json`.
          *
          *     Rate class `read`; no scope; Idempotency-Key not used.
          *
          *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
          */
         get: operations["getOpenApi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the owner API's OpenAPI document
+         * @description The owner surface of this document as one JSON object: the `/v1/owner` operations, only the components they reference and their security schemes (owner token, console session, admin token). Public: no credentials; rate limited per client address in the read class. The agent's surface is `GET /v1/agent/openapi.json`; the whole document, operator routes included, `GET /v1/admin/openapi.json`.
+         *
+         *     Rate class `read`; no scope; Idempotency-Key not used.
+         *
+         *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
+         */
+        get: operations["getOwnerOpenApi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the whole OpenAPI document
+         * @description The whole document as one JSON object, as the server routes and validates with it: the agent, owner and operator (`/v1/admin`) routes, OAuth, health and docs. Where operators read it (the file `generated/openapi.json` in the repository, `dist/generated/openapi.json` in the image, is the same document). Public: no credentials, also when no admin token is configured; rate limited per client address in the read class.
+         *
+         *     Rate class `read`; no scope; Idempotency-Key not used.
+         *
+         *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
+         */
+        get: operations["getAdminOpenApi"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1565,7 +1613,7 @@ export interface paths {
         };
         /**
          * List the owner's agents
-         * @description Every agent of the caller (all owners' agents for the admin token), with status and balances.
+         * @description Every agent of the caller (all owners' agents for the admin token, or one owner's with `owner_id`), with status and balances. No secret: the API key shows only its prefix.
          *
          *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
@@ -2243,7 +2291,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the owners
+         * @description Every live owner, newest first, with the number of its live agents (`agentctl owner list`).
+         *
+         *     Rate class `read`; admin token only; Idempotency-Key not used.
+         */
+        get: operations["adminListOwners"];
         put?: never;
         /**
          * Create an owner
@@ -2691,7 +2745,7 @@ export interface paths {
         };
         /**
          * API reference page
-         * @description An HTML reference of this document rendered in the browser by Redoc, whose standalone bundle this service serves from `/docs/redoc.standalone.js` (no third-party host is contacted); the page loads `GET /v1/agent/openapi.json`.
+         * @description An HTML reference of this document rendered in the browser by Redoc, whose standalone bundle this service serves from `/docs/redoc.standalone.js` (no third-party host is contacted); the page loads the agent's document, `GET /v1/agent/openapi.json`, and links the owner API's (`/v1/owner/openapi.json`) and the whole one (`/v1/admin/openapi.json`).
          */
         get: operations["getDocs"];
         put?: never;
@@ -3038,6 +3092,10 @@ export interface components {
         };
         /** @description `error.details` of a `validation_failed` error. */
         ValidationDetails: {
+            /** @description The field the first problem is about, as a caller names it (`amount`, `recipient.address`, `limit`, `Idempotency-Key`). Each problem's message says what is expected in words, never a regular expression. */
+            field?: string;
+            /** @description Every field of a choice between several (`give exactly one of amount or amount_usd`). */
+            fields?: string[];
             errors: {
                 /** @enum {string} */
                 location: "body" | "query" | "path" | "header";
@@ -4171,6 +4229,22 @@ export interface components {
             next_cursor: components["schemas"]["NextCursor"];
             has_more: boolean;
         };
+        /** @description An owner as the operator lists them (no token or secret). */
+        OwnerSummary: {
+            owner_id: components["schemas"]["Uuid"];
+            email: string;
+            name: string | null;
+            /** @description Live (not deleted) agents of the owner. */
+            agent_count: number;
+            created_at: components["schemas"]["Timestamp"];
+        };
+        OwnerSummaryPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["OwnerSummary"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
         /** @description RFC 8414 / OpenID Connect Discovery metadata. */
         AuthorizationServerMetadata: {
             /** Format: uri */
@@ -4975,6 +5049,120 @@ export interface operations {
         };
     };
     getOpenApi: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An `ETag` from an earlier answer; when it is current the answer is 304 without a body. */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    /** @description Strong entity tag of the document (send it back as `If-None-Match`). */
+                    ETag?: string;
+                    /** @description `public, max-age=300`. */
+                    "Cache-Control"?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Not modified: the request's `If-None-Match` names the current `ETag`; no body. */
+            304: {
+                headers: {
+                    /** @description Strong entity tag of the document. */
+                    ETag?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOwnerOpenApi: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An `ETag` from an earlier answer; when it is current the answer is 304 without a body. */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    /** @description Strong entity tag of the document (send it back as `If-None-Match`). */
+                    ETag?: string;
+                    /** @description `public, max-age=300`. */
+                    "Cache-Control"?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Not modified: the request's `If-None-Match` names the current `ETag`; no body. */
+            304: {
+                headers: {
+                    /** @description Strong entity tag of the document. */
+                    ETag?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAdminOpenApi: {
         parameters: {
             query?: never;
             header?: {
@@ -7348,6 +7536,8 @@ export interface operations {
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
+                /** @description Only this owner's agents. An owner token or session may name only its own owner (another owner is 404). */
+                owner_id?: components["schemas"]["Uuid"];
             };
             header?: never;
             path?: never;
@@ -8854,6 +9044,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminListOwners: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSummaryPage"];
                 };
             };
             400: components["responses"]["ValidationFailed"];

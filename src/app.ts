@@ -205,7 +205,7 @@ function buildServices(deps: {
     defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null, lending: deps.chain?.lending ?? null }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
     x402: createX402Service({ config: deps.config, sealer, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config), chain: deps.chain }),
-    oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
+    oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log, nodeEnv: deps.config.nodeEnv }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
     owner: createOwnerService({ clock, account: ledger.account }),

@@ -37,7 +37,8 @@ export async function createRequestValidator(document: OpenApiDocument): Promise
    */
   const ajvByOptions = new Map<string, Ajv2020>();
   const sharedAjv = (ajvOpts: AjvOptions): Ajv2020 => {
-    const options = { ...ajvOpts, strict: false, allErrors: true, validateFormats: true };
+    // `verbose`: each error carries the schema that failed, whose words (`x-expected`, enum values) make its message.
+    const options = { ...ajvOpts, strict: false, allErrors: true, validateFormats: true, verbose: true };
     const key = JSON.stringify(options);
     let ajv = ajvByOptions.get(key);
     if (!ajv) {

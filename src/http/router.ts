@@ -3,48 +3,14 @@
 // validation through openapi-backend's public `validateRequest` (src/http/request-validator.ts), the idempotency step
 // around the handler, and a 501 for an operation without one.
 import { createHash } from 'node:crypto';
-import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
+import { ApiError } from '../lib/errors.js';
 import { assertNoNulCharacters } from './input-guard.js';
+import { describeIssues, summarize, type AjvIssue } from './validation-messages.js';
 import type { AnyHandler, DispatchInput, HandlerMap, HandlerResult, OperationRequest, RequestContext, Router } from './types.js';
 import { createMatcher, readOperations, type OpenApiDocument, type OperationMeta } from './operations.js';
 import { createRequestValidator, type RequestValidator } from './request-validator.js';
 
 export type { Router } from './types.js';
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type AjvError = { instancePath?: string; schemaPath?: string; message?: string; params?: Record<string, any>; keyword?: string };
-
-/**
- * Errors of the `Absent` marker inside the document's ByAmount / ByAmountUsd shapes (a `oneOf`
- * branch forbidding the other amount field, so code generators keep the either-or rule). The
- * `oneOf` error beside them already says "exactly one", and the answer stays what it was when the
- * branches only listed `required` (test/http/amount-either-or.test.ts).
- */
-const ABSENT_MARKER = /\/oneOf\/\d+\/properties\/amount(_usd)?\/(type|not)$/;
-
-// openapi-backend validates `{ path, query, header, cookie }` and `{ requestBody }` objects.
-const LOCATIONS: Record<string, ValidationProblem['location']> = { requestBody: 'body', query: 'query', params: 'path', path: 'path', header: 'header', headers: 'header' };
-
-/** `idempotency-key` -> `Idempotency-Key`: headers are named as the documentation spells them. */
-const headerName = (name: string): string => name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
-
-/** Turns Ajv errors from openapi-backend's request validation into `details.errors` (JSON pointer for the body). */
-function toProblems(errors: AjvError[]): ValidationProblem[] {
-  return errors.filter((e) => !ABSENT_MARKER.test(e.schemaPath ?? '')).map((e) => {
-    const segments = (e.instancePath ?? '').split('/').filter(Boolean);
-    const missing = e.keyword === 'required' && e.params?.missingProperty ? String(e.params.missingProperty) : undefined;
-    // A missing top-level part (`requestBody`, a required header) is reported at the root.
-    if (segments.length === 0 && missing === 'requestBody') return { location: 'body', path: '/', message: 'a JSON request body is required' };
-    const location = LOCATIONS[segments[0] ?? ''] ?? 'body';
-    const rest = segments.slice(1);
-    if (missing) rest.push(missing);
-    if (e.keyword === 'additionalProperties' && e.params?.additionalProperty) rest.push(String(e.params.additionalProperty));
-    if (location === 'header') return { location, path: rest.map(headerName).join('.'), message: missing ? 'is required' : (e.message ?? 'is invalid') };
-    const path = location === 'body' ? `/${rest.join('/')}` : rest.join('.');
-    const message = e.keyword === 'additionalProperties' ? 'is not a known field' : (e.message ?? 'is invalid');
-    return { location, path, message };
-  });
-}
 
 export type Around = (
   op: OperationMeta,
@@ -162,8 +128,13 @@ export async function createRouter(deps: {
     }
     const result = validator.validateRequest(op.operationId, { method: op.method, path: input.path, query: input.query as never, headers: input.headers as never, body: input.body });
     if (result.errors) {
-      const errors = toProblems(result.errors as AjvError[]);
-      throw validationFailed(`Request validation failed: ${errors.map((e) => `${e.location} ${e.path} ${e.message}`).join('; ')}`, errors);
+      // In words, naming each field (src/http/validation-messages.ts); details.field names the first.
+      const problems = describeIssues(result.errors as AjvIssue[]);
+      const first = problems[0];
+      throw new ApiError('validation_failed', summarize(problems), {
+        ...(first ? { field: first.field, ...(first.fields ? { fields: first.fields } : {}) } : {}),
+        errors: problems.map(({ location, path, message }) => ({ location, path, message })),
+      });
     }
     const coerced: { params?: Record<string, string>; query?: unknown } = result.coerced ?? {};
     return { operationId: op.operationId, params: coerced.params ?? {}, query: coerced.query ?? {}, body: input.body, headers: input.headers } as OperationRequest<never>;

@@ -83,8 +83,9 @@ export function rateLimitedError(d: RateDecision): ApiError {
 export function createSteps(deps: StepDeps) {
   const { config, log, router, rateLimits } = deps;
   const authenticateKey = createApiKeyAuthenticator({ db: deps.db, clock: deps.clock });
-  const invalidToken = (resource: BearerResource, message: string, from?: ApiError) =>
-    new ApiError(from?.code ?? 'invalid_token', message, from?.details, { headers: { ...from?.headers, 'WWW-Authenticate': buildWwwAuthenticate(config.baseUrl, resource, 'invalid_token') } });
+  // RFC 6750 §3.1: a request that sent no credentials at all gets the challenge without an error code.
+  const invalidToken = (resource: BearerResource, message: string, from?: ApiError, credentialsSent = true) =>
+    new ApiError(from?.code ?? 'invalid_token', message, from?.details, { headers: { ...from?.headers, 'WWW-Authenticate': buildWwwAuthenticate(config.baseUrl, resource, credentialsSent ? 'invalid_token' : undefined) } });
 
   /** Charges the per-address failure bucket; a refused charge turns the failure into 429. */
   async function failAuthentication(req: Request, exchange: Exchange, err: ApiError): Promise<never> {
@@ -108,7 +109,7 @@ export function createSteps(deps: StepDeps) {
       }
     }
     const token = BEARER.exec(authorization ?? '')?.[1];
-    if (!token || !deps.bearer) return failAuthentication(req, exchange, invalidToken(resource, rules.missingToken));
+    if (!token || !deps.bearer) return failAuthentication(req, exchange, invalidToken(resource, rules.missingToken, undefined, authorization !== undefined));
     try {
       const principal = await deps.bearer.verify(token, resource);
       return { principal, overrides: principal.snapshot.rateOverrides };

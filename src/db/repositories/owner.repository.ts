@@ -76,6 +76,25 @@ export async function listLiveAgents(db: Db, ownerId: string | null, options: { 
   return q;
 }
 
+export interface OwnerSummaryRow {
+  id: string;
+  email: string;
+  name: string | null;
+  created_at: Date;
+  agent_count: number;
+}
+
+/** Live owners newest first, each with its number of live agents (agents_owner_id index per owner). */
+export async function listLiveOwners(db: Db, options: { before?: { createdAt: Date; id: string }; limit: number }): Promise<OwnerSummaryRow[]> {
+  const q = db('owners as o')
+    .whereNull('o.deleted_at')
+    .orderBy([{ column: 'o.created_at', order: 'desc' }, { column: 'o.id', order: 'desc' }])
+    .limit(options.limit)
+    .select('o.id', 'o.email', 'o.name', 'o.created_at', db.raw('(SELECT count(*)::int FROM agents a WHERE a.owner_id = o.id AND a.deleted_at IS NULL) AS agent_count'));
+  if (options.before) q.whereRaw('(o.created_at, o.id) < (?, ?)', [options.before.createdAt, options.before.id]);
+  return q as unknown as Promise<OwnerSummaryRow[]>;
+}
+
 export async function findLiveAgent(db: Db, id: string): Promise<(AgentRow & { wallet_id: string; wallet_address: string | null }) | undefined> {
   return db('agents as a').join('wallets as w', 'w.agent_id', 'a.id').where('a.id', id).whereNull('a.deleted_at').first('a.*', 'w.id as wallet_id', 'w.address as wallet_address');
 }
