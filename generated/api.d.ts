@@ -1556,6 +1556,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a delivery's attempts
+         * @description Every attempt of one delivery, newest first, each with its own outcome: when it was made and recorded, the delivery's status right after (`outcome`), the HTTP status, error class, latency and captured body. Manual retries and the owner's recovery add attempts; none is erased. `lease_expired` marks an attempt whose worker stopped before recording an outcome (its outcome fields are null). The cursor is `next_cursor` of the previous page (an attempt number, exclusive).
+         *
+         *     Rate class `read`; scope `agent:read`; Idempotency-Key not used.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `not_found` (404), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        get: operations["listWebhookDeliveryAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agent/events": {
         parameters: {
             query?: never;
@@ -2893,7 +2917,7 @@ export interface components {
                 code: components["schemas"]["ErrorCode"];
                 /** @description Human-readable explanation. 5xx messages never reveal internals. */
                 message: string;
-                /** @description Extra machine-readable data, present for some codes. `rate_limited`: `{limit_count, attempted_count}` (see RateLimitDetails). `validation_failed`: `{errors: [{location, path, message}]}` (see ValidationDetails). Policy codes: `{rule, ...}` naming the policy key that refused. */
+                /** @description Extra machine-readable data, present for some codes. `rate_limited`: `{limit_count, attempted_count}` (see RateLimitDetails). `validation_failed`: `{errors: [{location, path, message}]}` (see ValidationDetails). Policy codes: `{rule, ...}` naming the policy key that refused. `invalid_state_transition` for a value already taken under a unique rule: `{field}`. */
                 details?: {
                     [key: string]: unknown;
                 };
@@ -4038,14 +4062,14 @@ export interface components {
         DeliveryStatus: "pending" | "in_flight" | "retrying" | "delivered" | "failed";
         /** @enum {string|null} */
         DeliveryErrorClass: "dns_error" | "connect_error" | "timeout" | "tls_error" | "http_3xx" | "http_4xx" | "http_5xx" | "http_408" | "http_429" | "url_rejected" | "payload_too_large" | "retries_exhausted" | "endpoint_disabled" | null;
-        /** @description One record per (event, endpoint), updated on every attempt. */
+        /** @description One record per (event, endpoint), updated on every attempt: its outcome fields describe the latest attempt. Every attempt's own outcome stays readable at `GET /v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts`; a manual retry or the owner's recovery queues the record again without erasing it. */
         WebhookDelivery: {
             id: components["schemas"]["Uuid"];
             event_id: components["schemas"]["Uuid"];
             event_type: components["schemas"]["EventType"];
             event_created_at: components["schemas"]["Timestamp"];
             endpoint_id: components["schemas"]["Uuid"];
-            /** @description Attempts made so far (0 before the first). */
+            /** @description Attempts made so far (0 before the first), counting on across manual retries and recoveries. */
             attempt: number;
             status: components["schemas"]["DeliveryStatus"];
             http_status: number | null;
@@ -4137,6 +4161,36 @@ export interface components {
             /** @constant */
             ok: true;
             delivery: components["schemas"]["WebhookDelivery"];
+        };
+        /** @description One attempt of a delivery and its outcome. */
+        WebhookDeliveryAttempt: {
+            /** @description The attempt's number (the delivery's `attempt` when it was made). */
+            attempt: number;
+            /** @description When the attempt started. */
+            attempted_at: components["schemas"]["NullableTimestamp"];
+            /** @description When its outcome was recorded (or its lease found expired). */
+            finished_at: components["schemas"]["Timestamp"];
+            /**
+             * @description The delivery's status right after this attempt.
+             * @enum {string}
+             */
+            outcome: "delivered" | "retrying" | "failed" | "pending";
+            http_status: number | null;
+            error_class: components["schemas"]["DeliveryErrorClass"];
+            latency_ms: number | null;
+            /** @description Receiver body, captured up to 4 KB; null when no outcome was recorded. */
+            response_body: string | null;
+            /** @description The worker stopped before recording an outcome; the outcome fields are null. */
+            lease_expired: boolean;
+        };
+        WebhookDeliveryAttemptListPage: {
+            /** @constant */
+            ok: true;
+            delivery_id: components["schemas"]["Uuid"];
+            items: components["schemas"]["WebhookDeliveryAttempt"][];
+            /** @description The attempt number of the last attempt of this page (exclusive cursor), null when no more. */
+            next_cursor: string | null;
+            has_more: boolean;
         };
         /** @description Body of every webhook delivery (spec 6.2). Receivers dedupe by `id`. */
         EventEnvelope: {
@@ -4699,7 +4753,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description `idempotency_key_reuse_mismatch` (key already used for another request), `idempotency_request_in_progress` (the original request is still running), or a state conflict of the route (`quote_expired`, `quote_already_consumed`, `ltv_target_unreachable`, `time_delay_not_reached`, `invalid_state_transition`). */
+        /** @description `idempotency_key_reuse_mismatch` (key already used for another request), `idempotency_request_in_progress` (the original request is still running), or a state conflict of the route (`quote_expired`, `quote_already_consumed`, `ltv_target_unreachable`, `time_delay_not_reached`, `invalid_state_transition`). A value that must be unique and is already taken (an owner's e-mail in any letter case, a vault's address, a market's asset) is `invalid_state_transition` with `details: {field}` naming it. */
         Conflict: {
             headers: {
                 "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
@@ -7447,6 +7501,51 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveryAttempts: {
+        parameters: {
+            query?: {
+                /** @description `next_cursor` of the previous page: the attempt number of the last attempt returned (exclusive). */
+                cursor?: string;
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Resource UUID. */
+                id: components["parameters"]["IdPath"];
+                /** @description Delivery UUID. */
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the delivery's attempts. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryAttemptListPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];

@@ -18,6 +18,7 @@ import type { RateDecision } from '../ratelimit/limiter.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { Services } from '../services/registry.js';
 import { toApiError } from './error-mapping.js';
+import { isNestedDeeperThan, tooDeepError } from './input-guard.js';
 import { clientAddress, header } from './request.js';
 import type { Around } from './router.js';
 import type { RequestContext, Router } from './types.js';
@@ -243,9 +244,16 @@ export function runIdempotent(idempotency: Idempotency): Around {
 }
 
 /** Why a JSON body could not be read (express.json's error, classified). */
-export type BodyProblem = { kind: 'too_large' | 'malformed' | 'encoding' | 'unreadable' } | { kind: 'failed'; err: unknown };
+export type BodyProblem = { kind: 'too_large' | 'too_deep' | 'malformed' | 'encoding' | 'unreadable' } | { kind: 'failed'; err: unknown };
 
-const jsonParser = express.json({ limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'], strict: false });
+/** body-parser's `verify` hook: sees the raw bytes before JSON.parse; a throw becomes the parser's error. */
+export function refuseDeepJson(_req: unknown, _res: unknown, buf: Buffer, encoding: string | null): void {
+  // express.raw passes no encoding: the bytes are taken as UTF-8, as JSON on the wire is (RFC 8259 §8.1).
+  const text = !encoding || /^utf-?8$/i.test(encoding) ? buf : new TextDecoder(encoding).decode(buf);
+  if (isNestedDeeperThan(text)) throw Object.assign(new Error('JSON nested too deep'), { status: 400, type: 'entity.too.deep' });
+}
+
+const jsonParser = express.json({ limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'], strict: false, verify: refuseDeepJson });
 
 const NO_BODY_PROBLEM: Promise<null> = Promise.resolve(null);
 
@@ -262,6 +270,7 @@ export function readJsonBody(req: Request, res: Response): Promise<BodyProblem |
       if (!err) return resolve(null);
       const e = err as { type?: string; status?: number };
       if (e.type === 'entity.too.large' || e.status === 413) return resolve({ kind: 'too_large' });
+      if (e.type === 'entity.too.deep') return resolve({ kind: 'too_deep' });
       if (e.type === 'entity.parse.failed') return resolve({ kind: 'malformed' });
       if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') return resolve({ kind: 'encoding' });
       // Any other client-side failure to read the body (a truncated gzip stream, an aborted upload).
@@ -276,6 +285,8 @@ function bodyError(problem: BodyProblem): unknown {
   switch (problem.kind) {
     case 'too_large':
       return new ApiError('payload_too_large', `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
+    case 'too_deep':
+      return tooDeepError();
     case 'malformed':
       return invalid('The request body is not valid JSON.', 'malformed JSON');
     case 'encoding':

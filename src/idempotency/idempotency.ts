@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { withTransaction } from '../db/knex.js';
 import type { Sql } from '../db/sql.js';
 import * as repo from '../db/repositories/idempotency.repository.js';
+import { conflictErrorOf, isIdempotencyKeyViolation } from '../db/unique-violation.js';
 import type { Clock } from '../lib/clock.js';
 import { canonicalJson, sha256Hex, type Sealer } from '../lib/crypto.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
@@ -142,8 +143,11 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
               // round trip fewer for every write); the whole transaction, claim included, rolls back instead and the
               // refusal is stored in a transaction of its own (storeRefusal). Refusals that keep their effects
               // (policy rejections) are returned, not thrown, and commit below.
-              if (!isApiError(err) || !isStorable(err.status)) throw err;
-              throw new ThrownRefusal(err);
+              // A unique violation of the handler's own rows (an e-mail, an address already taken) is its 409
+              // conflict, stored like any refusal; the idempotency key's own violation cannot arise here (claimed above).
+              const refusal = isApiError(err) ? err : conflictErrorOf(err);
+              if (!refusal || !isStorable(refusal.status)) throw err;
+              throw new ThrownRefusal(refusal);
             }
             return { outcome: { result, replayed: false }, last: storeStatement(run, result) };
           },
@@ -153,8 +157,9 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
       } catch (err) {
         if (err instanceof ThrownRefusal) return storeRefusal(run, err.error);
         // Backstop: the claim yields to a committed record without an error (ON CONFLICT), but a unique violation
-        // on the key, should one arise, still means another run's record wins and is replayed.
-        if ((err as { code?: string }).code !== '23505') throw err;
+        // on the key, should one arise, still means another run's record wins and is replayed. Told apart by the
+        // constraint's name: any other unique violation is the handler's (conflictErrorOf), not a lost record.
+        if (!isIdempotencyKeyViolation(err)) throw err;
         outcome = null;
       }
       if (outcome) return outcome;

@@ -10,6 +10,7 @@ import type * as SdkTypes from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
+import { MAX_BODY_DEPTH } from '../http/input-guard.js';
 import { BODY_LIMIT_BYTES, createSteps, readJsonBody, scopeAllows, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
 import type { HandlerResult } from '../http/types.js';
 import { errorBody, isApiError } from '../lib/errors.js';
@@ -321,6 +322,7 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
         const problem = await readJsonBody(req, res);
         if (problem) {
           if (problem.kind === 'too_large') sendJsonRpcError(res, 413, -32600, `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
+          else if (problem.kind === 'too_deep') sendJsonRpcError(res, 400, -32600, `Invalid request: the body nests objects and arrays more than ${MAX_BODY_DEPTH} levels deep.`);
           else sendJsonRpcError(res, 400, -32700, 'Parse error: the request body is not valid JSON.');
           return;
         }

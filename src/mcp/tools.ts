@@ -11,6 +11,8 @@ export const EXCLUDED_OPERATIONS = new Set(['getOpenApi']);
 export const IDEMPOTENCY_ARGUMENT = 'idempotency_key';
 
 const API_PREFIX = '/v1/agent';
+/** Scopes that grant no change of state: every tool whose route needs only one of them is read-only. */
+export const READ_ONLY_SCOPES: ReadonlySet<string> = new Set(['agent:read', 'agent:simulate']);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type JsonSchema = Record<string, any>;
@@ -177,7 +179,9 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
       extra.minProperties = bodySchema.minProperties + required.filter((r) => !bodyFields!.has(r)).length;
     }
 
-    const isRead = op.method === 'get';
+    // A route that needs only a read or simulate scope changes nothing, whatever its method (a POST that resolves,
+    // quotes or dry-runs): clients may call it without asking the user, as they would a GET.
+    const isRead = op.method === 'get' || (op.scope !== null && READ_ONLY_SCOPES.has(op.scope));
     const title = operation.summary ? String(operation.summary) : undefined;
     tools.push({
       name,
@@ -196,7 +200,7 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
           ...(title ? { title } : {}),
           readOnlyHint: isRead,
           // Deleting, and anything that moves money, cannot be undone by another call.
-          destructiveHint: op.method === 'delete' || op.rateClass === 'write' || op.rateClass === 'bulk_write',
+          destructiveHint: !isRead && (op.method === 'delete' || op.rateClass === 'write' || op.rateClass === 'bulk_write'),
           // Reads, and writes under an idempotency key, have no further effect when repeated with the same arguments.
           idempotentHint: isRead || op.idempotency === 'required',
           openWorldHint: op.tag === 'x402',

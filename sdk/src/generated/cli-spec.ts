@@ -2071,6 +2071,46 @@ export const COMMANDS: readonly CommandSpec[] = [
     ]
   },
   {
+    "group": "webhooks",
+    "command": "list-delivery-attempts",
+    "key": "GET /v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts",
+    "summary": "List a delivery's attempts",
+    "positional": [
+      "id",
+      "delivery_id"
+    ],
+    "idempotency": "none",
+    "paginated": true,
+    "writesOperation": false,
+    "flags": [
+      {
+        "name": "id",
+        "type": "string",
+        "required": true,
+        "description": "Resource UUID."
+      },
+      {
+        "name": "delivery_id",
+        "type": "string",
+        "required": true,
+        "description": "Delivery UUID."
+      },
+      {
+        "name": "cursor",
+        "type": "string",
+        "required": false,
+        "description": "`next_cursor` of the previous page: the attempt number of the last attempt returned (exclusive)."
+      },
+      {
+        "name": "limit",
+        "type": "integer",
+        "required": false,
+        "description": "Page size.",
+        "default": 50
+      }
+    ]
+  },
+  {
     "group": "events",
     "command": "list",
     "key": "GET /v1/agent/events",

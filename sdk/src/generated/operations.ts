@@ -803,6 +803,22 @@ export const OPERATIONS = {
     "body": false,
     "paginated": false
   },
+  "GET /v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts": {
+    "operationId": "listWebhookDeliveryAttempts",
+    "method": "GET",
+    "path": "/v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts",
+    "idempotency": "none",
+    "pathParams": [
+      "id",
+      "delivery_id"
+    ],
+    "queryParams": [
+      "cursor",
+      "limit"
+    ],
+    "body": false,
+    "paginated": true
+  },
   "GET /v1/agent/events": {
     "operationId": "listEvents",
     "method": "GET",
@@ -948,7 +964,8 @@ export const GROUPS = {
     "rotateSecret": "POST /v1/agent/webhooks/{id}/rotate-secret",
     "listDeliveries": "GET /v1/agent/webhooks/{id}/deliveries",
     "test": "POST /v1/agent/webhooks/{id}/test",
-    "retryDelivery": "POST /v1/agent/webhooks/{id}/deliveries/{delivery_id}/retry"
+    "retryDelivery": "POST /v1/agent/webhooks/{id}/deliveries/{delivery_id}/retry",
+    "listDeliveryAttempts": "GET /v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts"
   },
   "events": {
     "list": "GET /v1/agent/events",

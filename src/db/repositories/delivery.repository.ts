@@ -116,14 +116,14 @@ export async function failWaitingDeliveries(db: Db, endpointId: string, errorCla
  * Event recovery for one endpoint (owner re-enable): every event of the agent since `since`, of a
  * subscribed type, that failed terminally at this endpoint (re-queued) or never reached it because
  * it was disabled (queued now). Delivered events are left alone. Each carries its event's seq so the
- * claim keeps their original order. Returns how many were queued.
+ * claim keeps their original order. Returns how many were queued. A re-queued delivery keeps its
+ * history: `attempt` counts on, the outcome fields stay those of its latest attempt until the next
+ * one, and every earlier attempt stays in webhook_delivery_attempts; only the 72 h deadline restarts.
  */
 export async function requeueForRecovery(db: Db, endpoint: { id: string; agent_id: string; event_types: string[] }, since: Date, now: Date): Promise<number> {
   const requeued = await db.raw(
     `UPDATE webhook_deliveries d
-     SET status = 'pending', attempt = 0, http_status = NULL, error_class = NULL, latency_ms = NULL, response_body = NULL,
-         next_attempt_at = :now, first_attempt_at = NULL, last_attempt_at = NULL, terminal_at = NULL, deadline_at = NULL,
-         recovery_seq = e.seq, updated_at = :now
+     SET status = 'pending', next_attempt_at = :now, terminal_at = NULL, deadline_at = NULL, recovery_seq = e.seq, updated_at = :now
      FROM events e
      WHERE d.endpoint_id = :endpointId AND d.status = 'failed' AND e.id = d.event_id AND e.created_at >= :since
        AND e.type = ANY(:types)
@@ -145,12 +145,15 @@ export async function requeueForRecovery(db: Db, endpoint: { id: string; agent_i
   return count;
 }
 
-/** A new attempt of one delivery now (agent retry): a finished one is queued again, a waiting one is due at once. */
+/**
+ * A new attempt of one delivery now (agent retry): a finished one is queued again, a waiting one is due at once.
+ * Its history stays (as requeueForRecovery's); the retry series' deadline restarts with the next claim.
+ */
 export async function requeueDelivery(db: Db, id: string, now: Date): Promise<DeliveryRow | undefined> {
   const [row] = await db('webhook_deliveries')
     .where({ id })
     .whereIn('status', ['pending', 'retrying', 'delivered', 'failed'])
-    .update({ status: 'pending', attempt: 0, next_attempt_at: now, first_attempt_at: null, deadline_at: null, terminal_at: null, recovery_seq: null, updated_at: now })
+    .update({ status: 'pending', next_attempt_at: now, deadline_at: null, terminal_at: null, recovery_seq: null, updated_at: now })
     .returning('*');
   if (row) await db.raw(`SELECT pg_notify('${DELIVERY_CHANNEL}', '')`);
   return row as DeliveryRow | undefined;
@@ -158,6 +161,27 @@ export async function requeueDelivery(db: Db, id: string, now: Date): Promise<De
 
 export async function findDelivery(db: Db, id: string): Promise<DeliveryRow | undefined> {
   return db('webhook_deliveries').where({ id }).first();
+}
+
+export interface DeliveryAttemptRow {
+  attempt: number;
+  attempted_at: Date | null;
+  finished_at: Date;
+  outcome: string;
+  http_status: number | null;
+  error_class: string | null;
+  latency_ms: number | null;
+  response_body: string | null;
+  lease_expired: boolean;
+}
+
+/** A delivery's recorded attempts, newest first, those numbered below `before` when given (keyset on attempt, id). */
+export async function listDeliveryAttempts(db: Db, deliveryId: string, options: { before?: number; limit: number }): Promise<DeliveryAttemptRow[]> {
+  const query = db('webhook_delivery_attempts')
+    .where({ delivery_id: deliveryId })
+    .select('attempt', 'attempted_at', 'finished_at', 'outcome', 'http_status', 'error_class', 'latency_ms', 'response_body', 'lease_expired');
+  if (options.before !== undefined) query.andWhere('attempt', '<', options.before);
+  return query.orderBy([{ column: 'attempt', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(options.limit);
 }
 
 /** Newest first, keyset on (created_at, id), exclusive of `after`. */
