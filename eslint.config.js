@@ -43,9 +43,6 @@ export default tseslint.config(
       'house/no-library-method-assignment': 'error',
     },
   },
-  // Until house-db's rewrite of src/db/knex.ts lands (knex's pg dialect loaded by path, `client.destroy` replaced):
-  // the coordinator removes this block when merging it, and the two rules then hold for every file.
-  { files: ['src/db/knex.ts'], rules: { 'no-restricted-syntax': 'off', 'house/no-library-method-assignment': 'off' } },
   layer(['src/handlers/**'], ['knex', 'redis', 'pg', '**/db/repositories/*', '**/db/knex.js'], 'Handlers translate; they reach data through services (STYLE.md habit 2).'),
   layer(['src/services/**'], ['express', 'redis', 'openapi-backend', '**/http/pipeline.js'], 'Services decide; they know nothing of HTTP (STYLE.md habit 2).'),
   layer(['src/lib/**'], ['knex', 'redis', 'pg', 'express'], 'lib/ is pure helpers without I/O.'),
