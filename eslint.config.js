@@ -1,10 +1,20 @@
-// Lint: typescript-eslint recommended, plus the layer rules of STYLE.md enforced with no-restricted-imports.
+// Lint: typescript-eslint recommended, plus the layer rules of STYLE.md enforced with no-restricted-imports, and
+// libraries through their public APIs only (issue 25): no private paths, no function assigned over a library's method.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import noLibraryMethodAssignment from './eslint/no-library-method-assignment.js';
+
+/** Files inside a package that its public entry points do not export: importing them ties us to its internals. */
+const PRIVATE_PATHS = {
+  group: ['knex/lib/*', 'knex/lib/**', 'express/lib/*', 'express/lib/**', 'openapi-backend/*', 'openapi-backend/**'],
+  message: 'A private path of a library: use its public entry point and documented API (issue 25).',
+};
+// The same paths loaded with require(), createRequire(...)(...) or import().
+const PRIVATE_PATH_LITERAL = 'Literal[value=/^(knex\\/lib|express\\/lib|openapi-backend)\\//]';
 
 const layer = (files, patterns, message) => ({
   files,
-  rules: { 'no-restricted-imports': ['error', { patterns: [{ group: patterns, message }] }] },
+  rules: { 'no-restricted-imports': ['error', { patterns: [PRIVATE_PATHS, { group: patterns, message }] }] },
 });
 
 export default tseslint.config(
@@ -19,6 +29,18 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'warn',
       // URL-safety code must match control characters on purpose.
       'no-control-regex': 'off',
+    },
+  },
+  {
+    files: ['src/**', 'scripts/**'],
+    plugins: { house: { rules: { 'no-library-method-assignment': noLibraryMethodAssignment } } },
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [PRIVATE_PATHS] }],
+      'no-restricted-syntax': [
+        'error',
+        { selector: `CallExpression > ${PRIVATE_PATH_LITERAL}.arguments, ImportExpression > ${PRIVATE_PATH_LITERAL}.source`, message: PRIVATE_PATHS.message },
+      ],
+      'house/no-library-method-assignment': 'error',
     },
   },
   layer(['src/handlers/**'], ['knex', 'redis', 'pg', '**/db/repositories/*', '**/db/knex.js'], 'Handlers translate; they reach data through services (STYLE.md habit 2).'),

@@ -133,13 +133,61 @@ export interface paths {
         };
         /**
          * Get this OpenAPI document
-         * @description The public OpenAPI 3.1 description of the Agent API as one JSON object (the bundled form of this document). Public: no credentials; rate limited per client address in the read class.
+         * @description The agent's surface of this OpenAPI 3.1 document as one JSON object: the `/v1/agent` operations, only the components they reference and their security schemes, so a client generated from it has no owner or operator methods. Public: no credentials; rate limited per client address in the read class. The owner API's document is `GET /v1/owner/openapi.json`; the whole document (operator routes included) `GET /v1/admin/openapi.json`.
          *
          *     Rate class `read`; no scope; Idempotency-Key not used.
          *
          *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
          */
         get: operations["getOpenApi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the owner API's OpenAPI document
+         * @description The owner surface of this document as one JSON object: the `/v1/owner` operations, only the components they reference and their security schemes (owner token, console session, admin token). Public: no credentials; rate limited per client address in the read class. The agent's surface is `GET /v1/agent/openapi.json`; the whole document, operator routes included, `GET /v1/admin/openapi.json`.
+         *
+         *     Rate class `read`; no scope; Idempotency-Key not used.
+         *
+         *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
+         */
+        get: operations["getOwnerOpenApi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the whole OpenAPI document
+         * @description The whole document as one JSON object, as the server routes and validates with it: the agent, owner and operator (`/v1/admin`) routes, OAuth, health and docs. Where operators read it (the file `generated/openapi.json` in the repository, `dist/generated/openapi.json` in the image, is the same document). Public: no credentials, also when no admin token is configured; rate limited per client address in the read class.
+         *
+         *     Rate class `read`; no scope; Idempotency-Key not used.
+         *
+         *     Errors: `rate_limited` (429), `internal_error` (500), `service_unavailable` (503).
+         */
+        get: operations["getAdminOpenApi"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1508,6 +1556,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a delivery's attempts
+         * @description Every attempt of one delivery, newest first, each with its own outcome: when it was made and recorded, the delivery's status right after (`outcome`), the HTTP status, error class, latency and captured body. Manual retries and the owner's recovery add attempts; none is erased. `lease_expired` marks an attempt whose worker stopped before recording an outcome (its outcome fields are null). The cursor is `next_cursor` of the previous page (an attempt number, exclusive).
+         *
+         *     Rate class `read`; scope `agent:read`; Idempotency-Key not used.
+         *
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `not_found` (404), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         */
+        get: operations["listWebhookDeliveryAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agent/events": {
         parameters: {
             query?: never;
@@ -1565,7 +1637,7 @@ export interface paths {
         };
         /**
          * List the owner's agents
-         * @description Every agent of the caller (all owners' agents for the admin token), with status and balances.
+         * @description Every agent of the caller (all owners' agents for the admin token, or one owner's with `owner_id`), with status and balances. No secret: the API key shows only its prefix.
          *
          *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
          */
@@ -2243,7 +2315,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the owners
+         * @description Every live owner, newest first, with the number of its live agents (`agentctl owner list`).
+         *
+         *     Rate class `read`; admin token only; Idempotency-Key not used.
+         */
+        get: operations["adminListOwners"];
         put?: never;
         /**
          * Create an owner
@@ -2691,7 +2769,7 @@ export interface paths {
         };
         /**
          * API reference page
-         * @description An HTML reference of this document rendered in the browser by Redoc, whose standalone bundle this service serves from `/docs/redoc.standalone.js` (no third-party host is contacted); the page loads `GET /v1/agent/openapi.json`.
+         * @description An HTML reference of this document rendered in the browser by Redoc, whose standalone bundle this service serves from `/docs/redoc.standalone.js` (no third-party host is contacted); the page loads the agent's document, `GET /v1/agent/openapi.json`, and links the owner API's (`/v1/owner/openapi.json`) and the whole one (`/v1/admin/openapi.json`).
          */
         get: operations["getDocs"];
         put?: never;
@@ -2839,7 +2917,7 @@ export interface components {
                 code: components["schemas"]["ErrorCode"];
                 /** @description Human-readable explanation. 5xx messages never reveal internals. */
                 message: string;
-                /** @description Extra machine-readable data, present for some codes. `rate_limited`: `{limit_count, attempted_count}` (see RateLimitDetails). `validation_failed`: `{errors: [{location, path, message}]}` (see ValidationDetails). Policy codes: `{rule, ...}` naming the policy key that refused. */
+                /** @description Extra machine-readable data, present for some codes. `rate_limited`: `{limit_count, attempted_count}` (see RateLimitDetails). `validation_failed`: `{errors: [{location, path, message}]}` (see ValidationDetails). Policy codes: `{rule, ...}` naming the policy key that refused. `invalid_state_transition` for a value already taken under a unique rule: `{field}`. */
                 details?: {
                     [key: string]: unknown;
                 };
@@ -3038,6 +3116,10 @@ export interface components {
         };
         /** @description `error.details` of a `validation_failed` error. */
         ValidationDetails: {
+            /** @description The field the first problem is about, as a caller names it (`amount`, `recipient.address`, `limit`, `Idempotency-Key`). Each problem's message says what is expected in words, never a regular expression. */
+            field?: string;
+            /** @description Every field of a choice between several (`give exactly one of amount or amount_usd`). */
+            fields?: string[];
             errors: {
                 /** @enum {string} */
                 location: "body" | "query" | "path" | "header";
@@ -3980,14 +4062,14 @@ export interface components {
         DeliveryStatus: "pending" | "in_flight" | "retrying" | "delivered" | "failed";
         /** @enum {string|null} */
         DeliveryErrorClass: "dns_error" | "connect_error" | "timeout" | "tls_error" | "http_3xx" | "http_4xx" | "http_5xx" | "http_408" | "http_429" | "url_rejected" | "payload_too_large" | "retries_exhausted" | "endpoint_disabled" | null;
-        /** @description One record per (event, endpoint), updated on every attempt. */
+        /** @description One record per (event, endpoint), updated on every attempt: its outcome fields describe the latest attempt. Every attempt's own outcome stays readable at `GET /v1/agent/webhooks/{id}/deliveries/{delivery_id}/attempts`; a manual retry or the owner's recovery queues the record again without erasing it. */
         WebhookDelivery: {
             id: components["schemas"]["Uuid"];
             event_id: components["schemas"]["Uuid"];
             event_type: components["schemas"]["EventType"];
             event_created_at: components["schemas"]["Timestamp"];
             endpoint_id: components["schemas"]["Uuid"];
-            /** @description Attempts made so far (0 before the first). */
+            /** @description Attempts made so far (0 before the first), counting on across manual retries and recoveries. */
             attempt: number;
             status: components["schemas"]["DeliveryStatus"];
             http_status: number | null;
@@ -4080,6 +4162,36 @@ export interface components {
             ok: true;
             delivery: components["schemas"]["WebhookDelivery"];
         };
+        /** @description One attempt of a delivery and its outcome. */
+        WebhookDeliveryAttempt: {
+            /** @description The attempt's number (the delivery's `attempt` when it was made). */
+            attempt: number;
+            /** @description When the attempt started. */
+            attempted_at: components["schemas"]["NullableTimestamp"];
+            /** @description When its outcome was recorded (or its lease found expired). */
+            finished_at: components["schemas"]["Timestamp"];
+            /**
+             * @description The delivery's status right after this attempt.
+             * @enum {string}
+             */
+            outcome: "delivered" | "retrying" | "failed" | "pending";
+            http_status: number | null;
+            error_class: components["schemas"]["DeliveryErrorClass"];
+            latency_ms: number | null;
+            /** @description Receiver body, captured up to 4 KB; null when no outcome was recorded. */
+            response_body: string | null;
+            /** @description The worker stopped before recording an outcome; the outcome fields are null. */
+            lease_expired: boolean;
+        };
+        WebhookDeliveryAttemptListPage: {
+            /** @constant */
+            ok: true;
+            delivery_id: components["schemas"]["Uuid"];
+            items: components["schemas"]["WebhookDeliveryAttempt"][];
+            /** @description The attempt number of the last attempt of this page (exclusive cursor), null when no more. */
+            next_cursor: string | null;
+            has_more: boolean;
+        };
         /** @description Body of every webhook delivery (spec 6.2). Receivers dedupe by `id`. */
         EventEnvelope: {
             id: components["schemas"]["Uuid"];
@@ -4168,6 +4280,22 @@ export interface components {
             /** @constant */
             ok: true;
             items: components["schemas"]["AuditEntry"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
+        /** @description An owner as the operator lists them (no token or secret). */
+        OwnerSummary: {
+            owner_id: components["schemas"]["Uuid"];
+            email: string;
+            name: string | null;
+            /** @description Live (not deleted) agents of the owner. */
+            agent_count: number;
+            created_at: components["schemas"]["Timestamp"];
+        };
+        OwnerSummaryPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["OwnerSummary"][];
             next_cursor: components["schemas"]["NextCursor"];
             has_more: boolean;
         };
@@ -4625,7 +4753,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description `idempotency_key_reuse_mismatch` (key already used for another request), `idempotency_request_in_progress` (the original request is still running), or a state conflict of the route (`quote_expired`, `quote_already_consumed`, `ltv_target_unreachable`, `time_delay_not_reached`, `invalid_state_transition`). */
+        /** @description `idempotency_key_reuse_mismatch` (key already used for another request), `idempotency_request_in_progress` (the original request is still running), or a state conflict of the route (`quote_expired`, `quote_already_consumed`, `ltv_target_unreachable`, `time_delay_not_reached`, `invalid_state_transition`). A value that must be unique and is already taken (an owner's e-mail in any letter case, a vault's address, a market's asset) is `invalid_state_transition` with `details: {field}` naming it. */
         Conflict: {
             headers: {
                 "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
@@ -4975,6 +5103,120 @@ export interface operations {
         };
     };
     getOpenApi: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An `ETag` from an earlier answer; when it is current the answer is 304 without a body. */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    /** @description Strong entity tag of the document (send it back as `If-None-Match`). */
+                    ETag?: string;
+                    /** @description `public, max-age=300`. */
+                    "Cache-Control"?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Not modified: the request's `If-None-Match` names the current `ETag`; no body. */
+            304: {
+                headers: {
+                    /** @description Strong entity tag of the document. */
+                    ETag?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOwnerOpenApi: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An `ETag` from an earlier answer; when it is current the answer is 304 without a body. */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    /** @description Strong entity tag of the document (send it back as `If-None-Match`). */
+                    ETag?: string;
+                    /** @description `public, max-age=300`. */
+                    "Cache-Control"?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Not modified: the request's `If-None-Match` names the current `ETag`; no body. */
+            304: {
+                headers: {
+                    /** @description Strong entity tag of the document. */
+                    ETag?: string;
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAdminOpenApi: {
         parameters: {
             query?: never;
             header?: {
@@ -7264,6 +7506,51 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listWebhookDeliveryAttempts: {
+        parameters: {
+            query?: {
+                /** @description `next_cursor` of the previous page: the attempt number of the last attempt returned (exclusive). */
+                cursor?: string;
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Resource UUID. */
+                id: components["parameters"]["IdPath"];
+                /** @description Delivery UUID. */
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the delivery's attempts. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryAttemptListPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["RequestHeadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["RequestHeadTooLarge"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listEvents: {
         parameters: {
             query?: {
@@ -7348,6 +7635,8 @@ export interface operations {
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
+                /** @description Only this owner's agents. An owner token or session may name only its own owner (another owner is 404). */
+                owner_id?: components["schemas"]["Uuid"];
             };
             header?: never;
             path?: never;
@@ -8854,6 +9143,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adminListOwners: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSummaryPage"];
                 };
             };
             400: components["responses"]["ValidationFailed"];

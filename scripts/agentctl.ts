@@ -4,7 +4,9 @@
 import { parseArgs } from 'node:util';
 import { buildCore } from '../src/app.js';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { connectToServer } from '../src/cli/client.js';
+import { ApiCallError, connectToServer } from '../src/cli/client.js';
+import { conflictErrorOf } from '../src/db/unique-violation.js';
+import { isApiError } from '../src/lib/errors.js';
 import { commands } from '../src/cli/index.js';
 import { CliUsageError, type CliArgs } from '../src/cli/types.js';
 
@@ -61,9 +63,12 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => process.exit(code),
-  (err: unknown) => {
+  (thrown: unknown) => {
+    // A value taken under a unique index (an owner's e-mail) reads as the server would answer it, not as SQL.
+    const err = conflictErrorOf(thrown) ?? thrown;
     const message = err instanceof ConfigError || err instanceof CliUsageError || err instanceof Error ? err.message : String(err);
-    process.stderr.write(`agentctl: ${message}\n`);
+    const answer = isApiError(err) ? ` (${err.status} ${err.code})` : err instanceof ApiCallError ? ` (${err.status} ${err.code})` : '';
+    process.stderr.write(`agentctl: ${message}${answer}\n`);
     process.exit(err instanceof CliUsageError ? 2 : 1);
   },
 );

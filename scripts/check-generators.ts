@@ -1,4 +1,4 @@
-// Generates clients from the served document with three generators at their default settings, as an integrator
+// Generates clients from the served agent's document (GET /v1/agent/openapi.json) with three generators at their default settings, as an integrator
 // would, and type-checks a small use of each: a payment with only its required fields compiles, and a body with both
 // `amount` and `amount_usd` (or neither) is a type error (`// @ts-expect-error`, which fails when the rule is lost).
 // Offline: every tool comes from node_modules. `npm run check:generators` / `make generators`; test/contract runs it.
@@ -8,11 +8,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import type { OpenApiDocument } from '../src/lib/contract.js';
+import { surfaceDocument } from '../src/lib/document-surface.js';
 
 const run = promisify(execFile);
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-/** The document GET /v1/agent/openapi.json serves (DOCUMENT_PATH in src/http/operations.ts). */
-const DOCUMENT = join(ROOT, 'generated/openapi.json');
+/** The document GET /v1/agent/openapi.json serves: the agent's surface of generated/openapi.json. */
+function agentDocument(): string {
+  return JSON.stringify(surfaceDocument(JSON.parse(readFileSync(join(ROOT, 'generated/openapi.json'), 'utf8')) as OpenApiDocument, '/v1/agent'), null, 2);
+}
 
 export interface GeneratorResult {
   generator: string;
@@ -53,6 +57,8 @@ export async function pay(): Promise<string | undefined> {
   await client.POST('/v1/agent/payments', { params: { header }, body: { ${PAYER}, amount: '1', amount_usd: '1' } });
   // @ts-expect-error exactly one of amount and amount_usd
   await client.POST('/v1/agent/payments', { params: { header }, body: { ${PAYER} } });
+  // @ts-expect-error the agent's document has no owner routes
+  await client.GET('/v1/owner/agents');
   return data?.operation_id;
 }
 `,
@@ -60,7 +66,13 @@ export async function pay(): Promise<string | undefined> {
   {
     name: '@hey-api/openapi-ts',
     generate: (dir) => exec(dir, '@hey-api/openapi-ts', 'openapi-ts', ['-i', 'openapi.json', '-o', 'hey-api']),
-    use: `import { createPayment } from './hey-api/index.js';
+    use: `import * as sdk from './hey-api/index.js';
+import { createPayment } from './hey-api/index.js';
+
+// @ts-expect-error the agent's document has no owner methods
+export const owner = sdk.ownerListAgents;
+// @ts-expect-error the agent's document has no operator methods
+export const admin = sdk.adminCreateOwner;
 
 const headers = { 'Idempotency-Key': 'pay-42' };
 
@@ -79,7 +91,13 @@ export async function pay(): Promise<string | undefined> {
     // orval's default client is axios (a devDependency here so its output compiles as an integrator's would).
     name: 'orval',
     generate: (dir) => exec(dir, 'orval', 'orval', ['-i', 'openapi.json', '-o', 'orval/api.ts']),
-    use: `import { createPayment } from './orval/api.js';
+    use: `import * as api from './orval/api.js';
+import { createPayment } from './orval/api.js';
+
+// @ts-expect-error the agent's document has no owner methods
+export const owner = api.ownerListAgents;
+// @ts-expect-error the agent's document has no operator methods
+export const admin = api.adminCreateOwner;
 
 export async function pay(): Promise<number> {
   const res = await createPayment({ ${PAYER}, amount: '12.5' }, { headers: { 'Idempotency-Key': 'pay-42' } });
@@ -103,7 +121,8 @@ const tsconfig = (file: string) => ({
 export async function checkGenerators(opts: { keep?: boolean; document?: string } = {}): Promise<GeneratorResult[]> {
   const dir = mkdtempSync(join(tmpdir(), 'agent-api-generators-'));
   try {
-    copyFileSync(opts.document ?? DOCUMENT, join(dir, 'openapi.json'));
+    if (opts.document) copyFileSync(opts.document, join(dir, 'openapi.json'));
+    else writeFileSync(join(dir, 'openapi.json'), agentDocument());
     // The temp dir has no redocly.yaml (openapi-typescript would lint with ours); packages resolve through this link.
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
     const results: GeneratorResult[] = [];

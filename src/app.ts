@@ -9,7 +9,10 @@ import { createAccessLog } from './http/access-log.js';
 import { toApiError } from './http/error-mapping.js';
 import { createHealthHandlers, type ReadinessCheck } from './http/health.js';
 import { loadDocument, readOperations, type OpenApiDocument } from './http/operations.js';
-import { createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware, serveAgentApiFirst } from './http/pipeline.js';
+import { createPipeline, createRequestMetricsMiddleware, createRequestTracingMiddleware, requestIdMiddleware } from './http/pipeline.js';
+import { apiFirst } from './http/http-server.js';
+import type { RequestListener } from 'node:http';
+import type { RequestValidator } from './http/request-validator.js';
 import { runIdempotent } from './http/steps.js';
 import { createRouter, type Router } from './http/router.js';
 import { createIdempotency } from './idempotency/idempotency.js';
@@ -56,10 +59,15 @@ export interface AppOverrides {
   document?: OpenApiDocument;
   /** Extra or replacement handlers by operationId (tests of the generic machinery). */
   handlers?: Partial<HandlerMap>;
+  /** The document's compiled validators, shared by the apps one process builds (the test suite); the app's own otherwise. */
+  validator?: RequestValidator;
 }
 
 export interface BuiltApp {
+  /** The site: every route, /v1/agent included (mounted for spellings the listener leaves to it). */
   app: Express;
+  /** What an HTTP server should listen with: /v1/agent first to the API's own app, the rest to `app` (src/http/http-server.ts). */
+  listener: RequestListener;
   config: Readonly<Config>;
   db: Knex;
   services: Services;
@@ -197,7 +205,7 @@ function buildServices(deps: {
     defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null, lending: deps.chain?.lending ?? null }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
     x402: createX402Service({ config: deps.config, sealer, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config), chain: deps.chain }),
-    oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log }),
+    oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log, nodeEnv: deps.config.nodeEnv }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
     owner: createOwnerService({ clock, account: ledger.account }),
@@ -235,7 +243,7 @@ function readinessChecks(core: Pick<Awaited<ReturnType<typeof buildCore>>, 'db' 
 export async function createApp(config: Readonly<Config>, overrides: AppOverrides = {}): Promise<BuiltApp> {
   const core = await buildCore(config, overrides);
   const { db, log, clock, services } = core;
-  const router = await createRouter({ document: core.document, handlers: { ...handlers, ...(overrides.handlers ?? {}) }, around: runIdempotent(core.idempotency) });
+  const router = await createRouter({ document: core.document, handlers: { ...handlers, ...(overrides.handlers ?? {}) }, around: runIdempotent(core.idempotency), validator: overrides.validator });
   // One set of request-handling dependencies for the /v1/agent pipeline and the MCP endpoint.
   const httpDeps = {
     config,
@@ -251,15 +259,22 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   };
   const pipeline = createPipeline(httpDeps);
 
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('trust proxy', config.trustProxy);
-  app.set('etag', false);
-  const accessLog = createAccessLog(log);
-  app.use(requestIdMiddleware);
-  app.use(accessLog);
-  if (core.metrics.registry) app.use(createRequestMetricsMiddleware(core.metrics));
-  if (core.tracing.enabled) app.use(createRequestTracingMiddleware(core.tracing));
+  const configured = (): Express => {
+    const a = express();
+    a.disable('x-powered-by');
+    a.set('trust proxy', config.trustProxy);
+    a.set('etag', false);
+    return a;
+  };
+  // What runs before any route, for the site and the API alike: request id, access line, and metrics and tracing when on.
+  const edge = [
+    requestIdMiddleware,
+    createAccessLog(log),
+    ...(core.metrics.registry ? [createRequestMetricsMiddleware(core.metrics)] : []),
+    ...(core.tracing.enabled ? [createRequestTracingMiddleware(core.tracing)] : []),
+  ];
+  const app = configured();
+  app.use(edge);
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes. Mounted first:
   // no other route shares these prefixes, and the API's requests then skip the other routes' matching.
   app.use('/v1/agent', pipeline.agentApi);
@@ -291,11 +306,15 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     res.status(500).json(errorBody('internal_error', `An internal error occurred (request ${String(res.getHeader('X-Request-Id') ?? '')}).`));
   };
   app.use(lastResort);
-  // /v1/agent without the router's walk when the two middleware above are all that runs before it.
-  if (!core.metrics.registry && !core.tracing.enabled) serveAgentApiFirst(app, [requestIdMiddleware, accessLog], pipeline.agentApi, lastResort);
+  // /v1/agent's own app: the same edge, then the entry (which answers every request it is given).
+  const agentApp = configured();
+  agentApp.use(edge);
+  agentApp.use(pipeline.agentApi);
+  agentApp.use(lastResort);
 
   return {
     app,
+    listener: apiFirst(agentApp, app),
     config,
     db,
     services,

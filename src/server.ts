@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   }
   const worker = config.runWorker ? createWorker({ loops: built.loops, log }) : null;
   const server: Server = createHttpServer({ log });
-  server.on('request', built.app);
+  server.on('request', built.listener);
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const address = server.address();

@@ -129,7 +129,7 @@ async function main() {
     const built = await createApp(config);
     const sameWork = await createSameWorkServer({ databaseUrl: scratch.url, redisUrl, prefix: `${prefix}same:`, poolMax: POOL_MAX });
     try {
-      const appServer = createServer(built.app);
+      const appServer = createServer(built.listener);
       appServer.keepAliveTimeout = 5_000;
       const appUrl = await listen(appServer);
       const sameUrl = await listen(sameWork.server);

@@ -1,6 +1,7 @@
 // agentctl: owners, owner tokens, agents, keys, activation windows and rate-limit overrides.
 import { RATE_CLASSES } from '../../generated/vocabulary.js';
 import type { Schema } from '../lib/contract.js';
+import type { OwnerActor } from '../services/owner.service.js';
 import { CliUsageError, parseDateFlag, parseIntFlag, requireFlag, requirePositional, optionalFlag, seg, type CliArgs, type CliCommand } from './types.js';
 
 function windowFlags(args: CliArgs) {
@@ -35,7 +36,41 @@ const agentAction = (verb: 'disable' | 'enable'): CliCommand => ({
   http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/${verb}` }),
 });
 
+/** agentctl acts as the operator: on the database directly it sees every owner, as the admin token does over HTTP. */
+const OPERATOR: OwnerActor = { kind: 'admin', ownerId: null, tokenId: null, clientAddress: null, requestId: null };
+
+/** `--limit N --cursor C` of the list commands, as the API's query. */
+function pageFlags(args: CliArgs): { limit?: number; cursor?: string } {
+  const limit = parseIntFlag(args, 'limit');
+  if (limit !== undefined && (limit < 1 || limit > 100)) throw new CliUsageError('--limit must be between 1 and 100');
+  const cursor = optionalFlag(args, 'cursor');
+  return { ...(limit !== undefined ? { limit } : {}), ...(cursor !== undefined ? { cursor } : {}) };
+}
+
+const query = (params: Record<string, string | number | undefined>): string => {
+  const entries = Object.entries(params).filter((e): e is [string, string | number] => e[1] !== undefined);
+  return entries.length ? `?${new URLSearchParams(entries.map(([k, v]): [string, string] => [k, String(v)])).toString()}` : '';
+};
+
 export const foundationCommands: CliCommand[] = [
+  {
+    name: 'owner list',
+    usage: 'owner list [--limit N] [--cursor C]                     # owners, newest first, with their agent counts',
+    run: async (ctx, args) => ({ ...(await ctx.services.owner.listOwners(ctx.db, pageFlags(args))) }),
+    http: (args) => ({ method: 'GET', path: `/v1/admin/owners${query(pageFlags(args))}` }),
+  },
+  {
+    name: 'agent list',
+    usage: 'agent list [--owner OWNER_ID] [--limit N] [--cursor C]  # agents with status, wallet and balances (no keys)',
+    run: async (ctx, args) => ({ ...(await ctx.services.owner.listAgents(ctx.db, OPERATOR, { ...pageFlags(args), owner_id: optionalFlag(args, 'owner') })) }),
+    http: (args) => ({ method: 'GET', path: `/v1/owner/agents${query({ owner_id: optionalFlag(args, 'owner'), ...pageFlags(args) })}` }),
+  },
+  {
+    name: 'agent show',
+    usage: 'agent show AGENT_ID                                     # one agent (no keys: the API key shows its prefix only)',
+    run: async (ctx, args) => ({ agent: await ctx.services.owner.getAgent(ctx.db, OPERATOR, requirePositional(args, 0, 'AGENT_ID')) }),
+    http: (args) => ({ method: 'GET', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}` }),
+  },
   {
     name: 'owner create',
     usage: 'owner create --email E [--name N]',

@@ -3,6 +3,7 @@
 import type { Handler } from '../http/types.js';
 import { ApiError } from '../lib/errors.js';
 import { OAuthInputError } from '../oauth/oauth.service.js';
+import { answerDocument } from './document-answer.js';
 import { created, ok, record } from './owner-common.js';
 
 /** OAuth input problems are the caller's (400), as agentctl reported them before. */
@@ -79,3 +80,7 @@ export const adminAddMarket: Handler<'adminAddMarket'> = async (req, ctx) => {
   const market = await ctx.services.defi.borrow.addMarket(ctx.db, { asset: b.asset, protocol: b.protocol, ltvBps: b.ltv_bps, liquidationThresholdBps: b.liquidation_threshold_bps, borrowAprBps: b.borrow_apr_bps, collateralEnabled: b.collateral, borrowEnabled: b.borrowable });
   return created({ ...market });
 };
+
+export const getAdminOpenApi: Handler<'getAdminOpenApi'> = async (req, ctx) => answerDocument<'getAdminOpenApi'>(req.headers['if-none-match'], ctx.services.self.publicDocument('full'));
+
+export const adminListOwners: Handler<'adminListOwners'> = async (req, ctx) => ok(await ctx.services.owner.listOwners(ctx.db, req.query));

@@ -1,5 +1,6 @@
 // Tag agent: who am I, my rate-limit state, the capabilities document and the public contract.
-import type { Handler, RequestContext, ResponseBody } from '../http/types.js';
+import type { Handler, RequestContext } from '../http/types.js';
+import { answerDocument } from './document-answer.js';
 import type { RateDecision } from '../ratelimit/limiter.js';
 
 export const getSelf: Handler<'getSelf'> = async (_req, ctx) => {
@@ -25,15 +26,6 @@ export const getCapabilities: Handler<'getCapabilities'> = (_req, ctx) => capabi
 
 export const getCapabilitiesJson: Handler<'getCapabilitiesJson'> = (_req, ctx) => capabilitiesFor(ctx);
 
-export const getOpenApi: Handler<'getOpenApi'> = async (req, ctx) => {
-  const { document, etag } = ctx.services.self.publicDocument();
-  const headers = { ETag: etag, 'Cache-Control': 'public, max-age=300' };
-  const ifNoneMatch = req.headers['if-none-match'];
-  if (typeof ifNoneMatch === 'string' && ifNoneMatch.split(',').map((s) => s.trim()).includes(etag)) {
-    return { status: 304, body: undefined, headers };
-  }
-  // The bundled document itself: free-form by nature, checked against the document's own schema of it in tests.
-  return { status: 200, body: document as ResponseBody<'getOpenApi', 200>, headers };
-};
+export const getOpenApi: Handler<'getOpenApi'> = async (req, ctx) => answerDocument<'getOpenApi'>(req.headers['if-none-match'], ctx.services.self.publicDocument('agent'));
 
 export const getSelfLimits: Handler<'getSelfLimits'> = async (_req, ctx) => ({ status: 200, body: { ok: true, ...(await ctx.services.ledger.policy.limits(ctx.db, ctx.principal.agentId)) } });

@@ -6,6 +6,7 @@ import { isRefusal, refusalAnswer } from '../lib/refusal.js';
 import { policyToJson } from '../services/ledger/policy.js';
 import type { DestinationAction } from '../services/ledger/destinations.js';
 import { OAuthInputError } from '../oauth/oauth.service.js';
+import { answerDocument } from './document-answer.js';
 import { actorOf, created, ok, record } from './owner-common.js';
 
 const agentOf = (req: { params: { agent_id: string } }, ctx: RequestContext) => ctx.services.owner.requireAgent(ctx.db, actorOf(ctx), req.params.agent_id);
@@ -251,3 +252,5 @@ export const ownerRevokeConnectedApp: Handler<'ownerRevokeConnectedApp'> = async
 };
 
 export const ownerListAudit: Handler<'ownerListAudit'> = async (req, ctx) => ok(await ctx.services.owner.listAudit(ctx.db, actorOf(ctx), { ...req.query, since: req.query.since }));
+
+export const getOwnerOpenApi: Handler<'getOwnerOpenApi'> = async (req, ctx) => answerDocument<'getOwnerOpenApi'>(req.headers['if-none-match'], ctx.services.self.publicDocument('owner'));

@@ -71,7 +71,7 @@ export const simulateRequest: Handler<'simulateRequest'> = async (req, ctx) => {
   stages.push({ name: 'scope', outcome: 'passed' });
 
   // validation, policy, funds, execution: the route itself, rolled back
-  const outcome = await dryRun(ctx, { method, path, body: input.body ?? {} });
+  const outcome = await dryRun(ctx, match.op, { path, params: match.params, body: input.body ?? {} });
   const refusal = refusalIn(outcome);
   stages.push(...stagesFor(refusal?.error.code ?? null, refusal?.error.message));
   return refusal ? answer(refusal) : answer(null, (outcome as { value: HandlerResult }).value);

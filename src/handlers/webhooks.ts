@@ -45,3 +45,8 @@ export const retryWebhookDelivery: Handler<'retryWebhookDelivery'> = async (req,
   const delivery = await ctx.services.webhooks.retryDelivery(ctx.db, ctx.principal, req.params.id, req.params.delivery_id);
   return { status: 200, body: { ok: true, delivery } };
 };
+
+export const listWebhookDeliveryAttempts: Handler<'listWebhookDeliveryAttempts'> = async (req, ctx) => {
+  const page = await ctx.services.webhooks.listDeliveryAttempts(ctx.db, ctx.principal, req.params.id, req.params.delivery_id, req.query);
+  return { status: 200, body: { ok: true, ...page } };
+};

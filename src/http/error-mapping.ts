@@ -1,5 +1,7 @@
 // The one place a thrown error becomes an API error: ApiError as is, an unreachable database or rate
-// limiter as 503 service_unavailable with Retry-After (contract §2), anything else as 500.
+// limiter as 503 service_unavailable with Retry-After (contract §2), a value already taken under a unique
+// index as 409 naming the field, anything else as 500.
+import { conflictErrorOf } from '../db/unique-violation.js';
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { ApiError, isApiError } from '../lib/errors.js';
 import { LimiterUnavailableError } from '../ratelimit/rate-limit.service.js';
@@ -14,5 +16,5 @@ export function toApiError(err: unknown): ApiError | null {
   if (isApiError(err)) return err;
   if (err instanceof LimiterUnavailableError) return unavailable('Rate limiting is unavailable; writes are refused until it recovers.');
   if (isDatabaseUnavailable(err)) return unavailable('The database is unavailable; retry shortly.');
-  return null;
+  return conflictErrorOf(err);
 }

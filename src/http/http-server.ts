@@ -1,4 +1,5 @@
-// The node:http server the app runs on: header limits and the answer to requests Node cannot parse.
+// The node:http server the app runs on: header limits, the answer to requests Node cannot parse, and the
+// /v1/agent requests handed to the API's own app before the rest of the site's routes are walked.
 //
 // Node's parser refuses request heads over `maxHeaderSize` (16 KB by default) with a bare 431 before
 // Express sees the request: no envelope, no X-Request-Id. The parser limit is raised to
@@ -6,7 +7,7 @@
 // the envelope and, once the caller is authenticated, the rate-limit headers (src/http/limits.ts).
 // Only a head over MAX_HEAD_BYTES is answered here, enveloped, with a fresh X-Request-Id.
 import { randomUUID } from 'node:crypto';
-import { createServer, STATUS_CODES, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { errorBody } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
@@ -37,9 +38,27 @@ function answerUnparsable(err: ClientError, socket: Duplex, log?: Logger): void 
   );
 }
 
-/** The HTTP server for the app (`server.on('request', app)` or passed as the listener). */
+/** The HTTP server for the app (`server.on('request', built.listener)`). */
 export function createHttpServer(opts: { log?: Logger } = {}): Server {
   const server = createServer({ maxHeaderSize: MAX_HEAD_BYTES });
   server.on('clientError', (err: ClientError, socket: Duplex) => answerUnparsable(err, socket, opts.log));
   return server;
+}
+
+const AGENT_MOUNT = '/v1/agent';
+
+/** The exact spellings `/v1/agent`, `/v1/agent/...` and `/v1/agent?...`; any other (case, `//`) is the site's. */
+export const isAgentApiUrl = (url: string): boolean => url === AGENT_MOUNT || url.startsWith(`${AGENT_MOUNT}/`) || url.startsWith(`${AGENT_MOUNT}?`);
+
+/**
+ * The request listener: /v1/agent goes to `agentApi` (an app holding only the edge middleware and the API's entry),
+ * everything else to `site`. The API's requests then skip the walk over the site's routes and mounts (issue 12, P1:
+ * Express's router was ~7 % of a `/self` profile). Both are ordinary Express apps used as listeners, so metrics and
+ * tracing, when on, run in `agentApi` too: a production server takes the path the benchmark measures.
+ */
+export function apiFirst(agentApi: RequestListener, site: RequestListener): RequestListener {
+  return function apiFirstListener(req: IncomingMessage, res: ServerResponse) {
+    if (isAgentApiUrl(req.url ?? '')) agentApi(req, res);
+    else site(req, res);
+  };
 }

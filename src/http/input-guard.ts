@@ -1,11 +1,58 @@
-// Edge checks every /v1/agent request passes before validation: no U+0000 in any string the request carries.
+// Edge checks every /v1/agent request passes before validation: JSON nesting within MAX_BODY_DEPTH, no U+0000 in
+// any string the request carries.
 //
 // Postgres text cannot hold U+0000 ("invalid byte sequence for encoding UTF8: 0x00"), so a NUL that
 // reaches a query fails as a 500. Refusing it here, once, names the field for every route instead of
 // relying on each schema to carry a pattern.
-import { validationFailed, type ValidationProblem } from '../lib/errors.js';
+import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
 
 const NUL = '\u0000';
+
+/**
+ * The deepest JSON nesting a request body may have (objects and arrays, counted from the outermost one). No
+ * document schema nests past 8; everything after parsing (this file's NUL walk, Ajv, the idempotency
+ * fingerprint's canonical JSON, JSON.stringify of a stored response) recurses once per level, and 5,000 levels
+ * (30 KB, under the 64 KB cap) overflow the stack as a 500. The depth is counted on the raw text, before
+ * JSON.parse and before any walk.
+ */
+export const MAX_BODY_DEPTH = 64;
+
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * True when JSON text opens more than `limit` objects or arrays inside one another: one pass, no recursion,
+ * no allocation. Brackets inside strings are skipped. Works on UTF-8 bytes (the structural characters are ASCII
+ * and no byte of a multi-byte UTF-8 sequence is below 0x80) or on decoded text (char codes).
+ */
+export function isNestedDeeperThan(text: Uint8Array | string, limit = MAX_BODY_DEPTH): boolean {
+  const bytes = typeof text !== 'string';
+  const length = text.length;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < length; i++) {
+    const c = bytes ? (text as Uint8Array)[i]! : (text as string).charCodeAt(i);
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) inString = true;
+    else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      if (++depth > limit) return true;
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) depth--;
+  }
+  return false;
+}
+
+/** The 400 validation_failed for a body nested deeper than MAX_BODY_DEPTH. */
+export function tooDeepError(): ApiError {
+  return new ApiError('validation_failed', `The request body nests objects and arrays more than ${MAX_BODY_DEPTH} levels deep.`, {
+    errors: [{ location: 'body', path: '/', message: `nesting deeper than ${MAX_BODY_DEPTH} levels` }],
+  });
+}
 
 /** JSON pointer segment escaping (RFC 6901). */
 const pointerSegment = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');

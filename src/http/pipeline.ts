@@ -3,8 +3,7 @@
 // authenticate -> chargeRateLimit -> route -> requireScope -> validateRequest -> router (Ajv,
 // runIdempotent, handler) -> respond.
 import { timingSafeEqual } from 'node:crypto';
-import type { Express, NextFunction, Request, Response } from 'express';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
 import { ADMIN_SUBJECT, type Principal } from '../auth/principal.js';
 import { OWNER_SESSION_COOKIE, readCookie } from '../console/cookies.js';
 import { sha256Hex } from '../lib/crypto.js';
@@ -64,12 +63,12 @@ export function createPipeline(deps: PipelineDeps) {
       // An over-long URL or header block is refused whoever sends it; a caller who authenticates
       // gets its rate-limit headers and is charged, one who does not is not told 401 instead.
       const oversize = headOverLimits(req);
-      if (op?.isPublic) {
+      if (match.kind === 'operation' && match.op.isPublic) {
         exchange.rate = await rateLimits.chargeAddress('public', clientAddress(req), PUBLIC_RULE);
         if (!exchange.rate.allowed) throw rateLimitedError(exchange.rate);
         if (oversize) throw oversize;
         const ctx = steps.contextFor(exchange, null, { clientAddress: clientAddress(req) });
-        send(res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: undefined }, ctx));
+        send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: undefined }, ctx));
         return;
       }
 
@@ -87,7 +86,7 @@ export function createPipeline(deps: PipelineDeps) {
       requireOwnerSide(principal, match.op);
       const { idempotencyKey } = await steps.validateRequest(req, res, path);
       const ctx = steps.contextFor(exchange, principal, { idempotencyKey, clientAddress: clientAddress(req) });
-      send(res, await router.handle({ method: req.method, path, query: req.query as never, headers: req.headers as never, body: req.body }, ctx));
+      send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: req.body }, ctx));
     } catch (err) {
       send(res, steps.errorResult(exchange, err));
     }
@@ -148,59 +147,6 @@ function plainJson(res: Response, status: number, body: unknown): boolean {
     h['if-modified-since'] === undefined &&
     !res.hasHeader('Content-Type')
   );
-}
-
-type Middleware = (req: Request, res: Response, next: NextFunction) => void;
-type ErrorMiddleware = (err: unknown, req: Request, res: Response, next: NextFunction) => void;
-
-const AGENT_MOUNT = '/v1/agent';
-
-/**
- * Requests for /v1/agent go straight to its entry instead of through Express's router: what app.handle and the
- * router do on the way there is done here (the request and response get Express's prototypes and `locals`,
- * `originalUrl`, `baseUrl` and `url` are set as the mount leaves them, then the app-level `middleware` run in order)
- * without the router's per-request layer walk, mount matching and restore closures (issue 12, P1). Only the exact
- * spellings `/v1/agent`, `/v1/agent/...` and `/v1/agent?...` take this way; any other URL, and any call with a
- * callback (a mounted app), is Express's as before. Use it only when `middleware` is every app-level middleware
- * mounted before /v1/agent (src/app.ts leaves metrics and tracing on Express's path). A promise the entry rejects
- * (it catches its own errors, so only a failure while sending) goes to `onError`, the app's last-resort handler.
- */
-export function serveAgentApiFirst(app: Express, middleware: Middleware[], agentApi: (req: Request, res: Response) => Promise<void>, onError: ErrorMiddleware): void {
-  const expressHandle = (app as unknown as { handle(req: IncomingMessage, res: ServerResponse, callback?: unknown): void }).handle.bind(app);
-  const fail = (req: Request, res: Response) => (err: unknown) => {
-    if (res.headersSent) res.destroy(err instanceof Error ? err : undefined);
-    else onError(err, req, res, () => {});
-  };
-  (app as unknown as { handle: (req: IncomingMessage, res: ServerResponse, callback?: unknown) => void }).handle = function agentApiFirst(req, res, callback) {
-    const url = req.url ?? '';
-    if (callback !== undefined || !(url === AGENT_MOUNT || url.startsWith(`${AGENT_MOUNT}/`) || url.startsWith(`${AGENT_MOUNT}?`))) return expressHandle(req, res, callback);
-    const request = req as Request;
-    const response = res as Response;
-    request.res = response;
-    response.req = request;
-    Object.setPrototypeOf(req, app.request);
-    Object.setPrototypeOf(res, app.response);
-    if (!response.locals) response.locals = Object.create(null) as Response['locals'];
-    request.originalUrl = url;
-    request.baseUrl = AGENT_MOUNT;
-    const rest = url.slice(AGENT_MOUNT.length);
-    request.url = rest.startsWith('/') ? rest : `/${rest}`;
-    let i = 0;
-    const next = (err?: unknown): void => {
-      if (err !== undefined) return fail(request, response)(err);
-      const step = middleware[i++];
-      if (step) {
-        try {
-          step(request, response, next);
-        } catch (thrown) {
-          fail(request, response)(thrown);
-        }
-        return;
-      }
-      agentApi(request, response).catch(fail(request, response));
-    };
-    next();
-  };
 }
 
 /** Owner and admin credentials stay on their side; an owner token never reaches a /v1/admin route. */

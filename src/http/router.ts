@@ -1,62 +1,16 @@
-// openapi-backend in strict mode over the 3.1 document: Ajv 2020 + formats, memoised routing,
-// every operation registered (a missing handler answers 501 from here), response validation.
-import { OpenAPIBackend, type Context, type Request as OabRequest } from 'openapi-backend';
-import Ajv2020Module from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
+// The router: one route match per request (the precompiled matcher of operations.ts), then `dispatch` runs the
+// operation it matched, or the one an MCP tool or simulate already holds: U+0000 guard, cursor binding, request
+// validation through openapi-backend's public `validateRequest` (src/http/request-validator.ts), the idempotency step
+// around the handler, and a 501 for an operation without one.
 import { createHash } from 'node:crypto';
-import { ApiError, validationFailed, type ValidationProblem } from '../lib/errors.js';
+import { ApiError } from '../lib/errors.js';
 import { assertNoNulCharacters } from './input-guard.js';
-import type { AnyHandler, HandlerMap, HandlerResult, OperationRequest, RequestContext, Router } from './types.js';
-import { createMatcher, prepareForBackend, readOperations, type OpenApiDocument, type OperationMeta } from './operations.js';
-
-// CommonJS interop: both modules export their value as `default` under NodeNext.
-type AjvCtor = new (opts: object) => { addFormat: unknown };
-const Ajv2020 = ((Ajv2020Module as unknown as { default?: AjvCtor }).default ?? Ajv2020Module) as unknown as AjvCtor;
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: unknown) => unknown;
-
-/** openapi-backend checks documents against the 3.0 schema; Redocly lints our 3.1 document instead. */
-class OpenAPI31Backend extends OpenAPIBackend {
-  override validateDefinition(): never {
-    return undefined as never;
-  }
-}
+import { describeIssues, summarize, type AjvIssue } from './validation-messages.js';
+import type { AnyHandler, DispatchInput, HandlerMap, HandlerResult, OperationRequest, RequestContext, Router } from './types.js';
+import { createMatcher, readOperations, type OpenApiDocument, type OperationMeta } from './operations.js';
+import { createRequestValidator, type RequestValidator } from './request-validator.js';
 
 export type { Router } from './types.js';
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type AjvError = { instancePath?: string; schemaPath?: string; message?: string; params?: Record<string, any>; keyword?: string };
-
-/**
- * Errors of the `Absent` marker inside the document's ByAmount / ByAmountUsd shapes (a `oneOf`
- * branch forbidding the other amount field, so code generators keep the either-or rule). The
- * `oneOf` error beside them already says "exactly one", and the answer stays what it was when the
- * branches only listed `required` (test/http/amount-either-or.test.ts).
- */
-const ABSENT_MARKER = /\/oneOf\/\d+\/properties\/amount(_usd)?\/(type|not)$/;
-
-// openapi-backend validates `{ path, query, header, cookie }` and `{ requestBody }` objects.
-const LOCATIONS: Record<string, ValidationProblem['location']> = { requestBody: 'body', query: 'query', params: 'path', path: 'path', header: 'header', headers: 'header' };
-
-/** `idempotency-key` -> `Idempotency-Key`: headers are named as the documentation spells them. */
-const headerName = (name: string): string => name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
-
-/** Turns Ajv errors from openapi-backend's request validation into `details.errors` (JSON pointer for the body). */
-function toProblems(errors: AjvError[]): ValidationProblem[] {
-  return errors.filter((e) => !ABSENT_MARKER.test(e.schemaPath ?? '')).map((e) => {
-    const segments = (e.instancePath ?? '').split('/').filter(Boolean);
-    const missing = e.keyword === 'required' && e.params?.missingProperty ? String(e.params.missingProperty) : undefined;
-    // A missing top-level part (`requestBody`, a required header) is reported at the root.
-    if (segments.length === 0 && missing === 'requestBody') return { location: 'body', path: '/', message: 'a JSON request body is required' };
-    const location = LOCATIONS[segments[0] ?? ''] ?? 'body';
-    const rest = segments.slice(1);
-    if (missing) rest.push(missing);
-    if (e.keyword === 'additionalProperties' && e.params?.additionalProperty) rest.push(String(e.params.additionalProperty));
-    if (location === 'header') return { location, path: rest.map(headerName).join('.'), message: missing ? 'is required' : (e.message ?? 'is invalid') };
-    const path = location === 'body' ? `/${rest.join('/')}` : rest.join('.');
-    const message = e.keyword === 'additionalProperties' ? 'is not a known field' : (e.message ?? 'is invalid');
-    return { location, path, message };
-  });
-}
 
 export type Around = (
   op: OperationMeta,
@@ -101,48 +55,6 @@ export function createCursorBinding(document: OpenApiDocument) {
 }
 
 /**
- * One Ajv instance per distinct option set (openapi-backend asks for a fresh one for every validator it
- * compiles: params with `coerceTypes`, bodies, responses). A fresh Ajv 2020 compiles the draft 2020-12
- * meta-schema again to check the schema it is given, so each operation's warm-up paid for that code and
- * its garbage once per validator; sharing the instance compiles it once. Our schemas carry no `$id`, so
- * compiling them side by side in one instance cannot collide.
- */
-const ajvByOptions = new Map<string, { addFormat: unknown }>();
-function sharedAjv(ajvOpts: object): { addFormat: unknown } {
-  const options = { ...ajvOpts, strict: false, allErrors: true, validateFormats: true };
-  const key = JSON.stringify(options);
-  let ajv = ajvByOptions.get(key);
-  if (!ajv) {
-    ajv = new Ajv2020(options);
-    addFormats(ajv);
-    ajvByOptions.set(key, ajv);
-  }
-  return ajv;
-}
-
-/** The four lazily filled maps in which openapi-backend keeps an operation's compiled Ajv validators. */
-const VALIDATOR_MAPS = ['requestValidators', 'responseValidators', 'statusBasedResponseValidators', 'responseHeadersValidators'] as const;
-type ValidatorMaps = Record<(typeof VALIDATOR_MAPS)[number], Record<string, unknown>>;
-const compiledByDocument = new Map<string, ValidatorMaps>();
-
-/**
- * Routers over the same document in one process share their compiled validators (a validator is a
- * pure function of the schema and of the Ajv options, which are this module's own). Compiling one
- * operation's validators costs ~90 ms, so a process that builds several apps (the test suite) pays
- * it once per operation instead of once per app.
- */
-function shareCompiledValidators(api: OpenAPIBackend, document: OpenApiDocument): void {
-  const key = createHash('sha256').update(JSON.stringify(document)).digest('hex');
-  const validator = (api as unknown as { validator: ValidatorMaps }).validator;
-  let shared = compiledByDocument.get(key);
-  if (!shared) {
-    shared = Object.fromEntries(VALIDATOR_MAPS.map((name) => [name, validator[name]])) as ValidatorMaps;
-    compiledByDocument.set(key, shared);
-  }
-  for (const name of VALIDATOR_MAPS) validator[name] = shared[name];
-}
-
-/**
  * The operations with nothing to validate in a request without a query string: no body, and no parameter other than
  * optional query parameters (`$ref`s to components.parameters resolved). openapi-backend applies no defaults, so such
  * a request reaches the handler with an empty query either way.
@@ -168,139 +80,101 @@ const isEmpty = (query: unknown): boolean => {
 };
 
 /**
- * `bareDirect` (default true): requests with nothing to validate skip openapi-backend (see `handle`); false sends
- * every request through it, as test/http/router-bare.test.ts does to compare the two ways.
+ * `bareDirect` (default true): requests with nothing to validate skip request validation (see `dispatch`); false
+ * validates every request, as test/http/router-bare.test.ts does to compare the two ways. `validator`: the document's
+ * compiled validators, shared by the apps a process builds over one document (the test suite); made here otherwise.
  */
-export async function createRouter(deps: { document: OpenApiDocument; handlers: Partial<HandlerMap> | Record<string, AnyHandler>; around?: Around; bareDirect?: boolean }): Promise<Router> {
+export async function createRouter(deps: {
+  document: OpenApiDocument;
+  handlers: Partial<HandlerMap> | Record<string, AnyHandler>;
+  around?: Around;
+  bareDirect?: boolean;
+  validator?: RequestValidator;
+}): Promise<Router> {
   const ops = readOperations(deps.document);
   const byId = new Map(ops.map((op) => [op.operationId, op]));
   const match = createMatcher(ops);
-  const implemented = new Set<string>();
   const cursors = createCursorBinding(deps.document);
-
-  const api = new OpenAPI31Backend({
-    definition: prepareForBackend(deps.document) as never,
-    strict: true,
-    validate: true,
-    // Compile each operation's validators on first use (~23 ms to start instead of ~10 s for 130
-    // validators); `warm()` compiles them in the background once the server listens.
-    quick: true,
-    coerceTypes: true,
-    ajvOpts: { strict: false, allErrors: true },
-    customizeAjv: (_original, ajvOpts) => sharedAjv(ajvOpts as object) as never,
-  });
-  await api.init();
-  shareCompiledValidators(api, deps.document);
-
-  // Memoise the flattened operation list and route through our precompiled matcher.
-  const router = api.router as unknown as {
-    getOperations(): unknown[];
-    matchOperation(req: OabRequest, strict?: boolean): unknown;
-    normalizeRequest(req: OabRequest): OabRequest;
-    parseRequest(req: OabRequest, operation?: unknown): unknown;
-  };
-  const flattened = router.getOperations.call(router);
-  const flatById = new Map((flattened as { operationId: string }[]).map((o) => [o.operationId, o]));
-  router.getOperations = () => flattened;
-  // openapi-backend parses each request twice: before routing (for a pre-routing handler, which we do not register)
-  // and again once the operation is known. Only the second is read (our 404/405 handlers ignore the request), so the
-  // first is a stub: no header copy, cookie parse or query clone per request before routing.
-  const parseRequest = router.parseRequest.bind(router);
-  router.parseRequest = (req: OabRequest, operation?: unknown) => (operation ? parseRequest(req, operation) : { method: req.method, path: req.path, headers: {}, query: {}, params: {}, cookies: {} });
-  router.matchOperation = (req: OabRequest, strict?: boolean) => {
-    const result = match(req.method, (req.path ?? '/').split('?')[0]!);
-    if (result.kind === 'operation') return flatById.get(result.op.operationId);
-    if (!strict) return undefined;
-    throw new Error(result.kind === 'method_not_allowed' ? '405-methodNotAllowed' : '404-notFound');
-  };
-
-  /** The validated, coerced request as the handler of `op` sees it. */
-  const requestOf = (c: Context): OperationRequest<never> =>
-    ({ operationId: c.operation.operationId, params: c.request.params ?? {}, query: c.request.query ?? {}, body: c.request.requestBody, headers: c.request.headers ?? {} }) as never;
-  const wrap = (op: OperationMeta, handler: AnyHandler) => (c: Context, ctx: RequestContext) =>
-    deps.around && !ctx.dryRun
-      ? deps.around(op, (c.request.params ?? {}) as Record<string, unknown>, c.request.requestBody, ctx, (inner) => handler(requestOf(c), inner))
-      : handler(requestOf(c), ctx);
-  const handlers: Record<string, (c: Context, ctx: RequestContext) => Promise<HandlerResult>> = {};
+  const validator = deps.validator ?? (await createRequestValidator(deps.document));
   const bare = deps.bareDirect === false ? new Set<string>() : bareOperations(deps.document);
-  for (const op of ops) {
-    const handler = (deps.handlers as Record<string, AnyHandler | undefined>)[op.operationId];
-    if (handler) implemented.add(op.operationId);
-    // The one place a route without a handler answers 501; it still passes through idempotency checks.
-    handlers[op.operationId] = wrap(
-      op,
-      handler ??
-        (async () => {
-          throw new ApiError('not_implemented', `${op.method.toUpperCase()} ${op.path} is not implemented yet.`);
-        }),
-    );
+
+  const handlers = new Map<string, AnyHandler>();
+  for (const [operationId, handler] of Object.entries(deps.handlers as Record<string, AnyHandler | undefined>)) {
+    // What openapi-backend's strict mode refused at registration: a handler for an operation the document lacks.
+    if (!byId.has(operationId)) throw new Error(`a handler is registered for ${operationId}, which the document does not describe`);
+    if (handler) handlers.set(operationId, handler);
   }
-  api.register({
-    ...handlers,
-    validationFail: async (c: Context) => {
-      const errors = toProblems((c.validation.errors ?? []) as AjvError[]);
-      throw validationFailed(`Request validation failed: ${errors.map((e) => `${e.location} ${e.path} ${e.message}`).join('; ')}`, errors);
-    },
-    notFound: async () => {
-      throw new ApiError('not_found', 'No route matches this request.');
-    },
-    methodNotAllowed: async () => {
-      throw new ApiError('method_not_allowed', 'This method is not allowed on this route.');
-    },
-    unauthorizedHandler: async () => {
-      throw new ApiError('authentication_failed', 'Authentication required.');
-    },
-  });
-  // Authentication ran before routing (Express middleware); these only confirm it happened.
-  for (const scheme of Object.keys(deps.document.components?.securitySchemes ?? {})) {
-    api.registerSecurityHandler(scheme, (_c: Context, ctx: RequestContext) => Boolean(ctx?.principal));
+  const implemented = new Set(handlers.keys());
+
+  /** The operation's handler with the idempotency step around it (a dry run skips it); the one place a route without a handler answers 501. */
+  const run = (op: OperationMeta, req: OperationRequest<never>, ctx: RequestContext): Promise<HandlerResult> => {
+    const handler =
+      handlers.get(op.operationId) ??
+      (async () => {
+        throw new ApiError('not_implemented', `${op.method.toUpperCase()} ${op.path} is not implemented yet.`);
+      });
+    return deps.around && !ctx.dryRun ? deps.around(op, req.params as Record<string, unknown>, req.body, ctx, (inner) => handler(req, inner)) : handler(req, ctx);
+  };
+
+  /** The request as the handler sees it: validated, its query and path parameters coerced. */
+  function validated(op: OperationMeta, input: DispatchInput, ctx: RequestContext): OperationRequest<never> {
+    // Authentication ran before (each entry's first step); only a public operation is dispatched without a principal.
+    if (!op.isPublic && !ctx.principal) throw new ApiError('authentication_failed', 'Authentication required.');
+    // Nothing to validate: a GET with a principal of an operation whose parameters are all optional query parameters
+    // (or none) and which takes no body, sent without a query string. No defaults apply, so its handler gets what
+    // validation would hand it (test/http/router-bare.test.ts holds the two ways alike).
+    if (ctx.principal && op.method === 'get' && bare.has(op.operationId) && isEmpty(input.query)) {
+      return { operationId: op.operationId, params: {}, query: {}, body: input.body, headers: input.headers } as OperationRequest<never>;
+    }
+    const result = validator.validateRequest(op.operationId, { method: op.method, path: input.path, query: input.query as never, headers: input.headers as never, body: input.body });
+    if (result.errors) {
+      // In words, naming each field (src/http/validation-messages.ts); details.field names the first.
+      const problems = describeIssues(result.errors as AjvIssue[]);
+      const first = problems[0];
+      throw new ApiError('validation_failed', summarize(problems), {
+        ...(first ? { field: first.field, ...(first.fields ? { fields: first.fields } : {}) } : {}),
+        errors: problems.map(({ location, path, message }) => ({ location, path, message })),
+      });
+    }
+    const coerced: { params?: Record<string, string>; query?: unknown } = result.coerced ?? {};
+    return { operationId: op.operationId, params: coerced.params ?? {}, query: coerced.query ?? {}, body: input.body, headers: input.headers } as OperationRequest<never>;
   }
 
-  const validator = (api as unknown as { validator: Record<string, (id: string) => unknown> }).validator;
+  async function dispatch(op: OperationMeta, input: DispatchInput, ctx: RequestContext): Promise<HandlerResult> {
+    // Every entry (HTTP, MCP, simulate) comes through here: U+0000 is refused once, before Ajv.
+    assertNoNulCharacters({ body: input.body, query: input.query, pathParams: input.params });
+    const listId = ctx?.principal && op.method === 'get' && cursors.applies(op.operationId) ? op.operationId : undefined;
+    if (!listId) return run(op, validated(op, input, ctx), ctx);
+    const agentId = ctx.principal.agentId;
+    if (typeof input.query.cursor === 'string') input = { ...input, query: { ...input.query, cursor: cursors.unwrap(listId, agentId, input.query.cursor) } };
+    const result = await run(op, validated(op, input, ctx), ctx);
+    const body = result.body as { next_cursor?: unknown } | undefined;
+    if (result.status === 200 && body && typeof body.next_cursor === 'string') return { ...result, body: { ...body, next_cursor: cursors.wrap(listId, agentId, body.next_cursor) } };
+    return result;
+  }
+
   return {
     ops,
     byId,
     match,
     implemented,
+    dispatch,
+    async handle(req, ctx) {
+      const path = (req.path ?? '/').split('?')[0]!;
+      const routed = match(req.method, path);
+      const query = (req.query ?? {}) as Record<string, unknown>;
+      if (routed.kind === 'operation') return dispatch(routed.op, { path, params: routed.params, query, headers: req.headers ?? {}, body: req.body }, ctx);
+      assertNoNulCharacters({ body: req.body, query });
+      if (routed.kind === 'method_not_allowed') throw new ApiError('method_not_allowed', 'This method is not allowed on this route.');
+      throw new ApiError('not_found', 'No route matches this request.');
+    },
     async warm(signal) {
       for (const op of ops) {
         await new Promise((resolve) => setImmediate(resolve));
         if (signal?.aborted) return;
-        validator.getRequestValidatorsForOperation!.call(validator, op.operationId);
+        validator.compileRequestValidators(op.operationId);
       }
     },
-    async handle(req, ctx) {
-      // Every entry (HTTP, MCP, simulate) comes through here: U+0000 is refused once, before Ajv.
-      const routed = match(req.method, (req.path ?? '/').split('?')[0]!);
-      assertNoNulCharacters({ body: req.body, query: req.query as Record<string, unknown>, pathParams: routed.kind === 'operation' ? routed.params : {} });
-      const m = ctx?.principal && req.method.toLowerCase() === 'get' ? routed : undefined;
-      const listId = m?.kind === 'operation' && cursors.applies(m.op.operationId) ? m.op.operationId : undefined;
-      // Nothing for openapi-backend to parse or validate: an authenticated GET of an operation whose parameters are all
-      // optional query parameters (or none) and which takes no body, sent without a query string. Its handler gets
-      // what openapi-backend would hand it (test/http/router-bare.test.ts holds the two ways alike).
-      const run = (r: OabRequest): Promise<HandlerResult> => {
-        if (m?.kind === 'operation' && bare.has(m.op.operationId) && isEmpty(r.query)) {
-          const c = { operation: { operationId: m.op.operationId }, request: { params: {}, query: {}, headers: r.headers ?? {}, requestBody: r.body } } as unknown as Context;
-          return handlers[m.op.operationId]!(c, ctx);
-        }
-        return api.handleRequest(r, ctx) as Promise<HandlerResult>;
-      };
-      if (!listId) return run(req);
-      const query = (req.query ?? {}) as Record<string, unknown>;
-      const agentId = ctx.principal.agentId;
-      if (typeof query.cursor === 'string') req = { ...req, query: { ...query, cursor: cursors.unwrap(listId, agentId, query.cursor) } as never };
-      const result = await run(req);
-      const body = result.body as { next_cursor?: unknown } | undefined;
-      if (result.status === 200 && body && typeof body.next_cursor === 'string') return { ...result, body: { ...body, next_cursor: cursors.wrap(listId, agentId, body.next_cursor) } };
-      return result;
-    },
-    validateResponse(operationId, status, body, headers) {
-      const problems: string[] = [];
-      const res = api.validateResponse(body, operationId, status);
-      for (const e of (res.errors ?? []) as AjvError[]) problems.push(`body${e.instancePath ?? ''} ${e.message ?? ''} ${e.params ? JSON.stringify(e.params) : ''}`.trim());
-      const hdr = api.validateResponseHeaders(headers, operationId, { statusCode: status });
-      for (const e of (hdr.errors ?? []) as AjvError[]) problems.push(`headers${e.instancePath ?? ''} ${e.message ?? ''}`.trim());
-      return problems;
-    },
+    validateResponse: (operationId, status, body, headers) => validator.validateResponse(operationId, status, body, headers),
   };
 }

@@ -18,6 +18,7 @@ import type { RateDecision } from '../ratelimit/limiter.js';
 import type { RateLimitService } from '../ratelimit/rate-limit.service.js';
 import type { Services } from '../services/registry.js';
 import { toApiError } from './error-mapping.js';
+import { isNestedDeeperThan, tooDeepError } from './input-guard.js';
 import { clientAddress, header } from './request.js';
 import type { Around } from './router.js';
 import type { RequestContext, Router } from './types.js';
@@ -83,8 +84,9 @@ export function rateLimitedError(d: RateDecision): ApiError {
 export function createSteps(deps: StepDeps) {
   const { config, log, router, rateLimits } = deps;
   const authenticateKey = createApiKeyAuthenticator({ db: deps.db, clock: deps.clock });
-  const invalidToken = (resource: BearerResource, message: string, from?: ApiError) =>
-    new ApiError(from?.code ?? 'invalid_token', message, from?.details, { headers: { ...from?.headers, 'WWW-Authenticate': buildWwwAuthenticate(config.baseUrl, resource, 'invalid_token') } });
+  // RFC 6750 §3.1: a request that sent no credentials at all gets the challenge without an error code.
+  const invalidToken = (resource: BearerResource, message: string, from?: ApiError, credentialsSent = true) =>
+    new ApiError(from?.code ?? 'invalid_token', message, from?.details, { headers: { ...from?.headers, 'WWW-Authenticate': buildWwwAuthenticate(config.baseUrl, resource, credentialsSent ? 'invalid_token' : undefined) } });
 
   /** Charges the per-address failure bucket; a refused charge turns the failure into 429. */
   async function failAuthentication(req: Request, exchange: Exchange, err: ApiError): Promise<never> {
@@ -108,7 +110,7 @@ export function createSteps(deps: StepDeps) {
       }
     }
     const token = BEARER.exec(authorization ?? '')?.[1];
-    if (!token || !deps.bearer) return failAuthentication(req, exchange, invalidToken(resource, rules.missingToken));
+    if (!token || !deps.bearer) return failAuthentication(req, exchange, invalidToken(resource, rules.missingToken, undefined, authorization !== undefined));
     try {
       const principal = await deps.bearer.verify(token, resource);
       return { principal, overrides: principal.snapshot.rateOverrides };
@@ -190,13 +192,19 @@ export function createSteps(deps: StepDeps) {
  * A dry run of one request (simulate): the router's validation and the handler run in a transaction
  * that is always rolled back, without the idempotency step; the answer or the error comes back as a value.
  */
-export function dryRun(ctx: RequestContext, request: { method: string; path: string; body: unknown }): Promise<Settled<HandlerResult>> {
+export function dryRun(ctx: RequestContext, op: OperationMeta, request: { path: string; params: Record<string, string>; body: unknown }): Promise<Settled<HandlerResult>> {
   return rollbackAfter(ctx.db, (trx) =>
-    ctx.router.handle(
-      { method: request.method, path: request.path, query: {}, headers: { 'idempotency-key': `simulate-${ctx.requestId}`, 'content-type': 'application/json' }, body: request.body },
+    ctx.router.dispatch(
+      op,
+      { path: request.path, params: request.params, query: {}, headers: { 'idempotency-key': `simulate-${ctx.requestId}`, 'content-type': 'application/json' }, body: request.body },
       { ...ctx, db: trx, idempotencyKey: null, dryRun: true },
     ),
   );
+}
+
+/** The scope rule: header keys hold every scope; an OAuth token needs the operation's scope or one of its alternatives. */
+export function scopeAllows(principal: Principal, op: Pick<OperationMeta, 'scope' | 'altScopes'>): boolean {
+  return principal.method !== 'oauth' || !op.scope || principal.scopes.has(op.scope) || op.altScopes.some((s) => principal.scopes.has(s));
 }
 
 /**
@@ -205,11 +213,8 @@ export function dryRun(ctx: RequestContext, request: { method: string; path: str
  * hold every scope.
  */
 export function requireScope(baseUrl: string, principal: Principal, ops: OperationMeta[], resource: BearerResource, noun: 'route' | 'tool' = 'route'): void {
-  if (principal.method !== 'oauth') return;
   const missing = new Set<string>();
-  for (const op of ops) {
-    if (op.scope && !principal.scopes.has(op.scope) && !op.altScopes.some((s) => principal.scopes.has(s))) missing.add(op.scope);
-  }
+  for (const op of ops) if (!scopeAllows(principal, op)) missing.add(op.scope!);
   if (missing.size === 0) return;
   const scope = [...missing].join(' ');
   throw new ApiError('insufficient_scope', `This ${noun} requires the scope ${scope}.`, { required_scope: scope }, {
@@ -239,9 +244,16 @@ export function runIdempotent(idempotency: Idempotency): Around {
 }
 
 /** Why a JSON body could not be read (express.json's error, classified). */
-export type BodyProblem = { kind: 'too_large' | 'malformed' | 'encoding' | 'unreadable' } | { kind: 'failed'; err: unknown };
+export type BodyProblem = { kind: 'too_large' | 'too_deep' | 'malformed' | 'encoding' | 'unreadable' } | { kind: 'failed'; err: unknown };
 
-const jsonParser = express.json({ limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'], strict: false });
+/** body-parser's `verify` hook: sees the raw bytes before JSON.parse; a throw becomes the parser's error. */
+export function refuseDeepJson(_req: unknown, _res: unknown, buf: Buffer, encoding: string | null): void {
+  // express.raw passes no encoding: the bytes are taken as UTF-8, as JSON on the wire is (RFC 8259 §8.1).
+  const text = !encoding || /^utf-?8$/i.test(encoding) ? buf : new TextDecoder(encoding).decode(buf);
+  if (isNestedDeeperThan(text)) throw Object.assign(new Error('JSON nested too deep'), { status: 400, type: 'entity.too.deep' });
+}
+
+const jsonParser = express.json({ limit: BODY_LIMIT_BYTES, type: ['application/json', 'application/*+json'], strict: false, verify: refuseDeepJson });
 
 const NO_BODY_PROBLEM: Promise<null> = Promise.resolve(null);
 
@@ -249,7 +261,7 @@ const NO_BODY_PROBLEM: Promise<null> = Promise.resolve(null);
 export function readJsonBody(req: Request, res: Response): Promise<BodyProblem | null> {
   // body-parser's own test for a request without a body (type-is hasBody), answered without its promise, stream and
   // debug plumbing: every GET takes this way. req.body is left as body-parser leaves it, undefined.
-  if (req.headers['transfer-encoding'] === undefined && isNaN(req.headers['content-length'] as unknown as number)) {
+  if (req.headers['transfer-encoding'] === undefined && isNaN(Number(req.headers['content-length']))) {
     if (!('body' in (req as object))) (req as { body?: unknown }).body = undefined;
     return NO_BODY_PROBLEM;
   }
@@ -258,6 +270,7 @@ export function readJsonBody(req: Request, res: Response): Promise<BodyProblem |
       if (!err) return resolve(null);
       const e = err as { type?: string; status?: number };
       if (e.type === 'entity.too.large' || e.status === 413) return resolve({ kind: 'too_large' });
+      if (e.type === 'entity.too.deep') return resolve({ kind: 'too_deep' });
       if (e.type === 'entity.parse.failed') return resolve({ kind: 'malformed' });
       if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') return resolve({ kind: 'encoding' });
       // Any other client-side failure to read the body (a truncated gzip stream, an aborted upload).
@@ -272,6 +285,8 @@ function bodyError(problem: BodyProblem): unknown {
   switch (problem.kind) {
     case 'too_large':
       return new ApiError('payload_too_large', `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
+    case 'too_deep':
+      return tooDeepError();
     case 'malformed':
       return invalid('The request body is not valid JSON.', 'malformed JSON');
     case 'encoding':

@@ -40,12 +40,25 @@ type Answers<K extends OperationId> = {
 /** The 403 of an operation that declares one: a refusal the service returned (src/lib/refusal.ts `answer`). */
 type Refused<K extends OperationId> = 403 extends keyof Responses<K> ? { status: 403; body: Json<Responses<K>[403]> } : never;
 
+/** A request for an operation already known: the path as sent (its parameters already taken from it) and the rest. */
+export interface DispatchInput {
+  path: string;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  body: unknown;
+}
+
 /** The app's router (src/http/router.ts): routing, request validation, the handlers, response validation. */
 export interface Router {
   ops: OperationMeta[];
   byId: Map<string, OperationMeta>;
+  /** The one route match of a request (HTTP entries and simulate); MCP tools hold their operation. */
   match(method: string, path: string): MatchResult;
+  /** Matches `req` and dispatches it: for callers holding only a method and a path (tests). */
   handle(req: OabRequest, ctx: RequestContext): Promise<HandlerResult>;
+  /** Runs an operation already matched or held: U+0000 guard, cursors, validation, idempotency, handler. */
+  dispatch(op: OperationMeta, input: DispatchInput, ctx: RequestContext): Promise<HandlerResult>;
   /** Problems of a response against the document (empty when it conforms). */
   validateResponse(operationId: string, status: number, body: unknown, headers: Record<string, string>): string[];
   implemented: Set<string>;

@@ -1,7 +1,9 @@
 // Idempotency-Key semantics (contract §5): one transaction holds the claim, the effects and the stored response.
 import type { Knex } from 'knex';
 import { withTransaction } from '../db/knex.js';
+import type { Sql } from '../db/sql.js';
 import * as repo from '../db/repositories/idempotency.repository.js';
+import { conflictErrorOf, isIdempotencyKeyViolation } from '../db/unique-violation.js';
 import type { Clock } from '../lib/clock.js';
 import { canonicalJson, sha256Hex, type Sealer } from '../lib/crypto.js';
 import { ApiError, errorBody, isApiError } from '../lib/errors.js';
@@ -22,9 +24,12 @@ export function fingerprint(input: FingerprintInput): string {
   return sha256Hex(canonicalJson({ method: input.method.toUpperCase(), operation: input.operationId, params: input.params, body: input.body ?? null }));
 }
 
+/** The Idempotency-Key rule, for the header and the MCP `idempotency_key` argument alike: a non-blank string of at most 200 characters. */
+export const isAcceptableKey = (key: unknown): key is string => typeof key === 'string' && key.trim() !== '' && key.length <= MAX_KEY_LENGTH;
+
 export function validateKey(key: string | undefined): string | null {
   if (key === undefined) return null;
-  if (key.trim() === '' || key.length > MAX_KEY_LENGTH) {
+  if (!isAcceptableKey(key)) {
     throw new ApiError('validation_failed', `Idempotency-Key must be a non-blank string of at most ${MAX_KEY_LENGTH} characters`, {
       errors: [{ location: 'header', path: 'Idempotency-Key', message: 'must be non-blank and at most 200 characters' }],
     });
@@ -93,11 +98,11 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
     return check(record, run);
   };
 
-  /** Stores the answer on the claimed record, or drops the claim when the answer is not stored. */
-  const store = async (trx: Knex.Transaction, run: IdempotentRun, result: HandlerResult): Promise<void> => {
-    if (isStorable(result.status)) await repo.storeResponse(trx, run.agentId, run.key, { status_code: result.status, sealed_response: sealer.seal(JSON.stringify(result.body)), response_headers: result.headers ?? {} });
-    else await repo.dropClaim(trx, run.agentId, run.key);
-  };
+  /** The statement that stores the answer on the claimed record, or drops the claim when the answer is not stored. */
+  const storeStatement = (run: IdempotentRun, result: HandlerResult): Sql<never> =>
+    isStorable(result.status)
+      ? repo.storeResponseStatement(run.agentId, run.key, { status_code: result.status, sealed_response: sealer.seal(JSON.stringify(result.body)), response_headers: result.headers ?? {} })
+      : repo.dropClaimStatement(run.agentId, run.key);
 
   /**
    * A thrown refusal, its effects rolled back with the claim: claims the key again and stores the refusal. Between
@@ -105,13 +110,16 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
    * duplicate does (409 while it runs, its stored answer once it committed), never with a second execution of its own.
    */
   const storeRefusal = async (run: IdempotentRun, err: ApiError): Promise<IdempotencyOutcome> =>
-    withTransaction(deps.db, async (trx) => {
-      const claimed = await claim(trx, run);
-      if (claimed) return claimed;
-      const result: HandlerResult = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
-      await store(trx, run, result);
-      return { result, replayed: false };
-    });
+    withTransaction(
+      deps.db,
+      async (trx): Promise<{ outcome: IdempotencyOutcome; last: Sql<never> | null }> => {
+        const claimed = await claim(trx, run);
+        if (claimed) return { outcome: claimed, last: null };
+        const result: HandlerResult = { status: err.status, body: errorBody(err.code, err.message, err.details), headers: err.headers };
+        return { outcome: { result, replayed: false }, last: storeStatement(run, result) };
+      },
+      (done) => done.last,
+    ).then((done) => done.outcome);
 
   return {
     /**
@@ -121,33 +129,37 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
     async run(run: IdempotentRun, execute: (trx: Knex.Transaction) => Promise<HandlerResult>): Promise<IdempotencyOutcome> {
       let outcome: IdempotencyOutcome | null;
       try {
-        outcome = await withTransaction(deps.db, async (trx) => {
-          const claimed = await claim(trx, run);
-          if (claimed) return claimed;
-          let result: HandlerResult;
-          const slot: repo.AnswerSlot = { agentId: run.agentId, key: run.key, seal: (json) => sealer.seal(json) };
-          repo.openAnswerSlot(trx, slot);
-          try {
-            result = await execute(trx);
-          } catch (err) {
-            // A refusal thrown by the service: its effects must not stay. No savepoint is taken on the way in (one
-            // round trip fewer for every write); the whole transaction, claim included, rolls back instead and the
-            // refusal is stored in a transaction of its own (storeRefusal). Refusals that keep their effects
-            // (policy rejections) are returned, not thrown, and commit below.
-            if (!isApiError(err) || !isStorable(err.status)) throw err;
-            throw new ThrownRefusal(err);
-          }
-          // The effects' own statement may have stored the answer already (repo.AnswerSlot): kept only when it is
-          // exactly this response, byte for byte; otherwise stored here over it.
-          const stored = slot.stored;
-          if (!stored || stored.status !== result.status || (result.headers && Object.keys(result.headers).length > 0) || stored.json !== JSON.stringify(result.body)) await store(trx, run, result);
-          return { result, replayed: false };
-        });
+        // The answer is stored by the transaction's last statement, sent with its COMMIT (one round trip for both).
+        const done = await withTransaction(
+          deps.db,
+          async (trx): Promise<{ outcome: IdempotencyOutcome; last: Sql<never> | null }> => {
+            const claimed = await claim(trx, run);
+            if (claimed) return { outcome: claimed, last: null };
+            let result: HandlerResult;
+            try {
+              result = await execute(trx);
+            } catch (err) {
+              // A refusal thrown by the service: its effects must not stay. No savepoint is taken on the way in (one
+              // round trip fewer for every write); the whole transaction, claim included, rolls back instead and the
+              // refusal is stored in a transaction of its own (storeRefusal). Refusals that keep their effects
+              // (policy rejections) are returned, not thrown, and commit below.
+              // A unique violation of the handler's own rows (an e-mail, an address already taken) is its 409
+              // conflict, stored like any refusal; the idempotency key's own violation cannot arise here (claimed above).
+              const refusal = isApiError(err) ? err : conflictErrorOf(err);
+              if (!refusal || !isStorable(refusal.status)) throw err;
+              throw new ThrownRefusal(refusal);
+            }
+            return { outcome: { result, replayed: false }, last: storeStatement(run, result) };
+          },
+          (d) => d.last,
+        );
+        outcome = done.outcome;
       } catch (err) {
         if (err instanceof ThrownRefusal) return storeRefusal(run, err.error);
         // Backstop: the claim yields to a committed record without an error (ON CONFLICT), but a unique violation
-        // on the key, should one arise, still means another run's record wins and is replayed.
-        if ((err as { code?: string }).code !== '23505') throw err;
+        // on the key, should one arise, still means another run's record wins and is replayed. Told apart by the
+        // constraint's name: any other unique violation is the handler's (conflictErrorOf), not a lost record.
+        if (!isIdempotencyKeyViolation(err)) throw err;
         outcome = null;
       }
       if (outcome) return outcome;

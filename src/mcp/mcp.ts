@@ -10,7 +10,8 @@ import type * as SdkTypes from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
-import { BODY_LIMIT_BYTES, createSteps, readJsonBody, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
+import { MAX_BODY_DEPTH } from '../http/input-guard.js';
+import { BODY_LIMIT_BYTES, createSteps, readJsonBody, scopeAllows, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
 import type { HandlerResult } from '../http/types.js';
 import { errorBody, isApiError } from '../lib/errors.js';
 import type { OperationMeta } from '../lib/contract.js';
@@ -73,9 +74,6 @@ interface JsonRpcMessage {
   method?: unknown;
   params?: { name?: unknown };
 }
-
-const scopeAllows = (principal: Principal, op: OperationMeta) =>
-  principal.method !== 'oauth' || !op.scope || principal.scopes.has(op.scope) || op.altScopes.some((s) => principal.scopes.has(s));
 
 /**
  * Mounts POST/GET/DELETE /mcp. Order: Origin check (403) -> bearer authentication (401; failures
@@ -177,9 +175,10 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
   }
 
   /** GET /v1/agent/operations/{id} through the router for wait_for_status (charged once, by the tool call). */
+  const getOperation = deps.router.byId.get('getOperation')!;
   function readOperation(caller: Caller, id: string): Promise<HandlerResult> {
     const ctx = steps.contextFor({ requestId: caller.requestId }, caller.principal);
-    return deps.router.handle({ method: 'get', path: `/v1/agent/operations/${encodeURIComponent(id)}`, query: {}, headers: {}, body: undefined }, ctx);
+    return deps.router.dispatch(getOperation, { path: `/v1/agent/operations/${encodeURIComponent(id)}`, params: { id }, query: {}, headers: {}, body: undefined }, ctx);
   }
 
   /** One tool call through the same steps as HTTP: rate limit, router (validation, idempotency, handler), respond. */
@@ -198,7 +197,7 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
       if (route) {
         const request = toDispatchRequest(route, args);
         const ctx = steps.contextFor(exchange, principal, { idempotencyKey: request.idempotencyKey });
-        result = await deps.router.handle({ method: request.method, path: request.path, query: request.query, headers: request.headers, body: request.body }, ctx);
+        result = await deps.router.dispatch(op, request, ctx);
       } else {
         result = await local!.run({ principal, session, relay, signal, readOperation: (id) => readOperation(caller, id) }, args ?? {});
       }
@@ -323,6 +322,7 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
         const problem = await readJsonBody(req, res);
         if (problem) {
           if (problem.kind === 'too_large') sendJsonRpcError(res, 413, -32600, `Request bodies are limited to ${BODY_LIMIT_BYTES} bytes.`);
+          else if (problem.kind === 'too_deep') sendJsonRpcError(res, 400, -32600, `Invalid request: the body nests objects and arrays more than ${MAX_BODY_DEPTH} levels deep.`);
           else sendJsonRpcError(res, 400, -32700, 'Parse error: the request body is not valid JSON.');
           return;
         }

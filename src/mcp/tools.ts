@@ -1,7 +1,8 @@
 // MCP tools generated from the contract: one per /v1/agent operation, named from its route (names.ts), with JSON Schema input and output.
+import { isAcceptableKey, MAX_KEY_LENGTH } from '../idempotency/idempotency.js';
 import { ApiError } from '../lib/errors.js';
 import type { OpenApiDocument, OperationMeta } from '../http/operations.js';
-import { successSchemaOf, toolNameOf } from './names.js';
+import { listedResourcesOf, successSchemaOf, toolNamesOf } from './names.js';
 import { portableSchema } from './portable-schema.js';
 
 /** Operations that are not offered as tools: the document itself is not an agent action. */
@@ -10,6 +11,8 @@ export const EXCLUDED_OPERATIONS = new Set(['getOpenApi']);
 export const IDEMPOTENCY_ARGUMENT = 'idempotency_key';
 
 const API_PREFIX = '/v1/agent';
+/** Scopes that grant no change of state: every tool whose route needs only one of them is read-only. */
+export const READ_ONLY_SCOPES: ReadonlySet<string> = new Set(['agent:read', 'agent:simulate']);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type JsonSchema = Record<string, any>;
@@ -45,48 +48,13 @@ export interface McpTool {
 /** An HTTP-shaped request for the internal router, built from a tool call's arguments. */
 export interface DispatchRequest {
   method: string;
+  /** The route's path with the arguments in it: what request validation reads the path parameters from. */
   path: string;
+  params: Record<string, string>;
   query: Record<string, string | string[]>;
   headers: Record<string, string>;
   body: unknown;
   idempotencyKey: string | null;
-}
-
-const words = (operationId: string): string[] => (operationId.match(/[A-Z][a-z0-9]*|[a-z0-9]+/g) ?? []).map((w) => w.toLowerCase());
-
-/**
- * The tool name this server gave an operation before names came from the route (kept callable as an alias):
- * `agent_<resource>_<verb>`, where the verb is the operationId's first
- * word and the resource the rest, in snake case. A singular resource takes the plural form when the
- * document lists that plural (`listPayments` exists, so `createPayment` -> `agent_payments_create`,
- * `getOperation` -> `agent_operations_get`); the longest such prefix wins, so `rotateWebhookSecret`
- * -> `agent_webhooks_secret_rotate` and `createConversionQuote` -> `agent_conversions_quote_create`.
- * `list*` operations name their resource as-is (`listBalances` -> `agent_balances_list`).
- * The full table is in src/mcp/README.md.
- */
-export function toolNameFor(operationId: string, listedResources: ReadonlySet<string>): string {
-  const [verb, ...resource] = words(operationId);
-  if (!verb || resource.length === 0) throw new Error(`operationId ${operationId} has no resource part`);
-  if (verb !== 'list') {
-    for (let k = resource.length; k >= 1; k -= 1) {
-      const candidate = [...resource.slice(0, k - 1), `${resource[k - 1]}s`];
-      if (listedResources.has(candidate.join('_'))) {
-        resource.splice(0, k, ...candidate);
-        break;
-      }
-    }
-  }
-  return `agent_${resource.join('_')}_${verb}`;
-}
-
-/** Resources named by the document's list operations (`listWebhookDeliveries` -> `webhook_deliveries`). */
-export function listedResourcesOf(operationIds: Iterable<string>): Set<string> {
-  const listed = new Set<string>();
-  for (const id of operationIds) {
-    const [verb, ...resource] = words(id);
-    if (verb === 'list' && resource.length > 0) listed.add(resource.join('_'));
-  }
-  return listed;
 }
 
 /** The operation's own text without the error list (the tool result carries the error envelope). */
@@ -151,7 +119,7 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
   for (const op of agentOps) {
     const item = inlineRefs(document, { parameters: document.paths[op.path].parameters }) as JsonSchema;
     const operation = inlineRefs(document, document.paths[op.path][op.method]) as JsonSchema;
-    const name = toolNameOf(document, op);
+    const { name, earlier } = toolNamesOf(document, op, listed);
     if (names.has(name)) throw new Error(`MCP tool name ${name} is derived from two operations`);
     names.add(name);
     const outputSchema = inlineRefs(document, successSchemaOf(document, op) ?? { type: 'object' }) as JsonSchema;
@@ -211,11 +179,13 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
       extra.minProperties = bodySchema.minProperties + required.filter((r) => !bodyFields!.has(r)).length;
     }
 
-    const isRead = op.method === 'get';
+    // A route that needs only a read or simulate scope changes nothing, whatever its method (a POST that resolves,
+    // quotes or dry-runs): clients may call it without asking the user, as they would a GET.
+    const isRead = op.method === 'get' || (op.scope !== null && READ_ONLY_SCOPES.has(op.scope));
     const title = operation.summary ? String(operation.summary) : undefined;
     tools.push({
       name,
-      legacyName: toolNameFor(op.operationId, listed),
+      legacyName: earlier,
       op,
       parameters,
       bodyFields,
@@ -230,7 +200,7 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
           ...(title ? { title } : {}),
           readOnlyHint: isRead,
           // Deleting, and anything that moves money, cannot be undone by another call.
-          destructiveHint: op.method === 'delete' || op.rateClass === 'write' || op.rateClass === 'bulk_write',
+          destructiveHint: !isRead && (op.method === 'delete' || op.rateClass === 'write' || op.rateClass === 'bulk_write'),
           // Reads, and writes under an idempotency key, have no further effect when repeated with the same arguments.
           idempotentHint: isRead || op.idempotency === 'required',
           openWorldHint: op.tag === 'x402',
@@ -276,21 +246,23 @@ export function toDispatchRequest(tool: McpTool, args: Record<string, unknown> |
     delete input[IDEMPOTENCY_ARGUMENT];
     if (key === undefined || key === null) {
       if (op.idempotency === 'required') throw invalidArgument(`/${IDEMPOTENCY_ARGUMENT}`, 'is required for this tool');
-    } else if (typeof key !== 'string' || key.trim() === '' || key.length > 200) {
-      throw invalidArgument(`/${IDEMPOTENCY_ARGUMENT}`, 'must be a non-blank string of at most 200 characters');
+    } else if (!isAcceptableKey(key)) {
+      throw invalidArgument(`/${IDEMPOTENCY_ARGUMENT}`, `must be a non-blank string of at most ${MAX_KEY_LENGTH} characters`);
     } else {
       idempotencyKey = key;
     }
   }
 
   let path = op.path;
+  const params: Record<string, string> = {};
   const query: Record<string, string | string[]> = {};
   for (const p of tool.parameters) {
     const value = input[p.name];
     delete input[p.name];
     if (p.in === 'path') {
       if ((typeof value !== 'string' && typeof value !== 'number') || String(value) === '') throw invalidArgument(`/${p.name}`, 'is required');
-      path = path.replace(`{${p.name}}`, encodeURIComponent(String(value)));
+      params[p.name] = String(value);
+      path = path.replace(`{${p.name}}`, encodeURIComponent(params[p.name]!));
     } else if (value !== undefined && value !== null) {
       query[p.name] = queryValue(value);
     }
@@ -307,5 +279,5 @@ export function toDispatchRequest(tool: McpTool, args: Record<string, unknown> |
   const headers: Record<string, string> = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (idempotencyKey !== null) headers['idempotency-key'] = idempotencyKey;
-  return { method: op.method, path, query, headers, body, idempotencyKey };
+  return { method: op.method, path, params, query, headers, body, idempotencyKey };
 }

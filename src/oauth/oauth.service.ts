@@ -40,7 +40,11 @@ export const normaliseEmail = (email: string): string => email.trim().toLowerCas
 const EMAIL_PATTERN = /^[^\s@\u0000-\u001f\u007f]+@[^\s@\u0000-\u001f\u007f]+\.[^\s@\u0000-\u001f\u007f]+$/;
 export const isPlausibleEmail = (email: string): boolean => email.length <= 254 && EMAIL_PATTERN.test(email);
 
-export function createOAuthService(deps: { clock: Clock; sealer: Sealer; masterKey: string; mailer: LoginCodeMailer; log: Logger }): OAuthService {
+/**
+ * `nodeEnv`: outside production an unknown e-mail at sign-in is logged (a newcomer mistyping the demo owner's address
+ * sees why no code came); in production it never is, so the log does not collect who tried which address.
+ */
+export function createOAuthService(deps: { clock: Clock; sealer: Sealer; masterKey: string; mailer: LoginCodeMailer; log: Logger; nodeEnv?: 'production' | 'development' | 'test' }): OAuthService {
   const { clock, sealer, mailer, log } = deps;
   const codeKey = createHmac('sha256', deps.masterKey).update('agent-api:oauth:login-code').digest();
   const hashCode = (uid: string, code: string) => createHmac('sha256', codeKey).update(`${uid}:${code}`).digest('hex');
@@ -130,6 +134,8 @@ export function createOAuthService(deps: { clock: Clock; sealer: Sealer; masterK
       if (ownerId) {
         // Not awaited, so the response time does not tell whether the address has an account.
         mailer.sendLoginCode(email, code, { clientName: input.clientName }).catch((err: unknown) => log.error({ err }, 'sending the one-time code failed'));
+      } else if (deps.nodeEnv !== undefined && deps.nodeEnv !== 'production') {
+        log.warn({ email }, 'sign-in with an e-mail no owner has: no code was sent (the demo owner is demo@example.com)');
       }
       return { throttled: false };
     },

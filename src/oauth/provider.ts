@@ -1,7 +1,7 @@
 // The authorization server: oidc-provider 9 configured to spec 5.2, mounted in Express with discovery and /connect.
 import { createHmac } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type express from 'express';
+import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { createRequire } from 'node:module';
 import type Provider from 'oidc-provider';
@@ -19,6 +19,8 @@ import { loadSigningKeys, SIGNING_ALG, type SigningKey } from './keys.js';
 import { REGISTRATION_THROTTLE, redirectUriProblem } from './oauth.service.js';
 import type { OAuthDeps, OAuthRuntime } from './types.js';
 import { clientAddress } from '../http/request.js';
+import { MAX_BODY_DEPTH } from '../http/input-guard.js';
+import { refuseDeepJson } from '../http/steps.js';
 
 export type { OAuthDeps, OAuthRuntime } from './types.js';
 
@@ -260,9 +262,38 @@ export function protectedResourceMetadata(baseUrl: string, resource: 'agent' | '
   };
 }
 
+/** oidc-provider's own cap on a request body (lib/shared/selective_body.js). */
+const OAUTH_BODY_LIMIT_BYTES = 56 * 1024;
+const oauthJsonReader = express.raw({ type: ['application/json', 'application/*+json'], limit: OAUTH_BODY_LIMIT_BYTES, verify: refuseDeepJson });
+
+/**
+ * A JSON body (client registration) is read here, as bytes, so that its nesting is counted before oidc-provider
+ * parses and walks it (MAX_BODY_DEPTH, as on /v1/agent and /mcp); the provider then parses the Buffer left in
+ * req.body (its documented fallback for a body read upstream, which it notes once on stderr). Form bodies are
+ * flat (querystring) and stay the provider's to read. False when the refusal was sent.
+ */
+function readOAuthJsonBody(req: Request, res: Response): Promise<boolean> {
+  if (req.method === 'GET' || req.method === 'HEAD' || !req.is(['application/json', 'application/*+json'])) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    oauthJsonReader(req, res, (err?: unknown) => {
+      if (!err) return resolve(true);
+      const e = err as { type?: string; status?: number };
+      const [status, description] =
+        e.type === 'entity.too.deep'
+          ? [400, `the request body nests objects and arrays more than ${MAX_BODY_DEPTH} levels deep`]
+          : e.type === 'entity.too.large'
+            ? [413, 'request entity too large']
+            : [400, 'failed to parse the request body'];
+      res.status(status).setHeader('Cache-Control', 'no-store');
+      res.json({ error: 'invalid_request', error_description: description });
+      resolve(false);
+    });
+  });
+}
+
 /**
  * Mounts /oauth/*, the two authorization-server discovery documents, the two RFC 9728 documents and
- * /connect/*. No body parser may run before the provider (it reads the raw body itself).
+ * /connect/*. No body parser runs before the provider but readOAuthJsonBody's, which leaves it the raw bytes.
  */
 export function mountOAuth(app: express.Express, deps: OAuthDeps): OAuthRuntime {
   const runtime = createOAuthRuntime(deps);
@@ -281,6 +312,7 @@ export function mountOAuth(app: express.Express, deps: OAuthDeps): OAuthRuntime 
   app.use(async (req: Request, res: Response, next: NextFunction) => {
     if (!req.path.startsWith('/oauth/') && !AS_METADATA_PATHS.has(req.path)) return next();
     try {
+      if (!(await readOAuthJsonBody(req, res))) return;
       if (req.method === 'POST' && req.path === '/oauth/reg') {
         const decision = await deps.services.oauth.throttle(deps.db, `reg:${clientAddress(req)}`, REGISTRATION_THROTTLE);
         if (!decision.allowed) {

@@ -47,6 +47,7 @@ export interface OwnerPageQuery {
   cursor?: string;
   limit?: number;
 }
+export type OwnerSummaryView = Schema<'OwnerSummary'>;
 
 export interface OwnerService {
   createToken(db: Db, ownerId: string, label?: string | null): Promise<{ owner_id: string; token: string; token_id: string }>;
@@ -62,7 +63,10 @@ export interface OwnerService {
   requireOwned(db: Db, actor: OwnerActor, kind: OwnedKind, id: string): Promise<LiveAgent>;
   /** The owner an action is recorded under: the actor's own, or (admin) the one named. */
   resolveOwner(db: Db, actor: OwnerActor, requested: string | undefined): Promise<string>;
-  listAgents(db: Db, actor: OwnerActor, query: OwnerPageQuery): Promise<ListPage<OwnerAgentView>>;
+  /** The actor's agents; `owner_id` narrows the admin token's list to one owner (an owner may name only itself). */
+  listAgents(db: Db, actor: OwnerActor, query: OwnerPageQuery & { owner_id?: string }): Promise<ListPage<OwnerAgentView>>;
+  /** Every live owner with its live agents' count (the operator's list; the route is admin-only). */
+  listOwners(db: Db, query: OwnerPageQuery): Promise<ListPage<OwnerSummaryView>>;
   getAgent(db: Db, actor: OwnerActor, agentId: string): Promise<OwnerAgentView>;
   deleteAgent(db: Db, actor: OwnerActor, agentId: string): Promise<void>;
   listEndpoints(db: Db, actor: OwnerActor, query: OwnerPageQuery): Promise<ListPage<OwnerEndpointView>>;
@@ -185,11 +189,18 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
 
     async listAgents(db, actor, query) {
       const limit = pageLimit(query.limit);
-      const rows = await repo.listLiveAgents(db, actor.ownerId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      if (query.owner_id !== undefined && actor.ownerId !== null && query.owner_id !== actor.ownerId) throw notFound('owner');
+      const rows = await repo.listLiveAgents(db, actor.ownerId ?? query.owner_id ?? null, { before: decodeKeyset(query.cursor), limit: limit + 1 });
       const page = toPage(rows, limit, (r) => r, (r) => encodeKeyset(r));
       const items = [];
       for (const row of page.items) items.push(await agentView(db, row));
       return { ...page, items };
+    },
+
+    async listOwners(db, query) {
+      const limit = pageLimit(query.limit);
+      const rows = await repo.listLiveOwners(db, { before: decodeKeyset(query.cursor), limit: limit + 1 });
+      return toPage(rows, limit, (r) => ({ owner_id: r.id, email: r.email, name: r.name, agent_count: Number(r.agent_count), created_at: iso(r.created_at)! }), (r) => encodeKeyset(r));
     },
 
     async getAgent(db, actor, agentId) {

@@ -5,6 +5,7 @@ import { findAgent, findWalletByAgent } from '../db/repositories/agent.repositor
 import { sha256Hex } from '../lib/crypto.js';
 import { ApiError } from '../lib/errors.js';
 import type { OpenApiDocument, OperationMeta, Schema } from '../lib/contract.js';
+import { surfaceDocument } from '../lib/document-surface.js';
 import { EVENT_TYPES, OPERATION_TYPES, SCOPES, SUBSCRIBABLE_EVENT_TYPES } from '../../generated/vocabulary.js';
 import type { RateClass, RateRule } from '../ratelimit/classes.js';
 
@@ -38,9 +39,19 @@ export interface SelfService {
   describe(db: Db, principal: Principal): Promise<SelfDescription>;
   /** The capabilities document, with the caller's effective rate-limit rules. */
   capabilities(rules: Record<RateClass, RateRule>): CapabilitiesDocument;
-  /** The bundled contract served at /v1/agent/openapi.json, with its strong ETag. */
-  publicDocument(): { document: OpenApiDocument; etag: string };
+  /**
+   * A public document with its strong ETag: the agent's surface (GET /v1/agent/openapi.json), the owner's
+   * (/v1/owner/openapi.json) or the whole bundled contract (`full`, /v1/admin/openapi.json).
+   */
+  publicDocument(which?: 'agent' | 'owner' | 'full'): ServedDocument;
 }
+
+export interface ServedDocument {
+  document: OpenApiDocument;
+  etag: string;
+}
+
+const served = (document: OpenApiDocument): ServedDocument => ({ document, etag: `"${sha256Hex(JSON.stringify(document)).slice(0, 32)}"` });
 
 export function createSelfService(deps: { document: OpenApiDocument; ops: OperationMeta[] }): SelfService {
   const endpoints = deps.ops.filter((op) => op.path.startsWith('/v1/agent')).map(endpointOf);
@@ -61,7 +72,10 @@ export function createSelfService(deps: { document: OpenApiDocument; ops: Operat
     // In the order of RATE_CLASSES (the document's), one key per class: the schema requires each.
     rate_classes: { read: definition(rules.read), write: definition(rules.write), simulate: definition(rules.simulate), webhook_management: definition(rules.webhook_management), bulk_write: definition(rules.bulk_write) },
   });
-  const publicDocument = { document: deps.document, etag: `"${sha256Hex(JSON.stringify(deps.document)).slice(0, 32)}"` };
+  // Built on first request: the agent's surface is ~0.3 MB of JSON to walk, the others are rarer still.
+  const documents: Partial<Record<'agent' | 'owner' | 'full', ServedDocument>> = {};
+  const publicDocument = (which: 'agent' | 'owner' | 'full' = 'agent'): ServedDocument =>
+    (documents[which] ??= served(which === 'full' ? deps.document : surfaceDocument(deps.document, which === 'agent' ? '/v1/agent' : '/v1/owner')));
   return {
     async describe(db, principal) {
       // GET /self is an agent route: owner and admin credentials never reach it.
@@ -93,6 +107,6 @@ export function createSelfService(deps: { document: OpenApiDocument; ops: Operat
       };
     },
     capabilities,
-    publicDocument: () => publicDocument,
+    publicDocument,
   };
 }

@@ -10,6 +10,8 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Knex } from '../db/knex.js';
 import * as deliveries from '../db/repositories/delivery.repository.js';
+import { recordAndClaimDeliveries } from '../db/repositories/sql/claim-deliveries.js';
+import { completeDeliveredAttempts, type DeliveredAttempt } from '../db/repositories/sql/record-deliveries.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import type { Logger } from '../lib/logger.js';
@@ -109,9 +111,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
    * Delivered attempts waiting for the next cycle: their slots are free once it commits. Group commit
    * without a timer: those that finish while one cycle runs go together in the next.
    */
-  let delivered: deliveries.DeliveredAttempt[] = [];
+  let delivered: DeliveredAttempt[] = [];
 
-  const takeDelivered = (): deliveries.DeliveredAttempt[] => {
+  const takeDelivered = (): DeliveredAttempt[] => {
     const group = delivered.length <= MAX_GROUP ? delivered : delivered.slice(0, MAX_GROUP);
     delivered = delivered.length <= MAX_GROUP ? [] : delivered.slice(MAX_GROUP);
     return group;
@@ -133,7 +135,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     try {
       // Its own root span (the queries are its children): it serves many deliveries at once.
       const { recorded, claimed } = await tracing.span('webhook claim', { 'agentapi.recorded': group.length, 'agentapi.batch': batch }, () =>
-        deliveries.recordAndClaimDeliveries(
+        recordAndClaimDeliveries(
           db,
           { now, leaseUntil: new Date(now.getTime() + deps.leaseMs), token: randomUUID(), batch, perEndpointCap: perEndpointInFlight, deadlineMs: RETRY_HORIZON_MS },
           group.length > 0 ? { attempts: group, at: now } : undefined,
@@ -152,7 +154,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     while (delivered.length > 0) {
       const group = takeDelivered();
       try {
-        countRecorded(await deliveries.completeDeliveredAttempts(db, group, clock.now()));
+        countRecorded(await completeDeliveredAttempts(db, group, clock.now()));
       } catch (err) {
         log.error({ err, deliveries: group.length }, 'recording delivered webhook attempts failed');
       }

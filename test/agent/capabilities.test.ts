@@ -16,7 +16,7 @@ describe('getCapabilities', () => {
       expect(res.status, res.text).to.equal(200);
       expect(res.body.ok).to.equal(true);
       // 67 + listEvents, getEvent, retryWebhookDelivery (event recovery); /v1/owner and /v1/admin are not the agent's.
-      expect(res.body.endpoints).to.have.length(70);
+      expect(res.body.endpoints).to.have.length(71);
       const byId = new Map((res.body.endpoints as { operation_id: string }[]).map((e) => [e.operation_id, e]));
       expect(byId.get('createPayment')).to.deep.include({ method: 'POST', path: '/v1/agent/payments', rate_class: 'write', idempotency: 'required', scope: 'agent:payments:write' });
       expect(byId.get('getOpenApi')).to.deep.include({ scope: 'none', rate_class: 'read' });

@@ -39,6 +39,19 @@ describe('agentctl', function () {
     await server?.close();
   });
 
+  it('lists owners and agents and shows an agent on the database directly, as through the server', async () => {
+    const email = `cli-list-${randomBytes(4).toString('hex')}@example.com`;
+    const owner = json(await agentctl(['owner', 'create', '--email', email]));
+    const agent = json(await agentctl(['agent', 'create', '--owner', owner.owner_id as string, '--name', 'listed']));
+    const owners = json(await agentctl(['owner', 'list', '--limit', '100']));
+    expect((owners.items as Record<string, unknown>[]).find((o) => o.owner_id === owner.owner_id)).to.deep.include({ email, agent_count: 1 });
+    const agents = json(await agentctl(['agent', 'list', '--owner', owner.owner_id as string]));
+    expect((agents.items as { agent_id: string }[]).map((a) => a.agent_id)).to.deep.equal([agent.agent_id]);
+    const shown = json(await agentctl(['agent', 'show', agent.agent_id as string]));
+    expect(shown.agent).to.deep.include({ agent_id: agent.agent_id, name: 'listed' });
+    expect(JSON.stringify([owners, agents, shown])).to.not.include(agent.api_key as string);
+  });
+
   it('creates an owner and an agent, sets a rate limit and disables it, each printing its documented keys', async () => {
     const email = `cli-${randomBytes(4).toString('hex')}@example.com`;
     const owner = json(await agentctl(['owner', 'create', '--email', email, '--name', 'CLI owner', '--json']));

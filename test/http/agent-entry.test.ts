@@ -1,8 +1,11 @@
-// /v1/agent is served without Express's router walk (serveAgentApiFirst in src/http/pipeline.ts) unless metrics or
-// tracing middleware run before it. Both ways must answer byte for byte alike: the same requests go to a server
-// taking the direct way and to one with METRICS_PORT set (Express's router), and status, body and headers are
-// compared with only the values that differ per request (request id, dates, rate-limit figures) masked.
+// /v1/agent is handed to the API's own app before the site's routes are walked (apiFirst in src/http/http-server.ts),
+// with metrics and tracing on or off. It must answer byte for byte as the site's own mount does: the same requests go
+// to a server taking the direct way and to one with METRICS_PORT set listening with the site alone (Express's router),
+// and status, body and headers are compared with only the values that differ per request (request id, dates,
+// rate-limit figures) masked.
 import { expect } from 'chai';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { apiFirst } from '../../src/http/http-server.js';
 import { newKey, startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
 
 const VARYING = new Set(['x-request-id', 'date', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'keep-alive', 'connection']);
@@ -22,6 +25,9 @@ describe('the /v1/agent entry without the router', () => {
   before(async () => {
     direct = await startTestServer();
     routed = await startTestServer({ env: { METRICS_PORT: '0' } });
+    // The site alone, as a listener: /v1/agent through Express's router and the site's mount.
+    routed.server.removeAllListeners('request');
+    routed.server.on('request', routed.built.app);
     a = await direct.createAgent({ fund: { USDC: '100' } });
     b = await routed.createAgent({ fund: { USDC: '100' } });
   });
@@ -80,10 +86,17 @@ describe('the /v1/agent entry without the router', () => {
     expect(self.headers.get('content-length')).to.equal(String(Buffer.byteLength(text)));
   });
 
-  it('takes the direct way only without metrics and tracing', () => {
-    const handleOf = (s: TestServer) => (s.built.app as unknown as { handle: { name: string } }).handle.name;
-    expect(handleOf(direct)).to.equal('agentApiFirst');
-    expect(handleOf(routed)).to.equal('handle');
+  it('takes the direct way with metrics and tracing on too: /v1/agent to the API app, other spellings to the site', () => {
+    expect(direct.built.listener.name).to.equal('apiFirstListener');
+    // With METRICS_PORT set the app listens the same way (this test then swapped in the site alone).
+    expect(routed.built.listener.name).to.equal('apiFirstListener');
+    const seen: string[] = [];
+    const listener = apiFirst(
+      (req) => seen.push(`api ${req.url}`),
+      (req) => seen.push(`site ${req.url}`),
+    );
+    for (const url of ['/v1/agent', '/v1/agent/self', '/v1/agent?x=1', '/V1/AGENT/self', '/v1/agentx', '/healthz']) listener({ url } as IncomingMessage, {} as ServerResponse);
+    expect(seen).to.deep.equal(['api /v1/agent', 'api /v1/agent/self', 'api /v1/agent?x=1', 'site /V1/AGENT/self', 'site /v1/agentx', 'site /healthz']);
   });
 
   it('leaves other spellings of the mount to Express, answering as before', async () => {

@@ -1,6 +1,6 @@
 // The "exactly one of amount and amount_usd" rule (contract §1) as the router answers it. The document spells it as a
-// oneOf of two shapes (ByAmount / ByAmountUsd, each forbidding the other field) so that code generators keep it; the
-// answers for both, neither and a malformed amount are the ones the server gave when the branches only listed `required`.
+// oneOf of two shapes (ByAmount / ByAmountUsd, each forbidding the other field) so that code generators keep it; both and
+// neither answer one problem in words naming the two fields (issue 29), never Ajv's "must match exactly one schema".
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { createRouter } from '../../src/http/router.js';
@@ -22,13 +22,13 @@ const ROUTES: [string, Record<string, unknown>][] = [
   ['/v1/agent/earn/deposit', { asset: 'USDC', use_best_available: true }],
 ];
 
-const ONE_OF = { location: 'body', path: '/', message: 'must match exactly one schema in oneOf' };
+const ONE_OF = { location: 'body', path: '/', message: 'give exactly one of amount or amount_usd' };
 
-async function answer(router: Router, path: string, body: Record<string, unknown>): Promise<{ code?: string; message?: string; details?: { errors?: unknown[] } }> {
+async function answer(router: Router, path: string, body: Record<string, unknown>): Promise<{ code?: string; message?: string; details?: { errors?: unknown[]; field?: string; fields?: string[] } }> {
   try {
     await router.handle({ method: 'post', path, body, query: {}, headers: { 'content-type': 'application/json', 'idempotency-key': 'k' } } as never, { principal: { agentId: 'a' } } as never);
   } catch (e) {
-    return e as { code?: string; message?: string; details?: { errors?: unknown[] } };
+    return e as { code?: string; message?: string; details?: { errors?: unknown[]; field?: string; fields?: string[] } };
   }
   throw new Error(`${path} answered without an error`);
 }
@@ -54,23 +54,22 @@ describe('amount / amount_usd (exactly one)', () => {
       it('refuses both with the single oneOf problem', async () => {
         const err = await answer(router, path, { ...base, amount: '1', amount_usd: '1' });
         expect(err.code).to.equal('validation_failed');
-        expect(err.message).to.equal('Request validation failed: body / must match exactly one schema in oneOf');
+        expect(err.message).to.equal('Request validation failed: give exactly one of amount or amount_usd');
         expect(err.details?.errors).to.deep.equal([ONE_OF]);
+        expect(err.details).to.deep.include({ field: 'amount', fields: ['amount', 'amount_usd'] });
       });
 
-      it('refuses neither naming both fields and the oneOf', async () => {
+      it('refuses neither with the same single problem naming both fields', async () => {
         const err = await answer(router, path, base);
         expect(err.code).to.equal('validation_failed');
-        expect(err.details?.errors).to.deep.equal([
-          { location: 'body', path: '/amount', message: "must have required property 'amount'" },
-          { location: 'body', path: '/amount_usd', message: "must have required property 'amount_usd'" },
-          ONE_OF,
-        ]);
+        expect(err.message).to.equal('Request validation failed: give exactly one of amount or amount_usd');
+        expect(err.details?.errors).to.deep.equal([ONE_OF]);
+        expect(err.details).to.deep.include({ field: 'amount', fields: ['amount', 'amount_usd'] });
       });
 
-      it('refuses both with a malformed amount naming the oneOf and the type', async () => {
+      it('refuses both with a malformed amount naming the either-or and the type', async () => {
         const err = await answer(router, path, { ...base, amount: 1, amount_usd: '1' });
-        expect(err.details?.errors).to.deep.equal([ONE_OF, { location: 'body', path: '/amount', message: 'must be string' }]);
+        expect(err.details?.errors).to.deep.equal([ONE_OF, { location: 'body', path: '/amount', message: 'must be a string' }]);
       });
 
       it('passes validation with either field alone', async () => {

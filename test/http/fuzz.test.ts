@@ -5,8 +5,12 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { loadDocument, type OpenApiDocument } from '../../src/http/operations.js';
+import { ALL_SCOPES } from '../../src/auth/principal.js';
+import { MAX_BODY_DEPTH } from '../../src/http/input-guard.js';
 import { createDemoAgent, newKey, startTestServer, type TestAgent, type TestServer } from '../helpers/server.js';
+import { mintAccessToken } from '../mcp/helpers.js';
 
+const ADMIN = 'fuzz-admin-token-0123456789abcdef0123456789';
 const SEED = Number(process.env.FUZZ_SEED ?? 20261123);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 5);
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
@@ -37,6 +41,17 @@ const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: fc.dictionary(hostileString.map((k) => k.slice(0, 40)), leaf, { maxKeys: 3 }) },
   { weight: 1, arbitrary: fc.constant(nest(60)) },
 );
+
+/** JSON text nested `depth` levels (objects and arrays in turn), written as text: JSON.stringify itself recurses. */
+function nestedText(depth: number): string {
+  let open = '';
+  let close = '';
+  for (let i = 0; i < depth; i++) {
+    open += i % 2 ? '[' : '{"a":';
+    close = (i % 2 ? ']' : '}') + close;
+  }
+  return `${open}"deep"${close}`;
+}
 
 function nest(depth: number): unknown {
   let v: unknown = 'deep';
@@ -199,10 +214,59 @@ describe('fuzz of every operation', function () {
   let server: TestServer;
   let agent: TestAgent;
   before(async () => {
-    server = await startTestServer();
+    server = await startTestServer({ env: { ADMIN_TOKEN: ADMIN } });
     agent = await createDemoAgent(server);
   });
   after(() => server.close());
+
+  it(`refuses a body nested 5,000 levels deep with 400 on every operation that takes one, on /mcp and on OAuth (limit ${MAX_BODY_DEPTH})`, async function () {
+    // One request per operation with a body, each answered before validation; the time goes to authentication under load.
+    this.timeout(300_000);
+    const deep = nestedText(5_000);
+    expect(deep.length).to.be.below(64 * 1024);
+    const admin = { authorization: `Bearer ${ADMIN}` };
+    // Owner tokens are rate limited per owner (write burst 20): a fresh owner every ten requests.
+    let ownerAuth: Record<string, string> = {};
+    let ownerCalls = 0;
+    const ownerHeaders = async (): Promise<Record<string, string>> => {
+      if (ownerCalls++ % 10 === 0) {
+        const owner = await server.request('POST', '/v1/admin/owners', { headers: admin, body: { email: `fuzz-${crypto.randomUUID()}@example.com` }, idempotencyKey: newKey() });
+        const token = await server.request('POST', `/v1/admin/owners/${owner.body.owner_id}/tokens`, { headers: admin, body: {}, idempotencyKey: newKey() });
+        expect(token.status, token.text).to.equal(201);
+        ownerAuth = { authorization: `Bearer ${token.body.token}` };
+      }
+      return ownerAuth;
+    };
+    const mcpToken = await mintAccessToken(server, agent, { scopes: [...ALL_SCOPES] });
+    const ops = readFuzzOps(loadDocument()).filter((op) => op.method !== 'get');
+    expect(ops.length).to.be.at.least(60);
+    const targets: Array<{ what: string; method: string; path: string; headers: Record<string, string>; body?: string }> = [];
+    const wrongAnswers: string[] = [];
+    for (const op of ops) {
+      const path = op.path.replace(/\{[^}]+\}/g, () => crypto.randomUUID());
+      const headers = path.startsWith('/v1/agent') ? agent.headers : path.startsWith('/v1/admin') ? admin : path.startsWith('/v1/owner') ? await ownerHeaders() : {};
+      targets.push({ what: op.operationId, method: op.method.toUpperCase(), path, headers });
+    }
+    targets.push({ what: 'mcp', method: 'POST', path: '/mcp', headers: { authorization: `Bearer ${mcpToken}`, accept: 'application/json, text/event-stream' } });
+    for (const t of targets) {
+      const res = await fetch(`${server.baseUrl}${t.path}`, { method: t.method, headers: { ...t.headers, 'idempotency-key': newKey(), 'content-type': 'application/json' }, body: deep });
+      const text = await res.text();
+      if (res.status !== 400) {
+        wrongAnswers.push(`${t.what} ${t.method} ${t.path} -> ${res.status} ${text.slice(0, 200)}`);
+        continue;
+      }
+      if (t.path.startsWith('/v1/')) {
+        const body = JSON.parse(text) as { error?: { code?: string; details?: { errors?: Array<{ location?: string }> } } };
+        if (body.error?.code !== 'validation_failed' || body.error.details?.errors?.[0]?.location !== 'body') wrongAnswers.push(`${t.what} ${t.path} -> ${text.slice(0, 200)}`);
+      } else if (t.path.startsWith('/oauth/') && !text.includes(`more than ${MAX_BODY_DEPTH} levels`)) wrongAnswers.push(`${t.what} ${t.path} -> ${text.slice(0, 200)}`);
+      else if (t.path === '/mcp' && !text.includes(`more than ${MAX_BODY_DEPTH} levels`)) wrongAnswers.push(`mcp -> ${text.slice(0, 200)}`);
+    }
+    expect(wrongAnswers, wrongAnswers.join('\n')).to.deep.equal([]);
+    // At the limit itself the body is read (and answered by each route's own validation, never a 5xx).
+    const atLimit = await fetch(`${server.baseUrl}/v1/agent/recipients/resolve`, { method: 'POST', headers: { ...agent.headers, 'content-type': 'application/json' }, body: `{"x":${nestedText(MAX_BODY_DEPTH - 1)}}` });
+    expect(atLimit.status).to.equal(400);
+    expect(await atLimit.text()).to.not.include('levels deep');
+  });
 
   it('answers no 5xx, and only enveloped errors with X-Request-Id under /v1/agent, to hostile inputs on every operation', async () => {
     const ops = readFuzzOps(loadDocument());

@@ -156,8 +156,8 @@ describe('request pipeline', () => {
     it('has a handler for every /v1/agent operation of the document', () => {
       const missing = server.built.router.ops.filter((op) => op.path.startsWith('/v1/agent') && !server.built.router.implemented.has(op.operationId));
       expect(missing.map((op) => op.operationId)).to.deep.equal([]);
-      // 67 + listEvents, getEvent, retryWebhookDelivery (event recovery).
-      expect(server.built.router.ops.filter((op) => op.path.startsWith('/v1/agent')).length).to.equal(70);
+      // 67 + listEvents, getEvent, retryWebhookDelivery (event recovery), listWebhookDeliveryAttempts (issue 30).
+      expect(server.built.router.ops.filter((op) => op.path.startsWith('/v1/agent')).length).to.equal(71);
     });
 
     it('has a handler for every /v1/owner and /v1/admin operation of the document', () => {

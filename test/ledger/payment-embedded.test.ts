@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createApp, type BuiltApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { multiStatementQueries } from '../../src/db/knex.js';
+import { isEmbedded } from '../../src/db/knex.js';
 import { createTestAgent } from '../support/agents.js';
 
 describe('payments on PGlite', function () {
@@ -23,7 +23,7 @@ describe('payments on PGlite', function () {
   before(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'agent-api-pay-embedded-'));
     built = await createApp(loadConfig({ NODE_ENV: 'development', DATA_DIR: dataDir, MASTER_KEY: randomBytes(32).toString('hex'), AUTO_MIGRATE: 'true', LOG_LEVEL: 'warn', RUN_WORKER: 'false', BASE_URL: 'http://127.0.0.1:3000', SMTP_URL: 'smtp://127.0.0.1:2525' }));
-    server = createServer(built.app);
+    server = createServer(built.listener);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
@@ -34,7 +34,7 @@ describe('payments on PGlite', function () {
   });
 
   it('accepts payments up to the count and lifetime caps, refuses the next, and replays an answer byte for byte', async () => {
-    expect(multiStatementQueries(built.db), 'the app runs on PGlite').to.equal(false);
+    expect(isEmbedded(built.db), 'the app runs on PGlite').to.equal(true);
     const agent = await createTestAgent({ db: built.db, agents: built.services.agents, ledger: built.services.ledger }, { policy: { operation_types: ['payment'], max_txs_per_period: 3, lifetime_usd: '100' }, fund: { USDC: '10' } });
     const headers = { 'x-agent-id': agent.agentId, 'x-api-key': agent.apiKey, 'content-type': 'application/json' };
     const pay = async (key: string, amount = '1') => {

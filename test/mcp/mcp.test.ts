@@ -57,6 +57,16 @@ describe('MCP endpoint /mcp', function () {
       expect(self.inputSchema).to.deep.include({ type: 'object', additionalProperties: false });
       expect(self.annotations).to.include({ readOnlyHint: true });
 
+      // Issue 30 item 9: the hint follows the route's scope, not its method (a POST that only reads is read-only).
+      const session = new Set(['agent_operations_wait_for_status', 'mcp_subscribe', 'mcp_unsubscribe']);
+      const routeTools = tools.filter((t) => !session.has(t.name));
+      const wrong = routeTools
+        .map((t) => ({ name: t.name, scope: t._meta?.['agent-api/required_scope'] as string | null, route: String(t._meta?.['agent-api/route']), hints: t.annotations }))
+        .filter((t) => t.hints?.readOnlyHint !== (t.scope === 'agent:read' || t.scope === 'agent:simulate') || (t.hints?.readOnlyHint && t.hints.destructiveHint))
+        .map((t) => `${t.name} (${t.route}, ${t.scope}): readOnlyHint ${String(t.hints?.readOnlyHint)}, destructiveHint ${String(t.hints?.destructiveHint)}`);
+      expect(wrong, wrong.join('\n')).to.deep.equal([]);
+      expect(routeTools.filter((t) => t.annotations?.readOnlyHint && !String(t._meta?.['agent-api/route']).startsWith('GET ')).map((t) => t.name)).to.include('agent_recipients_resolve_create');
+
       const pay = tools.find((t) => t.name === 'agent_payments_create')!;
       expect(pay.inputSchema.required).to.include.members(['to', 'asset', 'idempotency_key']);
       expect(pay.inputSchema.properties).to.have.keys(['to', 'asset', 'deliver_as', 'note', 'slippage_percent', 'prefer', 'amount', 'amount_usd', 'idempotency_key']);

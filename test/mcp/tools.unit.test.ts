@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { loadDocument, readOperations } from '../../src/http/operations.js';
 import { ApiError } from '../../src/lib/errors.js';
-import { toolNameForRoute, toolNameOf } from '../../src/mcp/names.js';
+import { listedResourcesOf, toolNamesOf } from '../../src/mcp/names.js';
 import { toolCatalog } from '../../src/mcp/catalog.js';
-import { buildTools, listedResourcesOf, toDispatchRequest, toolNameFor, type McpTool } from '../../src/mcp/tools.js';
+import { buildTools, toDispatchRequest, type McpTool } from '../../src/mcp/tools.js';
 
 describe('MCP tools', () => {
   const document = loadDocument();
@@ -27,7 +27,9 @@ describe('MCP tools', () => {
     throw new Error('expected a refusal');
   };
 
-  describe('toolNameOf', () => {
+  const listed = listedResourcesOf(ops.map((op) => op.operationId));
+
+  describe('toolNamesOf: the route-derived name', () => {
     // The issue's three examples, then the rule's corners: singletons, items, nested collections, hyphens and dots.
     for (const [method, path, name] of [
       ['get', '/v1/agent/balances/cash', 'agent_balances_cash_list'],
@@ -46,19 +48,22 @@ describe('MCP tools', () => {
       it(`names ${method.toUpperCase()} ${path} ${name}`, () => {
         const op = ops.find((o) => o.method === method && o.path === path);
         expect(op, path).to.not.equal(undefined);
-        expect(toolNameOf(document, op!)).to.equal(name);
+        expect(toolNamesOf(document, op!, listed).name).to.equal(name);
       });
     }
 
     it('lists a GET only on a collection without a trailing path parameter', () => {
-      expect(toolNameForRoute('get', '/v1/agent/things', true)).to.equal('agent_things_list');
-      expect(toolNameForRoute('get', '/v1/agent/things/{id}', true)).to.equal('agent_things_get');
-      expect(toolNameForRoute('put', '/v1/agent/things/{id}', false)).to.equal('agent_things_update');
+      // A document whose two GETs both answer a list page.
+      const page = { content: { 'application/json': { schema: { type: 'object', properties: { items: { type: 'array' }, has_more: { type: 'boolean' } } } } } };
+      const things = { paths: { '/v1/agent/things': { get: { responses: { 200: page } } }, '/v1/agent/things/{id}': { get: { responses: { 200: page } }, put: { responses: {} } } } };
+      const nameOf = (method: string, path: string) => toolNamesOf(things, { operationId: `${method}Things`, method, path }, new Set()).name;
+      expect(nameOf('get', '/v1/agent/things')).to.equal('agent_things_list');
+      expect(nameOf('get', '/v1/agent/things/{id}')).to.equal('agent_things_get');
+      expect(nameOf('put', '/v1/agent/things/{id}')).to.equal('agent_things_update');
     });
   });
 
-  describe('toolNameFor (the names before route-derived ones, still callable)', () => {
-    const listed = listedResourcesOf(ops.map((op) => op.operationId));
+  describe('toolNamesOf: the earlier name (before route-derived ones, still callable)', () => {
     for (const [operationId, name] of [
       ['listCashBalances', 'agent_cash_balances_list'],
       ['createPayment', 'agent_payments_create'],
@@ -67,7 +72,9 @@ describe('MCP tools', () => {
       ['listWebhookDeliveries', 'agent_webhook_deliveries_list'],
     ] as const) {
       it(`named ${operationId} ${name}`, () => {
-        expect(toolNameFor(operationId, listed)).to.equal(name);
+        const op = ops.find((o) => o.operationId === operationId);
+        expect(op, operationId).to.not.equal(undefined);
+        expect(toolNamesOf(document, op!, listed).earlier).to.equal(name);
       });
     }
 

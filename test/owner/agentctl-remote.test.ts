@@ -81,4 +81,39 @@ describe('agentctl through the server', function () {
     const actions = audit.body.items.map((e: { action: string; actor: string }) => `${e.actor}:${e.action}`);
     expect(actions).to.include.members(['admin:adminCreateOwner', 'admin:ownerCreateAgent', 'admin:ownerSetRateLimit', 'admin:ownerReplacePolicy', 'admin:ownerFundWallet', 'admin:ownerConfirmTrustedDestination', 'admin:ownerDisableAgent']);
   });
+
+  it('lists owners and agents and shows an agent (owner list, agent list --owner, agent show), without secrets', async () => {
+    const email = `list-${randomUUID()}@example.com`;
+    const ownerId = (await json('owner', 'create', '--email', email, '--name', 'Lister')).owner_id as string;
+    const first = await json('agent', 'create', '--owner', ownerId, '--name', 'first bot');
+    const second = await json('agent', 'create', '--owner', ownerId, '--name', 'second bot');
+    await json('agent', 'create', '--owner', (await json('owner', 'create', '--email', `other-${randomUUID()}@example.com`)).owner_id as string, '--name', 'not theirs');
+
+    const owners = await json('owner', 'list', '--limit', '100');
+    expect(owners).to.have.all.keys('items', 'next_cursor', 'has_more');
+    const listed = (owners.items as Record<string, unknown>[]).find((o) => o.owner_id === ownerId);
+    expect(listed).to.deep.include({ owner_id: ownerId, email, name: 'Lister', agent_count: 2 });
+
+    const agents = await json('agent', 'list', '--owner', ownerId);
+    const items = agents.items as Record<string, unknown>[];
+    expect(items.map((a) => a.name)).to.deep.equal(['second bot', 'first bot']);
+    expect(items.every((a) => a.owner_id === ownerId)).to.equal(true);
+    const page = await json('agent', 'list', '--owner', ownerId, '--limit', '1');
+    expect(page).to.include({ has_more: true });
+    const rest = await json('agent', 'list', '--owner', ownerId, '--limit', '1', '--cursor', page.next_cursor as string);
+    expect((rest.items as { agent_id: string }[]).map((a) => a.agent_id)).to.deep.equal([first.agent_id]);
+    expect(((await json('agent', 'list')).items as unknown[]).length).to.be.at.least(3);
+
+    const shown = await json('agent', 'show', first.agent_id as string);
+    expect(shown).to.have.all.keys('agent');
+    expect(shown.agent).to.deep.include({ agent_id: first.agent_id, owner_id: ownerId, name: 'first bot', wallet_id: first.wallet_id, enabled: true });
+    for (const output of [owners, agents, shown]) {
+      const text = JSON.stringify(output);
+      for (const key of [first.api_key, second.api_key] as string[]) expect(text).to.not.include(key);
+      expect(text).to.not.match(/sealed|private_key|key_hash|token_hash/);
+    }
+    const missing = await agentctl('agent', 'show', randomUUID());
+    expect(missing.code).to.equal(1);
+    expect(missing.stderr).to.include('not found');
+  });
 });

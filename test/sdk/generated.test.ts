@@ -27,4 +27,11 @@ describe('SDK generated code', function () {
     expect(GROUPS.operations).to.deep.equal({ list: 'GET /v1/agent/operations', get: 'GET /v1/agent/operations/{id}' });
     expect([...ERROR_CODES]).to.deep.equal([...SERVER_ERROR_CODES]);
   });
+
+  it('types only the agent document: no owner or operator path or schema', () => {
+    const types = readFileSync(join(repoRoot, 'sdk/src/generated/api.ts'), 'utf8');
+    expect(types).to.match(/^ {4}"\/v1\/agent\/payments": \{/m);
+    expect(types.match(/^ {4}"\/v1\/(owner|admin)\/[^"]*"/gm) ?? []).to.deep.equal([]);
+    expect(types).to.not.match(/ownerListAgents|adminCreateOwner|OwnerAgent\b/);
+  });
 });

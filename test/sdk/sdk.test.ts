@@ -1,4 +1,4 @@
-// The SDK as an integrator gets it: built, packed with `npm pack`, installed offline into an empty project, then run
+// The SDK as an integrator gets it: packed with plain `npm pack` (its prepack builds), installed offline into an empty project, then run
 // against the live server (HTTP on a port, worker settling payments): the issue 13 acceptance flow, the CLI flow
 // (sdk/test/cli-smoke.sh), webhook verification, and a browser bundle with no node: imports, loaded in Chromium.
 import { expect } from 'chai';
@@ -84,7 +84,8 @@ describe('SDK package (packed tarball) against the live server', function () {
   before(async function () {
     this.timeout(240_000);
     tmp = mkdtempSync(join(tmpdir(), 'agent-api-sdk-'));
-    await mustRun('npm', ['run', '--silent', 'build'], { cwd: sdkDir });
+    // Plain `npm pack`, with no build before it (and no dist/ left from one): the package's prepack builds.
+    rmSync(join(sdkDir, 'dist'), { recursive: true, force: true });
     await mustRun('npm', ['pack', '--silent', '--pack-destination', tmp], { cwd: sdkDir });
     const tarball = readdirSync(tmp).find((f) => f.endsWith('.tgz'));
     expect(tarball, 'npm pack wrote a tarball').to.be.a('string');

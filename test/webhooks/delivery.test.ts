@@ -531,14 +531,15 @@ describe('webhook delivery claims', () => {
   after(() => ctx.close());
 
   it('reclaims an expired lease and fences the stale holder out', async () => {
-    const { claimDueDeliveries, completeClaimedDelivery } = await import('../../src/db/repositories/delivery.repository.js');
+    const { completeClaimedDelivery } = await import('../../src/db/repositories/delivery.repository.js');
+    const { recordAndClaimDeliveries } = await import('../../src/db/repositories/sql/claim-deliveries.js');
     const caller = await ctx.newAgent();
     const { webhook } = await ctx.service.create(ctx.db, caller, { url: 'https://hooks.example.com/lease', event_types: ['payment.executed'] });
     await ctx.emit(caller);
     // Leave only this endpoint's delivery due, whatever earlier tests left behind.
     await ctx.db('webhook_deliveries').whereNot({ endpoint_id: webhook.id }).whereIn('status', ['pending', 'retrying', 'in_flight']).update({ status: 'failed' });
-    const claim = (token: string) =>
-      claimDueDeliveries(ctx.db, { now: ctx.clock.now(), leaseUntil: new Date(ctx.clock.now().getTime() + 30_000), token, batch: 10, perEndpointCap: 4, deadlineMs: RETRY_HORIZON_MS });
+    const claim = async (token: string) =>
+      (await recordAndClaimDeliveries(ctx.db, { now: ctx.clock.now(), leaseUntil: new Date(ctx.clock.now().getTime() + 30_000), token, batch: 10, perEndpointCap: 4, deadlineMs: RETRY_HORIZON_MS })).claimed;
     const first = await claim('00000000-0000-4000-8000-00000000000a');
     expect(first.map((d) => d.endpoint_id)).to.deep.equal([webhook.id]);
     expect(await claim('00000000-0000-4000-8000-00000000000b')).to.have.length(0); // leased
@@ -553,7 +554,7 @@ describe('webhook delivery claims', () => {
   });
 
   it('holds the per-endpoint cap across concurrent claimers and frees the slots of the attempts a claim records', async () => {
-    const { claimDueDeliveries, recordAndClaimDeliveries } = await import('../../src/db/repositories/delivery.repository.js');
+    const { recordAndClaimDeliveries } = await import('../../src/db/repositories/sql/claim-deliveries.js');
     const caller = await ctx.newAgent();
     const { webhook } = await ctx.service.create(ctx.db, caller, { url: 'https://hooks.example.com/cap', event_types: ['payment.executed'] });
     for (let i = 0; i < 12; i++) await ctx.emit(caller);
@@ -564,7 +565,7 @@ describe('webhook delivery claims', () => {
     // counting slots from a snapshot taken before it got the lock would overshoot.
     const holder = await ctx.db.transaction();
     await holder.raw('SELECT pg_advisory_xact_lock(7411003)');
-    const claims = tokens.map((token) => claimDueDeliveries(ctx.db, options(token)));
+    const claims = tokens.map(async (token) => (await recordAndClaimDeliveries(ctx.db, options(token))).claimed);
     await new Promise((r) => setTimeout(r, 200));
     await holder.commit();
     const concurrent = await Promise.all(claims);

@@ -11,6 +11,7 @@ import * as owner from './0008_owner.js';
 import * as defiChain from './0009_defi_chain.js';
 import * as idempotencySealed from './0010_idempotency_sealed.js';
 import * as oauthHashedIds from './0011_oauth_hashed_ids.js';
+import * as deliveryAttempts from './0015_delivery_attempts.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -29,6 +30,7 @@ const migrations: Record<string, Migration> = {
   '0009_defi_chain': defiChain,
   '0010_idempotency_sealed': idempotencySealed,
   '0011_oauth_hashed_ids': oauthHashedIds,
+  '0015_delivery_attempts': deliveryAttempts,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

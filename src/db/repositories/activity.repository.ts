@@ -1,6 +1,6 @@
 // The activity log: one row per financial event of a wallet (operations, receipts, deposits).
 import type { Schema } from '../../lib/contract.js';
-import { prepared, type Db } from '../knex.js';
+import { preparedRows, type Db } from '../knex.js';
 import { newestFirst, type Page } from './keyset.js';
 
 export interface ActivityRow {
@@ -26,8 +26,8 @@ export async function insertActivity(db: Db, row: Omit<ActivityRow, 'amount' | '
 }
 
 export async function listActivity(db: Db, f: Page & { agentId: string; type?: string; since?: Date }): Promise<ActivityRow[]> {
-  const q = prepared(newestFirst(db('activity').where({ agent_id: f.agentId }), f));
+  const q = newestFirst(db('activity').where({ agent_id: f.agentId }), f);
   if (f.type) q.where('type', f.type);
   if (f.since) q.where('created_at', '>=', f.since);
-  return q;
+  return preparedRows<ActivityRow>(db, q);
 }

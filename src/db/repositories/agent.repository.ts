@@ -1,5 +1,6 @@
 // Owners, agents, wallets and per-agent rate-limit overrides.
-import { preparedRows, type Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { prepared, sql, type Sql } from '../sql.js';
 
 export interface OwnerRow {
   id: string;
@@ -84,14 +85,18 @@ export async function listAgentsByOwner(db: Db, ownerId: string): Promise<AgentR
  * row, timestamps included), its wallet and its owner's state. Written once as SQL: it runs on every authenticated
  * request, and knex's builder would compile it each time.
  */
-const AUTH_ROW_SQL = `SELECT a.id, a.owner_id, a.name, a.enabled, a.starts_at, a.ends_at, a.api_key_hash, a.api_key_prefix, a.created_at, a.updated_at, w.id AS wallet_id, w.address AS wallet_address, o.id AS owner_found, o.deleted_at AS owner_deleted_at,
+const authRowStatement = (agentId: string) =>
+  prepared(
+    sql`SELECT a.id, a.owner_id, a.name, a.enabled, a.starts_at, a.ends_at, a.api_key_hash, a.api_key_prefix, a.created_at, a.updated_at, w.id AS wallet_id, w.address AS wallet_address, o.id AS owner_found, o.deleted_at AS owner_deleted_at,
     (SELECT coalesce(json_agg(r), '[]'::json) FROM rate_limit_overrides r WHERE r.agent_id = a.id) AS rate_overrides
   FROM agents a LEFT JOIN wallets w ON w.agent_id = a.id LEFT JOIN owners o ON o.id = a.owner_id
-  WHERE a.id = ? LIMIT 1`;
+  WHERE a.id = ${agentId} LIMIT 1`,
+    'agentapi_auth_row',
+  );
 
 export async function findAuthRow(db: Db, agentId: string): Promise<AuthRow | undefined> {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the row is typed by AuthRow below, as knex's `.first()` left it untyped
-  const row = (await preparedRows<any>(db, AUTH_ROW_SQL, [agentId]))[0];
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the row is typed by AuthRow below
+  const [row] = await rows(db, authRowStatement(agentId) as Sql<any>);
   if (!row) return undefined;
   const { wallet_id, wallet_address, owner_found, owner_deleted_at, rate_overrides, ...agent } = row;
   const overrides = typeof rate_overrides === 'string' ? JSON.parse(rate_overrides) : rate_overrides;

@@ -1,5 +1,6 @@
 // Chain settlement state (migration 0006): settings per chain, account nonces, signed transactions.
-import type { Db, Knex } from '../knex.js';
+import { rows, type Db, type Knex } from '../knex.js';
+import { sql } from '../sql.js';
 
 export type ChainTxStatus = 'signed' | 'broadcast' | 'mined' | 'replaced' | 'dropped';
 export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault' | 'lending' | 'rewards';
@@ -148,7 +149,7 @@ export async function upsertSetting(db: Db, chainId: number, key: string, value:
 /** Runs `fn` in a transaction holding the chain bootstrap's advisory lock (one bootstrapping process at a time). */
 export async function withChainLock<T>(db: Knex, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
   return db.transaction(async (trx) => {
-    await trx.raw("SELECT pg_advisory_xact_lock(hashtext('agent-api:chain-bootstrap'))");
+    await rows(trx, sql`SELECT pg_advisory_xact_lock(hashtext('agent-api:chain-bootstrap'))`);
     return fn(trx);
   });
 }

@@ -1,5 +1,6 @@
 // Idempotency records: one row per (agent, key), written in the transaction of the effects it describes.
-import { prepared, type Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { prepared, sql, type Sql } from '../sql.js';
 
 export interface IdempotencyRow {
   agent_id: string;
@@ -22,15 +23,17 @@ export interface IdempotencyRow {
  * key and yields to a live one. The conflict check reads the latest committed row whatever the statement's
  * snapshot, so a run of the same key that committed (and released the lock) a moment before is seen.
  * `locked: false`: one is running. `claimed: false` (locked): a live record exists, read it with findLiveRecord.
- * The placeholder is never visible to others: the transaction stores the response (storeResponse) or drops the
- * claim (dropClaim) before it commits, and a rollback removes it.
+ * The placeholder is never visible to others: the transaction stores the response (storeResponseStatement) or drops the
+ * claim (dropClaimStatement) with its commit, and a rollback removes it.
  */
 export async function claimRecord(db: Db, claim: Pick<IdempotencyRow, 'agent_id' | 'key' | 'fingerprint' | 'operation_id' | 'created_at' | 'expires_at'>): Promise<{ locked: boolean; claimed: boolean }> {
-  const result = await prepared(db.raw(
-    `WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextextended(:lockKey, 0)) AS locked),
+  const [row] = await rows(
+    db,
+    prepared(
+      sql<{ locked: boolean; claimed: boolean }>`WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextextended(${`${claim.agent_id}:${claim.key}`}, 0)) AS locked),
      claimed AS (
        INSERT INTO idempotency_keys (agent_id, key, fingerprint, operation_id, status_code, sealed_response, response_body, response_headers, created_at, expires_at)
-       SELECT :agentId, :key, :fingerprint, :operationId, 0, NULL, NULL, '{}'::jsonb, :createdAt, :expiresAt FROM lock WHERE lock.locked
+       SELECT ${claim.agent_id}, ${claim.key}, ${claim.fingerprint}, ${claim.operation_id}, 0, NULL, NULL, '{}'::jsonb, ${claim.created_at}, ${claim.expires_at} FROM lock WHERE lock.locked
        ON CONFLICT (agent_id, key) DO UPDATE
          SET fingerprint = EXCLUDED.fingerprint, operation_id = EXCLUDED.operation_id, status_code = 0, sealed_response = NULL, response_body = NULL,
              response_headers = '{}'::jsonb, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
@@ -38,51 +41,27 @@ export async function claimRecord(db: Db, claim: Pick<IdempotencyRow, 'agent_id'
        RETURNING 1
      )
      SELECT (SELECT locked FROM lock) AS locked, EXISTS (SELECT 1 FROM claimed) AS claimed`,
-    { lockKey: `${claim.agent_id}:${claim.key}`, agentId: claim.agent_id, key: claim.key, fingerprint: claim.fingerprint, operationId: claim.operation_id, createdAt: claim.created_at, expiresAt: claim.expires_at },
-  ));
-  const row = result.rows[0] as { locked: boolean; claimed: boolean };
-  return { locked: row.locked === true, claimed: row.claimed === true };
+      'agentapi_idempotency_claim',
+    ),
+  );
+  return { locked: row?.locked === true, claimed: row?.claimed === true };
 }
 
 /**
- * The claimed record of a transaction, offered to the statements of its effects: a write that knows its answer
- * before its last statement (the operation id is made in Node) stores it there, in the same round trip, instead of
- * in a statement of its own (storeAnswerCte). `stored` says what was stored; the idempotency layer stores the
- * response itself unless it is byte for byte that answer (src/idempotency/idempotency.ts).
+ * The statement that stores the answer on the record this transaction claimed: the idempotency layer sends it as the
+ * transaction's last, with the COMMIT (knex.ts withTransaction), so storing the answer costs no round trip of its own.
  */
-export interface AnswerSlot {
-  agentId: string;
-  key: string;
-  seal(json: string): string;
-  stored?: { status: number; json: string };
+export function storeResponseStatement(agentId: string, key: string, response: Pick<IdempotencyRow, 'status_code' | 'sealed_response' | 'response_headers'>): Sql<never> {
+  return prepared(
+    sql<never>`UPDATE idempotency_keys SET status_code = ${response.status_code}, sealed_response = ${response.sealed_response}, response_headers = ${JSON.stringify(response.response_headers)}::jsonb
+      WHERE agent_id = ${agentId} AND key = ${key}`,
+    'agentapi_idempotency_store',
+  );
 }
 
-const answerSlots = new WeakMap<object, AnswerSlot>();
-
-export function openAnswerSlot(trx: object, slot: AnswerSlot): void {
-  answerSlots.set(trx, slot);
-}
-
-export function answerSlot(trx: object): AnswerSlot | undefined {
-  return answerSlots.get(trx);
-}
-
-/** A CTE (named `answered`) storing an answer on the claimed record, for a statement of the same transaction. */
-export function storeAnswerCte(answer: { agentId: string; key: string; status: number; sealed: string }): { cte: string; bindings: (string | number)[] } {
-  return {
-    cte: `answered AS (UPDATE idempotency_keys SET status_code = ?, sealed_response = ?, response_headers = '{}'::jsonb WHERE agent_id = ? AND key = ? AND status_code = 0)`,
-    bindings: [answer.status, answer.sealed, answer.agentId, answer.key],
-  };
-}
-
-/** Stores the response on the record this transaction claimed. */
-export async function storeResponse(db: Db, agentId: string, key: string, response: Pick<IdempotencyRow, 'status_code' | 'sealed_response' | 'response_headers'>): Promise<void> {
-  await db('idempotency_keys').where({ agent_id: agentId, key }).update({ status_code: response.status_code, sealed_response: response.sealed_response, response_headers: JSON.stringify(response.response_headers) });
-}
-
-/** Drops the claim of a run whose answer is not stored (5xx, 429, 401), so the key may be retried. */
-export async function dropClaim(db: Db, agentId: string, key: string): Promise<void> {
-  await db('idempotency_keys').where({ agent_id: agentId, key, status_code: 0 }).delete();
+/** The statement that drops the claim of a run whose answer is not stored (5xx, 429, 401), so the key may be retried. */
+export function dropClaimStatement(agentId: string, key: string): Sql<never> {
+  return sql<never>`DELETE FROM idempotency_keys WHERE agent_id = ${agentId} AND key = ${key} AND status_code = 0`;
 }
 
 export async function findLiveRecord(db: Db, agentId: string, key: string, now: Date): Promise<IdempotencyRow | undefined> {

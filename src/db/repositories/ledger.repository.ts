@@ -1,6 +1,7 @@
 // Assets, protocols, prices, materialised balances, the append-only journal, holds and the simulated chain's failing addresses.
 import type { Schema } from '../../lib/contract.js';
-import { preparedRows, type Db, type Knex } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { prepared, sql, type Sql } from '../sql.js';
 
 export interface AssetRow {
   symbol: string;
@@ -103,19 +104,23 @@ export async function findWalletWithPricedBalances(
   return { id: rows[0]!.wallet_id, address: rows[0]!.address, balances };
 }
 
-const BALANCES_WITH_PRICES_SQL = `SELECT a.symbol, b.available, b.held, p.usd_e8 FROM assets a
-  LEFT JOIN balances b ON b.asset_symbol = a.symbol AND b.wallet_id = ? LEFT JOIN prices p ON p.asset_symbol = a.symbol`;
-
 /**
  * One statement for a wallet's balance list: its balance rows by asset, and the price of every asset (those it does
  * not hold are listed at zero and still valued).
  */
 export async function listBalancesWithPrices(db: Db, walletId: string): Promise<[Map<string, Pick<BalanceRow, 'available' | 'held'>>, Map<string, string>]> {
   // Fixed SQL (no builder to compile per request): /balances is the hottest read.
-  const rows = await preparedRows<{ symbol: string; available: string | null; held: string | null; usd_e8: string | null }>(db, BALANCES_WITH_PRICES_SQL, [walletId]);
+  const found = await rows(
+    db,
+    prepared(
+      sql<{ symbol: string; available: string | null; held: string | null; usd_e8: string | null }>`SELECT a.symbol, b.available, b.held, p.usd_e8 FROM assets a
+       LEFT JOIN balances b ON b.asset_symbol = a.symbol AND b.wallet_id = ${walletId} LEFT JOIN prices p ON p.asset_symbol = a.symbol`,
+      'agentapi_balances_with_prices',
+    ),
+  );
   const balances = new Map<string, Pick<BalanceRow, 'available' | 'held'>>();
   const prices = new Map<string, string>();
-  for (const r of rows) {
+  for (const r of found) {
     if (r.available !== null && r.held !== null) balances.set(r.symbol, { available: r.available, held: r.held });
     if (r.usd_e8 !== null) prices.set(r.symbol, r.usd_e8);
   }
@@ -147,22 +152,23 @@ export async function findBalance(db: Db, walletId: string, asset: string): Prom
 
 /** Adds signed deltas to one balance row (creating it at zero); the CHECK constraints refuse a negative result. */
 export async function applyBalanceDelta(db: Db, walletId: string, asset: string, available: bigint, held: bigint, at: Date): Promise<void> {
-  await db.raw(
-    `INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at) VALUES (?, ?, ?, ?, ?)
+  await rows(
+    db,
+    sql`INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at) VALUES (${walletId}, ${asset}, ${available.toString()}, ${held.toString()}, ${at})
      ON CONFLICT (wallet_id, asset_symbol) DO UPDATE
        SET available = balances.available + EXCLUDED.available, held = balances.held + EXCLUDED.held, updated_at = EXCLUDED.updated_at`,
-    [walletId, asset, available.toString(), held.toString(), at],
   );
 }
 
 /** Applies deltas where at least one is negative, only if neither column goes below zero; false when refused. */
 export async function applyGuardedDelta(db: Db, walletId: string, asset: string, available: bigint, held: bigint, at: Date): Promise<boolean> {
-  const result = await db.raw(
-    `UPDATE balances SET available = available + ?::numeric, held = held + ?::numeric, updated_at = ?
-     WHERE wallet_id = ? AND asset_symbol = ? AND available + ?::numeric >= 0 AND held + ?::numeric >= 0`,
-    [available.toString(), held.toString(), at, walletId, asset, available.toString(), held.toString()],
+  const updated = await rows(
+    db,
+    sql`UPDATE balances SET available = available + ${available.toString()}::numeric, held = held + ${held.toString()}::numeric, updated_at = ${at}
+     WHERE wallet_id = ${walletId} AND asset_symbol = ${asset} AND available + ${available.toString()}::numeric >= 0 AND held + ${held.toString()}::numeric >= 0
+     RETURNING 1`,
   );
-  return (result.rowCount ?? 0) === 1;
+  return updated.length === 1;
 }
 
 export interface HoldInput {
@@ -179,41 +185,33 @@ export interface HoldInput {
 /**
  * A hold as three data-modifying CTEs for one statement: `reserved` moves `amount` from available to held only
  * if enough is available (no row when not), `hold` inserts the hold row and `journal` its two legs (available -,
- * held +), both only when `reserved` has its row. Positional `?` bindings, for placeHold and for a caller that
- * adds its own insert to the statement (operation.repository insertOperationWithHold).
+ * held +), both only when `reserved` has its row. A fragment, for placeHold and for the statement that accepts an
+ * operation with its hold (sql/accept-payment.ts).
  */
-export function holdStatement(hold: HoldInput, at: Date): { ctes: string; bindings: Knex.RawBinding[] } {
+export function holdCtes(hold: HoldInput, at: Date): Sql<never> {
   const amount = hold.amount.toString();
-  return {
-    ctes: `reserved AS (
-       UPDATE balances SET available = available - CAST(? AS numeric), held = held + CAST(? AS numeric), updated_at = ?
-       WHERE wallet_id = ? AND asset_symbol = ? AND available >= CAST(? AS numeric)
+  return sql`reserved AS (
+       UPDATE balances SET available = available - CAST(${amount} AS numeric), held = held + CAST(${amount} AS numeric), updated_at = ${at}
+       WHERE wallet_id = ${hold.walletId} AND asset_symbol = ${hold.asset} AND available >= CAST(${amount} AS numeric)
        RETURNING wallet_id
      ), hold AS (
        INSERT INTO holds (id, operation_id, wallet_id, asset_symbol, amount, status, created_at)
-       SELECT CAST(? AS uuid), CAST(? AS uuid), wallet_id, ?, CAST(? AS numeric), 'held', ? FROM reserved
+       SELECT CAST(${hold.id} AS uuid), CAST(${hold.operationId} AS uuid), wallet_id, ${hold.asset}, CAST(${amount} AS numeric), 'held', ${at} FROM reserved
      ), journal AS (
        INSERT INTO journal_entries (journal_id, operation_id, account, wallet_id, asset_symbol, amount, entry_type, created_at)
-       SELECT CAST(? AS uuid), CAST(? AS uuid), leg.account, reserved.wallet_id, ?, leg.amount, 'hold', ?
-       FROM reserved CROSS JOIN (VALUES (1, ?, -CAST(? AS numeric)), (2, ?, CAST(? AS numeric))) AS leg(n, account, amount)
+       SELECT CAST(${hold.journalId} AS uuid), CAST(${hold.operationId} AS uuid), leg.account, reserved.wallet_id, ${hold.asset}, leg.amount, 'hold', ${at}
+       FROM reserved CROSS JOIN (VALUES (1, ${hold.availableAccount}, -CAST(${amount} AS numeric)), (2, ${hold.heldAccount}, CAST(${amount} AS numeric))) AS leg(n, account, amount)
        ORDER BY leg.n
-     )`,
-    bindings: [
-      amount, amount, at, hold.walletId, hold.asset, amount,
-      hold.id, hold.operationId, hold.asset, amount, at,
-      hold.journalId, hold.operationId, hold.asset, at, hold.availableAccount, amount, hold.heldAccount, amount,
-    ],
-  };
+     )`;
 }
 
 /**
- * A hold in one statement (holdStatement): false when the balance is short (nothing is written). One round trip
+ * A hold in one statement (holdCtes): false when the balance is short (nothing is written). One round trip
  * instead of three (docs/ARCHITECTURE.md "Performance: payments").
  */
 export async function placeHold(db: Db, hold: HoldInput, at: Date): Promise<boolean> {
-  const { ctes, bindings } = holdStatement(hold, at);
-  const result = await db.raw(`WITH ${ctes} SELECT count(*)::int AS reserved FROM reserved`, bindings);
-  return Number(result.rows[0]?.reserved ?? 0) === 1;
+  const [row] = await rows(db, sql<{ reserved: number }>`WITH ${holdCtes(hold, at)} SELECT count(*)::int AS reserved FROM reserved`);
+  return Number(row?.reserved ?? 0) === 1;
 }
 
 export async function insertJournal(db: Db, journalId: string, operationId: string | null, entries: JournalEntryInput[], at: Date): Promise<void> {

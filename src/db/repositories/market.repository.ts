@@ -1,5 +1,6 @@
 // Borrow markets (one reserve per asset), collateral and scaled debt per wallet.
-import type { Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { identifier, list, sql, type Sql } from '../sql.js';
 
 export interface MarketRow {
   id: string;
@@ -57,7 +58,7 @@ export async function updateMarketIndex(db: Db, asset: string, indexRay: bigint,
  * check sees the collateral and debt the previous write left.
  */
 export async function lockWallet(db: Db, walletId: string): Promise<void> {
-  await db.raw('SELECT id FROM wallets WHERE id = ? FOR NO KEY UPDATE', [walletId]);
+  await rows(db, sql`SELECT id FROM wallets WHERE id = ${walletId} FOR NO KEY UPDATE`);
 }
 
 export async function listCollateral(db: Db, walletId: string): Promise<CollateralRow[]> {
@@ -71,10 +72,11 @@ export async function listDebts(db: Db, walletId: string): Promise<DebtRow[]> {
 /** Adds `delta` to a wallet's balance row in `table` (a constant of this module), or subtracts it guarded at zero; false when the guard refused. */
 async function addGuarded(db: Db, table: 'borrow_collateral' | 'borrow_debts', column: 'amount' | 'scaled_amount', r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
   if (r.delta >= 0n) {
-    await db.raw(
-      `INSERT INTO ?? (wallet_id, asset_symbol, agent_id, ??, updated_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET ?? = ??.?? + EXCLUDED.??, updated_at = EXCLUDED.updated_at`,
-      [table, column, r.wallet_id, r.asset_symbol, r.agent_id, r.delta.toString(), r.at, column, table, column, column],
+    const [t, c] = [identifier(table), identifier(column)];
+    await rows(
+      db,
+      sql`INSERT INTO ${t} (wallet_id, asset_symbol, agent_id, ${c}, updated_at) VALUES (${r.wallet_id}, ${r.asset_symbol}, ${r.agent_id}, ${r.delta.toString()}, ${r.at})
+       ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET ${c} = ${t}.${c} + EXCLUDED.${c}, updated_at = EXCLUDED.updated_at`,
     );
     return true;
   }
@@ -108,23 +110,24 @@ export interface PricedHoldings {
  * the wallet holds, so one round trip replaces the market list, the two holdings lists and a price per asset.
  */
 export async function listPricedHoldings(db: Db, walletId: string): Promise<PricedHoldings> {
-  const { rows } = (await db.raw(`${pricedHoldingsSql()} ORDER BY kind, asset_symbol`, [walletId, walletId])) as { rows: Record<string, unknown>[] };
-  return toPricedHoldings(rows);
+  return toPricedHoldings(await rows(db, sql`${pricedHoldings(walletId)} ORDER BY kind, asset_symbol`));
 }
 
-/** The statement of `listPricedHoldings` (two `?`: the wallet id twice), without its ORDER BY. */
-export function pricedHoldingsSql(): string {
-  const market = MARKET_COLUMNS.map((c) => `m.${c}${c === 'borrow_index_ray' ? '::text' : ''} AS m__${c}`).join(', ');
-  return `SELECT 'collateral' AS kind, c.asset_symbol, c.amount::text AS amount, p.usd_e8::text AS usd_e8, ${market}
+/** The statement of `listPricedHoldings`, without its ORDER BY. */
+const marketColumns = list(MARKET_COLUMNS.map((c) => (c === 'borrow_index_ray' ? sql`m.${identifier(c)}::text AS ${identifier(`m__${c}`)}` : sql`m.${identifier(c)} AS ${identifier(`m__${c}`)}`)));
+
+export function pricedHoldings(walletId: string): Sql<Record<string, unknown>> {
+  const market = marketColumns;
+  return sql`SELECT 'collateral' AS kind, c.asset_symbol, c.amount::text AS amount, p.usd_e8::text AS usd_e8, ${market}
        FROM borrow_collateral c LEFT JOIN prices p ON p.asset_symbol = c.asset_symbol LEFT JOIN borrow_markets m ON m.asset_symbol = c.asset_symbol
-      WHERE c.wallet_id = ? AND c.amount > 0
+      WHERE c.wallet_id = ${walletId} AND c.amount > 0
      UNION ALL
      SELECT 'debt', d.asset_symbol, d.scaled_amount::text, p.usd_e8::text, ${market}
        FROM borrow_debts d LEFT JOIN prices p ON p.asset_symbol = d.asset_symbol LEFT JOIN borrow_markets m ON m.asset_symbol = d.asset_symbol
-      WHERE d.wallet_id = ? AND d.scaled_amount > 0`;
+      WHERE d.wallet_id = ${walletId} AND d.scaled_amount > 0`;
 }
 
-/** Rows of `pricedHoldingsSql`, in order, as PricedHoldings. */
+/** Rows of `pricedHoldings`, in order, as PricedHoldings. */
 export function toPricedHoldings(rows: Record<string, unknown>[]): PricedHoldings {
   const out: PricedHoldings = { collateral: [], debts: [] };
   for (const r of rows as (Record<string, unknown> & { kind: 'collateral' | 'debt'; asset_symbol: string; amount: string; usd_e8: string | null })[]) {

@@ -1,6 +1,7 @@
 // OAuth storage: oidc-provider models, signing keys, grant bindings, connect-page codes and throttles.
 import { sha256Hex } from '../../lib/crypto.js';
-import type { Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { sql } from '../sql.js';
 
 /**
  * oauth_models.id, uid and user_code, and oauth_login_codes.interaction_uid, hold SHA-256 (hex) of the value the
@@ -94,11 +95,8 @@ export async function destroyGrantArtefacts(db: Db, grantId: string): Promise<nu
 }
 
 export async function deleteExpiredModels(db: Db, before: Date, limit: number): Promise<number> {
-  const result = await db.raw(
-    `DELETE FROM oauth_models WHERE ctid IN (SELECT ctid FROM oauth_models WHERE expires_at < ? LIMIT ?)`,
-    [before, limit],
-  );
-  return result.rowCount ?? 0;
+  const deleted = await rows(db, sql`DELETE FROM oauth_models WHERE ctid IN (SELECT ctid FROM oauth_models WHERE expires_at < ${before} LIMIT ${limit}) RETURNING 1`);
+  return deleted.length;
 }
 
 // Signing keys
@@ -129,7 +127,7 @@ export async function retireSigningKeys(db: Db, kids: string[], at: Date): Promi
 
 /** Serialises key bootstrap and rotation across processes (transaction-scoped). */
 export async function lockSigningKeys(db: Db): Promise<void> {
-  await db.raw(`SELECT pg_advisory_xact_lock(hashtext('oauth_signing_keys'))`);
+  await rows(db, sql`SELECT pg_advisory_xact_lock(hashtext('oauth_signing_keys'))`);
 }
 
 // Grant bindings
@@ -243,13 +241,13 @@ export async function findLiveOwnerIdByEmail(db: Db, email: string): Promise<str
 
 /** Counts one hit in the fixed window and returns the count including it (atomic upsert). */
 export async function hitThrottle(db: Db, key: string, windowStart: Date): Promise<number> {
-  const result = await db.raw(
-    `INSERT INTO oauth_throttles (key, window_start, count) VALUES (?, ?, 1)
+  const [row] = await rows(
+    db,
+    sql<{ count: number }>`INSERT INTO oauth_throttles (key, window_start, count) VALUES (${key}, ${windowStart}, 1)
      ON CONFLICT (key, window_start) DO UPDATE SET count = oauth_throttles.count + 1
      RETURNING count`,
-    [key, windowStart],
   );
-  return Number(result.rows[0].count);
+  return Number(row!.count);
 }
 
 /** One-time login codes are dead 10 minutes after issue; rows past `before` serve nothing. */

@@ -1,7 +1,6 @@
 // Operations: insertion, guarded status transitions, settlement claims and open on-chain operations.
-import { prepared, type Db, type Knex } from '../knex.js';
+import { preparedRows, type Db } from '../knex.js';
 import { newestFirst, type Keyset } from './keyset.js';
-import { holdStatement, type HoldInput } from './ledger.repository.js';
 
 export type OperationStatus = 'accepted' | 'submitted' | 'executed' | 'execution_failed' | 'policy_rejected' | 'cancelled';
 
@@ -65,30 +64,16 @@ export async function insertOperation(db: Db, row: NewOperationRow): Promise<Ope
   return inserted as OperationRow;
 }
 
-/**
- * The operation and its hold in one statement (the hold's CTEs, then the insert). The operation row is inserted
- * even when the balance is short: `holdPlaced: false` obliges the caller to throw (insufficient_funds), which
- * rolls the insert back with the rest of its transaction or savepoint, as a failed second hold always had to.
- */
-export async function insertOperationWithHold(db: Db, row: NewOperationRow, hold: HoldInput, at: Date, answer?: { cte: string; bindings: Knex.RawBinding[] }): Promise<{ operation: OperationRow; holdPlaced: boolean }> {
-  const held = holdStatement(hold, at);
-  const insert = operationInsert(db, row).toSQL();
-  // `answer`: the idempotency record's answer stored by the same statement (idempotency.repository storeAnswerCte).
-  const result = await prepared(db.raw(`WITH ${held.ctes}, ${answer ? `${answer.cte}, ` : ''}op AS (${insert.sql}) SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`, [...held.bindings, ...(answer?.bindings ?? []), ...(insert.bindings as Knex.RawBinding[])]));
-  const { hold_placed, ...operation } = result.rows[0] as OperationRow & { hold_placed: number };
-  return { operation, holdPlaced: hold_placed === 1 };
-}
-
 export async function findOperation(db: Db, agentId: string, id: string): Promise<OperationRow | undefined> {
   return db('operations').where({ agent_id: agentId, id }).first();
 }
 
 export async function listOperations(db: Db, f: OperationFilter): Promise<OperationRow[]> {
-  const q = prepared(newestFirst(db('operations').where({ agent_id: f.agentId }), f));
+  const q = newestFirst(db('operations').where({ agent_id: f.agentId }), f);
   if (f.types) q.whereIn('type', f.types);
   if (f.status) q.where('status', f.status);
   if (f.since) q.where('created_at', '>=', f.since);
-  return q;
+  return preparedRows<OperationRow>(db, q);
 }
 
 /** Guarded transition: changes the row only if it is still in `from`; returns it when this caller won. */

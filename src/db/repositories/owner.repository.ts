@@ -1,6 +1,7 @@
 // The owner's side: owner API tokens (by hash), the owner audit log, and the lookups that tie an
 // owner-addressed resource (destination, endpoint, grant, one-off payment) to its agent and owner.
-import type { Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { identifier, sql } from '../sql.js';
 import type { AgentRow } from './agent.repository.js';
 
 export interface OwnerTokenRow {
@@ -75,6 +76,25 @@ export async function listLiveAgents(db: Db, ownerId: string | null, options: { 
   return q;
 }
 
+export interface OwnerSummaryRow {
+  id: string;
+  email: string;
+  name: string | null;
+  created_at: Date;
+  agent_count: number;
+}
+
+/** Live owners newest first, each with its number of live agents (agents_owner_id index per owner). */
+export async function listLiveOwners(db: Db, options: { before?: { createdAt: Date; id: string }; limit: number }): Promise<OwnerSummaryRow[]> {
+  const q = db('owners as o')
+    .whereNull('o.deleted_at')
+    .orderBy([{ column: 'o.created_at', order: 'desc' }, { column: 'o.id', order: 'desc' }])
+    .limit(options.limit)
+    .select('o.id', 'o.email', 'o.name', 'o.created_at', db.raw('(SELECT count(*)::int FROM agents a WHERE a.owner_id = o.id AND a.deleted_at IS NULL) AS agent_count'));
+  if (options.before) q.whereRaw('(o.created_at, o.id) < (?, ?)', [options.before.createdAt, options.before.id]);
+  return q as unknown as Promise<OwnerSummaryRow[]>;
+}
+
 export async function findLiveAgent(db: Db, id: string): Promise<(AgentRow & { wallet_id: string; wallet_address: string | null }) | undefined> {
   return db('agents as a').join('wallets as w', 'w.agent_id', 'a.id').where('a.id', id).whereNull('a.deleted_at').first('a.*', 'w.id as wallet_id', 'w.address as wallet_address');
 }
@@ -126,18 +146,19 @@ export interface EndpointToWarn {
  */
 export async function lockEndpointToWarn(db: Db, level: 24 | 48, now: Date): Promise<EndpointToWarn | undefined> {
   const stamp = level === 24 ? 'warned_24h_at' : 'warned_48h_at';
-  const result = await db.raw(
-    `SELECT e.id, e.agent_id, e.url, e.failing_since, a.owner_id, o.email AS owner_email, a.name AS agent_name
+  const warned = identifier(stamp);
+  const [row] = await rows(
+    db,
+    sql<EndpointToWarn>`SELECT e.id, e.agent_id, e.url, e.failing_since, a.owner_id, o.email AS owner_email, a.name AS agent_name
      FROM webhook_endpoints e JOIN agents a ON a.id = e.agent_id JOIN owners o ON o.id = a.owner_id
-     WHERE e.enabled AND e.failing_since IS NOT NULL AND e.failing_since <= :cutoff
-       AND (e.${stamp} IS NULL OR e.${stamp} < e.failing_since)
+     WHERE e.enabled AND e.failing_since IS NOT NULL AND e.failing_since <= ${new Date(now.getTime() - level * 3600_000)}
+       AND (e.${warned} IS NULL OR e.${warned} < e.failing_since)
        AND a.deleted_at IS NULL AND o.deleted_at IS NULL
      ORDER BY e.failing_since, e.id
      LIMIT 1
      FOR UPDATE OF e SKIP LOCKED`,
-    { cutoff: new Date(now.getTime() - level * 3600_000) },
   );
-  return result.rows[0] as EndpointToWarn | undefined;
+  return row;
 }
 
 /** Marks the warning sent; the 48 h warning also covers a 24 h one never sent (a worker was down). */

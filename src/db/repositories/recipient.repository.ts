@@ -1,5 +1,6 @@
 // Recipients: the agent's named payees (recurring or one-off).
-import type { Db, SqlCall, SqlStatement } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { prepared, sql } from '../sql.js';
 import { newestFirst, type Page } from './keyset.js';
 import type { TrustedDestinationRow } from './trusted-destination.repository.js';
 import type { PriceRow } from './ledger.repository.js';
@@ -24,47 +25,39 @@ export async function findRecipient(db: Db, agentId: string, id: string): Promis
   return db('recipients').where({ agent_id: agentId, id }).first();
 }
 
-/** What routing needs of the agent's recipients at `address` and its confirmed trusted destinations there, oldest first, in one statement. */
-export async function findPayeesByAddress(db: Db, agentId: string, address: string): Promise<{ recipients: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>[]; destinations: Pick<TrustedDestinationRow, 'id' | 'address' | 'label'>[] }> {
-  const result = await db.raw(
-    `SELECT
+/** What routing needs of the agent's payees at an address: its recipients there and its confirmed trusted destinations there, oldest first. */
+export interface Payees {
+  recipients: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>[];
+  destinations: Pick<TrustedDestinationRow, 'id' | 'address' | 'label'>[];
+}
+
+/** The payees at `address` as the two columns of Payees (written once; both reads below select it). */
+const payeesAt = (agentId: string, address: string) => sql`
        (SELECT coalesce(json_agg(json_build_object('id', r.id, 'agent_id', r.agent_id, 'kind', r.kind, 'name', r.name, 'address', r.address) ORDER BY r.created_at), '[]'::json)
-          FROM recipients r WHERE r.agent_id = :agentId AND lower(r.address) = lower(:address)) AS recipients,
+          FROM recipients r WHERE r.agent_id = ${agentId}::uuid AND lower(r.address) = lower(${address}::text)) AS recipients,
        (SELECT coalesce(json_agg(json_build_object('id', d.id, 'address', d.address, 'label', d.label) ORDER BY d.created_at), '[]'::json)
-          FROM trusted_destinations d WHERE d.agent_id = :agentId AND d.status = 'confirmed' AND lower(d.address) = lower(:address)) AS destinations`,
-    { agentId, address },
+          FROM trusted_destinations d WHERE d.agent_id = ${agentId}::uuid AND d.status = 'confirmed' AND lower(d.address) = lower(${address}::text)) AS destinations`;
+
+/** The agent's payees at `address`, in one statement. */
+export async function findPayeesByAddress(db: Db, agentId: string, address: string): Promise<Payees> {
+  const [row] = await rows(db, prepared(sql<Payees>`SELECT ${payeesAt(agentId, address)}`, 'agentapi_payees'));
+  return row!;
+}
+
+export type PayeesAndPrice = Payees & { price: PriceRow | null };
+
+/** The payees at `address` and the price row of `symbol` (null when the feed has none), in one statement: what a payment to an address reads. */
+export async function findPayeesAndPrice(db: Db, agentId: string, address: string, symbol: string): Promise<PayeesAndPrice> {
+  const [row] = await rows(
+    db,
+    prepared(
+      sql<Payees & { [K in keyof PriceRow]: PriceRow[K] | null }>`SELECT ${payeesAt(agentId, address)}, p.asset_symbol, p.usd_e8, p.observed_at, p.source
+       FROM (SELECT 1) AS one LEFT JOIN prices p ON p.asset_symbol = ${symbol}::text`,
+      'agentapi_payees_and_price',
+    ),
   );
-  return result.rows[0];
-}
-
-type PayeesAndPriceRow = { recipients: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>[]; destinations: Pick<TrustedDestinationRow, 'id' | 'address' | 'label'>[] } & { [K in keyof PriceRow]: PriceRow[K] | null };
-export type PayeesAndPrice = Awaited<ReturnType<typeof findPayeesByAddress>> & { price: PriceRow | null };
-
-/**
- * findPayeesByAddress and the price row of `symbol` (null when the feed has none) as ONE statement, run prepared at
- * the head of a multi-statement round trip (policy.repository lockPolicyWithUsage, knex statementsIn): a payment to
- * an address reads both in the round trip that takes the policy lock.
- */
-const PAYEES_AND_PRICE: SqlStatement = {
-  name: 'agentapi_payees_and_price',
-  params: ['uuid', 'text', 'text'],
-  text: `SELECT
-       (SELECT coalesce(json_agg(json_build_object('id', r.id, 'agent_id', r.agent_id, 'kind', r.kind, 'name', r.name, 'address', r.address) ORDER BY r.created_at), '[]'::json)
-          FROM recipients r WHERE r.agent_id = $1::uuid AND lower(r.address) = lower($2::text)) AS recipients,
-       (SELECT coalesce(json_agg(json_build_object('id', d.id, 'address', d.address, 'label', d.label) ORDER BY d.created_at), '[]'::json)
-          FROM trusted_destinations d WHERE d.agent_id = $1::uuid AND d.status = 'confirmed' AND lower(d.address) = lower($2::text)) AS destinations,
-       p.asset_symbol, p.usd_e8, p.observed_at, p.source
-     FROM (SELECT 1) AS one LEFT JOIN prices p ON p.asset_symbol = $3::text`,
-};
-
-export function payeesAndPriceStatement(agentId: string, address: string, symbol: string): SqlCall {
-  return { statement: PAYEES_AND_PRICE, values: [agentId, address, symbol] };
-}
-
-/** The row of payeesAndPriceStatement. */
-export function payeesAndPriceOf(row: PayeesAndPriceRow): PayeesAndPrice {
-  const price = row.asset_symbol === null ? null : { asset_symbol: row.asset_symbol, usd_e8: row.usd_e8!, observed_at: row.observed_at, source: row.source! };
-  return { recipients: row.recipients, destinations: row.destinations, price };
+  const { recipients, destinations, asset_symbol, usd_e8, observed_at, source } = row!;
+  return { recipients, destinations, price: asset_symbol === null ? null : { asset_symbol, usd_e8: usd_e8!, observed_at, source: source! } };
 }
 
 export async function findRecipientsByName(db: Db, agentId: string, name: string): Promise<RecipientRow[]> {

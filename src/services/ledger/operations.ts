@@ -7,9 +7,9 @@ import { txHashOf } from '../../chain/simulated.js';
 import type { Db, Knex } from '../../db/knex.js';
 import { withTransaction } from '../../db/knex.js';
 import { appendEvent } from '../../db/repositories/event.repository.js';
-import { answerSlot, storeAnswerCte } from '../../db/repositories/idempotency.repository.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
-import { insertOperation, insertOperationWithHold, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
+import { acceptPayment } from '../../db/repositories/sql/accept-payment.js';
+import { insertOperation, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { sha256Hex } from '../../lib/crypto.js';
 import { newId } from '../../lib/ids.js';
@@ -94,11 +94,6 @@ export interface CreateOperationInput {
   skipPolicy?: boolean;
   /** The agent's policy row as the caller already locked it in this transaction (PolicyService.lock). */
   lockedPolicy?: LockedPolicy;
-  /**
-   * The 200 body the caller answers with for the accepted operation, when it is a function of the row alone: then
-   * the Idempotency-Key record stores it in the statement that writes the operation (one round trip fewer).
-   */
-  answer?: (op: OperationRow) => unknown;
 }
 
 export type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
@@ -234,20 +229,14 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           const holdId = newId();
           const walletId = input.principal.walletId;
           const accepted = { ...base, status: 'accepted' as const, error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null };
-          // The caller's answer, known before the statement (the id is made here): stored on the Idempotency-Key's
-          // claimed record by this same statement when the request has one (idempotency.repository AnswerSlot).
-          const slot = input.answer ? answerSlot(trx) : undefined;
-          const answerJson = slot && input.answer ? JSON.stringify(input.answer({ ...accepted, amount: accepted.amount?.toString() ?? null, amount_usd_e8: accepted.amount_usd_e8?.toString() ?? null, fee_usd_e8: '0' } as unknown as OperationRow)) : null;
-          const { operation, holdPlaced } = await insertOperationWithHold(
+          const { operation, holdPlaced } = await acceptPayment(
             trx,
             accepted,
             { id: holdId, journalId: newId(), operationId: id, walletId, asset: h.asset, amount: h.amount, availableAccount: accountName({ kind: 'available', walletId }), heldAccount: accountName({ kind: 'held', walletId }) },
             now,
-            slot && answerJson !== null ? storeAnswerCte({ agentId: slot.agentId, key: slot.key, status: 200, sealed: slot.seal(answerJson) }) : undefined,
           );
-          // The operation row (and the stored answer) just written are undone by the rollback this error causes.
+          // The operation row just written is undone by the rollback this error causes.
           if (!holdPlaced) throw new ApiError('insufficient_funds', `insufficient ${h.asset} balance`, { asset: h.asset });
-          if (slot && answerJson !== null) slot.stored = { status: 200, json: answerJson };
           if (input.acceptedEvent) await appendAcceptedEvent(trx, operation, input);
           return { operation, holdIds: [holdId] };
         }

@@ -2,7 +2,7 @@
 // payments service the area exposes: these with one-off payments, recipients, recurring payments and routing.
 import { withTransaction, type Db, type Knex } from '../../db/knex.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
-import { payeesAndPriceOf, payeesAndPriceStatement } from '../../db/repositories/recipient.repository.js';
+import { findPayeesAndPrice } from '../../db/repositories/recipient.repository.js';
 import type { OperationRow } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
@@ -45,14 +45,15 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     let amount: bigint;
     let usdE8: bigint;
     if (isEvmAddress(body.to) && body.amount_usd == null && deliverAs.symbol === asset.symbol) {
-      // To an address, in asset units, no conversion (the usual payment): the payees and the price read in the round trip that locks the policy row and sums its usage: nothing
-      // waits between the lock and these reads but this process's own work (no round trip). Refusals in the order
-      // of the general path: the route, the amount, then the price (then policy).
-      locked = await deps.policy.lock(db, who.agentId, payeesAndPriceStatement(who.agentId, body.to, asset.symbol));
-      const { price, ...payees } = payeesAndPriceOf(locked.leadRows[0] as Parameters<typeof payeesAndPriceOf>[0]);
+      // To an address, in asset units, no conversion (the usual payment): the payees and the price are read while the
+      // policy lock is taken. Both go out together on the transaction's pipelined connection (one round trip), so
+      // nothing waits between the lock and these reads but this process's own work. Refusals in the order of the
+      // general path: the route, the amount, then the price (then policy).
+      const [payees, lockedNow] = await Promise.all([findPayeesAndPrice(db, who.agentId, body.to, asset.symbol), deps.policy.lock(db, who.agentId)]);
+      locked = lockedNow;
       target = pickRoute(await addressTargets(db, body.to, payees), body.prefer);
       amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
-      usdE8 = ledger.priceBookOf(price ? [price] : []).usdValue(asset, amount, 'up');
+      usdE8 = ledger.priceBookOf(payees.price ? [payees.price] : []).usdValue(asset, amount, 'up');
     } else {
       target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
       ({ amount, usdE8 } = await resolveMoney(db, ledger, asset, body));
@@ -78,7 +79,6 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       details,
       humanMessage: `Paying ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${who2}${converting ? ` delivered as ${deliverAs.symbol}` : ''}`,
       idempotencyKey,
-      answer: operations.writeResponse,
       lockedPolicy: locked,
     });
     return isRefusal(created) ? created : operations.writeResponse(created.operation);
@@ -98,21 +98,19 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
      *             3  claim the Idempotency-Key: advisory lock + record insert in one statement (idempotency.repository
      *                claimRecord). No SAVEPOINT: a refusal thrown later rolls the whole transaction back and is stored
      *                in a transaction of its own (idempotency.ts storeRefusal)
-     *             4  one simple-protocol query string of three statements (policy.repository lockPolicyWithUsage):
-     *                the payees at the address and the asset's price (recipient.repository payeesAndPriceStatement),
-     *                the policy row lock, then the usage sums its caps need. Each statement of the string takes its
-     *                own snapshot, so the sums start after the lock is granted and see every payment committed under
-     *                it before (test/ledger/payments.test.ts races 100 and 60 writes at the caps)
-     *             5  hold + operation + the stored answer: balance guard, hold row, both journal legs, the operation
-     *                row and the Idempotency-Key record's response (its id made here, the answer known before the
-     *                statement: operation.repository insertOperationWithHold, idempotency.repository AnswerSlot).
-     *                An accepted payment writes no outbox event (settlement writes payment.executed later; a type
-     *                that announces acceptance adds its event here, operations.ts)
-     *             6  COMMIT
+     *             4  one round trip of three statements, sent together on the pipelined connection: the payees at the
+     *                address and the asset's price (recipient.repository findPayeesAndPrice), the policy row lock, then
+     *                the usage sums its caps need (policy.repository lockPolicy, a batch). Each statement takes its own
+     *                snapshot, so the sums start after the lock is granted and see every payment committed under it
+     *                before (test/ledger/payments.test.ts races 100 and 60 writes at the caps)
+     *             5  hold + operation: balance guard, hold row, both journal legs and the operation row in one
+     *                statement (sql/accept-payment.ts). An accepted payment writes no outbox event (settlement writes
+     *                payment.executed later; a type that announces acceptance adds its event here, operations.ts)
+     *             6  the Idempotency-Key record's answer, stored by the idempotency layer, sent with the COMMIT
      * Before: 16, then 11 (a SAVEPOINT, routing, the price, the usage sum and the stored response each had a round trip
      * of their own). Everything the policy lock does not need is done before it or in its round trip; after it only
-     * statement 5 and the COMMIT. Other `to` forms (recipient id, name), amount_usd and deliver_as take the general path
-     * (routing and price statements of their own before the lock). PGlite sends the statements of 4 one by one.
+     * statement 5 and the round trip of the COMMIT. Other `to` forms (recipient id, name), amount_usd and deliver_as take the general path
+     * (routing and price statements of their own before the lock). PGlite sends the statements of 4 and 6 one by one.
      * Settlement runs later in the settlement loop (settlement.ts), in its own transaction, as before.
      */
     createPayment: (db, who, body, idempotencyKey) => withTransaction(db, (trx) => createPaymentIn(trx, who, body, idempotencyKey)),

@@ -1,8 +1,8 @@
 // Per-agent policy (contract §9): default deny, allow-lists, USD caps and counts evaluated under a row lock.
 import type { Schema } from '../../lib/contract.js';
 import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
-import type { Db, SqlCall } from '../../db/knex.js';
-import { findPolicy, lockPolicyWithUsage, sumUsageSinceAndLifetime, upsertPolicy, type LockedUsage, type PolicyRow } from '../../db/repositories/policy.repository.js';
+import type { Db } from '../../db/knex.js';
+import { findPolicy, lockPolicy, sumUsageSinceAndLifetime, upsertPolicy, type LockedUsage, type PolicyRow } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
@@ -44,7 +44,6 @@ export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCo
 export interface LockedPolicy {
   row: PolicyRow | undefined;
   usage: LockedUsage;
-  leadRows: unknown[];
 }
 
 export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
@@ -56,10 +55,10 @@ export interface PolicyService {
   allowAll(db: Db, agentId: string): Promise<Policy>;
   get(db: Db, agentId: string): Promise<Policy | null>;
   /**
-   * Locks the agent's policy row and reads the usage its caps need (one round trip), with `lead`, a read-only
-   * statement of the caller's, in the same round trip (its rows: `leadRows`). Inside the write transaction.
+   * THE policy lock, which every money path takes first (payments, conversions, earn, borrow): locks the agent's
+   * policy row for the rest of the write transaction and reads the usage its caps need (one round trip).
    */
-  lock(trx: Db, agentId: string, lead?: SqlCall): Promise<LockedPolicy>;
+  lock(trx: Db, agentId: string): Promise<LockedPolicy>;
   /** Locks the agent's policy row (or takes the `locked` one this transaction already holds), then decides. Must run inside the write transaction. */
   evaluate(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<PolicyDecision>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
@@ -213,10 +212,10 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       return row ? fromStored(row.policy) : null;
     },
 
-    async lock(trx, agentId, lead) {
+    async lock(trx, agentId) {
       const now = clock.now();
-      // The lock and the usage sums its caps need in one round trip, the sums after the lock (lockPolicyWithUsage).
-      return lockPolicyWithUsage(trx, agentId, { day: periodStart('day', now), week: periodStart('week', now), month: periodStart('month', now) }, lead);
+      // The lock and the usage sums its caps need in one round trip, the sums after the lock (policy.repository lockPolicy).
+      return lockPolicy(trx, agentId, { day: periodStart('day', now), week: periodStart('week', now), month: periodStart('month', now) });
     },
 
     async evaluate(trx, agentId, req, locked) {

@@ -6,6 +6,7 @@ import * as deliveries from '../../db/repositories/delivery.repository.js';
 import * as endpoints from '../../db/repositories/webhook.repository.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid } from '../../lib/ids.js';
+import type { Schema } from '../../lib/contract.js';
 import { checkLimit, invalid, loadOwned, ownerOnly, toDeliveryView, toIdPage, type DeliveryView, type Page, type WebhookCaller, type WebhookServiceDeps } from './shared.js';
 
 /** The document's filters; `status` is a plain string because callers outside HTTP are not validated against the document. */
@@ -16,7 +17,18 @@ export interface DeliveryListQuery {
   event_id?: string;
 }
 
+export type DeliveryAttemptView = Schema<'WebhookDeliveryAttempt'>;
+
+export interface DeliveryAttemptPage {
+  delivery_id: string;
+  items: DeliveryAttemptView[];
+  next_cursor: string | null;
+  has_more: boolean;
+}
+
 export interface WebhookDeliveryService {
+  /** Every attempt of one delivery of the caller's endpoint, newest first (issue 30 item 1). */
+  listDeliveryAttempts(db: Db, caller: WebhookCaller, id: string, deliveryId: string, query: { cursor?: string; limit?: number }): Promise<DeliveryAttemptPage>;
   listDeliveries(db: Db, caller: WebhookCaller, id: string, query: DeliveryListQuery): Promise<Page<DeliveryView>>;
   /** Owner recovery: re-queues, in event order, what failed terminally or was skipped while disabled since `since`. */
   recover(db: Db, id: string, since: Date): Promise<{ webhook_id: string; requeued: number }>;
@@ -38,6 +50,27 @@ const isDeliveryStatus = (status: string): status is DeliveryView['status'] => (
 export function createWebhookDeliveryService(deps: Pick<WebhookServiceDeps, 'clock'>): WebhookDeliveryService {
   const { clock } = deps;
   return {
+    async listDeliveryAttempts(db, caller, id, deliveryId, query) {
+      const row = await loadOwned(db, caller, id);
+      const delivery = isUuid(deliveryId) ? await deliveries.findDelivery(db, deliveryId) : undefined;
+      if (!delivery || delivery.endpoint_id !== row.id) throw new ApiError('not_found', 'delivery not found', { delivery_id: deliveryId });
+      const limit = checkLimit(query.limit);
+      let before: number | undefined;
+      if (query.cursor !== undefined) {
+        before = /^[1-9][0-9]{0,8}$/.test(query.cursor) ? Number(query.cursor) : NaN;
+        if (!Number.isSafeInteger(before)) throw invalid('cursor must be the attempt number of a previous page', { field: 'cursor' });
+      }
+      const rows = await deliveries.listDeliveryAttempts(db, delivery.id, { before, limit: limit + 1 });
+      const page = rows.slice(0, limit);
+      const hasMore = rows.length > limit;
+      return {
+        delivery_id: delivery.id,
+        items: page.map(toAttemptView),
+        next_cursor: hasMore ? String(page[page.length - 1]!.attempt) : null,
+        has_more: hasMore,
+      };
+    },
+
     async listDeliveries(db, caller, id, query) {
       // The first page with valid filters (the common read): the ownership check and the list in one statement.
       if (query.cursor === undefined && isUuid(id) && validLimit(query.limit) && (query.status === undefined || isDeliveryStatus(query.status))) {
@@ -93,5 +126,19 @@ export function createWebhookDeliveryService(deps: Pick<WebhookServiceDeps, 'clo
         return toDeliveryView(requeued);
       });
     },
+  };
+}
+
+function toAttemptView(row: deliveries.DeliveryAttemptRow): DeliveryAttemptView {
+  return {
+    attempt: row.attempt,
+    attempted_at: row.attempted_at ? new Date(row.attempted_at).toISOString() : null,
+    finished_at: new Date(row.finished_at).toISOString(),
+    outcome: row.outcome as DeliveryAttemptView['outcome'],
+    http_status: row.http_status,
+    error_class: row.error_class as DeliveryAttemptView['error_class'],
+    latency_ms: row.latency_ms,
+    response_body: row.response_body,
+    lease_expired: row.lease_expired,
   };
 }

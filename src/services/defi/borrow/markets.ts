@@ -6,7 +6,6 @@ import { type AssetRow, findPrice } from '../../../db/repositories/ledger.reposi
 import * as repo from '../../../db/repositories/market.repository.js';
 import type { MarketRow } from '../../../db/repositories/market.repository.js';
 import type { OperationRow } from '../../../db/repositories/operation.repository.js';
-import { lockPolicy } from '../../../db/repositories/policy.repository.js';
 import * as aave from '../../../lib/defi/aave.js';
 import { inputForOutput } from '../../../lib/defi/pricing.js';
 import type { Clock } from '../../../lib/clock.js';
@@ -173,7 +172,7 @@ export function createBorrowCore(deps: BorrowDeps) {
 
   /** Locks the agent's policy row, then the wallet: the lock order every DeFi write shares. */
   async function lockAccount(trx: Db, who: OwnerRef): Promise<void> {
-    await lockPolicy(trx, who.agentId);
+    await deps.policy.lock(trx, who.agentId);
     await repo.lockWallet(trx, who.walletId);
   }
 

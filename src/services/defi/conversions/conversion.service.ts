@@ -4,7 +4,6 @@
 import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
 import { type AssetRow, findHeldByOperation } from '../../../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../../../db/repositories/operation.repository.js';
-import { lockPolicy } from '../../../db/repositories/policy.repository.js';
 import * as repo from '../../../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
 import type { QuoteRoute, QuoteRow } from '../../../db/repositories/quote.repository.js';
@@ -178,7 +177,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         if (!quote) throw new ApiError('not_found', 'quote not found', { quote_id: body.quote_id });
         if (clock.now().getTime() >= quote.expires_at.getTime()) throw new ApiError('quote_expired', 'the quote has expired; request a new one', { quote_id: quote.id, expired_at: quote.expires_at.toISOString() });
         // Agent-wide lock order (policy row, then vaults, then balances) shared by every DeFi write.
-        await lockPolicy(trx, who.agentId);
+        await policy.lock(trx, who.agentId);
         const operationId = newId();
         // The primary key on the consumption decides a race: the losers wait for the winner's commit, then conflict.
         if (!(await repo.consumeQuote(trx, quote.id, operationId, clock.now()))) {

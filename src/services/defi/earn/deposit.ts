@@ -1,7 +1,6 @@
 // Earn deposits: into a vault (on the ledger, or held for the worker on an on-chain vault), and from the wallet for a conversion.
 import type { Address } from '../../../chain/port.js';
 import { withTransaction } from '../../../db/knex.js';
-import { lockPolicy } from '../../../db/repositories/policy.repository.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
 import * as erc from '../../../lib/defi/erc4626.js';
 import { ApiError } from '../../../lib/errors.js';
@@ -12,12 +11,12 @@ import type { EarnCore } from './vaults.js';
 import { recordWrite } from '../record.js';
 
 export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' | 'depositFromWallet'> {
-  const { ledger, operations, venue, onchain, onchainDetails, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, vaultAccount } = core;
+  const { ledger, operations, policy, venue, onchain, onchainDetails, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, vaultAccount } = core;
 
   return {
     async deposit(db, who, body, idempotencyKey) {
       return withTransaction(db, async (trx) => {
-        await lockPolicy(trx, who.agentId);
+        await policy.lock(trx, who.agentId);
         const asset = await assetOf(trx, body.asset);
         const hasVault = body.vault_id !== undefined && body.vault_id !== null;
         if (hasVault === (body.use_best_available === true)) throw new ApiError('validation_failed', 'give exactly one of vault_id and use_best_available: true', { fields: ['vault_id', 'use_best_available'] });

@@ -1,6 +1,5 @@
 // Earn rewards: claims by protocol (on the ledger, or paid by the on-chain distributor), their settler and failure hook.
 import { withTransaction } from '../../../db/knex.js';
-import { lockPolicy } from '../../../db/repositories/policy.repository.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
 import type { PositionRow, VaultRow } from '../../../db/repositories/vault.repository.js';
 import { ApiError } from '../../../lib/errors.js';
@@ -11,12 +10,12 @@ import type { EarnCore } from './vaults.js';
 import { recordWrite } from '../record.js';
 
 export function createEarnRewards(core: EarnCore): Pick<EarnService, 'claimRewards'> {
-  const { clock, ledger, operations, venue, onchain, accruedVault, saveVault, settleRewards, assetOf, allowedProtocols } = core;
+  const { clock, ledger, operations, policy, venue, onchain, accruedVault, saveVault, settleRewards, assetOf, allowedProtocols } = core;
 
   return {
     async claimRewards(db, who, body, idempotencyKey) {
       return withTransaction(db, async (trx) => {
-        await lockPolicy(trx, who.agentId);
+        await policy.lock(trx, who.agentId);
         const wanted = body.protocols && body.protocols.length > 0 ? body.protocols : null;
         const positions = await repo.listAllPositions(trx, who.walletId);
         const vaults = await repo.lockVaults(trx, positions.map((p) => p.vault_id));

@@ -1,7 +1,6 @@
 // Earn withdrawals (optionally paid out in another asset) and moves between vaults; redemption into the wallet for a conversion.
 import type { Address } from '../../../chain/port.js';
 import { withTransaction } from '../../../db/knex.js';
-import { lockPolicy } from '../../../db/repositories/policy.repository.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
 import { convertAtPrice } from '../../../lib/defi/pricing.js';
 import { ApiError } from '../../../lib/errors.js';
@@ -12,12 +11,12 @@ import { type EarnCore, WITHDRAW_CONVERSION_FEE_BPS } from './vaults.js';
 import { recordWrite } from '../record.js';
 
 export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdraw' | 'move' | 'redeemAssetsToWallet'> {
-  const { ledger, operations, onchain, onchainDetails, onchainWithdrawal, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, burnFrom, vaultAccount, withdrawalOf, lockOwnPosition } = core;
+  const { ledger, operations, policy, onchain, onchainDetails, onchainWithdrawal, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, burnFrom, vaultAccount, withdrawalOf, lockOwnPosition } = core;
 
   return {
     async withdraw(db, who, body, idempotencyKey) {
       return withTransaction(db, async (trx) => {
-        await lockPolicy(trx, who.agentId);
+        await policy.lock(trx, who.agentId);
         const found = await lockOwnPosition(trx, who, body.position_id);
         const v = await lockedVault(trx, found.vault_id);
         const p = (await repo.lockPosition(trx, who.walletId, found.id))!;
@@ -69,7 +68,7 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
 
     async move(db, who, body, idempotencyKey) {
       return withTransaction(db, async (trx) => {
-        await lockPolicy(trx, who.agentId);
+        await policy.lock(trx, who.agentId);
         const found = await lockOwnPosition(trx, who, body.from_position_id);
         const source = (await repo.findVault(trx, found.vault_id))!;
         const hasTarget = body.to_vault_id !== undefined && body.to_vault_id !== null;

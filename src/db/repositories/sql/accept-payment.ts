@@ -1,0 +1,25 @@
+// Accepting a payment (or any operation settled later with one hold): the hold and the operation row in ONE statement.
+import { rows, type Db } from '../../knex.js';
+import { identifier, list, prepared, sql } from '../../sql.js';
+import { holdCtes, type HoldInput } from '../ledger.repository.js';
+import type { NewOperationRow, OperationRow } from '../operation.repository.js';
+
+/**
+ * The balance guard, the hold row, both journal legs (ledger.repository holdCtes) and the operation row, as one
+ * statement. The operation row is inserted even when the balance is short: `holdPlaced: false` obliges the caller to
+ * throw (insufficient_funds), which rolls the insert back with the rest of its transaction, as a failed second hold
+ * always had to. The columns are the row's own, so the statement's text (and its prepared name) follows the row type.
+ */
+export async function acceptPayment(db: Db, row: NewOperationRow, hold: HoldInput, at: Date): Promise<{ operation: OperationRow; holdPlaced: boolean }> {
+  const stored: Record<string, unknown> = { ...row, amount: row.amount?.toString() ?? null, amount_usd_e8: row.amount_usd_e8?.toString() ?? null, fee_usd_e8: row.fee_usd_e8.toString(), details: JSON.stringify(row.details) };
+  const columns = Object.keys(stored);
+  const names = list(columns.map((c) => identifier(c)));
+  const values = list(columns.map((c) => stored[c]));
+  const [result] = await rows(
+    db,
+    prepared(sql<OperationRow & { hold_placed: number }>`WITH ${holdCtes(hold, at)}, op AS (INSERT INTO operations (${names}) VALUES (${values}) RETURNING *)
+      SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`),
+  );
+  const { hold_placed, ...operation } = result!;
+  return { operation, holdPlaced: hold_placed === 1 };
+}
