@@ -7,7 +7,7 @@
 import type { PrivateKeyAccount, PublicClient, TransactionReceipt, TransactionSerializableEIP1559 } from 'viem';
 import { viem } from '../lib/viem.js';
 import type { ChainConfig } from '../config.js';
-import type { Db, Knex } from '../db/knex.js';
+import { savepoint, type Db, type Knex } from '../db/knex.js';
 import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import * as repo from '../db/repositories/chain.repository.js';
 import type { ChainTxRow } from '../db/repositories/chain.repository.js';
@@ -230,7 +230,7 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     const tx: UnsignedTx = asCancel
       ? { to: signer.address, value: 0n, nonce: Number(row.nonce), gas: NATIVE_TRANSFER_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: tip }
       : { to: old.to as Address, value: old.value ?? 0n, data: old.data, nonce: Number(row.nonce), gas: old.gas ?? EIP3009_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: tip };
-    await db.transaction(async (trx) => {
+    await savepoint(db, async (trx) => {
       await record(trx, signer, tx, {
         operation_id: row.operation_id,
         kind: asCancel ? 'cancel' : row.kind,

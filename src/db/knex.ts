@@ -38,7 +38,28 @@ interface StatementState {
   generation: number;
 }
 
-const stateOf = (db: Db): StatementState => db.userParams.statements;
+function stateOf(db: Db): StatementState {
+  const state = (db.userParams as { statements?: StatementState } | undefined)?.statements;
+  if (!state) throw new Error('a database handle without its statement state: open nested transactions with savepoint()');
+  return state;
+}
+
+/**
+ * A transaction's options that carry the handle's userParams (its StatementState) into the transaction it opens: knex
+ * gives a transaction opened on a transaction (a savepoint) empty userParams unless its options name them.
+ */
+const carried = (db: Db): Knex.TransactionConfig => ({ userParams: db.userParams });
+
+/** Runs `fn` in a savepoint of `trx` (or a transaction of the pool): released when it resolves, rolled back when it throws. */
+export function savepoint<T>(db: Db, fn: (sp: Knex.Transaction) => Promise<T>): Promise<T> {
+  return db.transaction(fn, carried(db));
+}
+
+/** Opens a savepoint of `trx` the caller commits or rolls back. */
+export function openSavepoint(trx: Knex.Transaction): Promise<Knex.Transaction> {
+  // knex reads (config) alone as the container on a transaction: the container is given as undefined.
+  return trx.transaction(undefined, carried(trx));
+}
 
 /** knex's logger hooks, as structured lines. */
 function knexLog(log: Logger): Knex.Config['log'] {
@@ -293,7 +314,7 @@ export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
  */
 export async function rollbackAfter<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<Settled<T>> {
   let settled: Settled<T> | undefined;
-  await db.transaction(async (trx) => {
+  await savepoint(db, async (trx) => {
     try {
       settled = { ok: true, value: await fn(trx) };
     } catch (error) {

@@ -38,8 +38,8 @@ describe('MCP endpoint /mcp', function () {
     await server?.close();
   });
 
-  const challenge = (error: string, scope?: string) =>
-    `Bearer resource_metadata="${server.baseUrl}/.well-known/oauth-protected-resource/mcp", error="${error}"${scope ? `, scope="${scope}"` : ''}`;
+  const challenge = (error: string | null, scope?: string) =>
+    `Bearer resource_metadata="${server.baseUrl}/.well-known/oauth-protected-resource/mcp"${error ? `, error="${error}"` : ''}${scope ? `, scope="${scope}"` : ''}`;
 
   const webhookCount = async (agentId: string) => Number((await server.db('webhook_endpoints').where({ agent_id: agentId }).count<{ count: string }[]>('* as count'))[0]!.count);
 
@@ -215,14 +215,16 @@ describe('MCP endpoint /mcp', function () {
     it('answers 401 with the resource-metadata challenge when no token is sent', async () => {
       const res = await postMcp(server, toolCall('agent_self_get', {}));
       expect(res.status).to.equal(401);
-      expect(res.headers.get('www-authenticate')).to.equal(challenge('invalid_token'));
+      // No bearer token: the challenge carries no error code (RFC 6750 section 3.1; issue 29 item 6).
+      expect(res.headers.get('www-authenticate')).to.equal(challenge(null));
       expect((res.body as { error: { code: string } }).error.code).to.equal('invalid_token');
     });
 
     it('refuses header keys at /mcp', async () => {
       const res = await postMcp(server, toolCall('agent_self_get', {}), agent.headers);
       expect(res.status).to.equal(401);
-      expect(res.headers.get('www-authenticate')).to.equal(challenge('invalid_token'));
+      // Header keys are a method /mcp does not take, so no bearer token was sent: no error code (RFC 6750 section 3.1).
+      expect(res.headers.get('www-authenticate')).to.equal(challenge(null));
     });
 
     it('refuses a token issued for /v1/agent with 401', async () => {

@@ -175,6 +175,24 @@ export interface DeliveryAttemptRow {
   lease_expired: boolean;
 }
 
+/**
+ * Whether the agent owns the endpoint and, if so, the id of the delivery of that endpoint: one statement (the two
+ * checks of the attempts read). `undefined` when the agent has no such endpoint; `{ deliveryId: null }` when the
+ * endpoint has no such delivery.
+ */
+export async function findOwnedDeliveryId(db: Db, agentId: string, endpointId: string, deliveryId: string): Promise<{ deliveryId: string | null } | undefined> {
+  const [found] = await rows(
+    db,
+    prepared(
+      sql<{ delivery_id: string | null }>`SELECT d.id AS delivery_id FROM webhook_endpoints e
+        LEFT JOIN webhook_deliveries d ON d.id = ${deliveryId} AND d.endpoint_id = e.id
+        WHERE e.id = ${endpointId} AND e.agent_id = ${agentId}`,
+      'find_owned_delivery_id',
+    ),
+  );
+  return found ? { deliveryId: found.delivery_id } : undefined;
+}
+
 /** A delivery's recorded attempts, newest first, those numbered below `before` when given (keyset on attempt, id). */
 export async function listDeliveryAttempts(db: Db, deliveryId: string, options: { before?: number; limit: number }): Promise<DeliveryAttemptRow[]> {
   const query = db('webhook_delivery_attempts')

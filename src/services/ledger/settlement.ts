@@ -1,7 +1,7 @@
 // The settlement scheduler: claims due operations, submits accepted ones to their chain, then settles submitted
 // ones (executed | execution_failed) through the registered settler or the chain's receipt.
 import { ChainUnavailableError, type TrackResult } from '../../chain/port.js';
-import type { Knex } from '../../db/knex.js';
+import { openSavepoint, savepoint, type Knex } from '../../db/knex.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
 import { type OperationRow, type OperationStatus, claimDueOperations, transitionOperation } from '../../db/repositories/operation.repository.js';
 import type { Clock } from '../../lib/clock.js';
@@ -53,7 +53,7 @@ export function createSettlementScheduler(deps: {
 
   /** Runs a settler in a savepoint: a failed outcome (returned, or an ApiError thrown) undoes its writes. */
   async function settleInSavepoint(trx: Knex.Transaction, settler: Settler, op: OperationRow): Promise<SettleOutcome> {
-    const sp = await trx.transaction();
+    const sp = await openSavepoint(trx);
     try {
       const result = await settler(sp, op);
       if (result.ok) await sp.commit();
@@ -88,7 +88,7 @@ export function createSettlementScheduler(deps: {
             const adapter = await chains.adapterFor(trx, op);
             let result;
             try {
-              result = await trx.transaction((sp) => adapter.submit(sp, op));
+              result = await savepoint(trx, (sp) => adapter.submit(sp, op));
             } catch (err) {
               if (!(err instanceof ChainUnavailableError)) deps.log?.error({ err, operation_id: op.id }, 'chain submission failed; retried later');
               else deps.log?.warn({ err: err.message }, 'chain unreachable; accepted operations wait');

@@ -45,15 +45,20 @@ const validLimit = (limit: number | undefined): boolean => {
   }
 };
 
+/** A uuid no delivery has: the delivery check of a malformed id finds nothing (and the endpoint check still runs). */
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+
 const isDeliveryStatus = (status: string): status is DeliveryView['status'] => (DELIVERY_STATUSES as readonly string[]).includes(status);
 
 export function createWebhookDeliveryService(deps: Pick<WebhookServiceDeps, 'clock'>): WebhookDeliveryService {
   const { clock } = deps;
   return {
     async listDeliveryAttempts(db, caller, id, deliveryId, query) {
-      const row = await loadOwned(db, caller, id);
-      const delivery = isUuid(deliveryId) ? await deliveries.findDelivery(db, deliveryId) : undefined;
-      if (!delivery || delivery.endpoint_id !== row.id) throw new ApiError('not_found', 'delivery not found', { delivery_id: deliveryId });
+      // The endpoint's owner and the delivery's endpoint in one statement (404 for the endpoint first).
+      const owned = isUuid(id) ? await deliveries.findOwnedDeliveryId(db, caller.agentId, id, isUuid(deliveryId) ? deliveryId : NIL_UUID) : undefined;
+      if (!owned) throw new ApiError('not_found', 'webhook endpoint not found', { id });
+      const delivery = owned.deliveryId === null ? undefined : { id: owned.deliveryId };
+      if (!delivery) throw new ApiError('not_found', 'delivery not found', { delivery_id: deliveryId });
       const limit = checkLimit(query.limit);
       let before: number | undefined;
       if (query.cursor !== undefined) {

@@ -33,7 +33,7 @@ import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAut
 import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../../x402/upstream.js';
 import type { LedgerArea } from '../ledger/area.js';
 import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdc, priceOf, short, timeoutSeconds, usdc } from './price.js';
-import { withTransaction } from '../../db/knex.js';
+import { savepoint, withTransaction } from '../../db/knex.js';
 import type { OwnerRef, SettleOutcome } from '../ledger/operations.js';
 
 /** Where captured x402 payments go in the journal (the seller is outside the simulated wallets). */
@@ -184,7 +184,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       const used = await chain.authorizationUsed(d.token as Address, d.authorizer as Address, d.nonce as Hex);
       const expired = !used && head.timestamp >= BigInt(Math.floor(new Date(d.valid_before).getTime() / 1000));
       if (!used && !expired) continue;
-      const done = await db.transaction(async (trx) => {
+      const done = await savepoint(db, async (trx) => {
         if (used) {
           const row = await operations.finish(trx, op.id, op.status, { ok: true, details: { ...(op.details as Record<string, unknown>), settled_on_chain: true } });
           if (row) await captureHolds(trx, op.id);
