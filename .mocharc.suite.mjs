@@ -7,6 +7,9 @@ const base = JSON.parse(readFileSync('.mocharc.json', 'utf8'));
 
 const SLOWEST = [
   'test/owner/agentctl-remote.test.ts',
+  // Issue 31: ten worker processes killed mid-batch (minutes on a busy machine), 60 s of payments against four settlers.
+  'test/ledger/settlement-crash.test.ts',
+  'test/ledger/settlement-batch.test.ts',
   'test/readme/readme.test.ts',
   'test/chain/start.test.ts',
   'test/foundation/embedded-lock.test.ts',
@@ -17,6 +20,8 @@ const SLOWEST = [
   'test/chain/crash.test.ts',
   'test/foundation/embedded.test.ts',
   'test/defi-chain/borrow.test.ts',
+  'test/custody/drill.test.ts',
+  'test/custody/account.test.ts',
   'test/chain/reconcile.test.ts',
   'test/console/console.test.ts',
   'test/defi-chain/earn.test.ts',

@@ -1305,9 +1305,11 @@ export interface paths {
          * Simulate a write request
          * @description Runs routing, scope, validation, policy and the ledger maths of a write (`method`, absolute `path`, `body`) without committing or broadcasting. Always 200 with `would_succeed`, the would-be `response` or `error`, and the `stages` evaluated; errors of this route itself concern only the simulate request.
          *
+         *     `depth` (Hightop's): `static` reports only the route, scope and request validation (a refusal past them is not evaluated: `would_succeed` is then true, with the later stages `skipped`); `policy` (the default) also evaluates policy, funds and the ledger maths, as before; `onchain` adds, in evm mode, an `eth_call` of the token transfer the settlement would make from the wallet (a body with a 0x `to` or `pay_to`, an `asset` and an `amount`), and answers 503 `agent_api_chain_unavailable` when the chain node does not answer. `execution_path` names the stages that ran in Hightop's vocabulary (`validate_route`, `validate_request_body`, `validate_static_contract`, `evaluate_policy_permission`, `evaluate_policy_limits`, `simulate_onchain` and `simulate_onchain_not_run`); a stage absent from it was not evaluated.
+         *
          *     Rate class `simulate`; scope `agent:simulate`; Idempotency-Key optional.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503), `agent_api_chain_unavailable` (503).
          */
         post: operations["simulateRequest"];
         delete?: never;
@@ -1327,7 +1329,7 @@ export interface paths {
         put?: never;
         /**
          * Sign an x402 payment
-         * @description Signs an EIP-3009 `TransferWithAuthorization` for USDC on Base (chain 8453) with the agent wallet key, for exactly the required amount (`validAfter` 0, `validBefore` now + `max_timeout_seconds`, a random 32-byte nonce). Give either `payment_requirements` (an x402 v1 or v2 `accepts[]` entry; v2 gives a `PAYMENT-SIGNATURE` header echoing it as `accepted`) or `pay_to` + `amount` (a v1 `X-PAYMENT` header), not both. A requirement that is not scheme `exact` with USDC on Base (`base` / `eip155:8453`) is `validation_failed`. Creates an `x402.sign` operation: policy is checked (operation type, USD caps, allowed assets, recipient = `pay_to`), the amount is held from the wallet's USDC balance and the settlement worker captures it.
+         * @description Signs an EIP-3009 `TransferWithAuthorization` for USDC on Base (chain 8453) with the agent wallet key, for exactly the required amount (`validAfter` 0, `validBefore` now + `max_timeout_seconds`, a random 32-byte nonce). Give either `payment_requirements` (an x402 v1 or v2 `accepts[]` entry; v2 gives a `PAYMENT-SIGNATURE` header echoing it as `accepted`) or `pay_to` + `amount` (a v1 `X-PAYMENT` header; `amount` in USDC base units, `"1000000"` = 1 USDC), not both. `payment_headers` maps every header to attach to the retry. A requirement that is not scheme `exact` with USDC on Base (`base` / `eip155:8453`) is `validation_failed`. Creates an `x402.sign` operation: policy is checked (operation type, USD caps, allowed assets, recipient = `pay_to`), the amount is held from the wallet's USDC balance and the settlement worker captures it.
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -1375,7 +1377,7 @@ export interface paths {
         put?: never;
         /**
          * Purchase an x402 resource
-         * @description Fetches `url` (public HTTPS only; no redirects; 10 s per upstream request), pays its x402 challenge when the price is at most `max_amount` and policy allows, retries with the payment header, and returns the upstream status, headers and body (up to 64 KB). A price above `max_amount` is refused with 403 `limit_exceeded` and `details: { limit: "max_amount", price, max_amount }`, before anything is signed or recorded. A 402 whose challenge asks for no payable requirement (scheme `exact`, USDC on Base) is `validation_failed`; a non-402 answer is returned unpaid with `operation_id: null`. A payment creates an `x402.purchase` operation (policy, hold); it is `executed` (hold captured) when the seller accepts the payment (2xx or a settlement receipt) and `execution_failed` (hold released) when it refuses it. `upstream_error` when the target cannot be reached, times out or answers 5xx without a settlement receipt (the payment is then rolled back).
+         * @description Fetches `url` (public HTTPS only; no redirects; 10 s per upstream request), pays its x402 challenge when the price is at most `max_amount` and policy allows, retries with the payment header, and returns the upstream status, headers and body (up to 64 KB). `max_amount` is in USDC base units (`"1000000"` = 1 USDC; a decimal is `validation_failed`). A price above it is refused with 403 `limit_exceeded` and `details: { limit: "max_amount", price, max_amount }` (base units; `price_usdc` and `max_amount_usdc` beside them), before anything is signed or recorded. `seller_accepted` tells whether the seller took the payment. A 402 whose challenge asks for no payable requirement (scheme `exact`, USDC on Base) is `validation_failed`; a non-402 answer is returned unpaid with `operation_id: null`. A payment creates an `x402.purchase` operation (policy, hold); it is `executed` (hold captured) when the seller accepts the payment (2xx or a settlement receipt) and `execution_failed` (hold released) when it refuses it. `upstream_error` when the target cannot be reached, times out or answers 5xx without a settlement receipt (the payment is then rolled back).
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -2874,10 +2876,26 @@ export interface components {
         /** @description EVM address or null. */
         NullableEvmAddress: string | null;
         /**
+         * @description Kind of operation created by a write (contract §8).
+         * @enum {string}
+         */
+        OperationType: "payment" | "one_off_payment.create" | "withdrawal.bank" | "withdrawal.crypto" | "conversion" | "earn.deposit" | "earn.withdraw" | "earn.move" | "earn.rewards_claim" | "debt.borrow" | "debt.repay" | "debt.deleverage" | "collateral.add" | "collateral.remove" | "trusted_destination.confirm" | "trusted_destination.cancel" | "trusted_destination.remove" | "x402.sign" | "x402.purchase";
+        /**
+         * @description Every event type of the v1 vocabulary (emitted, subscribable and reserved).
+         * @enum {string}
+         */
+        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon";
+        SelfRateLimit: {
+            limit: number;
+            burst: number;
+            windowSeconds: number;
+        };
+        /**
          * @description OAuth scope of the Agent API (header-key credentials hold every scope).
          * @enum {string}
          */
         Scope: "agent:read" | "agent:simulate" | "agent:payments:write" | "agent:conversions:write" | "agent:withdrawals:write" | "agent:earn:write" | "agent:borrow:write" | "agent:trusted_destinations:write" | "agent:webhooks:manage";
+        /** @description The authenticated agent and its wallet. `permissions`, `limits`, `cannot` and `current_usage` are Hightop's fields: the global catalogue (the same for every agent), the agent's rate-limit classes, and two reserved members; the agent's own grants, caps and usage are at `GET /v1/agent/self/limits`. */
         AgentSelf: {
             /** @constant */
             ok: true;
@@ -2889,6 +2907,35 @@ export interface components {
                 starts_at: components["schemas"]["NullableTimestamp"];
                 ends_at: components["schemas"]["NullableTimestamp"];
                 created_at: components["schemas"]["Timestamp"];
+                /** @description The wallet's address (the same as `wallet.address`). */
+                wallet_address: components["schemas"]["NullableEvmAddress"];
+                /** @description The agent's activation window (`starts_at` and `ends_at` under Hightop's names); null is unbounded. */
+                active_window: {
+                    starts_at: components["schemas"]["NullableTimestamp"];
+                    expires_at: components["schemas"]["NullableTimestamp"];
+                };
+            };
+            /** @description The global catalogue of operation and webhook event types (not this agent's grants). */
+            permissions: {
+                operation_types: components["schemas"]["OperationType"][];
+                webhook_event_types: components["schemas"]["EventType"][];
+            };
+            /** @description The agent's effective rate limit per class (`windowSeconds` as Hightop spells it). */
+            limits: {
+                read: components["schemas"]["SelfRateLimit"];
+                write: components["schemas"]["SelfRateLimit"];
+                simulate: components["schemas"]["SelfRateLimit"];
+                webhook_management: components["schemas"]["SelfRateLimit"];
+                bulk_write: components["schemas"]["SelfRateLimit"];
+            };
+            /** @description Reserved for catalogue-wide boundary hints; empty in v1 (the agent's denied operation types are `/self/limits` `permissions.cannot`). */
+            cannot: {
+                action: string;
+                reason: string;
+            }[];
+            /** @description Reserved; empty in v1 (usage against the caps is `/self/limits` `current_usage`, rate-limit state `/self/usage`). */
+            current_usage: {
+                [key: string]: unknown;
             };
             wallet: {
                 /** @description Wallet identifier (not necessarily a UUID). */
@@ -2905,10 +2952,10 @@ export interface components {
             };
         };
         /**
-         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable.
+         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable. Hightop's further codes, with Hightop's statuses: 400 signature_expired, signature_invalid_s; 403 identity_gated_action, operation_feature_disabled, cooldown_active; 404 cheque_not_found; 409 operation_not_cancellable, operation_not_supported_for_wrapper_version, signature_invalid_nonce, cheque_replaced, loot_not_available, starter_agent_not_removable, owner_changed_pending_state, one_off_payment_already_paid, one_off_payment_not_active, one_off_payment_replaced, one_off_payment_stale, pending_one_off_payment_settings_exists, pending_one_off_payment_settings_missing, pending_time_lock_exists, migration_blocked_pending_one_off_payment_settings, migration_blocked_pending_time_lock, timelock_not_elapsed, rule_changed_during_execution; 422 invalid_pull_one_off_payment_flags; 502 execution_failed, execution_timeout, batch_step_failed; 503 agent_api_cutover_in_progress, agent_api_chain_unavailable. Of these only cooldown_active and agent_api_chain_unavailable are returned today; the others are reserved (`x-reserved-codes`): declared so that clients handle them, never sent yet.
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable";
+        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable" | "signature_expired" | "signature_invalid_s" | "identity_gated_action" | "operation_feature_disabled" | "cooldown_active" | "cheque_not_found" | "operation_not_cancellable" | "operation_not_supported_for_wrapper_version" | "signature_invalid_nonce" | "cheque_replaced" | "loot_not_available" | "starter_agent_not_removable" | "owner_changed_pending_state" | "one_off_payment_already_paid" | "one_off_payment_not_active" | "one_off_payment_replaced" | "one_off_payment_stale" | "pending_one_off_payment_settings_exists" | "pending_one_off_payment_settings_missing" | "pending_time_lock_exists" | "migration_blocked_pending_one_off_payment_settings" | "migration_blocked_pending_time_lock" | "timelock_not_elapsed" | "rule_changed_during_execution" | "invalid_pull_one_off_payment_flags" | "execution_failed" | "execution_timeout" | "batch_step_failed" | "agent_api_cutover_in_progress" | "agent_api_chain_unavailable";
         /** @description The one error envelope of every /v1/agent error response (spec part 7). */
         ErrorEnvelope: {
             /** @constant */
@@ -2951,11 +2998,6 @@ export interface components {
                 bulk_write: components["schemas"]["ClassUsage"];
             };
         };
-        /**
-         * @description Kind of operation created by a write (contract §8).
-         * @enum {string}
-         */
-        OperationType: "payment" | "one_off_payment.create" | "withdrawal.bank" | "withdrawal.crypto" | "conversion" | "earn.deposit" | "earn.withdraw" | "earn.move" | "earn.rewards_claim" | "debt.borrow" | "debt.repay" | "debt.deleverage" | "collateral.add" | "collateral.remove" | "trusted_destination.confirm" | "trusted_destination.cancel" | "trusted_destination.remove" | "x402.sign" | "x402.purchase";
         /** @description USD amount as a decimal string, or null. */
         NullableUsdDecimal: string | null;
         /**
@@ -3001,18 +3043,61 @@ export interface components {
             period_txs: number;
             lifetime_usd: components["schemas"]["UsdDecimal"];
         };
+        /** @description The agent's effective policy and usage twice: `limits` and `usage` (this API's flat view) and Hightop's `spend_limits`, `swap_limits`, `permissions` and `current_usage`. A null cap is no cap. */
         LimitsResponse: {
             /** @constant */
             ok: true;
             limits: components["schemas"]["Limits"];
             usage: components["schemas"]["LimitsUsage"];
+            spend_limits: {
+                per_tx_usd: components["schemas"]["NullableUsdDecimal"];
+                per_period_usd: components["schemas"]["NullableUsdDecimal"];
+                lifetime_usd: components["schemas"]["NullableUsdDecimal"];
+                max_txs_per_period: number | null;
+                /** @description Blocks (2 s each on Base) that must pass between two counted operations; a sooner one is 403 `cooldown_active`. */
+                tx_cooldown_blocks: number | null;
+                /** @description Whether an operation whose asset has no price (or a zero one) is refused rather than counted as 0 USD. */
+                fail_on_zero_price: boolean;
+            };
+            swap_limits: {
+                max_slippage_bps: number | null;
+                max_swaps_per_period: number | null;
+            };
+            permissions: {
+                /** @description The operation types the agent may start, always a list (`"all"` expanded). */
+                operation_types: components["schemas"]["OperationType"][];
+                /** @description The operation types it may not start. */
+                cannot: components["schemas"]["OperationType"][];
+            };
+            current_usage: {
+                txs_in_period: number;
+                spent_in_period_usd: components["schemas"]["UsdDecimal"];
+                swaps_in_period: number;
+                total_txs: number;
+                total_spent_usd: components["schemas"]["UsdDecimal"];
+            };
         };
+        /**
+         * @description Event types accepted in `event_types` (emitted by v1 plus trusted destination types); reserved types are refused.
+         * @enum {string}
+         */
+        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed";
         /**
          * @description Rate-limit class of a route.
          * @enum {string}
          */
         RateClass: "read" | "write" | "simulate" | "webhook_management" | "bulk_write";
         CapabilityEndpoint: {
+            /** @description The operation's summary. */
+            description: string;
+            /** @description The same as `rate_class` (Hightop's name). */
+            rate_limit_class: components["schemas"]["RateClass"];
+            /** @description Whether an Idempotency-Key is required (`idempotency` is `required`). */
+            idempotency_required: boolean;
+            /** @description Name of the request body's schema in this document's `components.schemas`, null without a body. */
+            request_schema: string | null;
+            /** @description Name of the success response's schema in `components.schemas`, null when it has none. */
+            response_schema: string | null;
             /** @enum {string} */
             method: "GET" | "POST" | "PATCH" | "DELETE";
             /** @description Path template, e.g. `/v1/agent/webhooks/{id}`. */
@@ -3029,22 +3114,20 @@ export interface components {
             burst: number;
             window_seconds: number;
         };
-        /**
-         * @description Every event type of the v1 vocabulary (emitted, subscribable and reserved).
-         * @enum {string}
-         */
-        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon";
-        /**
-         * @description Event types accepted in `event_types` (emitted by v1 plus trusted destination types); reserved types are refused.
-         * @enum {string}
-         */
-        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed";
         /** @description Machine-readable description of what the API offers and how it is limited. */
         Capabilities: {
             /** @constant */
             ok: true;
             /** @constant */
             api_version: "v1";
+            /** @description The version of this OpenAPI document (`info.version`). */
+            agent_api_contract_version: string;
+            /** @constant */
+            base_path: "/v1/agent";
+            /** @description The full event vocabulary (the same as `event_types.emitted` plus `event_types.reserved`). */
+            webhook_event_types: components["schemas"]["EventType"][];
+            /** @description The event types webhook create and update accept (`event_types.subscribable`). */
+            subscribable_webhook_event_types: components["schemas"]["SubscribableEventType"][];
             endpoints: components["schemas"]["CapabilityEndpoint"][];
             /** @description Effective limits of this agent per class. */
             rate_classes: {
@@ -3162,6 +3245,12 @@ export interface components {
         Decimal: string;
         Balance: {
             asset_symbol: components["schemas"]["AssetSymbol"];
+            /** @description The asset's name (e.g. `USD Coin`). */
+            asset_display_name: string;
+            /** @description The wallet's balance of the asset (the same as `total`). */
+            amount: components["schemas"]["Decimal"];
+            /** @description `amount` valued at the current price (the same as `value_usd`), null when unpriced. */
+            amount_usd: components["schemas"]["NullableUsdDecimal"];
             /** @enum {string} */
             category: "cash" | "crypto";
             /** @description Spendable now. */
@@ -3263,6 +3352,10 @@ export interface components {
             gas_used: string | null;
             /** @description Effective gas price in wei (decimal string). */
             effective_gas_price: string | null;
+            /** @description Agent accounts (evm mode): the contract the agent's lane call went through, i.e. its AgentAccount (the same as `wallet_address`, whose limits the call was checked against); null for a transaction that was not a lane call and on the simulated chain. */
+            agent_wrapper_address?: components["schemas"]["NullableEvmAddress"];
+            /** @description The address that sent the transaction: the relayer, which submits the lane key's signed call and pays the gas (for a wallet whose key the server holds, the wallet itself for ETH); null before submission. */
+            agent_sender_address?: components["schemas"]["NullableEvmAddress"];
         };
         Operation: {
             id: components["schemas"]["Uuid"];
@@ -3332,11 +3425,11 @@ export interface components {
          */
         RecipientTarget: string;
         /**
-         * @description The write the caller intends.
+         * @description The write the caller intends (`send_payment` is Hightop's name for `payment`).
          * @default payment
          * @enum {string}
          */
-        RecipientAction: "payment" | "one_off_payment" | "withdrawal";
+        RecipientAction: "payment" | "send_payment" | "one_off_payment" | "withdrawal";
         ResolveRecipientRequest: {
             to: components["schemas"]["RecipientTarget"];
             /** @description Asset that would be sent; lets the answer account for asset policy. */
@@ -3371,10 +3464,33 @@ export interface components {
             /** @description The code a write would fail with when `allowed` is false, else null. */
             reason: components["schemas"]["ErrorCode"] | null;
         };
+        /** @description What `to` names, in Hightop's recipient shape. */
+        ResolvedRecipient: {
+            /** @description The recurring payment, recipient or trusted destination id (the address for a bare address); usable as a payment's `to`. */
+            id: string;
+            /** @enum {string} */
+            type: "recurring_payment" | "one_off_payment" | "trusted_destination" | "address";
+            display_name: string;
+            nickname: string | null;
+            /** @description The asset the answer was evaluated for (`asset` of the request), else empty. */
+            asset_symbols: components["schemas"]["AssetSymbol"][];
+            /**
+             * @description Only active payees resolve (a pending trusted destination is `invalid_state_transition`).
+             * @enum {string}
+             */
+            status: "active";
+            /** @description The intended action (`send_payment` for a payment) when the policy allows it now. */
+            agent_actions: components["schemas"]["RecipientAction"][];
+            /** @description The intended action and the error code that would refuse it, when it is refused. */
+            blocked_actions: {
+                [key: string]: components["schemas"]["ErrorCode"];
+            };
+        };
         ResolveRecipientResponse: {
             /** @constant */
             ok: true;
             resolution: components["schemas"]["RecipientResolution"];
+            recipient: components["schemas"]["ResolvedRecipient"];
         };
         /** @description A field that must be absent in this shape (`not: {}` accepts no value). `type: null` adds nothing for a validator; it tells code generators that ignore `not` that no decimal string fits, so giving both fields is a type error in their output. */
         Absent: null;
@@ -3395,24 +3511,25 @@ export interface components {
             amount?: components["schemas"]["Absent"];
         };
         /**
-         * @description Maximum slippage in percent (1 = 1 %).
-         * @default 1
-         */
-        SlippagePercent: number;
-        /**
          * @description Preferred payment rail; `auto` picks by what `to` names.
          * @default auto
          * @enum {string}
          */
         PaymentRail: "auto" | "recurring_payment" | "one_off_payment" | "trusted_destination";
+        /**
+         * @description Maximum slippage in percent (1 = 1 %).
+         * @default 1
+         */
+        SlippagePercent: number;
         /** @description Exactly one of `amount` and `amount_usd` (contract §1); both or neither is `validation_failed`. */
         PaymentRequest: {
             to: components["schemas"]["RecipientTarget"];
             /** @description Asset debited from the wallet. */
             asset: components["schemas"]["AssetSymbol"];
-            /** @description Asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`). */
-            deliver_as?: components["schemas"]["AssetSymbol"];
-            note?: string;
+            /** @description Hightop's rail (`auto`, `recurring_payment`, `one_off_payment`, `trusted_destination`): routes the payment as `prefer` does (a rail other than `auto` wins over `prefer`). An upper-case asset symbol instead is the asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`). */
+            deliver_as?: components["schemas"]["PaymentRail"] | components["schemas"]["AssetSymbol"];
+            /** @description Up to 500 characters; null or absent for none. */
+            note?: string | null;
             /** @description Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`. */
             slippage_percent?: components["schemas"]["SlippagePercent"];
             /** @description Preferred payment rail; `auto` picks by what `to` names. */
@@ -3850,6 +3967,10 @@ export interface components {
         } & (components["schemas"]["ByAmount"] | components["schemas"]["ByAmountUsd"]);
         ConversionRouteLeg: {
             protocol: components["schemas"]["ProtocolId"];
+            /** @description The same as `protocol` (Hightop's name). */
+            protocol_id: components["schemas"]["ProtocolId"];
+            /** @description The protocol's display name (`GET /v1/agent/protocols` `name`). */
+            protocol_name: string;
             /** @description The (simulated) pool the leg swaps through. */
             pool_address: components["schemas"]["EvmAddress"];
             /** @description Pool fee in basis points, charged in the output asset and included in `expected_out`. */
@@ -3873,6 +3994,8 @@ export interface components {
             human_rate: string;
             route: {
                 legs: components["schemas"]["ConversionRouteLeg"][];
+                /** @description The assets the route passes through between `from_asset` and `to_asset`, in order (empty for a single leg). */
+                intermediate_assets: components["schemas"]["AssetSymbol"][];
             };
             /** @description The earn vault the input is redeemed from at execution, or null for the wallet balance. */
             from_vault_address: components["schemas"]["NullableEvmAddress"];
@@ -3893,6 +4016,12 @@ export interface components {
         ConversionRequest: {
             quote_id: components["schemas"]["Uuid"];
         };
+        /**
+         * @description How far to simulate - `static` (route, scope, request shape), `policy` (also policy, funds and the ledger maths; the default), `onchain` (also an `eth_call` of the settlement transfer in evm mode).
+         * @default policy
+         * @enum {string}
+         */
+        SimulateDepth: "static" | "policy" | "onchain";
         SimulateRequest: {
             /** @enum {string} */
             method: "POST" | "DELETE" | "PATCH";
@@ -3902,10 +4031,11 @@ export interface components {
             body?: {
                 [key: string]: unknown;
             } | null;
+            depth?: components["schemas"]["SimulateDepth"];
         };
         SimulateStage: {
             /**
-             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`.
+             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`, and `onchain` at `depth` `onchain`.
              * @example policy
              */
             name: string;
@@ -3915,7 +4045,7 @@ export interface components {
             code?: components["schemas"]["ErrorCode"];
             message?: string;
         };
-        /** @description Always HTTP 200 whatever the simulated outcome; exactly one of `response` and `error` is present. */
+        /** @description Always HTTP 200 whatever the simulated outcome (503 `agent_api_chain_unavailable` aside, for `depth` `onchain`); one of `response` and `error` is present, except at `depth` `static` when the request would pass the static checks but the route refused it later (neither, then). */
         SimulateResponse: {
             /** @constant */
             ok: true;
@@ -3934,7 +4064,15 @@ export interface components {
                 };
             };
             stages: components["schemas"]["SimulateStage"][];
+            depth: components["schemas"]["SimulateDepth"];
+            /** @description The stages that ran, in Hightop's names and order; an absent stage was not evaluated. */
+            execution_path: ("validate_route" | "validate_request_body" | "validate_static_contract" | "evaluate_policy_permission" | "evaluate_policy_limits" | "policy_read_failed" | "simulate_onchain" | "simulate_onchain_not_run")[];
         };
+        /**
+         * @description USDC amount in base units (6 decimals), an integer string as x402 itself uses: `"1000000"` is 1 USDC. A decimal such as `"1.5"` is `validation_failed`.
+         * @example 1000000
+         */
+        UsdcBaseUnits: string;
         /** @description Either `payment_requirements` (the accepted requirements object of a 402 challenge) or `pay_to` + `amount`, not both. The authorization is EIP-3009 USDC on Base for exactly the required amount. */
         X402SignRequest: {
             /** @description An `accepts[]` entry of an x402 v1 body or v2 `PAYMENT-REQUIRED` header (free-form, validated by the service). */
@@ -3942,8 +4080,8 @@ export interface components {
                 [key: string]: unknown;
             };
             pay_to?: components["schemas"]["EvmAddress"];
-            /** @description USDC amount. */
-            amount?: components["schemas"]["Decimal"];
+            /** @description USDC amount in base units (`"1000000"` = 1 USDC). */
+            amount?: components["schemas"]["UsdcBaseUnits"];
             /**
              * Format: uri
              * @description Resource the payment is for (public HTTPS).
@@ -3963,12 +4101,17 @@ export interface components {
              * @enum {string}
              */
             payment_header_name: "X-PAYMENT" | "PAYMENT-SIGNATURE";
+            /** @description Every header to attach to the retry of the paid request, name to value (today the one `payment_header_name`: `payment_header`); a client that copies them all needs no knowledge of the x402 version. */
+            payment_headers: {
+                [key: string]: string;
+            };
             /** @enum {integer} */
             x402_version: 1 | 2;
             nonce: string;
             valid_before: components["schemas"]["Timestamp"];
             pay_to: components["schemas"]["EvmAddress"];
-            amount: components["schemas"]["Decimal"];
+            /** @description The signed amount in USDC base units. */
+            amount: components["schemas"]["UsdcBaseUnits"];
             asset_symbol: components["schemas"]["AssetSymbol"];
             /** @description Network identifier used in the payload (`base` for v1, `eip155:8453` for v2). */
             network: string;
@@ -3998,6 +4141,8 @@ export interface components {
         X402Price: {
             /** @description Price in units of the asset (USDC); in base units when the asset is not one this service knows (`asset_symbol` null). */
             amount: components["schemas"]["Decimal"];
+            /** @description The price in the asset's base units, as the seller states it (the unit of `x402/purchase` `max_amount`). */
+            amount_base_units?: string;
             /** @description Token contract address as given by the seller. */
             asset: string;
             asset_symbol: components["schemas"]["NullableAssetSymbol"];
@@ -4027,8 +4172,8 @@ export interface components {
             method?: components["schemas"]["UpstreamMethod"];
             /** @description Request body sent upstream with POST (any JSON). */
             body?: unknown;
-            /** @description Most the agent will pay, in USDC; a higher price is refused with `limit_exceeded`. */
-            max_amount: components["schemas"]["Decimal"];
+            /** @description Most the agent will pay, in USDC base units (`"1000000"` = 1 USDC); a higher price is refused with `limit_exceeded` before anything is signed. */
+            max_amount: components["schemas"]["UsdcBaseUnits"];
         };
         X402PurchaseResponse: {
             /** @constant */
@@ -4040,6 +4185,8 @@ export interface components {
             operation_id: string | null;
             /** @description Whether a payment was made and accepted by the seller (2xx or a settlement receipt). */
             paid: boolean;
+            /** @description Whether the seller accepted the payment it was sent (answered 2xx or sent a settlement receipt); false when no payment was sent. */
+            seller_accepted: boolean;
             /** @description Whether the seller reported settlement (`X-PAYMENT-RESPONSE` / `PAYMENT-RESPONSE` header with `success` true). */
             settled: boolean;
             /** @description Upstream HTTP status. */
@@ -9206,6 +9353,11 @@ export interface operations {
                 "application/json": {
                     email: string;
                     name?: string | null;
+                    /**
+                     * @description The owner's signer: an address whose key the owner keeps. In evm mode (CHAIN_RPC_URL set) it owns
+                     *     the owner's agents' AgentAccount wallets and signs every owner change of an agent (EIP-712).
+                     */
+                    signer_address?: string | null;
                 };
             };
         };

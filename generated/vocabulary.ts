@@ -3,23 +3,23 @@ import type { components } from './api.js';
 
 type Schemas = components['schemas'];
 
-/** `#/components/schemas/Scope`. */
-export const SCOPES = ["agent:read","agent:simulate","agent:payments:write","agent:conversions:write","agent:withdrawals:write","agent:earn:write","agent:borrow:write","agent:trusted_destinations:write","agent:webhooks:manage"] as const satisfies readonly Schemas['Scope'][];
-
-/** `#/components/schemas/ErrorCode`. */
-export const ERROR_CODES = ["validation_failed","authentication_failed","agent_disabled","agent_not_yet_active","agent_expired","invalid_token","insufficient_scope","owner_only_action","permission_not_granted","asset_not_allowed","recipient_not_allowed","protocol_not_allowed","limit_exceeded","ltv_too_high","not_found","method_not_allowed","idempotency_key_reuse_mismatch","idempotency_request_in_progress","quote_expired","quote_already_consumed","ltv_target_unreachable","time_delay_not_reached","invalid_state_transition","payload_too_large","insufficient_funds","slippage_exceeded","price_stale","rate_limited","internal_error","not_implemented","upstream_error","service_unavailable"] as const satisfies readonly Schemas['ErrorCode'][];
-
 /** `#/components/schemas/OperationType`. */
 export const OPERATION_TYPES = ["payment","one_off_payment.create","withdrawal.bank","withdrawal.crypto","conversion","earn.deposit","earn.withdraw","earn.move","earn.rewards_claim","debt.borrow","debt.repay","debt.deleverage","collateral.add","collateral.remove","trusted_destination.confirm","trusted_destination.cancel","trusted_destination.remove","x402.sign","x402.purchase"] as const satisfies readonly Schemas['OperationType'][];
-
-/** `#/components/schemas/RateClass`. */
-export const RATE_CLASSES = ["read","write","simulate","webhook_management","bulk_write"] as const satisfies readonly Schemas['RateClass'][];
 
 /** `#/components/schemas/EventType`. */
 export const EVENT_TYPES = ["payment.executed","payment.execution_failed","one_off_payment.created","conversion.executed","conversion.execution_failed","earn.deposit.executed","earn.withdraw.executed","earn.move.executed","rewards.claimed","debt.borrowed","debt.repaid","debt.deleveraged","collateral.added","collateral.removed","withdrawal.settled","withdrawal.execution_failed","agent.webhook_disabled","operation.policy_rejected","webhook.test","trusted_destination.confirmed","trusted_destination.cancelled","trusted_destination.removed","payment.submitted","payment.received","one_off_payment.claimed","one_off_payment.expired","withdrawal.submitted","deposit.received","recurring_payment.updated","recipient.changed","agent.limit_approaching","agent.limit_reached","agent.disabled","agent.expired","agent.expiring_soon"] as const satisfies readonly Schemas['EventType'][];
 
+/** `#/components/schemas/Scope`. */
+export const SCOPES = ["agent:read","agent:simulate","agent:payments:write","agent:conversions:write","agent:withdrawals:write","agent:earn:write","agent:borrow:write","agent:trusted_destinations:write","agent:webhooks:manage"] as const satisfies readonly Schemas['Scope'][];
+
+/** `#/components/schemas/ErrorCode`. */
+export const ERROR_CODES = ["validation_failed","authentication_failed","agent_disabled","agent_not_yet_active","agent_expired","invalid_token","insufficient_scope","owner_only_action","permission_not_granted","asset_not_allowed","recipient_not_allowed","protocol_not_allowed","limit_exceeded","ltv_too_high","not_found","method_not_allowed","idempotency_key_reuse_mismatch","idempotency_request_in_progress","quote_expired","quote_already_consumed","ltv_target_unreachable","time_delay_not_reached","invalid_state_transition","payload_too_large","insufficient_funds","slippage_exceeded","price_stale","rate_limited","internal_error","not_implemented","upstream_error","service_unavailable","signature_expired","signature_invalid_s","identity_gated_action","operation_feature_disabled","cooldown_active","cheque_not_found","operation_not_cancellable","operation_not_supported_for_wrapper_version","signature_invalid_nonce","cheque_replaced","loot_not_available","starter_agent_not_removable","owner_changed_pending_state","one_off_payment_already_paid","one_off_payment_not_active","one_off_payment_replaced","one_off_payment_stale","pending_one_off_payment_settings_exists","pending_one_off_payment_settings_missing","pending_time_lock_exists","migration_blocked_pending_one_off_payment_settings","migration_blocked_pending_time_lock","timelock_not_elapsed","rule_changed_during_execution","invalid_pull_one_off_payment_flags","execution_failed","execution_timeout","batch_step_failed","agent_api_cutover_in_progress","agent_api_chain_unavailable"] as const satisfies readonly Schemas['ErrorCode'][];
+
 /** `#/components/schemas/SubscribableEventType`. */
 export const SUBSCRIBABLE_EVENT_TYPES = ["payment.executed","payment.execution_failed","one_off_payment.created","conversion.executed","conversion.execution_failed","earn.deposit.executed","earn.withdraw.executed","earn.move.executed","rewards.claimed","debt.borrowed","debt.repaid","debt.deleveraged","collateral.added","collateral.removed","withdrawal.settled","withdrawal.execution_failed","agent.webhook_disabled","operation.policy_rejected","webhook.test","trusted_destination.confirmed","trusted_destination.cancelled","trusted_destination.removed"] as const satisfies readonly Schemas['SubscribableEventType'][];
+
+/** `#/components/schemas/RateClass`. */
+export const RATE_CLASSES = ["read","write","simulate","webhook_management","bulk_write"] as const satisfies readonly Schemas['RateClass'][];
 
 /** `#/components/schemas/Chain`. */
 export const CHAINS = ["base"] as const satisfies readonly Schemas['Chain'][];
@@ -31,10 +31,13 @@ export const ACTIVITY_TYPES = ["deposit","payment.received","one_off_payment.cla
 export const OPERATION_STATUSES = ["accepted","submitted","executed","execution_failed","policy_rejected","cancelled"] as const satisfies readonly Schemas['OperationStatus'][];
 
 /** `#/components/schemas/RecipientAction`. */
-export const RECIPIENT_ACTIONS = ["payment","one_off_payment","withdrawal"] as const satisfies readonly Schemas['RecipientAction'][];
+export const RECIPIENT_ACTIONS = ["payment","send_payment","one_off_payment","withdrawal"] as const satisfies readonly Schemas['RecipientAction'][];
 
 /** `#/components/schemas/PaymentRail`. */
 export const PAYMENT_RAILS = ["auto","recurring_payment","one_off_payment","trusted_destination"] as const satisfies readonly Schemas['PaymentRail'][];
+
+/** `#/components/schemas/SimulateDepth`. */
+export const SIMULATE_DEPTHS = ["static","policy","onchain"] as const satisfies readonly Schemas['SimulateDepth'][];
 
 /** `#/components/schemas/UpstreamMethod`. */
 export const UPSTREAM_METHODS = ["GET","POST"] as const satisfies readonly Schemas['UpstreamMethod'][];

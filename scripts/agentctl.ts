@@ -47,7 +47,7 @@ async function main(): Promise<number> {
   const command = commands.find((c) => c.name === name)!;
   const server = command.http ? await connectToServer(config) : null;
   if (server && command.http) {
-    const call = await command.http(args);
+    const call = await command.http(args, config);
     process.stdout.write(`${JSON.stringify(await server.call(call))}\n`);
     return 0;
   }

@@ -25,6 +25,7 @@ import { createAgentService, type AgentCreatedHook } from './services/agent.serv
 import type { Services } from './services/registry.js';
 import type { HandlerMap } from './http/types.js';
 import { createSelfService } from './services/self.service.js';
+import { createSimulationService } from './services/simulate-onchain.service.js';
 import { createPollingLoop, type WorkerLoop } from './worker.js';
 import { resolveAdminToken } from './auth/admin-token.js';
 import { createPoolPriceRecorder } from './services/defi/pool-prices.js';
@@ -36,9 +37,10 @@ import { createOAuthService } from './oauth/oauth.service.js';
 import { mountOAuth } from './oauth/provider.js';
 import { mountMcp } from './mcp/mcp.js';
 import { mountConsole } from './console/console.js';
-import { mountDocs } from './docs/docs.js';
+import { mountAgentSkill, mountDocs } from './docs/docs.js';
 import { createDefiArea } from './services/defi/area.js';
 import { createLedgerArea } from './services/ledger/area.js';
+import { createCustodyService } from './services/custody/accounts.js';
 import { createSettlementLoop } from './services/ledger/settlement-loop.js';
 import { createEventService } from './services/event.service.js';
 import { createOwnerService } from './services/owner.service.js';
@@ -198,8 +200,11 @@ function buildServices(deps: {
 }): Services {
   const { clock, document, rateLimits, onAgentCreated, sealer } = deps;
   // The ledger registers its wallet-key hook on onAgentCreated; DeFi registers its settlers on the ledger.
-  const ledger = createLedgerArea({ config: deps.config, sealer, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined });
+  // evm mode with the agent account factory (issue 24): wallets are AgentAccounts the owner's signer owns.
+  const custody = deps.chain?.custody ? createCustodyService({ config: deps.config, chain: deps.chain, sealer, clock, log: deps.log }) : null;
+  const ledger = createLedgerArea({ config: deps.config, sealer, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined, custody });
   return {
+    custody,
     agents: createAgentService({ clock, onAgentCreated }),
     ledger,
     defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null, lending: deps.chain?.lending ?? null }),
@@ -211,6 +216,7 @@ function buildServices(deps: {
     owner: createOwnerService({ clock, account: ledger.account }),
     events: createEventService(),
     inbound: null,
+    simulation: createSimulationService({ chain: deps.chain, ledger: ledger.ledger }),
   };
 }
 
@@ -277,6 +283,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.use(edge);
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes. Mounted first:
   // no other route shares these prefixes, and the API's requests then skip the other routes' matching.
+  mountAgentSkill(app, { document: core.document });
   app.use('/v1/agent', pipeline.agentApi);
   app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);
   const health = createHealthHandlers({ checks: readinessChecks(core), chainHealth: core.chain ? () => core.chain!.health() : null });

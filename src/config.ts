@@ -20,6 +20,8 @@ export interface Config {
   autoMigrate: boolean;
   runWorker: boolean;
   settlementDelayMs: number;
+  /** Operations settled per transaction on the simulated chain (issue 31); 0 settles them one at a time. */
+  settlementBatchSize: number;
   webhookLeaseMs: number;
   webhookAttemptTimeoutMs: number;
   unsafeAllowLoopbackTargets: boolean;
@@ -230,6 +232,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     autoMigrate: bool('AUTO_MIGRATE', true),
     runWorker: bool('RUN_WORKER', true),
     settlementDelayMs: int('SETTLEMENT_DELAY_MS', 0, 0, 3_600_000),
+    settlementBatchSize: int('SETTLEMENT_BATCH_SIZE', 200, 0, 5000),
     webhookLeaseMs: int('WEBHOOK_LEASE_MS', 60_000, 100, 3_600_000),
     mcp: Object.freeze({
       maxSessionsPerGrant: int('MCP_MAX_SESSIONS_PER_GRANT', 8, 1, 1000),

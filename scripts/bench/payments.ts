@@ -22,9 +22,19 @@ import pg from 'pg';
 import type { BuiltApp, createApp as CreateApp } from '../../src/app.js';
 import type { loadConfig as LoadConfig } from '../../src/config.js';
 import { createSameWorkPaymentServer } from './same-work-payments.js';
+import { settlementRows } from './settlement.js';
 import { close, listen, report, row, scratchDatabase, type BenchRow } from './support.js';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '4' }, concurrency: { type: 'string', default: '20' }, seed: { type: 'string', default: '1000000' }, tree: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '4' },
+    concurrency: { type: 'string', default: '20' },
+    seed: { type: 'string', default: '1000000' },
+    tree: { type: 'string' },
+    settlement: { type: 'string', default: 'on' },
+    backlog: { type: 'string', default: '20000' },
+  },
+});
 const TREE = values.tree ? new URL(`file://${values.tree.replace(/\/$/, '')}/`) : new URL('../../', import.meta.url);
 const SECONDS = Number(values.seconds);
 const CONCURRENCY = Number(values.concurrency);
@@ -154,7 +164,24 @@ async function seedOperations(pool: pg.Pool, agents: { agentId: string; walletId
   await pool.query('CHECKPOINT');
 }
 
+/**
+ * Issue 31: settlement beside acceptance (scripts/bench/settlement.ts), after the acceptance figures (each of its runs
+ * builds its own server and database). `--settlement off` skips it, `--settlement only` runs nothing else.
+ */
+async function settlementSection(): Promise<void> {
+  if (values.settlement === 'off') return;
+  const rows = await settlementRows({ loadWorker: LOAD_WORKER, redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379', backlog: Number(values.backlog), log: (line) => process.stderr.write(`${line}\n`) });
+  process.stdout.write(`\nsettlement (issue 31): simulated chain, SETTLEMENT_DELAY_MS=0; P2 load = 20 agents, 32 in flight, 10 s after 1 s warm-up\n\n`);
+  report(rows);
+}
+
 async function main() {
+  if (values.settlement === 'only') return settlementSection();
+  await acceptanceSection();
+  await settlementSection();
+}
+
+async function acceptanceSection() {
   const { createApp } = (await import(new URL('src/app.js', TREE).href)) as { createApp: typeof CreateApp };
   const { loadConfig } = (await import(new URL('src/config.js', TREE).href)) as { loadConfig: typeof LoadConfig };
   const scratch = await scratchDatabase();

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { AgentClient, type ClientOptions, type Credentials } from './client.js';
 import { AgentApiError, AgentNetworkError, WaitTimeoutError } from './errors.js';
+import { createIdempotencyKey } from './idempotency.js';
 import { COMMANDS, type CommandSpec, type FlagSpec } from './generated/cli-spec.js';
 import type { RequestOptions, RouteKey } from './types.js';
 
@@ -207,7 +208,13 @@ export async function run(argv: string[]): Promise<number> {
   const client = new AgentClient(credentials, options);
   const pretty = flags.has('pretty');
   const print = (value: unknown) => out(JSON.stringify(value, null, pretty ? 2 : undefined));
-  const requestOptions: RequestOptions = { idempotencyKey: flags.get('idempotency-key')?.at(-1) };
+  let idempotencyKey = flags.get('idempotency-key')?.at(-1);
+  if (idempotencyKey === undefined && command.idempotency === 'required') {
+    // Generated here and shown on stderr (stdout stays the answer), so a retry can pass it back with --idempotency-key.
+    idempotencyKey = createIdempotencyKey('cli');
+    err(`idempotency-key: ${idempotencyKey}`);
+  }
+  const requestOptions: RequestOptions = { idempotencyKey };
   const route = command.key as RouteKey;
 
   if (flags.has('all')) {

@@ -1,4 +1,5 @@
 // The errors a call can throw: the API's envelope (AgentApiError), the network (AgentNetworkError), a wait that ran out.
+import { ERROR_CODES } from './generated/operations.js';
 import type { ErrorCode, Operation } from './types.js';
 
 /** A non-2xx answer: the envelope's `code`, `message` and `details`, the HTTP status, `X-Request-Id` and every header. */
@@ -27,6 +28,21 @@ export class AgentApiError<C extends ErrorCode = ErrorCode> extends Error {
   get retryAfterMs(): number | undefined {
     return parseRetryAfter(this.headers['retry-after']);
   }
+}
+
+/** The API error carried by `e` (an AgentApiError), else undefined (Hightop's SDK helper of the same name). */
+export function getAgentApiError(e: unknown): AgentApiError | undefined {
+  return e instanceof AgentApiError ? e : undefined;
+}
+
+/** The API error carried by `e` when its code is `code`, else undefined. */
+export function getAgentApiErrorByCode<C extends ErrorCode>(e: unknown, code: C): AgentApiError<C> | undefined {
+  return e instanceof AgentApiError && e.code === code ? (e as AgentApiError<C>) : undefined;
+}
+
+/** Whether `value` is one of the document's error codes (ERROR_CODES). */
+export function isAgentErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
 }
 
 /** True when `e` is an AgentApiError, and (given codes) one of them; narrows `e.code`. */

@@ -1,6 +1,7 @@
 // Connecting the chain at start (composition root, agentctl): the adapter for CHAIN_RPC_URL, its relayer, token
 // addresses from configuration, and on the development chain (31337) the bootstrap: deploy the token once, record
-// it as USDC's contract address, fund the relayer from an Anvil dev account. Refused on any other chain id.
+// it as USDC's contract address, the DeFi venues, the agent account factory and USD price feeds (issue 24), fund the
+// relayer from an Anvil dev account. Refused on any other chain id.
 import type { PublicClient } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { viem, viemAccounts } from '../lib/viem.js';
@@ -17,6 +18,7 @@ import { setVaultAddress } from '../db/repositories/vault.repository.js';
 import { DEX_PROTOCOL, DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
 import { LENDING_SETTING, deployDevLending, type LendingContracts } from './lending.js';
 import { EARN_SETTING, accrueVault, deployDevRewards, deployDevVaults, type EarnContracts } from './vaults.js';
+import { CUSTODY_SETTING, deployDevCustody, type CustodyContracts } from './custody.js';
 import { createEvmChain } from './evm.js';
 import type { Address, Chain, Hex } from './port.js';
 import { deployToken, mintToken, usdCoinAbi } from './token.js';
@@ -96,6 +98,8 @@ export interface BootstrapResult {
   dex: DexContracts;
   earn: EarnContracts;
   lending: LendingContracts;
+  /** Agent accounts (issue 24): the factory and the USD price feeds (updater: the faucet). */
+  custody: CustodyContracts;
   relayer: string;
   relayer_funded_wei: string;
 }
@@ -163,6 +167,15 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       await upsertSetting(trx, chainId, LENDING_SETTING, JSON.stringify(lending), deps.clock.now());
       deps.log.info({ morpho: lending.morpho, market: lending.market.id }, 'development chain: Morpho Blue market deployed');
     }
+    // Custody (issue 24): the USD price feeds the accounts' caps read, updated by the faucet (not a server key), and
+    // the account factory. Redeployed on a fresh node (no code at the recorded factory).
+    const recordedCustody = await findSetting(trx, chainId, CUSTODY_SETTING);
+    let custody = recordedCustody ? (JSON.parse(recordedCustody) as CustodyContracts) : null;
+    if (!custody || ((await client.getCode({ address: custody.factory })) ?? '0x') === '0x') {
+      custody = await deployDevCustody(wallet, client);
+      await upsertSetting(trx, chainId, CUSTODY_SETTING, JSON.stringify(custody), deps.clock.now());
+      deps.log.info({ factory: custody.factory, feeds: custody.feeds }, 'development chain: agent account factory and price feeds deployed');
+    }
     const target = viem().parseEther('100');
     const balance = await client.getBalance({ address: relayer.address });
     let funded = 0n;
@@ -171,7 +184,7 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
       funded = target - balance;
     }
-    return { chain_id: chainId, token_address: token, deployed, dex, earn, lending, relayer: relayer.address, relayer_funded_wei: funded.toString() };
+    return { chain_id: chainId, token_address: token, deployed, dex, earn, lending, custody, relayer: relayer.address, relayer_funded_wei: funded.toString() };
   });
 }
 

@@ -12,23 +12,29 @@ import { findWalletByAgent } from '../db/repositories/agent.repository.js';
 import * as repo from '../db/repositories/chain.repository.js';
 import type { ChainTxRow } from '../db/repositories/chain.repository.js';
 import { findAsset, type AssetRow } from '../db/repositories/ledger.repository.js';
+import type { OperationRow } from '../db/repositories/operation.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/crypto.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
-import { ChainUnavailableError, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
+import { ChainUnavailableError, type AccountWallet, type Address, type Chain, type ChainAsset, type Hex, type OnchainView, type TrackResult } from './port.js';
 import { createDex, swapRouterAbi } from './dex.js';
 import { borrowRouterAbi, createLendingVenue, marketTuple, morphoAbi, morphoEventsAbi, type MarketParams } from './lending.js';
 import { createEarnVenue, devVaultAbi, earnRouterAbi, rewardsDistributorAbi } from './vaults.js';
 import { tokenDomain, transferWithAuthorizationTypes, usdCoinAbi } from './token.js';
+import { createEvmCustody } from './evm-custody.js';
+import { LANE_GAS } from './evm-custody.js';
+import { agentAccountAbi, morphoMarket } from './custody.js';
 
 /** Gas of a plain ETH transfer to an account without code. */
 export const NATIVE_TRANSFER_GAS = 21_000n;
 /** Gas limit of a relayed `transferWithAuthorization` (about 60-80k used; fixed, so a transfer that would revert is still mined and fails visibly). */
 export const EIP3009_GAS = 150_000n;
 const CHAIN_SETTLED_TYPES = new Set(['payment', 'withdrawal.crypto']);
+/** The operation types an agent account's lane carries (issue 24). */
+const LANE_TYPES = new Set(['payment', 'withdrawal.crypto', 'one_off_payment.create']);
 /** Gas limit of a routed swap with its permit (about 110k per hop + 60k; fixed, so a swap that would revert is still mined and fails visibly). */
 export const SWAP_GAS = 400_000n;
 /** Gas limit of a vault action through the EarnRouter (a move redeems and deposits: about 200k). */
@@ -206,6 +212,8 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     });
     return hash;
   }
+
+  const custody = createEvmCustody({ config, chainId, client, relayer, sealer, clock, node, nextNonce, currentFees, record });
 
   /** The fee cap of a native transfer: its gas must fit in the reserve held beside the amount. */
   const nativeFeeCap = () => config.ethGasReserveWei / NATIVE_TRANSFER_GAS;
@@ -411,14 +419,52 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     return { ok: true, hash };
   }
 
+  /**
+   * An account wallet's operation (issue 24): money out as a lane call of its AgentAccount (pay, cheque, swap, vault,
+   * Morpho), whose proceeds the account itself receives; a rewards claim pays the account as it pays a wallet.
+   */
+  async function submitThroughAccount(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, asset: ChainAsset): Promise<{ ok: true; hash: Hex } | { ok: false; code: string; message: string }> {
+    const d = op.details as Partial<OnchainSwapDetails & OnchainVaultDetails & OnchainLendingDetails & OnchainRewardsDetails> | null;
+    if (d?.onchain_rewards) return submitRewardsClaim(trx, op.id, wallet.address, op.details as unknown as OnchainRewardsDetails);
+    const v = viem();
+    const encode = (functionName: string, args: readonly unknown[]) => v.encodeFunctionData({ abi: agentAccountAbi, functionName, args } as Parameters<typeof v.encodeFunctionData>[0]);
+    if (d?.onchain_route) {
+      const { router, pairs, path } = d.onchain_route;
+      const inner = encode('swap', [router, pairs, path, BigInt(op.amount!), BigInt(d.min_amount_out!)]);
+      const call = await custody.submitInner(trx, op, wallet, inner, { kind: 'swap', gas: SWAP_GAS * BigInt(pairs.length) + LANE_GAS, token: path[0]!.toLowerCase(), value: BigInt(op.amount!) });
+      return !call.ok && call.code === 'slippage_exceeded' ? { ok: false, code: 'slippage_exceeded', message: `the reserves moved: the swap would return less than the minimum ${d.min_amount_out}` } : call;
+    }
+    if (d?.onchain_vault) {
+      const c = d.onchain_vault;
+      if (c.action === 'move') return { ok: false, code: 'not_implemented', message: 'moving between vaults is two lane calls: withdraw, then deposit' };
+      const inner = encode(c.action === 'deposit' ? 'deposit' : 'redeem', [v.getAddress(c.vault), BigInt(c.amount), BigInt(c.minimum)]);
+      return custody.submitInner(trx, op, wallet, inner, { kind: 'vault', gas: VAULT_GAS, token: c.vault.toLowerCase(), value: BigInt(c.amount) });
+    }
+    if (d?.onchain_lending) {
+      const c = d.onchain_lending;
+      const market = morphoMarket(c.params as Parameters<typeof morphoMarket>[0]);
+      const morpho = v.getAddress(c.morpho);
+      const inner =
+        c.action === 'repay'
+          ? encode('repay', [morpho, market, BigInt(c.assets), BigInt(c.shares ?? '0'), BigInt(c.max_assets!)])
+          : encode(c.action === 'supply_collateral' ? 'supplyCollateral' : c.action === 'withdraw_collateral' ? 'withdrawCollateral' : 'borrow', [morpho, market, BigInt(c.assets)]);
+      return custody.submitInner(trx, op, wallet, inner, { kind: 'lending', gas: LENDING_GAS, token: null, value: BigInt(c.assets) });
+    }
+    if (!LANE_TYPES.has(op.type)) return { ok: false, code: 'not_implemented', message: `${op.type} does not go through an agent account's lane` };
+    return custody.submitLane(trx, op, wallet, asset);
+  }
+
   const chain: Chain = {
     mode: 'evm',
     chainId,
     dex,
     earn,
     lending,
+    custody: custody.port,
 
     settlesOnChain(op, asset) {
+      // An account wallet's one-off payment is a cheque issued in the account (issue 24).
+      if (op.type === 'one_off_payment.create') return Boolean((op.details as { cheque_id?: string } | null)?.cheque_id);
       if (op.type.startsWith('collateral.') || op.type.startsWith('debt.')) return Boolean((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending);
       if (op.type === 'conversion') return Boolean((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route);
       if (op.type === 'earn.rewards_claim') return Boolean((op.details as Partial<OnchainRewardsDetails> | null)?.onchain_rewards);
@@ -436,6 +482,12 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       const asset = (await findAsset(trx, op.asset_symbol!))!;
       const wallet = await findWalletByAgent(trx, op.agent_id);
       if (!wallet?.sealed_private_key) return { ok: false, code: 'settlement_failed', message: 'the wallet has no key' };
+      if (wallet.custody === 'account') {
+        // Issue 24: the agent's AgentAccount, through its lane.
+        const call = await submitThroughAccount(trx, op, { agentId: op.agent_id, address: viem().getAddress(wallet.address!), sealedLaneKey: wallet.sealed_private_key }, asset);
+        if (!call.ok) return call;
+        return { ok: true, txHash: call.hash, recheckAt: new Date(clock.now().getTime() + config.pollMs) };
+      }
       const account = openWalletAccount(sealer, wallet.sealed_private_key);
       const amount = BigInt(op.amount!);
       const to = viem().getAddress(op.to_address!);
@@ -492,7 +544,9 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
           return { state: 'failed', code: 'submission_timeout', message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`, txHash: row.tx_hash, feeUnits };
         }
         if (receipt.status !== 'success') return { state: 'failed', code: 'execution_reverted', message: `transaction ${row.tx_hash} reverted on chain ${chainId}`, txHash: row.tx_hash, feeUnits };
-        const swapped = row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === row.to_address.toLowerCase()) })[0] : undefined;
+        // The router's Swapped event (an account's lane swap is sent to the account, which calls the router).
+        const routerAddress = ((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route?.router ?? row.to_address).toLowerCase();
+        const swapped = row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === routerAddress) })[0] : undefined;
         if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
         const extra: Record<string, unknown> = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
         if (row.kind === 'vault') {
@@ -573,6 +627,9 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
         log_index: row?.log_index ?? null,
         gas_used: row?.gas_used ?? null,
         effective_gas_price: row?.effective_gas_price ?? null,
+        // A lane call goes through the agent's account (the wrapper) and is sent by the relayer.
+        agent_wrapper_address: row?.kind === 'lane' ? viem().getAddress(row.to_address) : null,
+        agent_sender_address: row ? viem().getAddress(row.from_address) : null,
       } satisfies OnchainView;
     },
 
@@ -618,6 +675,17 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
 
     async authorizationUsed(token, authorizer, nonce) {
       return node(() => client.readContract({ address: token, abi: usdCoinAbi, functionName: 'authorizationState', args: [authorizer, nonce] }));
+    },
+
+    async callTransfer(token, from, to, amount) {
+      const data = viem().encodeFunctionData({ abi: usdCoinAbi, functionName: 'transfer', args: [to, amount] });
+      return node(() => client.call({ to: token, data, account: from })).then(
+        () => null,
+        (err: unknown) => {
+          if (err instanceof ChainUnavailableError) throw err;
+          return String((err as Error).message).split('\n')[0]!;
+        },
+      );
     },
   };
   return chain;

@@ -7,6 +7,8 @@ import type { Dex } from './dex.js';
 import type { LendingVenue } from './lending.js';
 import type { EarnVenue } from './vaults.js';
 import type { Address, Hex } from './hex.js';
+import type { AccountState } from './accounts.js';
+import type { CustodyContracts } from './custody.js';
 
 export type { Address, Hex } from './hex.js';
 
@@ -24,6 +26,9 @@ export interface OnchainView {
   log_index: number | null;
   gas_used: string | null;
   effective_gas_price: string | null;
+  /** Agent accounts (issue 24): the contract the lane call went through (the account), and the transaction's sender. */
+  agent_wrapper_address?: string | null;
+  agent_sender_address?: string | null;
 }
 
 /** The state of a submitted transfer on the chain. */
@@ -88,6 +93,33 @@ export interface ChainHealth {
   error?: string;
 }
 
+/** An agent account wallet as the custody port needs it (a `wallets` row with custody 'account'). */
+export interface AccountWallet {
+  agentId: string;
+  /** The AgentAccount. */
+  address: Address;
+  /** The lane key, sealed. */
+  sealedLaneKey: string;
+}
+
+/** Agent accounts (evm mode, issue 24): deployment, the account's reads, owner actions and lane checks. */
+export interface CustodyPort {
+  /** The factory and USD feeds on this chain, or null before they are deployed (new wallets stay keys the server holds). */
+  contracts(db: Db): Promise<CustodyContracts | null>;
+  state(account: Address): Promise<AccountState>;
+  /** Whether `address` has code on this chain (an asset seeded with another chain's address has none here). */
+  hasCode(address: Address): Promise<boolean>;
+  ownerNonce(account: Address, owner: Address): Promise<bigint>;
+  /** The account's trustedUnlockAt(destination): 0 when not trusted. */
+  readTrusted(account: Address, destination: Address): Promise<bigint>;
+  /** Deploys the account through the factory (the relayer pays) unless it has code; waits for the receipt. */
+  ensureDeployed(db: Knex, account: { address: Address; owner: Address; firstLane: Address; salt: Hex }): Promise<void>;
+  /** eth_call, then the relayer sends `data` to `to` and waits for the receipt: an owner's signed action, a cheque claim. */
+  sendNow(db: Knex, to: Address, data: Hex, kind: 'owner' | 'claim', gas?: bigint): Promise<{ ok: true; txHash: Hex } | { ok: false; code: string; message: string; txHash: Hex | null }>;
+  /** The eth_call of a lane call signed by the wallet's lane key: null when it would pass, else the refusal. */
+  checkLane(wallet: AccountWallet, inner: Hex): Promise<{ code: string; message: string } | null>;
+}
+
 export interface Chain {
   readonly mode: 'simulated' | 'evm';
   /** The chain id (evm: read from the node at start, or CHAIN_ID). */
@@ -98,6 +130,8 @@ export interface Chain {
   readonly earn: EarnVenue | null;
   /** The Morpho Blue market on this chain (development bootstrap); null on the simulated chain. */
   readonly lending: LendingVenue | null;
+  /** Agent accounts (evm mode); null on the simulated chain. */
+  readonly custody: CustodyPort | null;
 
   // --- outbound settlement (the operation service's settlement loop) ---
   /** Whether this operation's money moves on this chain (else the simulated chain and the type's settler settle it). */
@@ -129,4 +163,9 @@ export interface Chain {
   nativeTransfers(blockNumber: bigint): Promise<NativeTransfer[]>;
   /** Whether an EIP-3009 authorization (`authorizer`, `nonce`) was used on `token`. */
   authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean>;
+  /**
+   * An `eth_call` of `token.transfer(to, amount)` from `from` at the head (simulate `depth: onchain`): null when it
+   * would succeed, else the revert reason. Throws ChainUnavailableError when the node does not answer.
+   */
+  callTransfer(token: Address, from: Address, to: Address, amount: bigint): Promise<string | null>;
 }

@@ -21,6 +21,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     dex: null,
     earn: null,
     lending: null,
+    custody: null,
     settlesOnChain: () => false,
     gasReserve: () => 0n,
     async submit(_trx, op) {
@@ -55,5 +56,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     transferLogs: async () => [],
     nativeTransfers: async () => [],
     authorizationUsed: async () => false,
+    // Nothing to call: simulate reports `simulate_onchain_not_run` on the simulated chain.
+    callTransfer: async () => null,
   };
 }

@@ -56,13 +56,14 @@ export const chainCommands: CliCommand[] = [
   },
   {
     name: 'chain reconcile',
-    usage: 'chain reconcile [--agent AGENT_ID] (on-chain balances against the ledger: one JSON object with the drift)',
+    usage: 'chain reconcile [--agent AGENT_ID] (on-chain balances against the ledger, and the policy mirror against the agent accounts: one JSON object with the drift)',
     run: async (ctx, args) => {
       const inbound = ctx.services.inbound;
       if (!inbound) throw new CliUsageError('CHAIN_RPC_URL is not set: the simulated chain has nothing to reconcile');
       const agentId = optionalFlag(args, 'agent');
       if (agentId !== undefined && !(/^[0-9a-f-]{36}$/i.test(agentId) && (await findAgent(ctx.db, agentId)))) throw new CliUsageError(`agent ${agentId} not found`);
-      return { ...(await inbound.reconciler.run({ agentId })) };
+      // Agent accounts (issue 24): also where the database's policy mirror differs from what the accounts enforce.
+      return { ...(await inbound.reconciler.run({ agentId })), policy_drift: await ctx.services.ledger.policy.chainDrift(ctx.db, agentId) };
     },
   },
   {

@@ -2,6 +2,7 @@
 import { RATE_CLASSES } from '../../generated/vocabulary.js';
 import type { Schema } from '../lib/contract.js';
 import type { OwnerActor } from '../services/owner.service.js';
+import { ownerSignerPlan } from './owner-keys.js';
 import { CliUsageError, parseDateFlag, parseIntFlag, requireFlag, requirePositional, optionalFlag, seg, type CliArgs, type CliCommand } from './types.js';
 
 function windowFlags(args: CliArgs) {
@@ -73,9 +74,15 @@ export const foundationCommands: CliCommand[] = [
   },
   {
     name: 'owner create',
-    usage: 'owner create --email E [--name N]',
-    run: (ctx, args) => ctx.services.agents.createOwner(ctx.db, { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name') }),
-    http: (args) => ({ method: 'POST', path: '/v1/admin/owners', body: { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name') ?? null } }),
+    usage: 'owner create --email E [--name N] [--signer 0xADDRESS] (evm mode: the signer owns the agents\' accounts; on chain 31337 without --signer a key is generated into DATA_DIR/owner-keys/<owner_id>.key)',
+    run: async (ctx, args) => {
+      const plan = await ownerSignerPlan(ctx.config, args);
+      return plan.finish({ ...(await ctx.services.agents.createOwner(ctx.db, { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name'), signerAddress: plan.signer })) });
+    },
+    http: async (args, config) => {
+      const plan = await ownerSignerPlan(config, args);
+      return { method: 'POST', path: '/v1/admin/owners', body: { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name') ?? null, ...(plan.signer ? { signer_address: plan.signer } : {}) }, output: ({ ok: _ok, ...rest }) => plan.finish(rest) };
+    },
   },
   {
     name: 'owner delete',

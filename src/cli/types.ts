@@ -27,7 +27,7 @@ export interface CliCommand {
    * With a reachable server: the owner or admin API call doing the same (same output). Absent for the
    * chain's operator commands (bootstrap, faucet, reconcile), which act on the chain and always run here.
    */
-  http?(args: CliArgs): HttpCall | Promise<HttpCall>;
+  http?(args: CliArgs, config: Readonly<Config>): HttpCall | Promise<HttpCall>;
 }
 
 /** A path segment from user input (ids are validated by the server; this keeps `/` and `?` out). */

@@ -46,6 +46,14 @@ function docsPage(document: OpenApiDocument): string {
 `;
 }
 
+/** GET /v1/agent/skill.md: the same briefing, public, ahead of the /v1/agent pipeline (which would ask for credentials). */
+export function mountAgentSkill(app: Express, deps: { document: OpenApiDocument }): void {
+  const skill = renderSkill(deps.document);
+  app.get('/v1/agent/skill.md', (_req, res) => {
+    res.status(200).type('text/markdown; charset=utf-8').setHeader('Cache-Control', 'public, max-age=300').setHeader('X-Content-Type-Options', 'nosniff').send(skill);
+  });
+}
+
 export function mountDocs(app: Express, deps: { document: OpenApiDocument }): void {
   const page = docsPage(deps.document);
   const skill = renderSkill(deps.document);
@@ -65,5 +73,6 @@ export function mountDocs(app: Express, deps: { document: OpenApiDocument }): vo
     else res.status(200).type('text/javascript; charset=utf-8').send(body);
   });
   app.get('/skill.md', (_req, res) => send(res, 'text/markdown; charset=utf-8', skill));
+  // Also where Hightop serves it (issue 26, item 12); mounted by mountAgentSkill ahead of the /v1/agent pipeline.
   app.get('/llms.txt', (_req, res) => send(res, 'text/plain; charset=utf-8', llms));
 }

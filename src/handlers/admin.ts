@@ -18,7 +18,7 @@ const oauthInput = async <T>(fn: () => Promise<T>): Promise<T> => {
 
 export const adminCreateOwner: Handler<'adminCreateOwner'> = async (req, ctx) => {
   const b = req.body;
-  const owner = await ctx.services.agents.createOwner(ctx.db, { email: b.email, name: b.name ?? undefined });
+  const owner = await ctx.services.agents.createOwner(ctx.db, { email: b.email, name: b.name ?? undefined, signerAddress: b.signer_address ?? null });
   await record(req, ctx, owner.owner_id, { type: 'owner', id: owner.owner_id });
   return created(owner);
 };

@@ -4,9 +4,14 @@ import { answerDocument } from './document-answer.js';
 import type { RateDecision } from '../ratelimit/limiter.js';
 
 export const getSelf: Handler<'getSelf'> = async (_req, ctx) => {
-  const self = await ctx.services.self.describe(ctx.db, ctx.principal);
+  const self = await ctx.services.self.describe(ctx.db, ctx.principal, await rulesOf(ctx));
   return { status: 200, body: { ok: true, ...self } };
 };
+
+async function rulesOf(ctx: RequestContext) {
+  const overrides = ctx.principal.snapshot?.rateOverrides ?? (await ctx.services.rateLimits.overridesFor(ctx.db, ctx.principal.agentId));
+  return ctx.services.rateLimits.rulesFor(overrides);
+}
 
 const usageOf = (d: RateDecision) => ({ limit: d.limit, burst: d.burst, window_seconds: d.windowSeconds, remaining: d.remaining, reset: d.resetAt.toISOString() });
 
@@ -18,8 +23,7 @@ export const getSelfUsage: Handler<'getSelfUsage'> = async (_req, ctx) => {
 };
 
 async function capabilitiesFor(ctx: RequestContext) {
-  const overrides = ctx.principal.snapshot?.rateOverrides ?? (await ctx.services.rateLimits.overridesFor(ctx.db, ctx.principal.agentId));
-  return { status: 200 as const, body: { ok: true as const, ...ctx.services.self.capabilities(ctx.services.rateLimits.rulesFor(overrides)) } };
+  return { status: 200 as const, body: { ok: true as const, ...ctx.services.self.capabilities(await rulesOf(ctx)) } };
 }
 
 export const getCapabilities: Handler<'getCapabilities'> = (_req, ctx) => capabilitiesFor(ctx);

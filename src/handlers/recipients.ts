@@ -6,4 +6,4 @@ export const listRecipients: Handler<'listRecipients'> = async (req, ctx) => ok(
 
 export const getRecipient: Handler<'getRecipient'> = async (req, ctx) => ok({ recipient: await ctx.services.ledger.payments.getRecipient(ctx.db, ctx.principal.agentId, req.params.id) });
 
-export const resolveRecipient: Handler<'resolveRecipient'> = async (req, ctx) => ok({ resolution: await ctx.services.ledger.payments.resolve(ctx.db, who(ctx), req.body) });
+export const resolveRecipient: Handler<'resolveRecipient'> = async (req, ctx) => ok(await ctx.services.ledger.payments.resolveRecipient(ctx.db, who(ctx), req.body));

@@ -20,6 +20,22 @@ function stagesFor(code: ErrorCode | null, message?: string): Stage[] {
   });
 }
 
+type PathStage = NonNullable<Schema<'SimulateResponse'>['execution_path']>[number];
+type Depth = Schema<'SimulateDepth'>;
+
+/** Our stages in Hightop's vocabulary (issue 26, item 7): only the stages that ran, in order. */
+function executionPathOf(stages: Stage[]): PathStage[] {
+  const path: PathStage[] = [];
+  for (const stage of stages) {
+    if (stage.name === 'onchain') path.push(stage.outcome === 'skipped' ? 'simulate_onchain_not_run' : 'simulate_onchain');
+    else if (stage.outcome === 'skipped') continue;
+    else if (stage.name === 'route') path.push('validate_route');
+    else if (stage.name === 'validation') path.push('validate_request_body', 'validate_static_contract');
+    else if (stage.name === 'policy') path.push(...(stage.code === 'permission_not_granted' ? (['evaluate_policy_permission'] as const) : (['evaluate_policy_permission', 'evaluate_policy_limits'] as const)));
+  }
+  return path;
+}
+
 const isErrorBody = (body: unknown): body is ErrorBody => typeof body === 'object' && body !== null && (body as ErrorBody).ok === false && typeof (body as ErrorBody).error?.code === 'string';
 const failureOf = (e: ApiError): Failure => ({ status: e.status, error: errorBody(e.code, e.message, e.details).error });
 
@@ -41,13 +57,17 @@ export const simulateRequest: Handler<'simulateRequest'> = async (req, ctx) => {
   const input = req.body;
   const method = input.method.toUpperCase();
   const path = input.path.split('?')[0]!;
+  const depth: Depth = input.depth ?? 'policy';
   const { router } = ctx;
   const stages: Stage[] = [];
   const answer = (failure: Failure | null, success?: HandlerResult) => ({
     status: 200 as const,
     body: failure
-      ? { ok: true as const, would_succeed: false, status: failure.status, error: failure.error, stages }
-      : { ok: true as const, would_succeed: true, status: success!.status, response: success!.body as Record<string, unknown>, stages },
+      ? { ok: true as const, would_succeed: false, status: failure.status, error: failure.error, stages, depth, execution_path: executionPathOf(stages) }
+      : success
+        ? { ok: true as const, would_succeed: true, status: success.status, response: success.body as Record<string, unknown>, stages, depth, execution_path: executionPathOf(stages) }
+        : // depth static, refused past the static checks: those passed, the rest was not evaluated.
+          { ok: true as const, would_succeed: true, status: 200, stages, depth, execution_path: executionPathOf(stages) },
   });
 
   // route
@@ -73,6 +93,24 @@ export const simulateRequest: Handler<'simulateRequest'> = async (req, ctx) => {
   // validation, policy, funds, execution: the route itself, rolled back
   const outcome = await dryRun(ctx, match.op, { path, params: match.params, body: input.body ?? {} });
   const refusal = refusalIn(outcome);
-  stages.push(...stagesFor(refusal?.error.code ?? null, refusal?.error.message));
-  return refusal ? answer(refusal) : answer(null, (outcome as { value: HandlerResult }).value);
+  const evaluated = stagesFor(refusal?.error.code ?? null, refusal?.error.message);
+  if (depth === 'static') {
+    // Only the request's shape counts: what the route decided past validation is reported as not evaluated.
+    stages.push(evaluated[0]!, ...evaluated.slice(1).map((stage) => ({ name: stage.name, outcome: 'skipped' as const })));
+    if (refusal?.error.code === 'validation_failed') return answer(refusal);
+    return refusal ? answer(null) : answer(null, (outcome as { value: HandlerResult }).value);
+  }
+  stages.push(...evaluated);
+  if (refusal) return answer(refusal);
+  if (depth === 'onchain') {
+    const check = await ctx.services.simulation.onchain(ctx.db, ctx.principal.agentId, (input.body ?? {}) as Record<string, unknown>);
+    if (!check.ran) stages.push({ name: 'onchain', outcome: 'skipped', message: check.reason });
+    else if (check.revert === null) stages.push({ name: 'onchain', outcome: 'passed' });
+    else {
+      const failure = failureOf(new ApiError('upstream_error', `the on-chain call would revert: ${check.revert}`, { reason: 'onchain_revert', revert: check.revert }));
+      stages.push({ name: 'onchain', outcome: 'failed', code: failure.error.code, message: failure.error.message });
+      return answer(failure);
+    }
+  }
+  return answer(null, (outcome as { value: HandlerResult }).value);
 };

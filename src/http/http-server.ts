@@ -47,8 +47,12 @@ export function createHttpServer(opts: { log?: Logger } = {}): Server {
 
 const AGENT_MOUNT = '/v1/agent';
 
+/** Public documents the site serves under the mount, ahead of the API (which would ask for credentials): src/docs/docs.ts. */
+const SITE_PATHS_UNDER_MOUNT = new Set([`${AGENT_MOUNT}/skill.md`]);
+
 /** The exact spellings `/v1/agent`, `/v1/agent/...` and `/v1/agent?...`; any other (case, `//`) is the site's. */
-export const isAgentApiUrl = (url: string): boolean => url === AGENT_MOUNT || url.startsWith(`${AGENT_MOUNT}/`) || url.startsWith(`${AGENT_MOUNT}?`);
+export const isAgentApiUrl = (url: string): boolean =>
+  (url === AGENT_MOUNT || url.startsWith(`${AGENT_MOUNT}/`) || url.startsWith(`${AGENT_MOUNT}?`)) && !SITE_PATHS_UNDER_MOUNT.has(url.split('?')[0]!);
 
 /**
  * The request listener: /v1/agent goes to `agentApi` (an app holding only the edge middleware and the API's entry),

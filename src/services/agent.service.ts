@@ -5,6 +5,7 @@ import { withTransaction } from '../db/knex.js';
 import * as repo from '../db/repositories/agent.repository.js';
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/crypto.js';
+import { ApiError } from '../lib/errors.js';
 import { newId, newWalletId } from '../lib/ids.js';
 
 export const API_KEY_PREFIX = 'agk_';
@@ -16,7 +17,7 @@ export interface CreatedAgent {
 }
 
 export interface AgentService {
-  createOwner(db: Db, input: { email: string; name?: string }): Promise<{ owner_id: string }>;
+  createOwner(db: Db, input: { email: string; name?: string; signerAddress?: string | null }): Promise<{ owner_id: string; signer_address?: string }>;
   deleteOwner(db: Db, ownerId: string): Promise<void>;
   createAgent(db: Db, input: { ownerId: string; name: string; startsAt?: Date | null; endsAt?: Date | null }): Promise<CreatedAgent>;
   setEnabled(db: Db, agentId: string, enabled: boolean): Promise<void>;
@@ -40,8 +41,10 @@ export function createAgentService(deps: { clock: Clock; onAgentCreated?: AgentC
   return {
     async createOwner(db, input) {
       const id = newId();
-      await repo.insertOwner(db, { id, email: input.email, name: input.name ?? null });
-      return { owner_id: id };
+      const signer = input.signerAddress ?? null;
+      if (signer !== null && !/^0x[0-9a-fA-F]{40}$/.test(signer)) throw new ApiError('validation_failed', 'signer_address must be a 0x EVM address', { errors: [{ location: 'body', path: '/signer_address', message: 'must be a 0x EVM address' }] });
+      await repo.insertOwner(db, { id, email: input.email, name: input.name ?? null, signer_address: signer });
+      return signer === null ? { owner_id: id } : { owner_id: id, signer_address: signer };
     },
 
     async deleteOwner(db, ownerId) {

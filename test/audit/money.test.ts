@@ -382,12 +382,12 @@ describe('audit: simulateRequest of x402 writes', function () {
 
   it('signs nothing and pays nothing when simulating x402 sign and purchase', async () => {
     const agent = await s.agent({ fund: { USDC: '3' } });
-    const sign = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/x402/sign', body: { pay_to: SELLER_PAY_TO, amount: '0.25' } } });
+    const sign = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/x402/sign', body: { pay_to: SELLER_PAY_TO, amount: '250000' } } });
     expect(sign.status).to.equal(200);
     expect(sign.body.would_succeed, JSON.stringify(sign.body)).to.equal(true);
     expect(sign.body.response.payment_header).to.equal('');
     const before = seller.requests.length;
-    const buy = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/x402/purchase', body: { url: seller.url('/v1/report'), max_amount: '1' } } });
+    const buy = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/x402/purchase', body: { url: seller.url('/v1/report'), max_amount: '1000000' } } });
     expect(buy.status).to.equal(200);
     expect(buy.body.would_succeed, JSON.stringify(buy.body)).to.equal(true);
     expect(buy.body.response).to.include({ paid: false, settled: false });

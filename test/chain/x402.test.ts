@@ -96,7 +96,7 @@ describe('x402 on chain (Anvil)', function () {
     expect(quote.body.price).to.include({ amount: '0.01', asset_symbol: 'USDC', network: 'eip155:31337' });
 
     const before = await s.usdcBalance(payTo);
-    const res = await s.request('POST', '/v1/agent/x402/purchase', { agent, idempotencyKey: randomUUID(), body: { url: `${sellerUrl}/weather`, max_amount: '0.05' } });
+    const res = await s.request('POST', '/v1/agent/x402/purchase', { agent, idempotencyKey: randomUUID(), body: { url: `${sellerUrl}/weather`, max_amount: '50000' } });
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     expect(res.body).to.include({ paid: true, settled: true, status: 200 });
     expect(res.body.body).to.deep.equal({ forecast: 'sunny' });
@@ -125,7 +125,7 @@ describe('x402 on chain (Anvil)', function () {
 
   it('fails a signed authorization nobody used once valid_before passes on chain, and releases its hold', async () => {
     const agent = await s.agent({ USDC: '5' });
-    const res = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: randomUUID(), body: { pay_to: randomAddress(), amount: '1.5', max_timeout_seconds: 60 } });
+    const res = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: randomUUID(), body: { pay_to: randomAddress(), amount: '1500000', max_timeout_seconds: 60 } });
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     expect(res.body).to.include({ x402_version: 2, network: 'eip155:31337', payment_header_name: 'PAYMENT-SIGNATURE' });
     const payload = JSON.parse(Buffer.from(res.body.payment_header, 'base64').toString('utf8'));

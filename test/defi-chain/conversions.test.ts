@@ -108,7 +108,8 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     expect(op!.status).to.equal('executed');
     const receipt = await node.client.getTransactionReceipt({ hash: op!.tx_hash as `0x${string}` });
     expect(receipt.status).to.equal('success');
-    expect(getAddress(receipt.to!)).to.equal(dex.router);
+    // Issue 24: the swap is the agent account's lane call (the account calls the router).
+    expect(getAddress(receipt.to!)).to.equal(agent.address);
 
     const weth = await onchainBalance(dex.tokens.WETH!, agent.address);
     expect(weth).to.equal(expected);

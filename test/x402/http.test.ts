@@ -31,10 +31,10 @@ describe('x402 routes over HTTP', function () {
     it('answers 200 with the payment header, replays it for the same key, and settles the operation', async () => {
       const agent = await s.agent({ fund: { USDC: '3' } });
       const key = newKey();
-      const body = { pay_to: SELLER_PAY_TO, amount: '0.25', target_url: 'https://seller.example.com/item' };
+      const body = { pay_to: SELLER_PAY_TO, amount: '250000', target_url: 'https://seller.example.com/item' };
       const res = await s.request('POST', '/v1/agent/x402/sign', { agent, body, idempotencyKey: key });
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
-      expect(res.body).to.include({ ok: true, payment_header_name: 'X-PAYMENT', x402_version: 1, amount: '0.25', asset_symbol: 'USDC', network: 'base' });
+      expect(res.body).to.include({ ok: true, payment_header_name: 'X-PAYMENT', x402_version: 1, amount: '250000', asset_symbol: 'USDC', network: 'base' });
       expect((decodeBase64Json(res.body.payment_header) as { payload: { authorization: { value: string } } }).payload.authorization.value).to.equal('250000');
       const replay = await s.request('POST', '/v1/agent/x402/sign', { agent, body, idempotencyKey: key });
       expect(replay.headers.get('x-idempotency-replayed')).to.equal('true');
@@ -49,8 +49,8 @@ describe('x402 routes over HTTP', function () {
 
     it('answers 400 without an Idempotency-Key, for both forms at once, and for a non-USDC requirement', async () => {
       const agent = await s.agent({ fund: { USDC: '1' } });
-      expect((await s.request('POST', '/v1/agent/x402/sign', { agent, body: { pay_to: SELLER_PAY_TO, amount: '0.1' } })).status).to.equal(400);
-      const both = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: newKey(), body: { pay_to: SELLER_PAY_TO, amount: '0.1', payment_requirements: { scheme: 'exact' } } });
+      expect((await s.request('POST', '/v1/agent/x402/sign', { agent, body: { pay_to: SELLER_PAY_TO, amount: '100000' } })).status).to.equal(400);
+      const both = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: newKey(), body: { pay_to: SELLER_PAY_TO, amount: '100000', payment_requirements: { scheme: 'exact' } } });
       expect(both.status).to.equal(400);
       const eth = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: newKey(), body: { payment_requirements: { scheme: 'exact', network: 'base', maxAmountRequired: '1000', asset: '0x4200000000000000000000000000000000000006', payTo: SELLER_PAY_TO } } });
       expect(eth.status).to.equal(400);
@@ -60,7 +60,7 @@ describe('x402 routes over HTTP', function () {
 
     it('answers 403 and records a policy_rejected operation when policy refuses', async () => {
       const agent = await s.agent({ policy: { operation_types: ['payment'] }, fund: { USDC: '1' } });
-      const res = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: newKey(), body: { pay_to: SELLER_PAY_TO, amount: '0.1' } });
+      const res = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: newKey(), body: { pay_to: SELLER_PAY_TO, amount: '100000' } });
       expect(res.status).to.equal(403);
       expect(res.body.error.code).to.equal('permission_not_granted');
       const op = await s.request('GET', `/v1/agent/operations/${res.body.error.details.operation_id}`, { agent });
@@ -69,7 +69,7 @@ describe('x402 routes over HTTP', function () {
 
     it('is simulated as a policy failure when policy refuses (a refusal the handler returns), and records nothing', async () => {
       const agent = await s.agent({ policy: { operation_types: ['payment'] }, fund: { USDC: '1' } });
-      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/x402/sign', body: { pay_to: SELLER_PAY_TO, amount: '0.1' } } });
+      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/x402/sign', body: { pay_to: SELLER_PAY_TO, amount: '100000' } } });
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       expect(res.body).to.include({ ok: true, would_succeed: false, status: 403 });
       expect(res.body.error.code).to.equal('permission_not_granted');
@@ -120,7 +120,7 @@ describe('x402 routes over HTTP', function () {
     it('pays, answers the upstream body, and replays without paying twice', async () => {
       const agent = await s.agent({ fund: { USDC: '1' } });
       const key = newKey();
-      const body = { url: seller.url('/v2/weather'), max_amount: '0.01' };
+      const body = { url: seller.url('/v2/weather'), max_amount: '10000' };
       const before = seller.settlements.length;
       const res = await s.request('POST', '/v1/agent/x402/purchase', { agent, body, idempotencyKey: key });
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
@@ -136,17 +136,17 @@ describe('x402 routes over HTTP', function () {
     it('answers 403 limit_exceeded when the price is above max_amount, without paying', async () => {
       const agent = await s.agent({ fund: { USDC: '10' } });
       const before = seller.settlements.length;
-      const res = await s.request('POST', '/v1/agent/x402/purchase', { agent, idempotencyKey: newKey(), body: { url: seller.url('/v2/premium'), max_amount: '1' } });
+      const res = await s.request('POST', '/v1/agent/x402/purchase', { agent, idempotencyKey: newKey(), body: { url: seller.url('/v2/premium'), max_amount: '1000000' } });
       expect(res.status).to.equal(403);
       expect(res.body.error).to.deep.include({ code: 'limit_exceeded' });
-      expect(res.body.error.details).to.include({ price: '5', max_amount: '1' });
+      expect(res.body.error.details).to.include({ price: '5000000', max_amount: '1000000' });
       expect(seller.settlements.length).to.equal(before);
       expect(await balance(agent.walletId)).to.deep.equal({ available: 10_000_000n, held: 0n });
     });
 
     it('answers 502 upstream_error for a 5xx target', async () => {
       const agent = await s.agent({ fund: { USDC: '1' } });
-      const res = await s.request('POST', '/v1/agent/x402/purchase', { agent, idempotencyKey: newKey(), body: { url: seller.url('/boom'), max_amount: '1' } });
+      const res = await s.request('POST', '/v1/agent/x402/purchase', { agent, idempotencyKey: newKey(), body: { url: seller.url('/boom'), max_amount: '1000000' } });
       expect(res.status).to.equal(502);
       expect(res.body.error.code).to.equal('upstream_error');
     });

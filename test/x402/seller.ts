@@ -89,10 +89,14 @@ export async function startSeller(): Promise<Seller> {
         'GET /v2/weather': { accepts: { scheme: 'exact', price: '$0.01', network: 'eip155:8453', payTo: SELLER_PAY_TO, maxTimeoutSeconds: 120 }, description: 'Weather report' },
         'POST /v2/answer': { accepts: { scheme: 'exact', price: '$0.25', network: 'eip155:8453', payTo: SELLER_PAY_TO }, description: 'An answer' },
         'GET /v2/premium': { accepts: { scheme: 'exact', price: '$5', network: 'eip155:8453', payTo: SELLER_PAY_TO }, description: 'Premium' },
+        'GET /v2/paid-api': { accepts: { scheme: 'exact', price: '$1.5', network: 'eip155:8453', payTo: SELLER_PAY_TO }, description: 'A paid API at 1.5 USDC' },
       },
       resourceServer,
     ),
   );
+  app.get('/v2/paid-api', (_req, res) => {
+    res.json({ result: 'paid content' });
+  });
   app.get('/v2/weather', (_req, res) => {
     res.json({ forecast: 'sunny', temperature_c: 21 });
   });

@@ -43,8 +43,8 @@ describe('x402 service', function () {
   describe('signX402Payment', () => {
     it('signs exactly the amount, holds it, and settles the x402.sign operation when pay_to and amount are given', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '10' } });
-      const res = accepted(await x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1.5', max_timeout_seconds: 120 }, 'sign-key-1'));
-      expect(res).to.include({ ok: true, payment_header_name: 'X-PAYMENT', x402_version: 1, pay_to: SELLER_PAY_TO, amount: '1.5', asset_symbol: 'USDC', network: 'base' });
+      const res = accepted(await x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1500000', max_timeout_seconds: 120 }, 'sign-key-1'));
+      expect(res).to.include({ ok: true, payment_header_name: 'X-PAYMENT', x402_version: 1, pay_to: SELLER_PAY_TO, amount: '1500000', asset_symbol: 'USDC', network: 'base' });
       expect(res.valid_before).to.equal(new Date((Math.floor(f.clock.now().getTime() / 1000) + 120) * 1000).toISOString());
       const payload = decodeBase64Json(res.payment_header) as { x402Version: number; scheme: string; network: string; payload: { signature: `0x${string}`; authorization: Record<string, string> } };
       expect(payload).to.include({ x402Version: 1, scheme: 'exact', network: 'base' });
@@ -74,7 +74,7 @@ describe('x402 service', function () {
       const agent = await makeAgent(f, { fund: { USDC: '1' } });
       const requirement = { scheme: 'exact', network: 'eip155:8453', amount: '10000', asset: USDC, payTo: SELLER_PAY_TO, maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2' } };
       const res = accepted(await x402.sign(f.db, agent, { payment_requirements: requirement }, null));
-      expect(res).to.include({ payment_header_name: 'PAYMENT-SIGNATURE', x402_version: 2, amount: '0.01', network: 'eip155:8453' });
+      expect(res).to.include({ payment_header_name: 'PAYMENT-SIGNATURE', x402_version: 2, amount: '10000', network: 'eip155:8453' });
       // No max_timeout_seconds: the requirement's 300 s applies.
       expect(Date.parse(res.valid_before) - Math.floor(f.clock.now().getTime() / 1000) * 1000).to.equal(300_000);
       const payload = decodeBase64Json(res.payment_header) as { x402Version: number; accepted: unknown; payload: { authorization: { value: string } } };
@@ -94,13 +94,13 @@ describe('x402 service', function () {
         expect(err.code).to.equal('validation_failed');
       }
       expect((await refusal(x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '0' }, null))).code).to.equal('validation_failed');
-      expect((await refusal(x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1', payment_requirements: {} }, null))).code).to.equal('validation_failed');
+      expect((await refusal(x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1000000', payment_requirements: {} }, null))).code).to.equal('validation_failed');
       expect(await f.db('operations').where({ agent_id: agent.agentId })).to.have.length(0);
     });
 
     it('answers the policy code and records a policy_rejected operation when policy refuses', async () => {
       const agent = await makeAgent(f, { policy: { operation_types: ['payment'] }, fund: { USDC: '5' } });
-      const err = await refusal(x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1' }, null));
+      const err = await refusal(x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1000000' }, null));
       expect(err.code).to.equal('permission_not_granted');
       expect(err.status).to.equal(403);
       const ops = await f.db('operations').where({ agent_id: agent.agentId });
@@ -109,14 +109,14 @@ describe('x402 service', function () {
       expect(await usdc(agent)).to.deep.equal({ available: 5_000_000n, held: 0n });
 
       const capped = await makeAgent(f, { policy: { operation_types: ['x402.sign'], per_tx_usd: '0.5' }, fund: { USDC: '5' } });
-      expect((await refusal(x402.sign(f.db, capped, { pay_to: SELLER_PAY_TO, amount: '0.75' }, null))).code).to.equal('limit_exceeded');
+      expect((await refusal(x402.sign(f.db, capped, { pay_to: SELLER_PAY_TO, amount: '750000' }, null))).code).to.equal('limit_exceeded');
       const eurOnly = await makeAgent(f, { policy: { operation_types: 'all', allowed_assets: ['EURC'] }, fund: { USDC: '5' } });
-      expect((await refusal(x402.sign(f.db, eurOnly, { pay_to: SELLER_PAY_TO, amount: '0.75' }, null))).code).to.equal('asset_not_allowed');
+      expect((await refusal(x402.sign(f.db, eurOnly, { pay_to: SELLER_PAY_TO, amount: '750000' }, null))).code).to.equal('asset_not_allowed');
     });
 
     it('answers insufficient_funds when the wallet lacks the USDC', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '0.5' } });
-      expect((await refusal(x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1' }, null))).code).to.equal('insufficient_funds');
+      expect((await refusal(x402.sign(f.db, agent, { pay_to: SELLER_PAY_TO, amount: '1000000' }, null))).code).to.equal('insufficient_funds');
     });
   });
 
@@ -124,7 +124,7 @@ describe('x402 service', function () {
     it('reads the v1 body price', async () => {
       const res = await x402.quote({ url: seller.url('/v1/report') });
       expect(res).to.deep.include({ ok: true, supported: true, x402_required: true, upstream_status: 402 });
-      expect(res.price).to.deep.equal({ amount: '0.05', asset: USDC, asset_symbol: 'USDC', network: 'base', pay_to: SELLER_PAY_TO, scheme: 'exact', x402_version: 1, max_timeout_seconds: 300, resource: seller.url('/v1/report'), description: 'Quarterly report' });
+      expect(res.price).to.deep.equal({ amount: '0.05', amount_base_units: '50000', asset: USDC, asset_symbol: 'USDC', network: 'base', pay_to: SELLER_PAY_TO, scheme: 'exact', x402_version: 1, max_timeout_seconds: 300, resource: seller.url('/v1/report'), description: 'Quarterly report' });
     });
 
     it('reads the v2 PAYMENT-REQUIRED header price', async () => {
@@ -166,7 +166,7 @@ describe('x402 service', function () {
     it('pays a v2 seller, returns its body, and records an executed x402.purchase', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '2' } });
       const before = seller.settlements.length;
-      const res = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v2/weather'), max_amount: '0.02' }, 'buy-1'));
+      const res = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v2/weather'), max_amount: '20000' }, 'buy-1'));
       expect(res).to.deep.include({ ok: true, paid: true, settled: true, status: 200, body: { forecast: 'sunny', temperature_c: 21 }, body_truncated: false });
       expect(res.headers['payment-response']).to.be.a('string');
       const from = await walletAddress(agent);
@@ -180,10 +180,10 @@ describe('x402 service', function () {
 
     it('pays a v1 seller with X-PAYMENT and sends a POST body upstream', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '2' } });
-      const v1 = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v1/report'), max_amount: '0.05' }, null));
+      const v1 = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v1/report'), max_amount: '50000' }, null));
       expect(v1).to.deep.include({ paid: true, settled: true, status: 200, body: { report: 'Q3', revenue: 1234 } });
       expect(seller.requests.filter((r) => r.path === '/v1/report' && r.headers['x-payment'])).to.have.length.greaterThan(0);
-      const post = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v2/answer'), method: 'POST', body: { question: 'life' }, max_amount: '1' }, null));
+      const post = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v2/answer'), method: 'POST', body: { question: 'life' }, max_amount: '1000000' }, null));
       expect(post).to.deep.include({ paid: true, settled: true, body: { answer: 42, question: 'life' } });
       expect(await usdc(agent)).to.deep.equal({ available: 2_000_000n - 50_000n - 250_000n, held: 0n });
     });
@@ -191,9 +191,9 @@ describe('x402 service', function () {
     it('refuses a price above max_amount with limit_exceeded, without paying or recording', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '10' } });
       const before = seller.settlements.length;
-      const err = await refusal(x402.purchase(f.db, agent, { url: seller.url('/v2/premium'), max_amount: '4.99' }, null));
+      const err = await refusal(x402.purchase(f.db, agent, { url: seller.url('/v2/premium'), max_amount: '4990000' }, null));
       expect(err.code).to.equal('limit_exceeded');
-      expect(err.details).to.deep.include({ price: '5', max_amount: '4.99' });
+      expect(err.details).to.deep.include({ price: '5000000', max_amount: '4990000', price_usdc: '5', max_amount_usdc: '4.99' });
       expect(seller.settlements.length).to.equal(before);
       expect(seller.requests.filter((r) => r.path === '/v2/premium' && r.headers['payment-signature'])).to.have.length(0);
       expect(await f.db('operations').where({ agent_id: agent.agentId })).to.have.length(0);
@@ -202,8 +202,8 @@ describe('x402 service', function () {
 
     it('returns a free resource unpaid with no operation', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '1' } });
-      expect(accepted(await x402.purchase(f.db, agent, { url: seller.url('/free'), max_amount: '1' }, null))).to.deep.include({ operation_id: null, paid: false, settled: false, status: 200, body: { free: true } });
-      const big = accepted(await x402.purchase(f.db, agent, { url: seller.url('/big'), max_amount: '1' }, null));
+      expect(accepted(await x402.purchase(f.db, agent, { url: seller.url('/free'), max_amount: '1000000' }, null))).to.deep.include({ operation_id: null, paid: false, settled: false, status: 200, body: { free: true } });
+      const big = accepted(await x402.purchase(f.db, agent, { url: seller.url('/big'), max_amount: '1000000' }, null));
       expect(big.body_truncated).to.equal(true);
       expect((big.body as string).length).to.equal(64 * 1024);
     });
@@ -211,15 +211,15 @@ describe('x402 service', function () {
     it('does not pay when policy refuses, and records the policy_rejected operation', async () => {
       const agent = await makeAgent(f, { policy: { operation_types: ['x402.sign'] }, fund: { USDC: '1' } });
       const before = seller.settlements.length;
-      expect((await refusal(x402.purchase(f.db, agent, { url: seller.url('/v2/weather'), max_amount: '1' }, null))).code).to.equal('permission_not_granted');
+      expect((await refusal(x402.purchase(f.db, agent, { url: seller.url('/v2/weather'), max_amount: '1000000' }, null))).code).to.equal('permission_not_granted');
       expect(seller.settlements.length).to.equal(before);
       expect((await f.db('operations').where({ agent_id: agent.agentId })).map((o) => o.status)).to.deep.equal(['policy_rejected']);
     });
 
     it('answers upstream_error for a 5xx target and validation_failed for an unsupported challenge', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '1' } });
-      expect((await refusal(x402.purchase(f.db, agent, { url: seller.url('/boom'), max_amount: '1' }, null))).code).to.equal('upstream_error');
-      expect((await refusal(x402.purchase(f.db, agent, { url: seller.url('/v1/eth-only'), max_amount: '1' }, null))).code).to.equal('validation_failed');
+      expect((await refusal(x402.purchase(f.db, agent, { url: seller.url('/boom'), max_amount: '1000000' }, null))).code).to.equal('upstream_error');
+      expect((await refusal(x402.purchase(f.db, agent, { url: seller.url('/v1/eth-only'), max_amount: '1000000' }, null))).code).to.equal('validation_failed');
       expect(await f.db('operations').where({ agent_id: agent.agentId })).to.have.length(0);
     });
   });

@@ -420,6 +420,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "description": "The write the caller intends.",
         "enum": [
           "payment",
+          "send_payment",
           "one_off_payment",
           "withdrawal"
         ],
@@ -478,12 +479,13 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "deliver_as",
         "type": "string",
         "required": false,
-        "description": "Asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`)."
+        "description": "Hightop's rail (`auto`, `recurring_payment`, `one_off_payment`, `trusted_destination`): routes the payment as `prefer` does (a rail other than `auto` wins over `prefer`). An upper-case asset symbol instead is the asset the recipient receives; when it differs from `asset` the payment converts (subject to `slippage_percent`)."
       },
       {
         "name": "note",
         "type": "string",
-        "required": false
+        "required": false,
+        "description": "Up to 500 characters; null or absent for none."
       },
       {
         "name": "slippage_percent",
@@ -1677,6 +1679,18 @@ export const COMMANDS: readonly CommandSpec[] = [
         "type": "object",
         "required": false,
         "description": "Body of the simulated request (free-form; validated against the target route)."
+      },
+      {
+        "name": "depth",
+        "type": "string",
+        "required": false,
+        "description": "How far to simulate - `static` (route, scope, request shape), `policy` (also policy, funds and the ledger maths; the default), `onchain` (also an `eth_call` of the settlement transfer in evm mode).",
+        "enum": [
+          "static",
+          "policy",
+          "onchain"
+        ],
+        "default": "policy"
       }
     ]
   },
@@ -1706,7 +1720,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "amount",
         "type": "string",
         "required": false,
-        "description": "USDC amount."
+        "description": "USDC amount in base units (`\"1000000\"` = 1 USDC)."
       },
       {
         "name": "target_url",
@@ -1801,7 +1815,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "max_amount",
         "type": "string",
         "required": true,
-        "description": "Most the agent will pay, in USDC; a higher price is refused with `limit_exceeded`."
+        "description": "Most the agent will pay, in USDC base units (`\"1000000\"` = 1 USDC); a higher price is refused with `limit_exceeded` before anything is signed."
       }
     ]
   },

@@ -11,6 +11,7 @@ import * as owner from './0008_owner.js';
 import * as defiChain from './0009_defi_chain.js';
 import * as idempotencySealed from './0010_idempotency_sealed.js';
 import * as oauthHashedIds from './0011_oauth_hashed_ids.js';
+import * as custodyServer from './0012_custody_server.js';
 import * as deliveryAttempts from './0015_delivery_attempts.js';
 
 interface Migration {
@@ -30,6 +31,7 @@ const migrations: Record<string, Migration> = {
   '0009_defi_chain': defiChain,
   '0010_idempotency_sealed': idempotencySealed,
   '0011_oauth_hashed_ids': oauthHashedIds,
+  '0012_custody_server': custodyServer,
   '0015_delivery_attempts': deliveryAttempts,
 };
 

@@ -6,6 +6,8 @@ export interface OwnerRow {
   id: string;
   email: string;
   name: string | null;
+  /** The owner's signer (evm mode: it owns the agents' AgentAccounts and signs every owner change). */
+  signer_address: string | null;
   deleted_at: Date | null;
   created_at: Date;
 }
@@ -27,7 +29,10 @@ export interface WalletRow {
   id: string;
   agent_id: string;
   address: string | null;
+  /** 'eoa': the wallet's own key; 'account': the lane key of the AgentAccount at `address` (issue 24). */
   sealed_private_key: string | null;
+  custody?: 'eoa' | 'account';
+  lane_address?: string | null;
   created_at: Date;
 }
 
@@ -48,7 +53,7 @@ export interface RateLimitOverrideRow {
   window_seconds: number;
 }
 
-export async function insertOwner(db: Db, row: Pick<OwnerRow, 'id' | 'email' | 'name'>): Promise<void> {
+export async function insertOwner(db: Db, row: Pick<OwnerRow, 'id' | 'email' | 'name'> & Partial<Pick<OwnerRow, 'signer_address'>>): Promise<void> {
   await db('owners').insert(row);
 }
 

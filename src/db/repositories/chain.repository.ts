@@ -3,7 +3,8 @@ import { rows, type Db, type Knex } from '../knex.js';
 import { sql } from '../sql.js';
 
 export type ChainTxStatus = 'signed' | 'broadcast' | 'mined' | 'replaced' | 'dropped';
-export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault' | 'lending' | 'rewards';
+/** `lane`: a relayed lane call of an agent account; `owner`: an owner's signed action relayed; `deploy`: an account's creation; `claim`: a cheque claim (issue 24). */
+export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault' | 'lending' | 'rewards' | 'lane' | 'owner' | 'deploy' | 'claim';
 
 export interface ChainTxRow {
   id: string;
@@ -124,6 +125,14 @@ export async function takePermitNonce(db: Db, chainId: number, token: string, ow
     .update({ next_nonce: open ? db.raw('greatest(next_nonce, ?) + 1', [onchain.toString()]) : (onchain + 1n).toString(), updated_at: at })
     .returning(db.raw('(next_nonce - 1)::text as nonce'));
   return BigInt((row as { nonce: string }).nonce);
+}
+
+export async function deleteSetting(db: Db, chainId: number, key: string): Promise<void> {
+  await db('chain_settings').where({ chain_id: chainId, key }).delete();
+}
+
+export async function findChainTxByHash(db: Db, txHash: string): Promise<ChainTxRow | undefined> {
+  return db('chain_transactions').where({ tx_hash: txHash }).first();
 }
 
 /** A re-sent transaction (same bytes): its staleness restarts. */

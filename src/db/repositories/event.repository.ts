@@ -1,7 +1,7 @@
 // The events outbox: the spec 6.2 envelope serialised once, written in the caller's transaction.
 import type { Db } from '../knex.js';
 import { newId } from '../../lib/ids.js';
-import { insertDeliveriesForEvent } from './delivery.repository.js';
+import { DELIVERY_CHANNEL, insertDeliveriesForEvent } from './delivery.repository.js';
 
 export interface EventEnvelope {
   id: string;
@@ -24,17 +24,19 @@ export interface NewEvent {
   createdAt: Date;
 }
 
+const envelopeOf = (event: NewEvent): EventEnvelope => ({
+  id: newId(),
+  type: event.type,
+  created_at: event.createdAt.toISOString(),
+  agent_id: event.agentId,
+  wallet_id: event.walletId,
+  operation_id: event.operationId,
+  resource: event.resource,
+  data: event.data,
+});
+
 export async function appendEvent(db: Db, event: NewEvent): Promise<EventEnvelope> {
-  const envelope: EventEnvelope = {
-    id: newId(),
-    type: event.type,
-    created_at: event.createdAt.toISOString(),
-    agent_id: event.agentId,
-    wallet_id: event.walletId,
-    operation_id: event.operationId,
-    resource: event.resource,
-    data: event.data,
-  };
+  const envelope = envelopeOf(event);
   const payload = JSON.stringify(envelope);
   await db('events').insert({
     id: envelope.id,
@@ -50,6 +52,36 @@ export async function appendEvent(db: Db, event: NewEvent): Promise<EventEnvelop
   // Fan-out to subscribed webhook endpoints, in the same transaction (no event lost, none duplicated).
   await insertDeliveriesForEvent(db, { id: envelope.id, agentId: envelope.agent_id, type: envelope.type, resource: envelope.resource, createdAt: event.createdAt });
   return envelope;
+}
+
+/**
+ * Many events for one statement, in the given order (their `seq` follows it), as two data-modifying CTEs: `ev` inserts
+ * them, `ev_deliveries` fans each out to every subscribed enabled endpoint of its agent (as insertDeliveriesForEvent
+ * does for one; never `webhook.test`, which goes to one endpoint) and returns a row per delivery. The caller's
+ * statement ends with `notify` over `ev_deliveries` (pg_notify at commit wakes the delivery workers).
+ */
+export function eventsStatement(events: NewEvent[]): { ctes: string; bindings: string[]; notify: string; envelopes: EventEnvelope[] } {
+  if (events.some((e) => e.type === 'webhook.test')) throw new Error('webhook.test events are appended one at a time (appendEvent)');
+  const envelopes = events.map(envelopeOf);
+  const rows = envelopes.map((e, n) => ({ n, id: e.id, agent_id: e.agent_id, wallet_id: e.wallet_id, type: e.type, operation_id: e.operation_id, resource_type: e.resource.type, resource_id: e.resource.id, payload: JSON.stringify(e), created_at: e.created_at }));
+  return {
+    ctes: `ev AS (
+       INSERT INTO events (id, agent_id, wallet_id, type, operation_id, resource_type, resource_id, payload, created_at)
+       SELECT e.id, e.agent_id, e.wallet_id, e.type, e.operation_id, e.resource_type, e.resource_id, e.payload, e.created_at
+       FROM jsonb_to_recordset(?::jsonb) AS e(id uuid, agent_id uuid, wallet_id text, type text, operation_id uuid, resource_type text, resource_id text, payload text, created_at timestamptz, n int)
+       ORDER BY e.n
+       RETURNING id, agent_id, type, created_at
+     ), ev_deliveries AS (
+       INSERT INTO webhook_deliveries (id, event_id, endpoint_id, agent_id, event_type, event_created_at, status, attempt, next_attempt_at, created_at, updated_at)
+       SELECT gen_random_uuid(), ev.id, w.id, w.agent_id, ev.type, ev.created_at, 'pending', 0, ev.created_at, ev.created_at, ev.created_at
+       FROM ev JOIN webhook_endpoints w ON w.agent_id = ev.agent_id AND w.enabled AND ev.type = ANY(w.event_types)
+       ON CONFLICT (event_id, endpoint_id) DO NOTHING
+       RETURNING 1
+     )`,
+    bindings: [JSON.stringify(rows)],
+    notify: `(SELECT CASE WHEN count(*) > 0 THEN pg_notify('${DELIVERY_CHANNEL}', '') END FROM ev_deliveries)`,
+    envelopes,
+  };
 }
 
 export interface StoredEventRow {

@@ -74,6 +74,10 @@ export async function listProtocols(db: Db, page: { after?: string; limit: numbe
   return q;
 }
 
+export async function findProtocol(db: Db, id: string): Promise<ProtocolRow | undefined> {
+  return db('protocols').where({ id }).first();
+}
+
 export async function findPrice(db: Db, symbol: string): Promise<PriceRow | undefined> {
   return db('prices').where({ asset_symbol: symbol }).first();
 }

@@ -89,10 +89,10 @@ export async function transitionOperation(db: Db, id: string, from: OperationSta
  * Claims up to `limit` operations in `status` whose settlement time has come, skipping rows another worker holds.
  * The caller must be inside a transaction: the row locks last until it commits.
  */
-export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted', types: string[], now: Date, limit: number, excludeIds: string[] = []): Promise<OperationRow[]> {
+export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted' | ('accepted' | 'submitted')[], types: string[], now: Date, limit: number, excludeIds: string[] = []): Promise<OperationRow[]> {
   if (types.length === 0) return [];
   const due = db('operations')
-    .where({ status })
+    .whereIn('status', Array.isArray(status) ? status : [status])
     .whereIn('type', types);
   if (excludeIds.length > 0) due.whereNotIn('id', excludeIds);
   return due
@@ -113,4 +113,10 @@ export async function listOpenOperationsOnChain(db: Db, types: string[], chainId
     .limit(limit);
   if (walletId) q.where({ wallet_id: walletId });
   return q;
+}
+
+/** Claims the operations among `ids` still in `status`, skipping rows another worker holds (inside a transaction). */
+export async function claimOperationsByIds(db: Db, ids: string[], status: 'accepted' | 'submitted'): Promise<OperationRow[]> {
+  if (ids.length === 0) return [];
+  return db('operations').whereIn('id', ids).where({ status }).orderBy('settle_after', 'asc').forUpdate().skipLocked();
 }

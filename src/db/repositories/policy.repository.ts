@@ -58,15 +58,17 @@ export async function lockPolicy(trx: Db, agentId: string, periodStarts: { day: 
   return { row: locked[0], usage: { period: parse(sums[0]?.period), lifetime: parse(sums[0]?.lifetime) } };
 }
 
-/** Usage since `since` and over all time in one statement (the limits read). */
-export async function sumUsageSinceAndLifetime(db: Db, agentId: string, since: Date): Promise<{ period: { usd_e8: bigint; count: number }; lifetime: { usd_e8: bigint } }> {
+/** Usage since `since` and over all time in one statement (the limits read); `swaps`: conversions in the period. */
+export async function sumUsageSinceAndLifetime(db: Db, agentId: string, since: Date): Promise<{ period: { usd_e8: bigint; count: number; swaps: number }; lifetime: { usd_e8: bigint; count: number } }> {
   const row = (await db('operations')
     .where({ agent_id: agentId, counts_toward_limits: true })
     .whereIn('status', ['accepted', 'submitted', 'executed'])
     .first(
       db.raw('coalesce(sum(amount_usd_e8) FILTER (WHERE created_at >= ?), 0)::text as period_usd', [since]),
       db.raw('(count(*) FILTER (WHERE created_at >= ?))::int as period_n', [since]),
+      db.raw(`(count(*) FILTER (WHERE created_at >= ? AND type = 'conversion'))::int as period_swaps`, [since]),
       db.raw('coalesce(sum(amount_usd_e8), 0)::text as lifetime_usd'),
-    )) as { period_usd: string; period_n: number; lifetime_usd: string };
-  return { period: { usd_e8: BigInt(row.period_usd), count: Number(row.period_n) }, lifetime: { usd_e8: BigInt(row.lifetime_usd) } };
+      db.raw('count(*)::int as lifetime_n'),
+    )) as { period_usd: string; period_n: number; period_swaps: number; lifetime_usd: string; lifetime_n: number };
+  return { period: { usd_e8: BigInt(row.period_usd), count: Number(row.period_n), swaps: Number(row.period_swaps) }, lifetime: { usd_e8: BigInt(row.lifetime_usd), count: Number(row.lifetime_n) } };
 }

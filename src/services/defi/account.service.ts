@@ -150,13 +150,19 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         const heldUnits = BigInt(b?.held ?? 0);
         const priceRow = prices.get(a.symbol);
         const price = priceRow === undefined ? null : BigInt(priceRow);
+        const total = formatAmount(available + heldUnits, a.decimals);
+        const valueUsd = price === null ? null : usd(mulDiv(available + heldUnits, price, pow10(a.decimals)));
         items.push({
           asset_symbol: a.symbol,
+          // Hightop's names (issue 26, item 6): the balance and its USD value, and the asset's display name.
+          asset_display_name: a.name,
           category: a.category,
+          amount: total,
+          amount_usd: valueUsd,
           available: formatAmount(available, a.decimals),
           held: formatAmount(heldUnits, a.decimals),
-          total: formatAmount(available + heldUnits, a.decimals),
-          value_usd: price === null ? null : usd(mulDiv(available + heldUnits, price, pow10(a.decimals))),
+          total,
+          value_usd: valueUsd,
         });
       }
       return { ...page, items };

@@ -1,6 +1,7 @@
 // The activity log: one row per financial event of a wallet (terminal operations, receipts, deposits).
 import type { Db } from '../../db/knex.js';
 import { insertActivity } from '../../db/repositories/activity.repository.js';
+import type { NewActivityRow } from '../../db/repositories/settlement.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import { newId } from '../../lib/ids.js';
 import type { Schema } from '../../lib/contract.js';
@@ -22,6 +23,8 @@ export interface ActivityInput {
 
 export interface ActivityLog {
   record(db: Db, input: ActivityInput): Promise<void>;
+  /** The row `record` writes, for a caller that writes many in one statement (settlement-batch.ts). */
+  row(input: ActivityInput): NewActivityRow;
 }
 
 export function createActivityLog(deps: { clock: Clock }): ActivityLog {
@@ -44,6 +47,24 @@ export function createActivityLog(deps: { clock: Clock }): ActivityLog {
         ...(input.txHash ? { tx_hash: input.txHash } : {}),
         created_at: clock.now(),
       });
+    },
+
+    row(input) {
+      return {
+        id: newId(),
+        agent_id: input.principal.agentId,
+        wallet_id: input.principal.walletId,
+        type: input.type,
+        status: input.status,
+        operation_id: input.operationId,
+        direction: input.direction,
+        asset_symbol: input.asset ?? null,
+        amount: input.amount?.toString() ?? null,
+        amount_usd_e8: input.amountUsdE8?.toString() ?? null,
+        counterparty: input.counterparty ?? null,
+        description: input.description,
+        created_at: clock.now(),
+      };
     },
   };
 }

@@ -2,7 +2,8 @@
 // payments, withdrawals, trusted destinations, account reads; plus the wallet-key hook and the demo setup.
 import type { Chain } from '../../chain/port.js';
 import type { Config } from '../../config.js';
-import type { Db } from '../../db/knex.js';
+import type { Db, Knex } from '../../db/knex.js';
+import type { Address } from '../../chain/port.js';
 import { setWalletKey } from '../../db/repositories/ledger.repository.js';
 import { findVault } from '../../db/repositories/vault.repository.js';
 import { DEX_PROTOCOL } from '../../chain/dex.js';
@@ -20,6 +21,9 @@ import { createOperationService, type OperationService } from './operations.js';
 import { createPaymentService, type PaymentService } from './payments.js';
 import { createPolicyService, type PolicyService } from './policy.js';
 import { createWithdrawalService, type WithdrawalService } from './withdrawals.js';
+import { apiCodeOf, type CustodyService, type OwnerSignature } from '../custody/accounts.js';
+import { laneCall } from '../../chain/accounts.js';
+import { limitsFromChain, policyDrift, toOnchainPolicy } from '../custody/onchain-policy.js';
 
 export interface LedgerArea {
   ledger: LedgerService;
@@ -35,12 +39,12 @@ export interface LedgerArea {
   setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }, opts?: { fund?: boolean }): Promise<void>;
 }
 
-export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settlementDelayMs'> & Partial<Pick<Config, 'chain'>>>; sealer: Sealer; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain }): LedgerArea {
+export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settlementDelayMs'> & Partial<Pick<Config, 'chain' | 'settlementBatchSize'>>>; sealer: Sealer; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain; custody?: CustodyService | null }): LedgerArea {
   const { clock } = deps;
   const { sealer } = deps;
   const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
   const policy = createPolicyService({ clock });
-  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
+  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, settlementBatchSize: deps.config.settlementBatchSize, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });
   const destinations = createDestinationService({ clock, operations });
@@ -50,12 +54,58 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
   operations.registerSettler('one_off_payment.create', payments.settleOneOffCreate);
   operations.registerSettler('withdrawal.bank', withdrawals.settle);
   operations.registerSettler('withdrawal.crypto', withdrawals.settle);
+  operations.registerBatchSettler('payment', payments.batchSettlePayment);
+  operations.registerBatchSettler('one_off_payment.create', payments.batchSettleOneOffCreate);
+  operations.registerBatchSettler('withdrawal.bank', withdrawals.batchSettle);
+  operations.registerBatchSettler('withdrawal.crypto', withdrawals.batchSettle);
 
-  const assignWalletKey: AgentCreatedHook = async (db, created) => {
-    const key = generateWalletKey(sealer);
-    await setWalletKey(db, created.walletId, key.address, key.sealedPrivateKey);
-  };
+  const custody = deps.custody ?? null;
+  // evm mode with agent accounts (issue 24): the wallet is an AgentAccount, the policy is the account's.
+  const assignWalletKey: AgentCreatedHook = custody
+    ? custody.assignAccount
+    : async (db, created) => {
+        const key = generateWalletKey(sealer);
+        await setWalletKey(db, created.walletId, key.address, key.sealedPrivateKey);
+      };
   deps.onAgentCreated?.push(assignWalletKey);
+  if (custody && deps.chain) {
+    const chain = deps.chain;
+    const protocols = async (db: Db) => {
+      const out = new Map<string, Address[]>();
+      for (const [id, contracts] of await protocolContractsOn(chain, db)) out.set(id, contracts.filter((c) => c.role === 'router' || c.role === 'vault' || c.role === 'market').map((c) => c.address as Address));
+      return out;
+    };
+    policy.mirrorOnChain({
+      async onSet(db, agentId, p, signature) {
+        if (!(await custody.account(db, agentId))) return;
+        const contracts = (await chain.custody!.contracts(db))!;
+        await custody.apply(db as Knex, agentId, { kind: 'set_policy', policy: await toOnchainPolicy(db, { chain, contracts, protocols }, agentId, p) }, signature as OwnerSignature | undefined);
+      },
+      async limits(db, agentId, mirror) {
+        const acct = await custody.account(db, agentId);
+        return acct ? limitsFromChain(await custody.state(acct.address), mirror, clock.now()) : undefined;
+      },
+      async drift(db, agentId) {
+        const contracts = await chain.custody!.contracts(db);
+        if (!contracts) return [];
+        return policyDrift(db, { chain, contracts, protocols, custody, policy, now: clock.now() }, agentId);
+      },
+    });
+    destinations.mirrorOnChain({
+      async onAdd(db, agentId, address, unlockAt, signature) {
+        if (!(await custody.account(db, agentId))) return;
+        await custody.apply(db as Knex, agentId, { kind: 'add_trusted_destination', destination: address as Address, unlockAt: BigInt(Math.floor(unlockAt.getTime() / 1000)) }, signature as OwnerSignature | undefined);
+      },
+      async confirmRefusal(db, agentId, address) {
+        const acct = await custody.account(db, agentId);
+        if (!acct) return null;
+        const refused = await chain.custody!.checkLane({ agentId, address: acct.address as Address, sealedLaneKey: acct.sealed_private_key }, laneCall.confirmTrustedDestination(address as Address));
+        return refused ? { code: apiCodeOf(refused.code), message: refused.message } : null;
+      },
+    });
+    // A cheque issued in the account moves nothing: the one-off payment's hold stays until claim, cancel or expiry.
+    operations.registerChainSettler('one_off_payment.create', async (_trx, _op, details) => ({ ok: true, details }));
+  }
 
   return {
     ledger,

@@ -3,7 +3,7 @@
 import type { Db } from '../../db/knex.js';
 import type { AssetRow } from '../../db/repositories/ledger.repository.js';
 import { formatAmount } from '../../lib/money.js';
-import type { ActivityLog } from './activity.js';
+import type { ActivityInput, ActivityLog } from './activity.js';
 import type { Account, LedgerService } from './ledger.js';
 
 export type Payee = { id: string; agent_id: string } | undefined;
@@ -13,28 +13,36 @@ export interface Delivery {
   recordReceived(trx: Db, wallet: Payee, operationId: string, asset: AssetRow, amount: bigint, from: string | null): Promise<void>;
 }
 
+/** The account a payment to `wallet`'s address credits (else the outside world under `external`). */
+export const payeeAccount = (wallet: Payee, external = 'payments'): Account => (wallet ? { kind: 'available', walletId: wallet.id } : { kind: 'external', name: external });
+
+/** The payment.received activity of a receiving agent (`usdE8` null when the price is unknown or stale). */
+export function receivedActivity(wallet: NonNullable<Payee>, operationId: string, asset: AssetRow, amount: bigint, usdE8: bigint | null, from: string | null): ActivityInput {
+  return {
+    principal: { agentId: wallet.agent_id, walletId: wallet.id },
+    type: 'payment.received',
+    status: 'executed',
+    operationId,
+    direction: 'in',
+    asset: asset.symbol,
+    amount,
+    amountUsdE8: usdE8,
+    counterparty: from,
+    description: `Received ${formatAmount(amount, asset.decimals)} ${asset.symbol}`,
+  };
+}
+
 export function createDelivery(deps: { ledger: LedgerService; activity: Pick<ActivityLog, 'record'> }): Delivery {
   const { ledger } = deps;
   return {
     async paymentToAccount(trx, address) {
       const wallet = await ledger.walletByAddress(trx, address);
-      return { account: wallet ? { kind: 'available', walletId: wallet.id } : { kind: 'external', name: 'payments' }, wallet };
+      return { account: payeeAccount(wallet), wallet };
     },
 
     async recordReceived(trx, wallet, operationId, asset, amount, from) {
       if (!wallet) return;
-      await deps.activity.record(trx, {
-        principal: { agentId: wallet.agent_id, walletId: wallet.id },
-        type: 'payment.received',
-        status: 'executed',
-        operationId,
-        direction: 'in',
-        asset: asset.symbol,
-        amount,
-        amountUsdE8: await ledger.usdValue(trx, asset, amount).catch(() => null),
-        counterparty: from,
-        description: `Received ${formatAmount(amount, asset.decimals)} ${asset.symbol}`,
-      });
+      await deps.activity.record(trx, receivedActivity(wallet, operationId, asset, amount, await ledger.usdValue(trx, asset, amount).catch(() => null), from));
     },
   };
 }

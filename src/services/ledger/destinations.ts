@@ -6,7 +6,7 @@ import { findTrustedDestination, findTrustedDestinationById, insertTrustedDestin
 import type { TrustedDestinationRow } from '../../db/repositories/trusted-destination.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
-import { ApiError } from '../../lib/errors.js';
+import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { isUuid, newId } from '../../lib/ids.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import { isEvmAddress } from '../../lib/wallet-keys.js';
@@ -23,8 +23,17 @@ const TRANSITIONS: Record<DestinationAction, { from: TrustedDestinationRow['stat
 
 export const DEFAULT_TIMELOCK_SECONDS = 86_400;
 
+/** Agent accounts (issue 24): the owner's signed add relayed to the account, the lane's confirm checked on chain. */
+export interface DestinationChainMirror {
+  /** Relays AddTrustedDestination(address, unlockAt) (the owner's `signature`, or the development owner key); throws when refused. */
+  onAdd(db: Db, agentId: string, address: string, unlockAt: Date, signature?: unknown): Promise<void>;
+  /** The eth_call of the lane's confirmTrustedDestination: null when the account would accept it. */
+  confirmRefusal(db: Db, agentId: string, address: string): Promise<{ code: string; message: string } | null>;
+}
+
 export interface DestinationService {
-  add(db: Db, agentId: string, input: { kind: string; chain: string; address: string; label: string; timelockSeconds?: number }): Promise<{ destination_id: string }>;
+  add(db: Db, agentId: string, input: { kind: string; chain: string; address: string; label: string; timelockSeconds?: number; signature?: unknown }): Promise<{ destination_id: string }>;
+  mirrorOnChain(mirror: DestinationChainMirror): void;
   list(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'TrustedDestination'>>>;
   get(db: Db, agentId: string, id: string): Promise<Schema<'TrustedDestination'>>;
   /** The agent's write (policy applies) or, with `byOwner`, the owner's agentctl action (no agent policy). */
@@ -40,8 +49,13 @@ export function publicDestination(d: TrustedDestinationRow): Schema<'TrustedDest
 
 export function createDestinationService(deps: { clock: Clock; operations: OperationService }): DestinationService {
   const { clock, operations } = deps;
+  let chainMirror: DestinationChainMirror | null = null;
 
   const service: DestinationService = {
+    mirrorOnChain(mirror) {
+      chainMirror = mirror;
+    },
+
     async add(db, agentId, input) {
       if (input.kind !== 'crypto') throw new ApiError('validation_failed', 'kind must be crypto');
       if (input.chain !== 'base') throw new ApiError('validation_failed', 'chain must be base');
@@ -51,7 +65,10 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
       if (!Number.isInteger(timelock) || timelock < 0) throw new ApiError('validation_failed', 'timelock must be a non-negative integer of seconds');
       const now = clock.now();
       const id = newId();
-      await insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: new Date(now.getTime() + timelock * 1000), created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });
+      const confirmableAt = new Date(now.getTime() + timelock * 1000);
+      // The account first (its time lock is the one that holds), then the mirror.
+      await chainMirror?.onAdd(db, agentId, input.address, confirmableAt, input.signature);
+      await insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: confirmableAt, created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });
       return { destination_id: id };
     },
 
@@ -76,6 +93,11 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
         const now = clock.now();
         if (action === 'confirm' && now < dest.confirmable_at) {
           throw new ApiError('time_delay_not_reached', `the destination can be confirmed from ${dest.confirmable_at.toISOString()}`, { unlocks_at: dest.confirmable_at.toISOString() });
+        }
+        if (action === 'confirm' && chainMirror) {
+          // The account's own time lock decides (the database's is its mirror).
+          const refused = await chainMirror.confirmRefusal(trx, who.agentId, dest.address);
+          if (refused) throw new ApiError(refused.code as ErrorCode, refused.message, { chain: true });
         }
         const opId = newId();
         const updated = { ...dest, status: t.to, [t.stamp]: now, updated_at: now } as TrustedDestinationRow;

@@ -12,7 +12,7 @@ import { formatAmount } from '../../lib/money.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import type { Delivery } from './delivery.js';
 import type { LedgerService } from './ledger.js';
-import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
+import type { BatchSettler, OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
 import { routeTargets } from './routing.js';
 import { resolveMoney, shortAddress as short } from './write-input.js';
 
@@ -28,6 +28,8 @@ export interface OneOffService {
   /** Releases the holds of pending one-off payments past their expiry; returns how many expired. */
   expireOneOffs(db: Knex, limit?: number): Promise<number>;
   settleOneOffCreate(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
+  /** settleOneOffCreate as a batch settles it: executed, the escrow hold kept. */
+  batchSettleOneOffCreate: BatchSettler;
 }
 
 export function createOneOffService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; delivery: Delivery }): OneOffService {
@@ -143,5 +145,7 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
       // The claimable payout is escrowed: its hold stays until claim, cancel or expiry.
       return { ok: true };
     },
+
+    batchSettleOneOffCreate: () => ({ ok: true, capture: null }),
   };
 }

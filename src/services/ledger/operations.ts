@@ -6,7 +6,7 @@ import type { Chain } from '../../chain/port.js';
 import { txHashOf } from '../../chain/simulated.js';
 import type { Db, Knex } from '../../db/knex.js';
 import { withTransaction } from '../../db/knex.js';
-import { appendEvent } from '../../db/repositories/event.repository.js';
+import { appendEvent, type NewEvent } from '../../db/repositories/event.repository.js';
 import { findHeldByOperation } from '../../db/repositories/ledger.repository.js';
 import { acceptPayment } from '../../db/repositories/sql/accept-payment.js';
 import { insertOperation, transitionOperation, type OperationRow, type OperationStatus } from '../../db/repositories/operation.repository.js';
@@ -21,7 +21,8 @@ import { createChains } from './chains.js';
 import { accountName, type LedgerService } from './ledger.js';
 import { createOperationViews, type OperationViews } from './operation-views.js';
 import type { LockedPolicy, PolicyRequest, PolicyService } from './policy.js';
-import { createSettlementScheduler, type SettlementScheduler } from './settlement.js';
+import { createSettlementScheduler, DEFAULT_SETTLEMENT_BATCH_SIZE, type SettlementScheduler } from './settlement.js';
+import { createBatchSettlement, type BatchSettler } from './settlement-batch.js';
 
 export type { PublicOperation, WriteResponse } from './operation-views.js';
 
@@ -56,7 +57,6 @@ const OPERATION_EVENTS: Record<OperationType, { executed?: EventType; failed?: E
 
 /** The events of an operation type; none for a type outside the document (test-only settlers). */
 const eventsOf = (type: string): { executed?: EventType; failed?: EventType } => OPERATION_EVENTS[type as OperationType] ?? {};
-
 
 export interface CreateOperationInput {
   principal: OwnerRef;
@@ -97,6 +97,7 @@ export interface CreateOperationInput {
 }
 
 export type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
+export type { BatchFacts, BatchPlan, BatchSettler } from './settlement-batch.js';
 import type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
 
 export interface CreatedOperation {
@@ -110,6 +111,8 @@ export interface OperationService extends SettlementScheduler, OperationViews {
   /** Terminal transition from `from` (guarded in SQL): captures nothing itself; on failure releases the operation's holds. */
   finish(db: Db, operationId: string, from: OperationStatus, outcome: SettleOutcome): Promise<OperationRow | undefined>;
   registerSettler(type: string, settler: Settler): void;
+  /** The batch form of a type's settler on the simulated chain (settlement-batch.ts); the type keeps its Settler for the rest. */
+  registerBatchSettler(type: string, settler: BatchSettler): void;
   /** How a confirmed on-chain settlement of `type` moves the ledger, when not the default (capture the amount's hold). */
   registerChainSettler(type: string, settler: ChainSettler): void;
   /** Runs in the transaction that finalises an operation of `type` as execution_failed (after its holds are released). */
@@ -120,7 +123,6 @@ export interface OperationService extends SettlementScheduler, OperationViews {
   recordActivity(db: Db, input: ActivityInput): Promise<void>;
 }
 
-
 function family(type: string): string {
   if (type.startsWith('withdrawal.')) return 'withdrawal';
   if (type === 'one_off_payment.create') return 'one_off_payment';
@@ -128,19 +130,23 @@ function family(type: string): string {
   return type.replace(/\./g, '_');
 }
 
-export function createOperationService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService; settlementDelayMs: number; log?: Logger; chain?: Chain; chainRetryMs?: number }): OperationService {
+export function createOperationService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService; settlementDelayMs: number; settlementBatchSize?: number; log?: Logger; chain?: Chain; chainRetryMs?: number }): OperationService {
   const { clock, ledger, policy } = deps;
   const settlers = new Map<string, Settler>();
+  const batchSettlers = new Map<string, BatchSettler>();
   const chainSettlers = new Map<string, ChainSettler>();
   const failureHooks = new Map<string, (trx: Knex.Transaction, op: OperationRow) => Promise<void>>();
   const chains = createChains({ clock, ledger, settlementDelayMs: deps.settlementDelayMs, chain: deps.chain });
   const { chain } = chains;
   const activity = createActivityLog({ clock });
   const views = createOperationViews({ ledger, chains });
-  const scheduler = createSettlementScheduler({ clock, ledger, chains, retryMs: deps.chainRetryMs ?? 1000, log: deps.log, settlers, chainSettlers, settlerTypes: () => service.settlerTypes(), finish: (trx, id, from, outcome) => service.finish(trx, id, from, outcome) });
+  const finish: typeof service.finish = (trx, id, from, outcome) => service.finish(trx, id, from, outcome);
+  const batch = createBatchSettlement({ clock, ledger, chains, activity, batchSettlers, hasFailureHook: (type) => failureHooks.has(type), terminalRecords: (trx, op) => terminalRecords(trx, op, eventsOf(op.type)[op.status === 'executed' ? 'executed' : 'failed']) });
+  const scheduler = createSettlementScheduler({ clock, ledger, chains, retryMs: deps.chainRetryMs ?? 1000, log: deps.log, settlers, chainSettlers, settlerTypes: () => service.settlerTypes(), finish, batch: { size: deps.settlementBatchSize ?? DEFAULT_SETTLEMENT_BATCH_SIZE, settlementDelayMs: deps.settlementDelayMs, settlement: batch } });
 
-  async function terminalEffects(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}) {
-    await service.recordActivity(trx, {
+  /** The terminal activity row of `op` and, when its type announces `eventType`, the outbox event (written by the caller). */
+  async function terminalRecords(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}): Promise<{ activity: ActivityInput; event: NewEvent | null }> {
+    const row: ActivityInput = {
       principal: { agentId: op.agent_id, walletId: op.wallet_id },
       // Every operation type of the document is an activity type (the document lists both).
       type: op.type as Schema<'ActivityType'>,
@@ -152,18 +158,24 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       amountUsdE8: op.amount_usd_e8 === null ? null : BigInt(op.amount_usd_e8),
       counterparty: op.to_address,
       description: op.status === 'executed' ? op.human_message : `${op.human_message} (${op.status}${op.error_message ? `: ${op.error_message}` : ''})`,
-    });
-    if (eventType) {
-      await appendEvent(trx, {
-        type: eventType,
-        agentId: op.agent_id,
-        walletId: op.wallet_id,
-        operationId: op.id,
-        resource: { type: op.resource_type, id: op.resource_id },
-        data: { ...extra, operation: await views.toPublic(trx, op) },
-        createdAt: clock.now(),
-      });
-    }
+    };
+    if (!eventType) return { activity: row, event: null };
+    const event: NewEvent = {
+      type: eventType,
+      agentId: op.agent_id,
+      walletId: op.wallet_id,
+      operationId: op.id,
+      resource: { type: op.resource_type, id: op.resource_id },
+      data: { ...extra, operation: await views.toPublic(trx, op) },
+      createdAt: clock.now(),
+    };
+    return { activity: row, event };
+  }
+
+  async function terminalEffects(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}) {
+    const { activity: row, event } = await terminalRecords(trx, op, eventType, extra);
+    await service.recordActivity(trx, row);
+    if (event) await appendEvent(trx, event);
   }
 
   /** The event some types announce at acceptance (one_off_payment.created): the one outbox write of a creation. */
@@ -303,6 +315,10 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
     registerSettler(type, settler) {
       settlers.set(type, settler);
+    },
+
+    registerBatchSettler(type, settler) {
+      batchSettlers.set(type, settler);
     },
 
     settlerTypes: () => [...new Set([...settlers.keys(), ...chainSettlers.keys()])],

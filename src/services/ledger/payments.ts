@@ -10,10 +10,10 @@ import { ApiError } from '../../lib/errors.js';
 import { formatAmount, mulDiv } from '../../lib/money.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import { isEvmAddress } from '../../lib/wallet-keys.js';
-import { createDelivery } from './delivery.js';
+import { createDelivery, payeeAccount, receivedActivity } from './delivery.js';
 import type { LedgerService } from './ledger.js';
 import { createOneOffService, type OneOffService } from './one-off-payments.js';
-import type { OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
+import type { BatchSettler, OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
 import type { LockedPolicy, PolicyService } from './policy.js';
 import { createRecipientService, type RecipientService } from './recipients.js';
 import { createRecurringService, type RecurringService } from './recurring.js';
@@ -28,7 +28,11 @@ export interface PaymentService extends OneOffService, RecipientService, Recurri
   /** Every route `to` can take, best first (prefer=auto takes the first). */
   targets(db: Db, agentId: string, to: string): Promise<Target[]>;
   settlePayment(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
+  /** settlePayment as a batch settles it (settlement-batch.ts); null for a payment converted at settlement. */
+  batchSettlePayment: BatchSettler;
 }
+
+const PAYMENT_RAILS: readonly string[] = ['auto', 'recurring_payment', 'one_off_payment', 'trusted_destination'];
 
 export function createPaymentService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService }): PaymentService {
   const { ledger, operations } = deps;
@@ -39,7 +43,11 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
   async function createPaymentIn(db: Knex.Transaction, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
     const note = body.note ?? null;
     const asset = await ledger.requireAsset(db, body.asset);
-    const deliverAs = body.deliver_as ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
+    // Hightop's `deliver_as` names a rail (issue 26, item 2): it routes like `prefer` (a rail other than auto wins);
+    // an upper-case asset symbol still converts into that asset, as before.
+    const deliverRail = PAYMENT_RAILS.includes(body.deliver_as as string) ? body.deliver_as : undefined;
+    const prefer = deliverRail && deliverRail !== 'auto' ? deliverRail : body.prefer;
+    const deliverAs = body.deliver_as && !deliverRail ? await ledger.requireAsset(db, body.deliver_as, 'deliver_as') : asset;
     let target: Target;
     let locked: LockedPolicy | undefined;
     let amount: bigint;
@@ -51,11 +59,11 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       // general path: the route, the amount, then the price (then policy).
       const [payees, lockedNow] = await Promise.all([findPayeesAndPrice(db, who.agentId, body.to, asset.symbol), deps.policy.lock(db, who.agentId)]);
       locked = lockedNow;
-      target = pickRoute(await addressTargets(db, body.to, payees), body.prefer);
+      target = pickRoute(await addressTargets(db, body.to, payees), prefer);
       amount = (await ledger.resolveAmount(db, asset, body)) as bigint;
       usdE8 = ledger.priceBookOf(payees.price ? [payees.price] : []).usdValue(asset, amount, 'up');
     } else {
-      target = pickRoute(await routeTargets(db, who.agentId, body.to), body.prefer);
+      target = pickRoute(await routeTargets(db, who.agentId, body.to), prefer);
       ({ amount, usdE8 } = await resolveMoney(db, ledger, asset, body));
     }
     const converting = deliverAs.symbol !== asset.symbol;
@@ -137,6 +145,28 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       for (const h of holds) await ledger.capture(trx, h.id, account, 'payment');
       await recordReceived(trx, wallet, op.id, asset, amount, null);
       return { ok: true, details: { delivered_asset: asset.symbol, delivered_amount: amount.toString() } };
+    },
+
+    batchSettlePayment(op, facts) {
+      const address = op.to_address!;
+      if (facts.failing) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${address}` };
+      const asset = facts.assets.get(op.asset_symbol!);
+      const details = op.details as { deliver_as?: string };
+      // A conversion reads the feed and may refuse on slippage: settlePayment settles it alone.
+      if (!asset || (details.deliver_as && details.deliver_as !== asset.symbol)) return null;
+      const amount = BigInt(op.amount!);
+      let usdE8: bigint | null = null;
+      try {
+        usdE8 = facts.prices.usdValue(asset, amount);
+      } catch {
+        // No price or a stale one: the receipt is recorded without a USD value, as recordReceived does.
+      }
+      return {
+        ok: true,
+        details: { delivered_asset: asset.symbol, delivered_amount: amount.toString() },
+        capture: { to: payeeAccount(facts.payee), entryType: 'payment' },
+        activity: facts.payee ? [receivedActivity(facts.payee, op.id, asset, amount, usdE8, null)] : [],
+      };
     },
   };
 }

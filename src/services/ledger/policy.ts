@@ -47,11 +47,30 @@ export interface LockedPolicy {
 }
 
 export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
+/** The caps and usage alone (what the chain mirror reads from an account in evm mode). */
+export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'>;
+
+/**
+ * Where the policy is authoritative on chain (issue 24, agent accounts): `onSet` relays the owner's signed policy to
+ * the agent's account before the database mirrors it (throws when it cannot), `limits` reads the account's caps and
+ * usage (undefined: the agent's wallet is not an account).
+ */
+export interface PolicyChainMirror {
+  onSet(db: Db, agentId: string, policy: Policy, signature?: unknown): Promise<void>;
+  limits(db: Db, agentId: string, mirror: CoreLimits): Promise<CoreLimits | undefined>;
+  /** Where the database's mirror differs from the accounts (agentctl chain reconcile). */
+  drift(db: Db, agentId?: string): Promise<Record<string, unknown>[]>;
+}
 
 export interface PolicyService {
   /** Validates the JSON policy file format (amounts as decimal strings); throws `validation_failed` listing problems. */
   parse(input: unknown): Policy;
-  set(db: Db, agentId: string, input: unknown): Promise<Policy>;
+  /** `signature`: the owner's EIP-712 signature of the proposed policy (evm mode, agent accounts). */
+  set(db: Db, agentId: string, input: unknown, signature?: unknown): Promise<Policy>;
+  /** Installs the chain mirror (evm mode with agent accounts). */
+  mirrorOnChain(mirror: PolicyChainMirror): void;
+  /** Policy drift between the database and the agents' accounts; empty without agent accounts. */
+  chainDrift(db: Db, agentId?: string): Promise<Record<string, unknown>[]>;
   allowAll(db: Db, agentId: string): Promise<Policy>;
   get(db: Db, agentId: string): Promise<Policy | null>;
   /**
@@ -105,6 +124,28 @@ export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
     allowed_assets: p?.allowed_assets ?? 'all',
     allowed_recipients: p?.allowed_recipients ?? 'all',
     allowed_protocols: p?.allowed_protocols ?? 'all',
+  };
+}
+
+/**
+ * /self/limits in Hightop's shape (issue 26, item 5), beside `limits` and `usage`: null is no cap, and
+ * `operation_types` is always a list (`"all"` expanded), `cannot` the types it leaves out.
+ */
+export function hightopLimits(p: Policy | null, limits: Schema<'Limits'>, inPeriod: { usd_e8: bigint; count: number; swaps: number }, lifetime: { usd_e8: bigint; count: number }): Omit<PolicyLimits, 'limits' | 'usage'> {
+  const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
+  const policyExtra = (p ?? {}) as { tx_cooldown_blocks?: number; fail_on_zero_price?: boolean; max_swaps_per_period?: number };
+  return {
+    spend_limits: {
+      per_tx_usd: limits.per_tx_usd,
+      per_period_usd: limits.per_period_usd,
+      lifetime_usd: limits.lifetime_usd,
+      max_txs_per_period: limits.max_txs_per_period,
+      tx_cooldown_blocks: policyExtra.tx_cooldown_blocks ?? null,
+      fail_on_zero_price: policyExtra.fail_on_zero_price ?? false,
+    },
+    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: policyExtra.max_swaps_per_period ?? null },
+    permissions: { operation_types: OPERATION_TYPES.filter((t) => granted.includes(t)), cannot: OPERATION_TYPES.filter((t) => !granted.includes(t)) },
+    current_usage: { txs_in_period: inPeriod.count, spent_in_period_usd: usd(inPeriod.usd_e8), swaps_in_period: inPeriod.swaps, total_txs: lifetime.count, total_spent_usd: usd(lifetime.usd_e8) },
   };
 }
 
@@ -195,15 +236,24 @@ const listed = (list: string[] | 'all' | undefined, value: string): boolean => l
 export function createPolicyService(deps: { clock: Clock }): PolicyService {
   const { clock } = deps;
   const deny = (code: ErrorCode, message: string, details: Record<string, unknown> = {}): PolicyDecision => ({ allowed: false, code, message, details });
+  let chainMirror: PolicyChainMirror | null = null;
 
   const service: PolicyService = {
     parse: parsePolicy,
 
-    async set(db, agentId, input) {
+    async set(db, agentId, input, signature) {
       const policy = parsePolicy(input);
+      // The chain first: the database mirrors what the account holds, never the other way round.
+      await chainMirror?.onSet(db, agentId, policy, signature);
       await upsertPolicy(db, agentId, policyToJson(policy), clock.now());
       return policy;
     },
+
+    mirrorOnChain(mirror) {
+      chainMirror = mirror;
+    },
+
+    chainDrift: async (db, agentId) => (chainMirror ? chainMirror.drift(db, agentId) : []),
 
     allowAll: (db, agentId) => service.set(db, agentId, { operation_types: 'all', allowed_assets: 'all', allowed_recipients: 'all', allowed_protocols: 'all' }),
 
@@ -266,7 +316,11 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       const period = policy?.period ?? 'day';
       const start = periodStart(period, now);
       const { period: inPeriod, lifetime } = await sumUsageSinceAndLifetime(db, agentId, start);
-      return { limits: effectiveLimits(policy), usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
+      const limits = effectiveLimits(policy);
+      const mirror = { limits, usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
+      // evm mode: the caps and usage the account enforces, read from the chain (the database row is its mirror).
+      const shown = (await chainMirror?.limits(db, agentId, mirror)) ?? mirror;
+      return { ...shown, ...hightopLimits(policy, shown.limits, inPeriod, lifetime) };
     },
   };
   return service;

@@ -19,6 +19,8 @@ export interface RecipientService {
   listRecipients(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicRecipient>>;
   getRecipient(db: Db, agentId: string, id: string): Promise<PublicRecipient>;
   resolve(db: Db, who: OwnerRef, body: Schema<'ResolveRecipientRequest'>): Promise<Schema<'RecipientResolution'>>;
+  /** `resolve` with Hightop's `recipient` beside it (POST /recipients/resolve). */
+  resolveRecipient(db: Db, who: OwnerRef, body: Schema<'ResolveRecipientRequest'>): Promise<{ resolution: Schema<'RecipientResolution'>; recipient: Schema<'ResolvedRecipient'> }>;
 }
 
 export function createRecipientService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService }): RecipientService {
@@ -35,7 +37,7 @@ export function createRecipientService(deps: { clock: Clock; ledger: LedgerServi
     updated_at: r.updated_at.toISOString(),
   });
 
-  return {
+  const service: RecipientService = {
     async addRecipient(db, agentId, input) {
       if (!['recurring', 'one_off'].includes(input.kind)) throw new ApiError('validation_failed', 'kind must be recurring or one_off');
       if (!isEvmAddress(input.address)) throw new ApiError('validation_failed', 'address must be a 0x EVM address');
@@ -62,7 +64,8 @@ export function createRecipientService(deps: { clock: Clock; ledger: LedgerServi
     async resolve(db, who, body) {
       const targets = await routeTargets(db, who.agentId, body.to);
       const target = pickRoute(targets, 'auto');
-      const action = body.action ?? 'payment';
+      // Hightop's `send_payment` is our `payment`.
+      const action = body.action === 'send_payment' ? 'payment' : (body.action ?? 'payment');
       const type = action === 'one_off_payment' ? 'one_off_payment.create' : action === 'withdrawal' ? 'withdrawal.crypto' : 'payment';
       let reason: ErrorCode | null = null;
       if (action === 'withdrawal' && target.route !== 'trusted_destination') reason = 'recipient_not_allowed';
@@ -90,5 +93,23 @@ export function createRecipientService(deps: { clock: Clock; ledger: LedgerServi
         reason,
       };
     },
+
+    async resolveRecipient(db, who, body) {
+      const resolution = await service.resolve(db, who, body);
+      // Hightop's recipient shape (issue 26, item 8): what `to` names, and whether the intended action is open.
+      const action = body.action === 'payment' || body.action === undefined ? 'send_payment' : body.action;
+      const recipient: Schema<'ResolvedRecipient'> = {
+        id: resolution.recurring_payment_id ?? resolution.recipient_id ?? resolution.trusted_destination_id ?? resolution.address,
+        type: resolution.route === 'direct' ? 'address' : resolution.route,
+        display_name: resolution.name ?? resolution.address,
+        nickname: resolution.name,
+        asset_symbols: body.asset ? [body.asset] : [],
+        status: 'active',
+        agent_actions: resolution.allowed ? [action] : [],
+        blocked_actions: resolution.allowed ? {} : { [action]: resolution.reason ?? 'recipient_not_allowed' },
+      };
+      return { resolution, recipient };
+    },
   };
+  return service;
 }

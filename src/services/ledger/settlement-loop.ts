@@ -22,5 +22,13 @@ export async function runSettlementTick(deps: Pick<SettlementDeps, 'db' | 'ledge
 }
 
 export function createSettlementLoop(deps: SettlementDeps): WorkerLoop {
-  return createPollingLoop('settlement', () => runSettlementTick(deps), { idleMs: deps.idleMs ?? 100, log: deps.log });
+  let lastExpiry = 0;
+  const tick = async () => {
+    const settled = await deps.ledger.operations.settleDue(deps.db);
+    // The expiry pass is a transaction of its own: while settlement is busy it runs at most once a second.
+    if (settled > 0 && performance.now() - lastExpiry < 1000) return settled;
+    lastExpiry = performance.now();
+    return settled + (await deps.ledger.payments.expireOneOffs(deps.db));
+  };
+  return createPollingLoop('settlement', tick, { idleMs: deps.idleMs ?? 100, log: deps.log });
 }

@@ -14,4 +14,3 @@ export type SettleOutcome = { ok: true; details?: Record<string, unknown> } | { 
 export type Settler = (trx: Knex.Transaction, op: OperationRow) => Promise<SettleOutcome>;
 /** The ledger side of an operation confirmed on chain (`details`: what the adapter read from the receipt). */
 export type ChainSettler = (trx: Knex.Transaction, op: OperationRow, details: Record<string, unknown>) => Promise<SettleOutcome>;
-

@@ -13,7 +13,8 @@ import { formatAmount } from '../../lib/money.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
 import type { AmountFields, LedgerService } from './ledger.js';
-import { type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
+import { payeeAccount } from './delivery.js';
+import { type BatchSettler, type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
 import { resolveMoney, shortAddress } from './write-input.js';
 
 
@@ -24,6 +25,8 @@ export interface WithdrawalService {
   listMethods(db: Db, ownerId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<Schema<'WithdrawalMethod'>>>;
   publicMethod(m: WithdrawalMethodRow): Schema<'WithdrawalMethod'>;
   settle(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
+  /** `settle` as a batch settles it (settlement-batch.ts). */
+  batchSettle: BatchSettler;
 }
 
 export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService }): WithdrawalService {
@@ -96,8 +99,13 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
     async settle(trx, op) {
       if (op.to_address && (await ledger.isFailingAddress(trx, op.to_address))) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
       const wallet = op.to_address ? await ledger.walletByAddress(trx, op.to_address) : undefined;
-      for (const h of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, h.id, wallet ? { kind: 'available', walletId: wallet.id } : { kind: 'external', name: 'withdrawals' }, 'withdrawal');
+      for (const h of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, h.id, payeeAccount(wallet, 'withdrawals'), 'withdrawal');
       return { ok: true };
+    },
+
+    batchSettle(op, facts) {
+      if (op.to_address && facts.failing) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
+      return { ok: true, capture: { to: payeeAccount(facts.payee, 'withdrawals'), entryType: 'withdrawal' } };
     },
   };
   return service;

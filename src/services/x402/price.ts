@@ -2,7 +2,7 @@
 // the inputs the document cannot check (money and the seller's own requirements).
 import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
-import { formatAmount, parseAmount } from '../../lib/money.js';
+import { formatAmount } from '../../lib/money.js';
 import { USDC_DECIMALS, type PayableNetwork, type Requirement } from '../../x402/challenge.js';
 
 export const DEFAULT_MAX_TIMEOUT_SECONDS = 60;
@@ -15,14 +15,13 @@ export const invalid = (message: string, field: string, details: Record<string, 
 export const short = (address: string) => `${address.slice(0, 6)}…${address.slice(-4)}`;
 export const usdc = (units: bigint) => formatAmount(units, USDC_DECIMALS);
 
-/** A USDC amount of the document's decimal form: at most six decimals and above zero (money rules the document cannot state). */
-export function parseUsdc(value: string, field: string): bigint {
-  let units: bigint;
-  try {
-    units = parseAmount(value, USDC_DECIMALS);
-  } catch {
-    throw invalid(`${field} must be a positive decimal string with at most ${USDC_DECIMALS} decimals`, field);
-  }
+/**
+ * A USDC amount in base units, as x402 itself states amounts (and Hightop's x402 routes take them): an integer string,
+ * `"1000000"` = 1 USDC. The document's pattern refuses decimals; zero is refused here (issue 26, item 1).
+ */
+export function parseUsdcBaseUnits(value: string, field: string): bigint {
+  if (!/^[0-9]+$/.test(value)) throw invalid(`${field} must be an integer string of USDC base units ("1000000" = 1 USDC)`, field);
+  const units = BigInt(value);
   if (units <= 0n) throw invalid(`${field} must be greater than zero`, field);
   return units;
 }
@@ -45,6 +44,7 @@ export function priceOf(req: Requirement, challengeResource: unknown, payable: P
   return {
     // Unknown assets have unknown decimals: their amount stays in base units.
     amount: isUsdc ? usdc(req.amount) : req.amount.toString(),
+    amount_base_units: req.amount.toString(),
     asset: req.asset,
     asset_symbol: isUsdc ? 'USDC' : null,
     network: req.network,

@@ -1,22 +1,16 @@
 // x402 (spec 4.1, contract §13): sign an EIP-3009 USDC authorization, quote a URL's x402 price, and purchase a
 // resource by answering its 402 challenge. Signing and paying create `x402.sign` / `x402.purchase` operations through
 // the ledger area (policy, hold, settlement) in the caller's transaction.
-import type { Config } from '../../config.js';
 import type { Db, Knex } from '../../db/knex.js';
 import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
 import { findAsset, findHeldByOperation } from '../../db/repositories/ledger.repository.js';
 import { listOpenOperationsOnChain, transitionOperation, type OperationRow } from '../../db/repositories/operation.repository.js';
 import type { Address, Hex } from '../../chain/port.js';
-import type { ChainReads } from '../../chain/reads.js';
-import type { Clock } from '../../lib/clock.js';
-import type { Sealer } from '../../lib/crypto.js';
 import { ApiError } from '../../lib/errors.js';
 import { newId } from '../../lib/ids.js';
-import type { Logger } from '../../lib/logger.js';
 import { openWalletAccount } from '../../lib/wallet-keys.js';
-import type { Schema } from '../../lib/contract.js';
-import { isRefusal, type Refusal } from '../../lib/refusal.js';
-import { parsePublicHttpsUrl, UrlRejectedError, type Resolver } from '../../webhooks/url-safety.js';
+import { isRefusal } from '../../lib/refusal.js';
+import { parsePublicHttpsUrl, UrlRejectedError } from '../../webhooks/url-safety.js';
 import {
   BASE_PAYABLE,
   chooseRequirement,
@@ -30,51 +24,16 @@ import {
   type X402Version,
 } from '../../x402/challenge.js';
 import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../../x402/signing.js';
-import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamFetcher, type UpstreamResponse } from '../../x402/upstream.js';
-import type { LedgerArea } from '../ledger/area.js';
-import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdc, priceOf, short, timeoutSeconds, usdc } from './price.js';
+import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamResponse } from '../../x402/upstream.js';
+import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdcBaseUnits, priceOf, short, timeoutSeconds, usdc } from './price.js';
 import { savepoint, withTransaction } from '../../db/knex.js';
 import type { OwnerRef, SettleOutcome } from '../ledger/operations.js';
 
 /** Where captured x402 payments go in the journal (the seller is outside the simulated wallets). */
 const X402_ACCOUNT = { kind: 'external', name: 'x402' } as const;
 
-export type X402SignBody = Schema<'X402SignRequest'>;
-export type X402QuoteBody = Schema<'X402QuoteRequest'>;
-export type X402PurchaseBody = Schema<'X402PurchaseRequest'>;
-export type X402SignResult = Schema<'X402SignResponse'>;
-export type X402QuoteResult = Schema<'X402QuoteResponse'>;
-export type X402PurchaseResult = Schema<'X402PurchaseResponse'>;
-
-export interface X402Service {
-  /** `dryRun` (POST /simulate): policy, hold and operation are evaluated but nothing is signed or sent to a seller. */
-  sign(db: Db, who: OwnerRef, body: X402SignBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402SignResult | Refusal>;
-  /** `db` reads the evm chain's USDC token (evm mode); without it the price is read against USDC on Base. */
-  quote(body: X402QuoteBody, db?: Db): Promise<X402QuoteResult>;
-  purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult | Refusal>;
-  /**
-   * evm mode, one pass of the worker loop: each open x402 operation becomes `executed` (hold captured) once the chain
-   * shows its authorization used, or `execution_failed` (hold released; no public event, spec 6.3) once a block at
-   * or past `valid_before` shows it unused. Returns how many operations it finished.
-   */
-  trackOnChain(db: Knex): Promise<number>;
-}
-
-export interface X402ServiceDeps {
-  config: Readonly<Pick<Config, 'unsafeAllowLoopbackTargets'>>;
-  /** The app's one Sealer (src/app.ts): opens the wallet keys that sign authorizations. */
-  sealer: Sealer;
-  clock: Clock;
-  ledger: Pick<LedgerArea, 'operations' | 'ledger'>;
-  log?: Logger;
-  /** Tests: a resolver table instead of DNS, and the seller's CA. */
-  resolver?: Resolver;
-  ca?: string | Buffer | Array<string | Buffer>;
-  /** Replaces the HTTPS fetcher entirely (tests of the service without a seller). */
-  fetcher?: UpstreamFetcher;
-  /** evm mode: authorizations are signed for the USDC token of this chain and tracked on it. */
-  chain?: ChainReads | null;
-}
+export type { X402PurchaseBody, X402PurchaseResult, X402QuoteBody, X402QuoteResult, X402Service, X402ServiceDeps, X402SignBody, X402SignResult } from './types.js';
+import type { X402PurchaseResult, X402Service, X402ServiceDeps } from './types.js';
 
 const X402_TYPES = ['x402.sign', 'x402.purchase'];
 
@@ -167,7 +126,8 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   }
 
   function upstreamResult(res: UpstreamResponse, extra: { operation_id: string | null; paid: boolean; settled: boolean }): X402PurchaseResult {
-    return { ok: true, ...extra, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
+    // Hightop's name for what `paid` says here: the seller took the payment it was sent.
+    return { ok: true, operation_id: extra.operation_id, paid: extra.paid, seller_accepted: extra.paid, settled: extra.settled, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
   }
 
   async function trackOnChain(db: Knex): Promise<number> {
@@ -229,7 +189,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         fallbackTimeout = read.maxTimeoutSeconds;
       } else {
         payTo = body.pay_to!;
-        amount = parseUsdc(body.amount!, 'amount');
+        amount = parseUsdcBaseUnits(body.amount!, 'amount');
       }
       const seconds = timeoutSeconds(body.max_timeout_seconds, fallbackTimeout);
 
@@ -255,11 +215,12 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           operation_id: signed.operation.id,
           payment_header: signed.header.value,
           payment_header_name: signed.header.name,
+          payment_headers: { [signed.header.name]: signed.header.value },
           x402_version: version,
           nonce: signed.nonce,
           valid_before: signed.validBeforeIso,
           pay_to: payTo,
-          amount: usdc(amount),
+          amount: amount.toString(),
           asset_symbol: 'USDC' as const,
           network: signed.network,
         };
@@ -279,7 +240,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     },
 
     async purchase(db, who, body, idempotencyKey, opts = {}) {
-      const maxAmount = parseUsdc(body.max_amount, 'max_amount');
+      const maxAmount = parseUsdcBaseUnits(body.max_amount, 'max_amount');
       const method = body.method ?? 'GET';
       const request = { url: body.url, method, body: body.body, timeoutMs: DEFAULT_UPSTREAM_TIMEOUT_MS } as const;
       const first = refuse5xx(await fetchUpstream(request));
@@ -295,7 +256,8 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         throw invalid(`the target asks for no payment this service can make (only exact USDC on ${payable === BASE_PAYABLE ? 'Base' : `chain ${payable.chainId}`})`, 'url', { reasons });
       }
       if (req.amount > maxAmount) {
-        throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: usdc(req.amount), max_amount: usdc(maxAmount) });
+        // Base units on both sides, as the request gave max_amount; the USDC figures are for people.
+        throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: req.amount.toString(), max_amount: maxAmount.toString(), price_usdc: usdc(req.amount), max_amount_usdc: usdc(maxAmount) });
       }
 
       return withTransaction(db, async (trx) => {

@@ -2,7 +2,7 @@
 // refuses below min_amount_out, consumes the quote through a primary key and holds the input;
 // the settlement loop swaps the held input for the output (or fails and releases it).
 import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
-import { type AssetRow, findHeldByOperation } from '../../../db/repositories/ledger.repository.js';
+import { type AssetRow, findHeldByOperation, findProtocol } from '../../../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../../../db/repositories/operation.repository.js';
 import * as repo from '../../../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
@@ -73,6 +73,14 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
     const fromAmount = BigInt(q.from_amount);
     const expected = BigInt(q.expected_out);
     const vaultAddress = async (id: string | null) => (id ? ((await findVault(db, id))?.address ?? null) : null);
+    // Hightop's leg names (issue 26, item 10): the protocol's id and display name beside our `protocol`.
+    const protocolName = (await findProtocol(db, q.protocol_id))?.name ?? q.protocol_id;
+    const named = { protocol_id: q.protocol_id, protocol_name: protocolName };
+    const legs = q.route
+      ? await Promise.all(
+          q.route.legs.map(async (l) => ({ protocol: q.protocol_id, ...named, pool_address: l.pair, fee_bps: q.fee_bps, from_asset: l.from_asset, to_asset: l.to_asset, from_amount: formatAmount(BigInt(l.amount_in), (await ledger.requireAsset(db, l.from_asset)).decimals), expected_out: formatAmount(BigInt(l.amount_out), (await ledger.requireAsset(db, l.to_asset)).decimals) })),
+        )
+      : [{ protocol: q.protocol_id, ...named, pool_address: q.pool_address, fee_bps: q.fee_bps, from_asset: q.from_asset, to_asset: q.to_asset, from_amount: formatAmount(fromAmount, from.decimals), expected_out: formatAmount(expected, to.decimals) }];
     return {
       quote_id: q.id,
       from_asset: q.from_asset,
@@ -82,13 +90,8 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
       min_amount_out: formatAmount(BigInt(q.min_amount_out), to.decimals),
       slippage_percent: q.slippage_bps / 100,
       human_rate: humanRate(fromAmount, expected, from, to),
-      route: {
-        legs: q.route
-          ? await Promise.all(
-              q.route.legs.map(async (l) => ({ protocol: q.protocol_id, pool_address: l.pair, fee_bps: q.fee_bps, from_asset: l.from_asset, to_asset: l.to_asset, from_amount: formatAmount(BigInt(l.amount_in), (await ledger.requireAsset(db, l.from_asset)).decimals), expected_out: formatAmount(BigInt(l.amount_out), (await ledger.requireAsset(db, l.to_asset)).decimals) })),
-            )
-          : [{ protocol: q.protocol_id, pool_address: q.pool_address, fee_bps: q.fee_bps, from_asset: q.from_asset, to_asset: q.to_asset, from_amount: formatAmount(fromAmount, from.decimals), expected_out: formatAmount(expected, to.decimals) }],
-      },
+      // The assets between the first input and the last output (none for a direct swap).
+      route: { legs, intermediate_assets: legs.slice(1).map((l) => l.from_asset) },
       from_vault_address: await vaultAddress(q.from_vault_id),
       to_vault_address: await vaultAddress(q.to_vault_id),
       expires_at: q.expires_at.toISOString(),

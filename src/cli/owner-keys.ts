@@ -1,0 +1,50 @@
+// agentctl and the owner's signer (issue 24): which signer a new owner registers, and the key file an owner signs
+// with (--owner-key-file). On the development chain without --signer, agentctl generates the key and writes it to
+// DATA_DIR/owner-keys/<owner_id>.key (mode 0600): a development convenience, refused in production.
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { createChainClient, resolveChainId } from '../chain/connect.js';
+import { DEV_CHAIN_ID } from '../chain/dev-accounts.js';
+import type { Config } from '../config.js';
+import { createLogger } from '../lib/logger.js';
+import { devOwnerKeyPath, generateOwnerKey, readOwnerKeyFile, writeOwnerKeyFile } from '../lib/owner-keys.js';
+import { CliUsageError, optionalFlag, type CliArgs } from './types.js';
+
+export interface OwnerSignerPlan {
+  /** The signer to register, or null (simulated chain: owners need none). */
+  signer: string | null;
+  /** Completes the output once the owner exists (writes a generated key under its id). */
+  finish(created: Record<string, unknown>): Record<string, unknown>;
+}
+
+export async function ownerSignerPlan(config: Readonly<Config>, args: CliArgs): Promise<OwnerSignerPlan> {
+  const given = optionalFlag(args, 'signer');
+  if (given !== undefined) {
+    if (!/^0x[0-9a-fA-F]{40}$/.test(given)) throw new CliUsageError('--signer must be a 0x EVM address');
+    return { signer: given, finish: (created) => ({ ...created, signer_address: given }) };
+  }
+  if (!config.chain.rpcUrl) return { signer: null, finish: (created) => created };
+  const chainId = await resolveChainId(config, createLogger('silent'));
+  if (chainId !== DEV_CHAIN_ID) throw new CliUsageError(`--signer is required on chain ${chainId}: the owner keeps the key of that address (a key is generated on the development chain ${DEV_CHAIN_ID} only)`);
+  if (config.nodeEnv === 'production') throw new CliUsageError('--signer is required when NODE_ENV=production (generated owner keys are a development convenience)');
+  const key = generateOwnerKey();
+  return {
+    signer: key.address,
+    finish(created) {
+      const file = writeOwnerKeyFile(devOwnerKeyPath(config.dataDir, String(created.owner_id)), key.privateKey);
+      return { ...created, signer_address: key.address, owner_key_file: file };
+    },
+  };
+}
+
+/** The owner's signer from --owner-key-file, or null when the flag is absent. */
+export function ownerKeyFromArgs(args: CliArgs): PrivateKeyAccount | null {
+  const file = optionalFlag(args, 'owner-key-file');
+  if (file === undefined) return null;
+  try {
+    return readOwnerKeyFile(file);
+  } catch (err) {
+    throw new CliUsageError(`--owner-key-file: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+export { createChainClient };

@@ -1,0 +1,59 @@
+// Agent accounts (issue 24, migration 0012): the owner's signer, an account wallet's lane key, cheque ids.
+import type { Db } from '../knex.js';
+
+/** An account wallet with what the custody service needs of its agent and owner. */
+export interface AccountWalletRow {
+  agent_id: string;
+  owner_id: string;
+  wallet_id: string;
+  address: string;
+  lane_address: string;
+  sealed_private_key: string;
+  signer_address: string | null;
+}
+
+export async function setOwnerSigner(db: Db, ownerId: string, signer: string): Promise<number> {
+  return db('owners').where({ id: ownerId }).whereNull('signer_address').update({ signer_address: signer });
+}
+
+/** Makes the wallet an AgentAccount at `address` whose lane key is `sealedLaneKey` (its address `laneAddress`). */
+export async function setWalletAccount(db: Db, walletId: string, address: string, laneAddress: string, sealedLaneKey: string): Promise<number> {
+  return db('wallets').where({ id: walletId }).update({ address, lane_address: laneAddress, sealed_private_key: sealedLaneKey, custody: 'account' });
+}
+
+/** A new lane key after the owner rotated it on chain. */
+export async function setWalletLane(db: Db, walletId: string, laneAddress: string, sealedLaneKey: string): Promise<number> {
+  return db('wallets').where({ id: walletId, custody: 'account' }).update({ lane_address: laneAddress, sealed_private_key: sealedLaneKey });
+}
+
+export async function findAccountWallet(db: Db, agentId: string): Promise<AccountWalletRow | undefined> {
+  return db('wallets as w')
+    .join('agents as a', 'a.id', 'w.agent_id')
+    .join('owners as o', 'o.id', 'a.owner_id')
+    .where({ 'w.agent_id': agentId, 'w.custody': 'account' })
+    .first('w.agent_id', 'a.owner_id', 'w.id as wallet_id', 'w.address', 'w.lane_address', 'w.sealed_private_key', 'o.signer_address');
+}
+
+export async function listAccountWallets(db: Db, agentId?: string): Promise<AccountWalletRow[]> {
+  const q = db('wallets as w')
+    .join('agents as a', 'a.id', 'w.agent_id')
+    .join('owners as o', 'o.id', 'a.owner_id')
+    .where({ 'w.custody': 'account' })
+    .whereNull('a.deleted_at')
+    .select('w.agent_id', 'a.owner_id', 'w.id as wallet_id', 'w.address', 'w.lane_address', 'w.sealed_private_key', 'o.signer_address')
+    .orderBy('w.agent_id');
+  return agentId ? q.andWhere('w.agent_id', agentId) : q;
+}
+
+export async function setOneOffCheque(db: Db, oneOffId: string, chequeId: string): Promise<void> {
+  await db('one_off_payments').where({ id: oneOffId }).update({ cheque_id: chequeId });
+}
+
+export async function findOneOffCheque(db: Db, oneOffId: string): Promise<{ agent_id: string; cheque_id: string | null } | undefined> {
+  return db('one_off_payments').where({ id: oneOffId }).first('agent_id', 'cheque_id');
+}
+
+/** Confirmed trusted destinations of an agent (the mirror's view, for policy drift). */
+export async function listDestinationStates(db: Db, agentId: string): Promise<{ id: string; address: string; status: string; confirmable_at: Date }[]> {
+  return db('trusted_destinations').where({ agent_id: agentId }).whereIn('status', ['pending', 'confirmed']).select('id', 'address', 'status', 'confirmable_at');
+}

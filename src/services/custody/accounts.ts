@@ -1,0 +1,185 @@
+// Agent accounts, the service (issue 24, docs/CUSTODY.md). In evm mode with the factory deployed, a new agent's
+// wallet is an AgentAccount owned by its owner's signer; the server keeps only the lane key (sealed as wallet keys
+// are). Every owner change of the agent (policy, trusted destination, cheque cancel, pause, resume, lane rotation)
+// is an EIP-712 message the owner's signer signs: `propose` answers the typed data, `apply` checks the signature,
+// relays it (the relayer pays the gas) and the caller mirrors the result in the database. On the development chain
+// an owner registered without a signer gets a generated key in DATA_DIR/owner-keys/ that the server signs with: a
+// development convenience, refused in production.
+import { existsSync } from 'node:fs';
+import { accountSalt, ownerActionCallData, ownerTypedData, predictAccountAddress, signOwnerAction, typedDataJson, verifyOwnerSignature, type AccountState, type OwnerAction, type OwnerAuth } from '../../chain/accounts.js';
+import { createChainClient } from '../../chain/connect.js';
+import { DEV_CHAIN_ID } from '../../chain/dev-accounts.js';
+import type { Address, Chain, Hex } from '../../chain/port.js';
+import type { Config } from '../../config.js';
+import type { Db, Knex } from '../../db/knex.js';
+import { findOwner } from '../../db/repositories/agent.repository.js';
+import { deleteSetting, findSetting, upsertSetting } from '../../db/repositories/chain.repository.js';
+import * as repo from '../../db/repositories/custody.repository.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Sealer } from '../../lib/crypto.js';
+import { ApiError, type ErrorCode } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logger.js';
+import { devOwnerKeyPath, generateOwnerKey, readOwnerKeyFile, writeOwnerKeyFile } from '../../lib/owner-keys.js';
+import { viem } from '../../lib/viem.js';
+import { generateWalletKey, openWalletAccount } from '../../lib/wallet-keys.js';
+import type { AgentCreatedHook } from '../agent.service.js';
+
+/** An owner change waiting for its signature: the typed data to sign and what to send back with the signature. */
+export interface Proposal {
+  account: Address;
+  signer: Address;
+  nonce: string;
+  deadline: string;
+  typed_data: Record<string, unknown>;
+}
+
+/** The owner's signature as the owner API and agentctl send it back (nonce and deadline from the proposal). */
+export interface OwnerSignature {
+  signature: Hex;
+  nonce: string | number | bigint;
+  deadline: string | number | bigint;
+}
+
+export interface CustodyService {
+  /** Registered on onAgentCreated in evm mode: the new wallet becomes an account (when the factory is deployed). */
+  assignAccount: AgentCreatedHook;
+  /** The agent's account wallet, or undefined (the simulated chain, or a wallet created before accounts). */
+  account(db: Db, agentId: string): Promise<repo.AccountWalletRow | undefined>;
+  state(account: string): Promise<AccountState>;
+  /** The typed data of `change` for the owner's signer (nonce read from the account, deadline in an hour). */
+  propose(db: Db, agentId: string, change: OwnerAction): Promise<Proposal>;
+  /**
+   * Checks and relays the owner's signed `change` (deploying the account first if needed) and waits for it to be
+   * mined; without `signature`, signs with the development owner key when there is one, else answers
+   * `owner_signature_required`-style refusal (permission_not_granted) naming the agentctl flag.
+   */
+  apply(db: Knex, agentId: string, change: OwnerAction, signature?: OwnerSignature): Promise<{ tx_hash: Hex }>;
+  /** Whether a change of this agent can be signed here without the owner's signature (the development owner key). */
+  canSignLocally(db: Db, agentId: string): Promise<boolean>;
+  /** The lane key a rotation would install: generated once and kept sealed until the rotation is applied. */
+  pendingLane(db: Db, agentId: string): Promise<Address>;
+  /** After a relayed RotateLane: the pending key becomes the wallet's lane key. */
+  completeRotation(db: Db, agentId: string, newLane: Address): Promise<void>;
+}
+
+const DEADLINE_SECONDS = 3600;
+
+/** Chain refusals as the API's error codes (some of the account's have no API code of their own). */
+export function apiCodeOf(code: string): ErrorCode {
+  const map: Record<string, ErrorCode> = { invalid_owner_signature: 'validation_failed', agent_paused: 'agent_disabled', lane_not_authorized: 'permission_not_granted', execution_reverted: 'invalid_state_transition' };
+  return (map[code] ?? code) as ErrorCode;
+}
+
+export function createCustodyService(deps: { config: Readonly<Config>; chain: Chain; sealer: Sealer; clock: Clock; log?: Logger }): CustodyService {
+  const { chain, sealer, clock, config } = deps;
+  const port = chain.custody!;
+  const client = createChainClient(config.chain.rpcUrl!, chain.chainId, config.chain.pollMs);
+  const devChain = chain.chainId === DEV_CHAIN_ID && config.nodeEnv !== 'production';
+  const pendingLaneKey = (agentId: string) => `pending_lane:${agentId}`;
+
+  async function requireAccount(db: Db, agentId: string): Promise<repo.AccountWalletRow & { signer_address: string }> {
+    const acct = await repo.findAccountWallet(db, agentId);
+    if (!acct) throw new ApiError('invalid_state_transition', 'the agent\'s wallet is not an agent account (simulated chain, or created before accounts)');
+    if (!acct.signer_address) throw new ApiError('invalid_state_transition', 'the agent\'s owner has no signer registered');
+    return acct as repo.AccountWalletRow & { signer_address: string };
+  }
+
+  function devSigner(ownerId: string) {
+    if (!devChain) return null;
+    const file = devOwnerKeyPath(config.dataDir, ownerId);
+    return existsSync(file) ? readOwnerKeyFile(file) : null;
+  }
+
+  const service: CustodyService = {
+    async assignAccount(db, created) {
+      const contracts = await port.contracts(db);
+      if (!contracts) {
+        // No factory on this chain: the wallet keeps a key of its own (database enforcement only).
+        const key = generateWalletKey(sealer);
+        await db('wallets').where({ id: created.walletId }).update({ address: key.address, sealed_private_key: key.sealedPrivateKey });
+        deps.log?.warn({ agent_id: created.agentId }, 'no agent account factory on this chain: the wallet is a key the server holds');
+        return;
+      }
+      const owner = await findOwner(db, created.ownerId);
+      let signer = owner?.signer_address ?? null;
+      if (!signer) {
+        if (!devChain) throw new ApiError('validation_failed', `the owner has no signer: register one (agentctl owner create --signer 0xADDRESS) before creating agents on chain ${chain.chainId}`);
+        // Development chain: the owner's key is generated into DATA_DIR/owner-keys/ (kept if already there).
+        const file = devOwnerKeyPath(config.dataDir, created.ownerId);
+        if (existsSync(file)) signer = readOwnerKeyFile(file).address;
+        else {
+          const key = generateOwnerKey();
+          writeOwnerKeyFile(file, key.privateKey);
+          signer = key.address;
+        }
+        await repo.setOwnerSigner(db, created.ownerId, signer);
+      }
+      const lane = generateWalletKey(sealer);
+      const address = await predictAccountAddress(client, contracts.factory, viem().getAddress(signer), lane.address as Address, accountSalt(created.agentId));
+      await repo.setWalletAccount(db, created.walletId, address, lane.address, lane.sealedPrivateKey);
+    },
+
+    account: (db, agentId) => repo.findAccountWallet(db, agentId),
+
+    state: (account) => port.state(viem().getAddress(account)),
+
+    async propose(db, agentId, change) {
+      const acct = await requireAccount(db, agentId);
+      const account = viem().getAddress(acct.address);
+      const signer = viem().getAddress(acct.signer_address);
+      const nonce = await port.ownerNonce(account, signer);
+      const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + DEADLINE_SECONDS);
+      return { account, signer, nonce: nonce.toString(), deadline: deadline.toString(), typed_data: typedDataJson(ownerTypedData(chain.chainId, account, change, nonce, deadline)) };
+    },
+
+    async canSignLocally(db, agentId) {
+      const acct = await repo.findAccountWallet(db, agentId);
+      if (!acct?.signer_address) return false;
+      const key = devSigner(acct.owner_id);
+      return key !== null && key.address.toLowerCase() === acct.signer_address.toLowerCase();
+    },
+
+    async apply(db, agentId, change, given) {
+      const acct = await requireAccount(db, agentId);
+      const account = viem().getAddress(acct.address);
+      const signer = viem().getAddress(acct.signer_address);
+      await port.ensureDeployed(db, { address: account, owner: signer, firstLane: viem().getAddress(acct.lane_address), salt: accountSalt(agentId) });
+      let auth: OwnerAuth;
+      const data = (nonce: bigint, deadline: bigint) => ownerTypedData(chain.chainId, account, change, nonce, deadline);
+      if (given) {
+        auth = { signature: given.signature, nonce: BigInt(given.nonce), deadline: BigInt(given.deadline) };
+      } else {
+        const key = devSigner(acct.owner_id);
+        if (!key || key.address.toLowerCase() !== signer.toLowerCase()) throw new ApiError('permission_not_granted', 'this change must be signed by the owner\'s signer: send the EIP-712 signature of the proposed typed data (agentctl: --owner-key-file FILE)');
+        const nonce = await port.ownerNonce(account, signer);
+        const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + DEADLINE_SECONDS);
+        auth = { signature: await signOwnerAction(key, data(nonce, deadline)), nonce, deadline };
+      }
+      // Checked here first (a friendly refusal); the account checks it again, and its nonce makes it single use.
+      if (!(await verifyOwnerSignature(signer, data(auth.nonce, auth.deadline), auth.signature))) throw new ApiError('validation_failed', `the signature is not ${signer}'s over this change (nonce ${auth.nonce}, deadline ${auth.deadline})`);
+      const sent = await port.sendNow(db, account, ownerActionCallData(change, auth), 'owner');
+      if (!sent.ok) throw new ApiError(apiCodeOf(sent.code), sent.message, { chain_code: sent.code, tx_hash: sent.txHash });
+      return { tx_hash: sent.txHash };
+    },
+
+    async pendingLane(db, agentId) {
+      const key = pendingLaneKey(agentId);
+      let sealed = await findSetting(db, chain.chainId, key);
+      if (!sealed) {
+        sealed = generateWalletKey(sealer).sealedPrivateKey;
+        await upsertSetting(db, chain.chainId, key, sealed, clock.now());
+      }
+      return viem().getAddress(openWalletAccount(sealer, sealed).address);
+    },
+
+    async completeRotation(db, agentId, newLane) {
+      const key = pendingLaneKey(agentId);
+      const sealed = await findSetting(db, chain.chainId, key);
+      const acct = await requireAccount(db, agentId);
+      if (!sealed) throw new Error('no pending lane key to install');
+      await repo.setWalletLane(db, acct.wallet_id, newLane, sealed);
+      await deleteSetting(db, chain.chainId, key);
+    },
+  };
+  return service;
+}
