@@ -1,8 +1,10 @@
 // OAuth bearer verification for /v1/agent and /mcp: JWT checks, grant liveness, then the agent's own state (layer two).
 // Tokens are verified with jsonwebtoken against keys that jwks-rsa serves from the authorization server's JWKS, so an
 // API process can run apart from the authorization server (OAUTH_JWKS_URI) and still follow its key rotations.
-import jwt, { type JwtPayload } from 'jsonwebtoken';
-import jwksRsa from 'jwks-rsa';
+import { createRequire } from 'node:module';
+import type * as JsonWebToken from 'jsonwebtoken';
+import type { JwtPayload } from 'jsonwebtoken';
+import type JwksRsa from 'jwks-rsa';
 import type { Config } from '../config.js';
 import type { Db } from '../db/knex.js';
 import { findAuthRow } from '../db/repositories/agent.repository.js';
@@ -37,6 +39,11 @@ export interface BearerVerifier {
 /** Tolerated clock skew between the authorization server and this verifier for `iat`. */
 const IAT_SKEW_S = 300;
 
+/** jsonwebtoken and jwks-rsa (which loads jose) load at the first bearer token, not at start (the start-up footprint). */
+const load = createRequire(import.meta.url);
+const jwt = () => load('jsonwebtoken') as typeof JsonWebToken;
+const jwksRsa = () => load('jwks-rsa') as typeof JwksRsa;
+
 /**
  * Key-set fetches on unknown kids, at most this many a minute (jwks-rsa's limiter): a rotation on the authorization
  * server is seen at the first token signed with the new key, and a flood of made-up kids cannot flood the JWKS.
@@ -61,23 +68,24 @@ const ACCESS_TOKEN_TYPES = new Set(['at+jwt', 'application/at+jwt']);
  * apart from it); else this process is the authorization server, and jwks-rsa's fetcher reads the very key set
  * `/oauth/jwks` serves (public halves only) from the database, with the same cache and rate limit.
  */
-export function createJwksClient(deps: { config: Readonly<Config>; db: Db }): jwksRsa.JwksClient {
+export function createJwksClient(deps: { config: Readonly<Config>; db: Db }): JwksRsa.JwksClient {
   const common = { cache: true, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, rateLimit: true, jwksRequestsPerMinute: JWKS_REQUESTS_PER_MINUTE, timeout: 5_000 };
-  if (deps.config.oauthJwksUri) return jwksRsa({ ...common, jwksUri: deps.config.oauthJwksUri });
-  return jwksRsa({ ...common, jwksUri: `${deps.config.baseUrl}/oauth/jwks`, fetcher: async () => ({ keys: await loadPublicJwks(deps.db) }) });
+  if (deps.config.oauthJwksUri) return jwksRsa()({ ...common, jwksUri: deps.config.oauthJwksUri });
+  return jwksRsa()({ ...common, jwksUri: `${deps.config.baseUrl}/oauth/jwks`, fetcher: async () => ({ keys: await loadPublicJwks(deps.db) }) });
 }
 
 export function createBearerVerifier(deps: { config: Readonly<Config>; db: Db; clock: Clock }): BearerVerifier {
   const { config, db, clock } = deps;
-  const jwks = createJwksClient({ config, db });
+  let jwksClient: JwksRsa.JwksClient | null = null;
+  const jwks = () => (jwksClient ??= createJwksClient({ config, db }));
 
   async function verifyJwt(token: string, audience: string): Promise<JwtPayload> {
-    const decoded = jwt.decode(token, { complete: true });
+    const decoded = jwt().decode(token, { complete: true });
     if (!decoded || typeof decoded.payload === 'string') throw new InvalidTokenError('not a JWT');
     if (typeof decoded.header.typ !== 'string' || !ACCESS_TOKEN_TYPES.has(decoded.header.typ.toLowerCase())) throw new InvalidTokenError('not an access token');
     if (typeof decoded.header.kid !== 'string') throw new InvalidTokenError('no kid');
-    const key = await jwks.getSigningKey(decoded.header.kid);
-    const payload = jwt.verify(token, key.getPublicKey(), {
+    const key = await jwks().getSigningKey(decoded.header.kid);
+    const payload = jwt().verify(token, key.getPublicKey(), {
       algorithms: [SIGNING_ALG],
       issuer: config.baseUrl,
       audience,
