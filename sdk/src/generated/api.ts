@@ -431,7 +431,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createPayment"];
         delete?: never;
@@ -487,7 +487,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createOneOffPayment"];
         delete?: never;
@@ -583,7 +583,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:withdrawals:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createBankWithdrawal"];
         delete?: never;
@@ -607,7 +607,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:withdrawals:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createCryptoWithdrawal"];
         delete?: never;
@@ -927,7 +927,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:earn:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createEarnDeposit"];
         delete?: never;
@@ -951,7 +951,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:earn:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createEarnWithdrawal"];
         delete?: never;
@@ -975,7 +975,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:earn:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createEarnMove"];
         delete?: never;
@@ -999,7 +999,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:earn:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["claimEarnRewards"];
         delete?: never;
@@ -1031,7 +1031,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `ltv_too_high` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `ltv_too_high` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createBorrow"];
         delete?: never;
@@ -1079,7 +1079,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createRepayment"];
         delete?: never;
@@ -1103,7 +1103,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `ltv_target_unreachable` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `ltv_target_unreachable` (409), `invalid_state_transition` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createDeleverage"];
         delete?: never;
@@ -1127,7 +1127,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["addCollateral"];
         delete?: never;
@@ -1151,7 +1151,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:borrow:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `ltv_too_high` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `ltv_too_high` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["removeCollateral"];
         delete?: never;
@@ -1175,7 +1175,7 @@ export interface paths {
          *
          *     Rate class `simulate`; scope `agent:simulate`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createConversionQuote"];
         delete?: never;
@@ -1207,7 +1207,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:conversions:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `quote_expired` (409), `quote_already_consumed` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `protocol_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `not_found` (404), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `quote_expired` (409), `quote_already_consumed` (409), `payload_too_large` (413), `insufficient_funds` (422), `slippage_exceeded` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["createConversion"];
         delete?: never;
@@ -1281,7 +1281,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `service_unavailable` (503).
          */
         post: operations["signX402Payment"];
         delete?: never;
@@ -1329,7 +1329,7 @@ export interface paths {
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
-         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `upstream_error` (502), `service_unavailable` (503).
+         *     Errors: `validation_failed` (400), `authentication_failed` (401), `agent_disabled` (401), `agent_not_yet_active` (401), `agent_expired` (401), `invalid_token` (401), `insufficient_scope` (403), `permission_not_granted` (403), `asset_not_allowed` (403), `recipient_not_allowed` (403), `limit_exceeded` (403), `cooldown_active` (403), `idempotency_key_reuse_mismatch` (409), `idempotency_request_in_progress` (409), `payload_too_large` (413), `insufficient_funds` (422), `price_stale` (422), `rate_limited` (429), `internal_error` (500), `not_implemented` (501), `upstream_error` (502), `service_unavailable` (503).
          */
         post: operations["purchaseX402"];
         delete?: never;

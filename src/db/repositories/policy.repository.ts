@@ -18,8 +18,11 @@ export async function findPolicy(db: Db, agentId: string): Promise<PolicyRow | u
 
 /** Usage toward the caps, read in the round trip of the lock: null for a sum the policy has no cap on. */
 export interface LockedUsage {
-  period: { usd_e8: bigint; count: number } | null;
+  /** `swaps`: conversions in the period. */
+  period: { usd_e8: bigint; count: number; swaps: number } | null;
   lifetime: { usd_e8: bigint; count: number } | null;
+  /** When the last counted operation was created (null: none, or the policy has no cooldown). */
+  lastCountedAt: Date | null;
 }
 
 const COUNTED = sql`counts_toward_limits AND status IN ('accepted', 'submitted', 'executed')`;
@@ -30,12 +33,14 @@ const COUNTED = sql`counts_toward_limits AND status IN ('accepted', 'submitted',
  */
 const usageStatement = (agentId: string, starts: { day: Date; week: Date; month: Date }) =>
   prepared(
-    sql<{ period: string | null; lifetime: string | null }>`SELECT
-      CASE WHEN p.policy->'per_period_usd' IS NOT NULL OR p.policy->'max_txs_per_period' IS NOT NULL THEN
-        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}
+    sql<{ period: string | null; lifetime: string | null; last_at: Date | null }>`SELECT
+      CASE WHEN p.policy->'per_period_usd' IS NOT NULL OR p.policy->'max_txs_per_period' IS NOT NULL OR p.policy->'max_swaps_per_period' IS NOT NULL THEN
+        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) || ':' || count(*) FILTER (WHERE o.type = 'conversion') FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}
            AND o.created_at >= CASE p.policy->>'period' WHEN 'week' THEN ${starts.week}::timestamptz WHEN 'month' THEN ${starts.month}::timestamptz ELSE ${starts.day}::timestamptz END) END AS period,
       CASE WHEN p.policy->'lifetime_usd' IS NOT NULL THEN
-        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}) END AS lifetime
+        (SELECT coalesce(sum(amount_usd_e8), 0)::text || ':' || count(*) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}) END AS lifetime,
+      CASE WHEN p.policy->'tx_cooldown_blocks' IS NOT NULL THEN
+        (SELECT max(created_at) FROM operations o WHERE o.agent_id = p.agent_id AND ${COUNTED}) END AS last_at
     FROM agent_policies p WHERE p.agent_id = ${agentId}::uuid`,
     'agentapi_policy_usage',
   );
@@ -52,10 +57,15 @@ export async function lockPolicy(trx: Db, agentId: string, periodStarts: { day: 
   const [locked, sums] = await batch(trx, [prepared(sql<PolicyRow>`SELECT agent_id, policy, updated_at FROM agent_policies WHERE agent_id = ${agentId}::uuid FOR UPDATE`, 'agentapi_policy_lock'), usageStatement(agentId, periodStarts)]);
   const parse = (v: string | null | undefined) => {
     if (v == null) return null;
-    const [usd, n] = v.split(':');
-    return { usd_e8: BigInt(usd!), count: Number(n) };
+    const [usd, n, swaps] = v.split(':');
+    return { usd_e8: BigInt(usd!), count: Number(n), swaps: Number(swaps ?? 0) };
   };
-  return { row: locked[0], usage: { period: parse(sums[0]?.period), lifetime: parse(sums[0]?.lifetime) } };
+  const lifetime = parse(sums[0]?.lifetime);
+  const lastAt = sums[0]?.last_at;
+  return {
+    row: locked[0],
+    usage: { period: parse(sums[0]?.period), lifetime: lifetime && { usd_e8: lifetime.usd_e8, count: lifetime.count }, lastCountedAt: lastAt == null ? null : new Date(lastAt) },
+  };
 }
 
 /** Usage since `since` and over all time in one statement (the limits read); `swaps`: conversions in the period. */

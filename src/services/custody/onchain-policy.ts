@@ -69,7 +69,7 @@ export async function toOnchainPolicy(db: Db, deps: { chain: Chain; contracts: C
       perPeriodUsd: cap(p.per_period_usd),
       lifetimeUsd: cap(p.lifetime_usd),
       maxTxsPerPeriod: allowsMoney ? (p.max_txs_per_period ?? NO_TX_CAP) : 0,
-      cooldownBlocks: 0,
+      cooldownBlocks: p.tx_cooldown_blocks ?? 0,
       period: PERIOD_CODE[p.period],
       maxSlippageBps: p.max_slippage_bps ?? 10_000,
       maxLtvBps: p.max_ltv_bps ?? 10_000,

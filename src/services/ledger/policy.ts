@@ -1,30 +1,13 @@
 // Per-agent policy (contract §9): default deny, allow-lists, USD caps and counts evaluated under a row lock.
-import type { Schema } from '../../lib/contract.js';
-import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Db } from '../../db/knex.js';
 import { findPolicy, lockPolicy, sumUsageSinceAndLifetime, upsertPolicy, type LockedUsage, type PolicyRow } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
-import { ApiError, type ErrorCode } from '../../lib/errors.js';
-import { formatAmount, parseAmount } from '../../lib/money.js';
+import type { ErrorCode } from '../../lib/errors.js';
+import { formatAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
+import { COOLDOWN_BLOCK_SECONDS, effectiveLimits, hightopLimits, parsePolicy, periodStart, policyToJson, type Period, type Policy, type PolicyLimits } from './policy-format.js';
 
-export type Period = 'day' | 'week' | 'month';
-
-/** The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted. */
-export interface Policy {
-  /** Checked against the document's OperationType when parsed. */
-  operation_types: Schema<'OperationType'>[] | 'all';
-  per_tx_usd?: bigint;
-  per_period_usd?: bigint;
-  period: Period;
-  lifetime_usd?: bigint;
-  max_txs_per_period?: number;
-  allowed_assets?: string[] | 'all';
-  max_slippage_bps?: number;
-  max_ltv_bps?: number;
-  allowed_recipients?: string[] | 'all';
-  allowed_protocols?: string[] | 'all';
-}
+export { effectiveLimits, hightopLimits, parsePolicy, periodStart, policyToJson, type Period, type Policy, type PolicyLimits };
 
 export interface PolicyRequest {
   type: string;
@@ -38,6 +21,8 @@ export interface PolicyRequest {
   ltvBps?: number | null;
 }
 
+const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
+
 export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
 /** The policy row locked by this transaction, with the usage its caps need (PolicyService.lock). */
@@ -46,7 +31,6 @@ export interface LockedPolicy {
   usage: LockedUsage;
 }
 
-export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
 /** The caps and usage alone (what the chain mirror reads from an account in evm mode). */
 export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'>;
 
@@ -81,134 +65,6 @@ export interface PolicyService {
   /** Locks the agent's policy row (or takes the `locked` one this transaction already holds), then decides. Must run inside the write transaction. */
   evaluate(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<PolicyDecision>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
-}
-
-/** Start of the UTC calendar period containing `at` (weeks start on Monday). */
-export function periodStart(period: Period, at: Date): Date {
-  const y = at.getUTCFullYear();
-  const m = at.getUTCMonth();
-  const d = at.getUTCDate();
-  if (period === 'month') return new Date(Date.UTC(y, m, 1));
-  if (period === 'week') {
-    const dow = (at.getUTCDay() + 6) % 7;
-    return new Date(Date.UTC(y, m, d - dow));
-  }
-  return new Date(Date.UTC(y, m, d));
-}
-
-const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
-
-export function policyToJson(p: Policy): Record<string, unknown> {
-  const out: Record<string, unknown> = { operation_types: p.operation_types, period: p.period };
-  if (p.per_tx_usd !== undefined) out.per_tx_usd = usd(p.per_tx_usd);
-  if (p.per_period_usd !== undefined) out.per_period_usd = usd(p.per_period_usd);
-  if (p.lifetime_usd !== undefined) out.lifetime_usd = usd(p.lifetime_usd);
-  for (const k of ['max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols'] as const) {
-    if (p[k] !== undefined) out[k] = p[k];
-  }
-  return out;
-}
-
-/** Every key of the policy, null for an absent cap and "all" for an absent allow-list (the /self/limits view). */
-export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
-  const cap = (v: bigint | undefined) => (v === undefined ? null : usd(v));
-  return {
-    operation_types: p?.operation_types ?? [],
-    per_tx_usd: cap(p?.per_tx_usd),
-    per_period_usd: cap(p?.per_period_usd),
-    period: p ? p.period : null,
-    lifetime_usd: cap(p?.lifetime_usd),
-    max_txs_per_period: p?.max_txs_per_period ?? null,
-    max_slippage_bps: p?.max_slippage_bps ?? null,
-    max_ltv_bps: p?.max_ltv_bps ?? null,
-    allowed_assets: p?.allowed_assets ?? 'all',
-    allowed_recipients: p?.allowed_recipients ?? 'all',
-    allowed_protocols: p?.allowed_protocols ?? 'all',
-  };
-}
-
-/**
- * /self/limits in Hightop's shape (issue 26, item 5), beside `limits` and `usage`: null is no cap, and
- * `operation_types` is always a list (`"all"` expanded), `cannot` the types it leaves out.
- */
-export function hightopLimits(p: Policy | null, limits: Schema<'Limits'>, inPeriod: { usd_e8: bigint; count: number; swaps: number }, lifetime: { usd_e8: bigint; count: number }): Omit<PolicyLimits, 'limits' | 'usage'> {
-  const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
-  const policyExtra = (p ?? {}) as { tx_cooldown_blocks?: number; fail_on_zero_price?: boolean; max_swaps_per_period?: number };
-  return {
-    spend_limits: {
-      per_tx_usd: limits.per_tx_usd,
-      per_period_usd: limits.per_period_usd,
-      lifetime_usd: limits.lifetime_usd,
-      max_txs_per_period: limits.max_txs_per_period,
-      tx_cooldown_blocks: policyExtra.tx_cooldown_blocks ?? null,
-      fail_on_zero_price: policyExtra.fail_on_zero_price ?? false,
-    },
-    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: policyExtra.max_swaps_per_period ?? null },
-    permissions: { operation_types: OPERATION_TYPES.filter((t) => granted.includes(t)), cannot: OPERATION_TYPES.filter((t) => !granted.includes(t)) },
-    current_usage: { txs_in_period: inPeriod.count, spent_in_period_usd: usd(inPeriod.usd_e8), swaps_in_period: inPeriod.swaps, total_txs: lifetime.count, total_spent_usd: usd(lifetime.usd_e8) },
-  };
-}
-
-export function parsePolicy(input: unknown): Policy {
-  const problems: string[] = [];
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
-  const raw = input as Record<string, unknown>;
-  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols']);
-  for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
-
-  const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {
-    const v = raw[k];
-    if (v === undefined) return undefined;
-    if (v === 'all') return 'all';
-    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) {
-      problems.push(`${k} must be an array of strings or "all"`);
-      return undefined;
-    }
-    if (allowed) for (const x of v as string[]) if (!allowed.includes(x)) problems.push(`${k}: unknown value ${x}`);
-    return v as string[];
-  };
-  const money = (k: string): bigint | undefined => {
-    const v = raw[k];
-    if (v === undefined) return undefined;
-    if (typeof v !== 'string') {
-      problems.push(`${k} must be a decimal string`);
-      return undefined;
-    }
-    try {
-      return parseAmount(v, USD_DECIMALS);
-    } catch {
-      problems.push(`${k} must be a non-negative decimal string with at most ${USD_DECIMALS} decimals`);
-      return undefined;
-    }
-  };
-  const int = (k: string, max = Number.MAX_SAFE_INTEGER): number | undefined => {
-    const v = raw[k];
-    if (v === undefined) return undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) {
-      problems.push(`${k} must be an integer in [0, ${max}]`);
-      return undefined;
-    }
-    return v;
-  };
-
-  const operationTypes = list('operation_types', OPERATION_TYPES);
-  const period = raw.period ?? 'day';
-  if (!['day', 'week', 'month'].includes(period as string)) problems.push('period must be day, week or month');
-  const policy: Policy = { operation_types: (operationTypes ?? []) as Policy['operation_types'], period: period as Period };
-  const set = <K extends keyof Policy>(k: K, v: Policy[K] | undefined) => {
-    if (v !== undefined) policy[k] = v;
-  };
-  set('per_tx_usd', money('per_tx_usd'));
-  set('per_period_usd', money('per_period_usd'));
-  set('lifetime_usd', money('lifetime_usd'));
-  set('max_txs_per_period', int('max_txs_per_period'));
-  set('allowed_assets', list('allowed_assets'));
-  set('max_slippage_bps', int('max_slippage_bps', 10_000));
-  set('max_ltv_bps', int('max_ltv_bps', 10_000));
-  set('allowed_recipients', list('allowed_recipients'));
-  set('allowed_protocols', list('allowed_protocols'));
-  if (problems.length > 0) throw new ApiError('validation_failed', `invalid policy: ${problems.join('; ')}`, { problems });
-  return policy;
 }
 
 function fromStored(stored: Record<string, unknown>): Policy {
@@ -287,6 +143,19 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       }
       if (req.usdE8 != null) {
         const value = req.usdE8;
+        if (value === 0n && p.fail_on_zero_price) return deny('price_stale', 'the operation is valued at 0 USD (no usable price) and the policy sets fail_on_zero_price', { limit: 'fail_on_zero_price', asset: req.asset ?? null });
+        if (p.tx_cooldown_blocks && usage.lastCountedAt) {
+          const waitMs = usage.lastCountedAt.getTime() + p.tx_cooldown_blocks * COOLDOWN_BLOCK_SECONDS * 1000 - clock.now().getTime();
+          if (waitMs > 0) {
+            const retryAfter = Math.ceil(waitMs / 1000);
+            return deny('cooldown_active', `the policy's cooldown of ${p.tx_cooldown_blocks} blocks has not passed since the last operation: retry in ${retryAfter} s`, { limit: 'tx_cooldown_blocks', cooldown_blocks: p.tx_cooldown_blocks, retry_after_seconds: retryAfter });
+          }
+        }
+        if (req.type === 'conversion' && p.max_swaps_per_period !== undefined) {
+          const used = usage.period;
+          if (!used) throw new Error('the period usage was not read with the policy lock');
+          if (used.swaps + 1 > p.max_swaps_per_period) return deny('limit_exceeded', `the ${p.period} conversion count cap of ${p.max_swaps_per_period} is reached`, { limit: 'max_swaps_per_period', cap: p.max_swaps_per_period, used: used.swaps });
+        }
         if (p.per_tx_usd !== undefined && value > p.per_tx_usd) return deny('limit_exceeded', `the operation's ${usd(value)} USD exceeds the per-transaction cap of ${usd(p.per_tx_usd)} USD`, { limit: 'per_tx_usd', cap: usd(p.per_tx_usd), requested: usd(value) });
         if (p.per_period_usd !== undefined || p.max_txs_per_period !== undefined) {
           const used = usage.period;

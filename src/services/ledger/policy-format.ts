@@ -1,0 +1,169 @@
+// The policy file format (contract §9): parsing and validating it, its JSON form, and the /self/limits views of it.
+import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
+import type { Schema } from '../../lib/contract.js';
+import { ApiError } from '../../lib/errors.js';
+import { formatAmount, parseAmount } from '../../lib/money.js';
+import { USD_DECIMALS } from './ledger.js';
+
+export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
+
+export type Period = 'day' | 'week' | 'month';
+
+/** The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted. */
+export interface Policy {
+  /** Checked against the document's OperationType when parsed. */
+  operation_types: Schema<'OperationType'>[] | 'all';
+  per_tx_usd?: bigint;
+  per_period_usd?: bigint;
+  period: Period;
+  lifetime_usd?: bigint;
+  max_txs_per_period?: number;
+  allowed_assets?: string[] | 'all';
+  max_slippage_bps?: number;
+  max_ltv_bps?: number;
+  allowed_recipients?: string[] | 'all';
+  allowed_protocols?: string[] | 'all';
+  /** Blocks (COOLDOWN_BLOCK_SECONDS each) that must pass after a counted operation before the next (Hightop's key). */
+  tx_cooldown_blocks?: number;
+  /** Refuse an operation valued at 0 USD (no usable price): `price_stale`. Absent = false. */
+  fail_on_zero_price?: boolean;
+  /** Conversions per period. */
+  max_swaps_per_period?: number;
+}
+
+/** The block time a cooldown is counted in: Base's 2 s blocks (Hightop counts `tx_cooldown_blocks` on Base). */
+export const COOLDOWN_BLOCK_SECONDS = 2;
+
+/** Start of the UTC calendar period containing `at` (weeks start on Monday). */
+export function periodStart(period: Period, at: Date): Date {
+  const y = at.getUTCFullYear();
+  const m = at.getUTCMonth();
+  const d = at.getUTCDate();
+  if (period === 'month') return new Date(Date.UTC(y, m, 1));
+  if (period === 'week') {
+    const dow = (at.getUTCDay() + 6) % 7;
+    return new Date(Date.UTC(y, m, d - dow));
+  }
+  return new Date(Date.UTC(y, m, d));
+}
+
+const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
+
+export function policyToJson(p: Policy): Record<string, unknown> {
+  const out: Record<string, unknown> = { operation_types: p.operation_types, period: p.period };
+  if (p.per_tx_usd !== undefined) out.per_tx_usd = usd(p.per_tx_usd);
+  if (p.per_period_usd !== undefined) out.per_period_usd = usd(p.per_period_usd);
+  if (p.lifetime_usd !== undefined) out.lifetime_usd = usd(p.lifetime_usd);
+  for (const k of ['max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period'] as const) {
+    if (p[k] !== undefined) out[k] = p[k];
+  }
+  return out;
+}
+
+/** Every key of the policy, null for an absent cap and "all" for an absent allow-list (the /self/limits view). */
+export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
+  const cap = (v: bigint | undefined) => (v === undefined ? null : usd(v));
+  return {
+    operation_types: p?.operation_types ?? [],
+    per_tx_usd: cap(p?.per_tx_usd),
+    per_period_usd: cap(p?.per_period_usd),
+    period: p ? p.period : null,
+    lifetime_usd: cap(p?.lifetime_usd),
+    max_txs_per_period: p?.max_txs_per_period ?? null,
+    max_slippage_bps: p?.max_slippage_bps ?? null,
+    max_ltv_bps: p?.max_ltv_bps ?? null,
+    allowed_assets: p?.allowed_assets ?? 'all',
+    allowed_recipients: p?.allowed_recipients ?? 'all',
+    allowed_protocols: p?.allowed_protocols ?? 'all',
+  };
+}
+
+/**
+ * /self/limits in Hightop's shape (issue 26, item 5), beside `limits` and `usage`: null is no cap, and
+ * `operation_types` is always a list (`"all"` expanded), `cannot` the types it leaves out.
+ */
+export function hightopLimits(p: Policy | null, limits: Schema<'Limits'>, inPeriod: { usd_e8: bigint; count: number; swaps: number }, lifetime: { usd_e8: bigint; count: number }): Omit<PolicyLimits, 'limits' | 'usage'> {
+  const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
+  return {
+    spend_limits: {
+      per_tx_usd: limits.per_tx_usd,
+      per_period_usd: limits.per_period_usd,
+      lifetime_usd: limits.lifetime_usd,
+      max_txs_per_period: limits.max_txs_per_period,
+      tx_cooldown_blocks: p?.tx_cooldown_blocks ?? null,
+      fail_on_zero_price: p?.fail_on_zero_price ?? false,
+    },
+    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: p?.max_swaps_per_period ?? null },
+    permissions: { operation_types: OPERATION_TYPES.filter((t) => granted.includes(t)), cannot: OPERATION_TYPES.filter((t) => !granted.includes(t)) },
+    current_usage: { txs_in_period: inPeriod.count, spent_in_period_usd: usd(inPeriod.usd_e8), swaps_in_period: inPeriod.swaps, total_txs: lifetime.count, total_spent_usd: usd(lifetime.usd_e8) },
+  };
+}
+
+export function parsePolicy(input: unknown): Policy {
+  const problems: string[] = [];
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
+  const raw = input as Record<string, unknown>;
+  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period']);
+  for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
+
+  const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {
+    const v = raw[k];
+    if (v === undefined) return undefined;
+    if (v === 'all') return 'all';
+    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) {
+      problems.push(`${k} must be an array of strings or "all"`);
+      return undefined;
+    }
+    if (allowed) for (const x of v as string[]) if (!allowed.includes(x)) problems.push(`${k}: unknown value ${x}`);
+    return v as string[];
+  };
+  const money = (k: string): bigint | undefined => {
+    const v = raw[k];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string') {
+      problems.push(`${k} must be a decimal string`);
+      return undefined;
+    }
+    try {
+      return parseAmount(v, USD_DECIMALS);
+    } catch {
+      problems.push(`${k} must be a non-negative decimal string with at most ${USD_DECIMALS} decimals`);
+      return undefined;
+    }
+  };
+  const int = (k: string, max = Number.MAX_SAFE_INTEGER): number | undefined => {
+    const v = raw[k];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) {
+      problems.push(`${k} must be an integer in [0, ${max}]`);
+      return undefined;
+    }
+    return v;
+  };
+
+  const operationTypes = list('operation_types', OPERATION_TYPES);
+  const period = raw.period ?? 'day';
+  if (!['day', 'week', 'month'].includes(period as string)) problems.push('period must be day, week or month');
+  const policy: Policy = { operation_types: (operationTypes ?? []) as Policy['operation_types'], period: period as Period };
+  const set = <K extends keyof Policy>(k: K, v: Policy[K] | undefined) => {
+    if (v !== undefined) policy[k] = v;
+  };
+  set('per_tx_usd', money('per_tx_usd'));
+  set('per_period_usd', money('per_period_usd'));
+  set('lifetime_usd', money('lifetime_usd'));
+  set('max_txs_per_period', int('max_txs_per_period'));
+  set('allowed_assets', list('allowed_assets'));
+  set('max_slippage_bps', int('max_slippage_bps', 10_000));
+  set('max_ltv_bps', int('max_ltv_bps', 10_000));
+  set('allowed_recipients', list('allowed_recipients'));
+  set('allowed_protocols', list('allowed_protocols'));
+  set('tx_cooldown_blocks', int('tx_cooldown_blocks', 4_294_967_295));
+  set('max_swaps_per_period', int('max_swaps_per_period'));
+  if (raw.fail_on_zero_price !== undefined) {
+    if (typeof raw.fail_on_zero_price === 'boolean') policy.fail_on_zero_price = raw.fail_on_zero_price;
+    else problems.push('fail_on_zero_price must be true or false');
+  }
+  if (problems.length > 0) throw new ApiError('validation_failed', `invalid policy: ${problems.join('; ')}`, { problems });
+  return policy;
+}
+
