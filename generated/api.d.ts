@@ -3027,8 +3027,8 @@ export interface components {
             max_slippage_bps: number | null;
             max_ltv_bps: number | null;
             allowed_assets: components["schemas"]["AllOrSymbols"];
-            /** @description `"all"` or a list of recipient ids, trusted destination ids or 0x addresses. */
-            allowed_recipients: "all" | string[];
+            /** @description `"all"`, a list of recipient ids, trusted destination ids or 0x addresses, or `"approved"`: the policy names no list, so only approved payees (the owner's recipients and confirmed trusted destinations) can be paid. */
+            allowed_recipients: "all" | "approved" | string[];
             allowed_protocols: "all" | components["schemas"]["ProtocolId"][];
         };
         /**
@@ -3420,7 +3420,7 @@ export interface components {
             recipient: components["schemas"]["Recipient"];
         };
         /**
-         * @description A recipient id (UUID), a trusted destination id (UUID) or a 0x EVM address.
+         * @description A recipient id (UUID), a trusted destination id (UUID), a 0x EVM address, or a recipient's name or e-mail-like handle (`billing@acme.example`). Without `allowed_recipients` in the policy only approved payees (the owner's recipients and confirmed trusted destinations) can be paid.
          * @example 0x1111111111111111111111111111111111111111
          */
         RecipientTarget: string;

@@ -88,4 +88,35 @@ describe('Hightop policy keys: tx_cooldown_blocks, max_swaps_per_period, fail_on
       await s.db('prices').where({ asset_symbol: 'EURC' }).update({ usd_e8: before.usd_e8, observed_at: before.observed_at });
     }
   });
+
+  describe('payees (issue 26, item 2)', () => {
+    it('without allowed_recipients only approved payees are paid: a raw address is 403 recipient_not_allowed, nothing held', async () => {
+      const agent = await s.agent({ policy: { operation_types: ['payment'] }, fund: { USDC: '10' } });
+      const res = await pay(agent);
+      expect(res.status, res.text).to.equal(403);
+      expect(res.body.error.code).to.equal('recipient_not_allowed');
+      expect(res.body.error.details).to.include({ rule: 'approved_payees_only' });
+      expect(await s.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).to.deep.equal({ available: 10_000_000n, held: 0n });
+      const limits = await s.request('GET', '/v1/agent/self/limits', { agent });
+      expect(limits.body.limits.allowed_recipients).to.equal('approved');
+    });
+
+    it('pays the owner\'s recipient by id, by its address, and by its e-mail-like handle; "all" pays any address', async () => {
+      const agent = await s.agent({ policy: { operation_types: ['payment'] }, fund: { USDC: '10' } });
+      const vendor = '0x4444444444444444444444444444444444444444';
+      const r = await s.services.ledger.payments.addRecipient(s.db, agent.agentId, { kind: 'recurring', name: 'billing@acme.example', address: vendor });
+      for (const to of [r.recipient_id, vendor, 'billing@acme.example']) {
+        const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to, asset: 'USDC', amount: '1' } });
+        expect(res.status, `${to}: ${res.text}`).to.equal(200);
+        const op = await s.request('GET', `/v1/agent/operations/${res.body.operation_id}`, { agent });
+        expect(op.body.operation.details ?? op.body.operation).to.not.equal(undefined);
+      }
+      const open = await s.agent({ policy: { operation_types: ['payment'], allowed_recipients: 'all' }, fund: { USDC: '10' } });
+      expect((await pay(open)).status).to.equal(200);
+      // "approved" is accepted in a policy as the same as no list.
+      const same = await s.services.ledger.policy.set(s.db, open.agentId, { operation_types: ['payment'], allowed_recipients: 'approved' });
+      expect(same.allowed_recipients).to.equal(undefined);
+      expect((await pay(open)).status).to.equal(403);
+    });
+  });
 });

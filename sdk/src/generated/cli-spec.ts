@@ -405,7 +405,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "to",
         "type": "string",
         "required": true,
-        "description": "A recipient id (UUID), a trusted destination id (UUID) or a 0x EVM address."
+        "description": "A recipient id (UUID), a trusted destination id (UUID), a 0x EVM address, or a recipient's name or e-mail-like handle (`billing@acme.example`). Without `allowed_recipients` in the policy only approved payees (the owner's recipients and confirmed trusted destinations) can be paid."
       },
       {
         "name": "asset",
@@ -467,7 +467,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "to",
         "type": "string",
         "required": true,
-        "description": "A recipient id (UUID), a trusted destination id (UUID) or a 0x EVM address."
+        "description": "A recipient id (UUID), a trusted destination id (UUID), a 0x EVM address, or a recipient's name or e-mail-like handle (`billing@acme.example`). Without `allowed_recipients` in the policy only approved payees (the owner's recipients and confirmed trusted destinations) can be paid."
       },
       {
         "name": "asset",
@@ -590,7 +590,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "to",
         "type": "string",
         "required": true,
-        "description": "A recipient id (UUID), a trusted destination id (UUID) or a 0x EVM address."
+        "description": "A recipient id (UUID), a trusted destination id (UUID), a 0x EVM address, or a recipient's name or e-mail-like handle (`billing@acme.example`). Without `allowed_recipients` in the policy only approved payees (the owner's recipients and confirmed trusted destinations) can be paid."
       },
       {
         "name": "asset",

@@ -60,7 +60,7 @@ export function policyToJson(p: Policy): Record<string, unknown> {
   return out;
 }
 
-/** Every key of the policy, null for an absent cap and "all" for an absent allow-list (the /self/limits view). */
+/** Every key of the policy, null for an absent cap, "all" for an absent allow-list, "approved" for absent allowed_recipients (the /self/limits view). */
 export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
   const cap = (v: bigint | undefined) => (v === undefined ? null : usd(v));
   return {
@@ -73,7 +73,7 @@ export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
     max_slippage_bps: p?.max_slippage_bps ?? null,
     max_ltv_bps: p?.max_ltv_bps ?? null,
     allowed_assets: p?.allowed_assets ?? 'all',
-    allowed_recipients: p?.allowed_recipients ?? 'all',
+    allowed_recipients: p?.allowed_recipients ?? 'approved',
     allowed_protocols: p?.allowed_protocols ?? 'all',
   };
 }
@@ -155,7 +155,8 @@ export function parsePolicy(input: unknown): Policy {
   set('allowed_assets', list('allowed_assets'));
   set('max_slippage_bps', int('max_slippage_bps', 10_000));
   set('max_ltv_bps', int('max_ltv_bps', 10_000));
-  set('allowed_recipients', list('allowed_recipients'));
+  // "approved" (what /self/limits shows for no list) is the same as no list: approved payees only.
+  if (raw.allowed_recipients !== 'approved') set('allowed_recipients', list('allowed_recipients'));
   set('allowed_protocols', list('allowed_protocols'));
   set('tx_cooldown_blocks', int('tx_cooldown_blocks', 4_294_967_295));
   set('max_swaps_per_period', int('max_swaps_per_period'));

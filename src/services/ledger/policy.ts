@@ -132,6 +132,10 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
         return deny('permission_not_granted', `operation type ${req.type} is not allowed for this agent`, { operation_type: req.type });
       }
       if (req.asset && !listed(p.allowed_assets, req.asset)) return deny('asset_not_allowed', `asset ${req.asset} is not allowed for this agent`, { asset: req.asset });
+      if (req.recipient && p.allowed_recipients === undefined && req.type === 'payment' && req.recipient.ids.length === 0) {
+        // No list: approved payees only (Hightop's rule; issue 26 item 2): the owner's recipients and trusted destinations.
+        return deny('recipient_not_allowed', 'the policy pays approved payees only (a recipient or a confirmed trusted destination the owner added); "allowed_recipients": "all" allows any address', { recipient: req.recipient.address, rule: 'approved_payees_only' });
+      }
       if (req.recipient && p.allowed_recipients !== undefined && p.allowed_recipients !== 'all') {
         const allow = p.allowed_recipients.map((x) => x.toLowerCase());
         const candidates = [...req.recipient.ids, ...(req.recipient.address ? [req.recipient.address] : [])].map((x) => x.toLowerCase());
