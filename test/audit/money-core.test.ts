@@ -60,7 +60,7 @@ describe('audit: money core', () => {
 
   describe('policy caps', () => {
     it('refuses limit_exceeded when an asset amount is worth a fraction of a USD base unit over per_tx_usd', async () => {
-      const agent = await makeAgent(f, { policy: { operation_types: 'all', per_tx_usd: '3000' }, fund: { ETH: '2' } });
+      const agent = await makeAgent(f, { policy: { operation_types: 'all', per_tx_usd: '3000', allowed_recipients: 'all' }, fund: { ETH: '2' } });
       // 1 ETH + 1 wei at 3000 USD is 3000.000000000000003 USD: over the cap, not equal to it.
       const err = await f.area.payments.createPayment(f.db, agent, { to: addr(0x3001), asset: 'ETH', amount: '1.000000000000000001' }, null).catch((e: unknown) => e);
       expect(codeOf(err)).to.equal('limit_exceeded');
@@ -69,7 +69,7 @@ describe('audit: money core', () => {
     });
 
     it('counts dust payments toward per_period_usd instead of valuing them at zero', async () => {
-      const agent = await makeAgent(f, { policy: { operation_types: 'all', per_period_usd: '0.00000002' }, fund: { ETH: '1' } });
+      const agent = await makeAgent(f, { policy: { operation_types: 'all', per_period_usd: '0.00000002', allowed_recipients: 'all' }, fund: { ETH: '1' } });
       const dust = { to: addr(0x3002), asset: 'ETH', amount: '0.000000000000000001' };
       await f.area.payments.createPayment(f.db, agent, dust, null);
       await f.area.payments.createPayment(f.db, agent, dust, null);

@@ -238,7 +238,7 @@ describe('audit: money routes', () => {
 
   describe('getSelfLimits', () => {
     it('shows caps and usage counting accepted operations', async () => {
-      const agent = await s.agent({ policy: { operation_types: ['payment'], per_period_usd: '5', period: 'day' }, funds: { USDC: '100' } });
+      const agent = await s.agent({ policy: { operation_types: ['payment'], per_period_usd: '5', period: 'day', allowed_recipients: 'all' }, funds: { USDC: '100' } });
       expect((await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: addr(3), asset: 'USDC', amount: '3' } })).status).to.equal(200);
       const over = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: addr(3), asset: 'USDC', amount_usd: '3' } });
       expect(over.status).to.equal(403);

@@ -119,7 +119,7 @@ describe('Hightop compatibility (issue 26)', function () {
 
   describe('page api-reference/get-self-limits', () => {
     it('GET /self/limits answers spend_limits, swap_limits, permissions (always lists) and current_usage; null is no cap', async () => {
-      const agent = await s.agent({ policy: { operation_types: ['payment', 'conversion'], per_tx_usd: '100', per_period_usd: '500', period: 'day', max_slippage_bps: 50 }, fund: { USDC: '50' } });
+      const agent = await s.agent({ policy: { operation_types: ['payment', 'conversion'], per_tx_usd: '100', per_period_usd: '500', period: 'day', max_slippage_bps: 50, allowed_recipients: 'all' }, fund: { USDC: '50' } });
       const pay = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '5' } });
       expect(pay.status, pay.text).to.equal(200);
       const res = await s.request('GET', '/v1/agent/self/limits', { agent });

@@ -72,7 +72,7 @@ describe('ledger routes over HTTP (responses validated against the document)', (
     });
 
     it('answers 403 with the policy code, records the rejection, and replays it for the same key', async () => {
-      const agent = await s.agent({ policy: { operation_types: ['payment'], per_tx_usd: '1' }, fund: { USDC: '10' } });
+      const agent = await s.agent({ policy: { operation_types: ['payment'], per_tx_usd: '1', allowed_recipients: 'all' }, fund: { USDC: '10' } });
       const key = newKey();
       const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: key, body: { to: addr(1), asset: 'USDC', amount: '2' } });
       expect(res.status).to.equal(403);

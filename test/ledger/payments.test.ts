@@ -157,7 +157,7 @@ describe('policy', () => {
 
   it('never accepts more than the period cap under 100 concurrent writes', async function () {
     this.timeout(60_000);
-    const agent = await makeAgent(f, { policy: { operation_types: 'all', per_period_usd: '10', period: 'day' }, fund: { USDC: '1000' } });
+    const agent = await makeAgent(f, { policy: { operation_types: 'all', per_period_usd: '10', period: 'day', allowed_recipients: 'all' }, fund: { USDC: '1000' } });
     const results = await Promise.all(
       Array.from({ length: 100 }, (_, i) => f.area.payments.createPayment(f.db, agent, { to: addr(i + 1), asset: 'USDC', amount: '1' }, `cap-${i}`).then(() => 'accepted', (e: unknown) => codeOf(e))),
     );
@@ -170,8 +170,8 @@ describe('policy', () => {
 
   it('never accepts more than the lifetime cap or the count cap under concurrent writes (usage read after the lock)', async function () {
     this.timeout(60_000);
-    const lifetime = await makeAgent(f, { policy: { operation_types: 'all', lifetime_usd: '7' }, fund: { USDC: '1000' } });
-    const counted = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 6, period: 'month' }, fund: { USDC: '1000' } });
+    const lifetime = await makeAgent(f, { policy: { operation_types: 'all', lifetime_usd: '7', allowed_recipients: 'all' }, fund: { USDC: '1000' } });
+    const counted = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 6, period: 'month', allowed_recipients: 'all' }, fund: { USDC: '1000' } });
     const burst = (agent: typeof lifetime, tag: string) =>
       Promise.all(Array.from({ length: 60 }, (_, i) => f.area.payments.createPayment(f.db, agent, { to: addr(i + 1), asset: 'USDC', amount: '1' }, `${tag}-${i}`).then(() => 'accepted', (e: unknown) => codeOf(e))));
     const [a, b] = await Promise.all([burst(lifetime, 'life'), burst(counted, 'count')]);
@@ -182,7 +182,7 @@ describe('policy', () => {
   });
 
   it('counts pending operations and frees nothing on execution, but a failed settlement no longer counts', async () => {
-    const agent = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 2 }, fund: { USDC: '10' } });
+    const agent = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 2, allowed_recipients: 'all' }, fund: { USDC: '10' } });
     const bad = addr(0xdead);
     await f.area.ledger.setFailingAddress(f.db, bad, true);
     await f.area.payments.createPayment(f.db, agent, { to: bad, asset: 'USDC', amount: '1' }, null);
@@ -195,7 +195,7 @@ describe('policy', () => {
   });
 
   it('resets the daily count at the next UTC day', async () => {
-    const agent = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 1, period: 'day' }, fund: { USDC: '10' } });
+    const agent = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 1, period: 'day', allowed_recipients: 'all' }, fund: { USDC: '10' } });
     await f.area.payments.createPayment(f.db, agent, { to: addr(2), asset: 'USDC', amount: '1' }, null);
     expect(await f.area.payments.createPayment(f.db, agent, { to: addr(2), asset: 'USDC', amount: '1' }, null).catch((e: unknown) => codeOf(e))).to.equal('limit_exceeded');
     f.clock.advance(24 * 3600_000);
