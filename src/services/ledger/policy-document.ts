@@ -1,0 +1,141 @@
+// The policy document (contract §9): its parsed shape, the JSON file format (amounts as decimal strings), the calendar
+// periods its caps count in. Pure: the live evaluation, shadow policies and replays read the same parse.
+import type { Schema } from '../../lib/contract.js';
+import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
+import { ApiError } from '../../lib/errors.js';
+import { formatAmount, parseAmount } from '../../lib/money.js';
+import { USD_DECIMALS } from './ledger.js';
+
+export type Period = 'day' | 'week' | 'month';
+
+/** The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted. */
+export interface Policy {
+  /** Checked against the document's OperationType when parsed. */
+  operation_types: Schema<'OperationType'>[] | 'all';
+  per_tx_usd?: bigint;
+  per_period_usd?: bigint;
+  period: Period;
+  lifetime_usd?: bigint;
+  max_txs_per_period?: number;
+  allowed_assets?: string[] | 'all';
+  max_slippage_bps?: number;
+  max_ltv_bps?: number;
+  allowed_recipients?: string[] | 'all';
+  allowed_protocols?: string[] | 'all';
+}
+
+export interface PolicyRequest {
+  type: string;
+  asset?: string | null;
+  /** USD value (8 decimals) counted toward caps; null for operations that move no money. */
+  usdE8?: bigint | null;
+  /** Recipient identity: the recipient or destination id and/or the address; any listed one allows. */
+  recipient?: { ids: string[]; address: string | null } | null;
+  protocol?: string | null;
+  slippageBps?: number | null;
+  ltvBps?: number | null;
+}
+
+/** Start of the UTC calendar period containing `at` (weeks start on Monday). */
+export function periodStart(period: Period, at: Date): Date {
+  const y = at.getUTCFullYear();
+  const m = at.getUTCMonth();
+  const d = at.getUTCDate();
+  if (period === 'month') return new Date(Date.UTC(y, m, 1));
+  if (period === 'week') {
+    const dow = (at.getUTCDay() + 6) % 7;
+    return new Date(Date.UTC(y, m, d - dow));
+  }
+  return new Date(Date.UTC(y, m, d));
+}
+
+const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
+
+export function policyToJson(p: Policy): Record<string, unknown> {
+  const out: Record<string, unknown> = { operation_types: p.operation_types, period: p.period };
+  if (p.per_tx_usd !== undefined) out.per_tx_usd = usd(p.per_tx_usd);
+  if (p.per_period_usd !== undefined) out.per_period_usd = usd(p.per_period_usd);
+  if (p.lifetime_usd !== undefined) out.lifetime_usd = usd(p.lifetime_usd);
+  for (const k of ['max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols'] as const) {
+    if (p[k] !== undefined) out[k] = p[k];
+  }
+  return out;
+}
+
+export function parsePolicy(input: unknown): Policy {
+  const problems: string[] = [];
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
+  const raw = input as Record<string, unknown>;
+  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols']);
+  for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
+
+  const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {
+    const v = raw[k];
+    if (v === undefined) return undefined;
+    if (v === 'all') return 'all';
+    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) {
+      problems.push(`${k} must be an array of strings or "all"`);
+      return undefined;
+    }
+    if (allowed) for (const x of v as string[]) if (!allowed.includes(x)) problems.push(`${k}: unknown value ${x}`);
+    return v as string[];
+  };
+  const money = (k: string): bigint | undefined => {
+    const v = raw[k];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string') {
+      problems.push(`${k} must be a decimal string`);
+      return undefined;
+    }
+    try {
+      return parseAmount(v, USD_DECIMALS);
+    } catch {
+      problems.push(`${k} must be a non-negative decimal string with at most ${USD_DECIMALS} decimals`);
+      return undefined;
+    }
+  };
+  const int = (k: string, max = Number.MAX_SAFE_INTEGER): number | undefined => {
+    const v = raw[k];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) {
+      problems.push(`${k} must be an integer in [0, ${max}]`);
+      return undefined;
+    }
+    return v;
+  };
+
+  const operationTypes = list('operation_types', OPERATION_TYPES);
+  const period = raw.period ?? 'day';
+  if (!['day', 'week', 'month'].includes(period as string)) problems.push('period must be day, week or month');
+  const policy: Policy = { operation_types: (operationTypes ?? []) as Policy['operation_types'], period: period as Period };
+  const set = <K extends keyof Policy>(k: K, v: Policy[K] | undefined) => {
+    if (v !== undefined) policy[k] = v;
+  };
+  set('per_tx_usd', money('per_tx_usd'));
+  set('per_period_usd', money('per_period_usd'));
+  set('lifetime_usd', money('lifetime_usd'));
+  set('max_txs_per_period', int('max_txs_per_period'));
+  set('allowed_assets', list('allowed_assets'));
+  set('max_slippage_bps', int('max_slippage_bps', 10_000));
+  set('max_ltv_bps', int('max_ltv_bps', 10_000));
+  set('allowed_recipients', list('allowed_recipients'));
+  set('allowed_protocols', list('allowed_protocols'));
+  if (problems.length > 0) throw new ApiError('validation_failed', `invalid policy: ${problems.join('; ')}`, { problems });
+  return policy;
+}
+
+/**
+ * fromStored for the write path, remembered by the stored JSON's text: every write of an agent parses the same
+ * policy again otherwise. Bounded (cleared when full); a Policy is never mutated after parsing.
+ */
+const parsedCache = new Map<string, Policy>();
+export function parsedPolicy(stored: Record<string, unknown>): Policy {
+  const text = JSON.stringify(stored);
+  let p = parsedCache.get(text);
+  if (!p) {
+    p = parsePolicy(stored);
+    if (parsedCache.size >= 1000) parsedCache.clear();
+    parsedCache.set(text, p);
+  }
+  return p;
+}
