@@ -20,8 +20,7 @@ import { createActivityLog, type ActivityInput } from './activity.js';
 import { createChains } from './chains.js';
 import { accountName, type LedgerService } from './ledger.js';
 import { createOperationViews, type OperationViews } from './operation-views.js';
-import type { LockedPolicy, PolicyRequest, PolicyService, RuleDecision } from './policy.js';
-import { factsOf } from './policy-rules.js';
+import type { LockedPolicy, PolicyRequest, PolicyService } from './policy.js';
 import { createSettlementScheduler, DEFAULT_SETTLEMENT_BATCH_SIZE, type SettlementScheduler } from './settlement.js';
 import { createBatchSettlement, type BatchSettler } from './settlement-batch.js';
 
@@ -221,17 +220,9 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           policy_facts: null as object | null,
         };
 
-        const request: PolicyRequest = { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null };
-        // What the evaluation saw is kept with the operation (policy_facts), so a replay decides on the same inputs.
-        let decision: RuleDecision = { allowed: true, key: null };
-        if (input.skipPolicy) base.policy_facts = factsOf(request, decision, now, counts, true);
-        else {
-          const decided = await policy.decide(trx, input.principal.agentId, request, input.lockedPolicy);
-          decision = decided.decision;
-          base.policy_facts = factsOf(request, decision, decided.locked.at, counts);
-          // The shadow policy, if any, under the same lock; it never changes this write (it cannot throw).
-          await policy.shadow(trx, { agentId: input.principal.agentId, operationId: id, request, live: decision, locked: decided.locked });
-        }
+        // The decision, what it saw (kept as policy_facts for replays) and the shadow policy's, under the same lock.
+        const { decision, facts } = await policy.decideWrite(trx, { agentId: input.principal.agentId, operationId: id, request: { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null }, counts, skip: input.skipPolicy === true, locked: input.lockedPolicy });
+        base.policy_facts = facts;
         if (!decision.allowed) {
           const op = await insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
           await terminalEffects(trx, op, 'operation.policy_rejected');

@@ -10,7 +10,7 @@ import { formatAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
 import { parsedPolicy, parsePolicy, periodStart, policyToJson, type Policy, type PolicyRequest } from './policy-document.js';
 import { createPolicyReplay, type PolicyReplayService } from './policy-replay.js';
-import { decidePolicy, type LockedPolicy, type RuleDecision } from './policy-rules.js';
+import { decidePolicy, factsOf, type LockedPolicy, type PolicyFacts, type RuleDecision } from './policy-rules.js';
 import { createShadowPolicies, type ShadowPolicyService } from './policy-shadow.js';
 
 export { parsePolicy, periodStart, policyToJson, type Period, type Policy, type PolicyRequest } from './policy-document.js';
@@ -52,6 +52,12 @@ export interface PolicyService extends ShadowPolicyService, PolicyReplayService 
   lock(trx: Db, agentId: string): Promise<LockedPolicy>;
   /** Locks the agent's policy row (or takes the `locked` one this transaction already holds), then decides. Must run inside the write transaction. */
   evaluate(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<PolicyDecision>;
+  /**
+   * A write's decision (allowed, unevaluated, when the owner acts out of band: `skip`), the facts it decided on (the
+   * operation keeps them as policy_facts, so a replay decides on the same inputs), and the shadow policy's decision
+   * under the same lock (recorded when it differs; it never changes this one and never throws).
+   */
+  decideWrite(trx: Db, write: { agentId: string; operationId: string; request: PolicyRequest; counts: boolean; skip: boolean; locked?: LockedPolicy }): Promise<{ decision: RuleDecision; facts: PolicyFacts }>;
   /** evaluate, with the deciding key and the lock it decided under (what a write records and its shadow reuses). */
   decide(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<{ decision: RuleDecision; locked: LockedPolicy }>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
@@ -142,6 +148,13 @@ export function createPolicyService(deps: { clock: Clock; log?: Logger }): Polic
     async decide(trx, agentId, req, given) {
       const locked = given ?? (await service.lock(trx, agentId));
       return { decision: decidePolicy(locked.row ? parsedPolicy(locked.row.policy) : null, req, locked.usage), locked };
+    },
+
+    async decideWrite(trx, { agentId, operationId, request, counts, skip, locked: given }) {
+      if (skip) return { decision: { allowed: true, key: null }, facts: factsOf(request, { allowed: true, key: null }, clock.now(), counts, true) };
+      const { decision, locked } = await service.decide(trx, agentId, request, given);
+      await service.shadow(trx, { agentId, operationId, request, live: decision, locked });
+      return { decision, facts: factsOf(request, decision, locked.at, counts) };
     },
 
     async evaluate(trx, agentId, req, locked) {
