@@ -1868,6 +1868,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/owner/agents/{agent_id}/policy/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay a candidate policy over the agent's history
+         * @description Re-evaluates every write operation of the agent since `since` (at most 90 days back), in the order they took the policy lock, under the candidate `policy`, with the rules of the live evaluation and the usage the candidate would have seen (a write it refuses does not count toward later usage). Answers per operation the recorded and the candidate decision with the deciding key, per period the USD spent under each, and the counts of unchanged, newly refused and newly allowed operations. Writes nothing (a read-only transaction).
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        post: operations["ownerReplayPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/shadow-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the agent's shadow policy
+         * @description The candidate policy evaluated beside the live one on every write (null when none).
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetShadowPolicy"];
+        /**
+         * Set the agent's shadow policy
+         * @description Sets a shadow policy (the body as `PUT …/policy` takes it). Every write is also evaluated against it under the same policy lock, without affecting the outcome; each decision that differs is recorded (`GET …/shadow-decisions`). The agent needs a live policy first (`invalid_state_transition`).
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        put: operations["ownerSetShadowPolicy"];
+        post?: never;
+        /**
+         * Drop the agent's shadow policy
+         * @description Drops the shadow policy; its recorded decisions stay.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        delete: operations["ownerDeleteShadowPolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/shadow-policy/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make the shadow policy the live one
+         * @description Replaces the live policy with the shadow policy and drops the shadow, in one transaction under the policy lock. In evm mode with agent accounts, `signature` is the owner's signature of the policy, relayed to the account as for a policy change. `not_found` when the agent has no shadow policy.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         */
+        post: operations["ownerPromoteShadowPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/shadow-decisions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the shadow policy's differing decisions
+         * @description The writes on which the shadow policy decided otherwise than the live one, newest first.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListShadowDecisions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owner/agents/{agent_id}/limits": {
         parameters: {
             query?: never;
@@ -4405,6 +4505,119 @@ export interface components {
             /** @constant */
             ok: true;
             agent: components["schemas"]["OwnerAgent"];
+        };
+        /** @description A policy in the policy file format (contract §9 keys; amounts as decimal strings), as `PUT …/policy` takes it. */
+        PolicyDocument: {
+            [key: string]: unknown;
+        };
+        PolicyReplayRequest: {
+            policy: components["schemas"]["PolicyDocument"];
+            /**
+             * Format: date-time
+             * @description Replay the writes from this instant on (at most 90 days back).
+             */
+            since: string;
+        };
+        ReplayOutcome: {
+            allowed: boolean;
+            /** @description The refusal's error code (null when allowed). */
+            code: string | null;
+            /** @description The policy key that decided the refusal (`policy` when the agent had none; null when allowed or not recorded). */
+            key: string | null;
+        };
+        ReplayedOperation: {
+            operation_id: components["schemas"]["Uuid"];
+            type: string;
+            created_at: components["schemas"]["Timestamp"];
+            asset: string | null;
+            amount_usd: components["schemas"]["NullableUsdDecimal"];
+            /** @description False for an operation written before decisions kept their inputs (rebuilt from the operation). */
+            exact: boolean;
+            recorded: components["schemas"]["ReplayOutcome"];
+            candidate: components["schemas"]["ReplayOutcome"];
+            /** @enum {string} */
+            change: "unchanged" | "newly_refused" | "newly_allowed";
+            /** @description The usage the candidate saw before deciding. */
+            usage: {
+                period_start: components["schemas"]["Timestamp"];
+                period_usd: components["schemas"]["UsdDecimal"];
+                period_txs: number;
+                lifetime_usd: components["schemas"]["UsdDecimal"];
+                lifetime_txs: number;
+            };
+        };
+        PolicyReplayResult: {
+            /** @enum {boolean} */
+            ok: true;
+            agent_id: components["schemas"]["Uuid"];
+            since: components["schemas"]["Timestamp"];
+            until: components["schemas"]["Timestamp"];
+            policy: components["schemas"]["PolicyDocument"];
+            counts: {
+                operations: number;
+                unchanged: number;
+                newly_refused: number;
+                newly_allowed: number;
+            };
+            /** @description Per period of the candidate's `period`, the USD spent under the recorded outcomes and under the candidate. */
+            periods: {
+                start: components["schemas"]["Timestamp"];
+                recorded_usd: components["schemas"]["UsdDecimal"];
+                candidate_usd: components["schemas"]["UsdDecimal"];
+                cap_usd: components["schemas"]["NullableUsdDecimal"];
+            }[];
+            /** @description Per UTC day, the USD spent under the recorded outcomes and under the candidate. */
+            days: {
+                /** Format: date */
+                date: string;
+                recorded_usd: components["schemas"]["UsdDecimal"];
+                candidate_usd: components["schemas"]["UsdDecimal"];
+            }[];
+            operations: components["schemas"]["ReplayedOperation"][];
+        };
+        ShadowPolicyResult: {
+            /** @enum {boolean} */
+            ok: true;
+            agent_id: components["schemas"]["Uuid"];
+            /** @description The shadow policy (policy file format), null when there is none. */
+            shadow_policy: {
+                [key: string]: unknown;
+            } | null;
+        };
+        ShadowPromoteRequest: {
+            /** @description evm mode with agent accounts, the owner's signature of the policy (as for a policy change). */
+            signature?: {
+                [key: string]: unknown;
+            };
+        };
+        OwnerPolicyResult: {
+            /** @enum {boolean} */
+            ok: true;
+            agent_id: components["schemas"]["Uuid"];
+            policy: components["schemas"]["PolicyDocument"];
+        };
+        ShadowDecision: {
+            id: string;
+            operation_id: components["schemas"]["Uuid"];
+            operation_type: string;
+            asset: string | null;
+            amount_usd: components["schemas"]["NullableUsdDecimal"];
+            live: components["schemas"]["ReplayOutcome"];
+            shadow: {
+                allowed: boolean;
+                code: string | null;
+                key: string | null;
+                message: string | null;
+            };
+            shadow_policy: components["schemas"]["PolicyDocument"];
+            created_at: components["schemas"]["Timestamp"];
+        };
+        ShadowDecisionList: {
+            /** @enum {boolean} */
+            ok: true;
+            agent_id: components["schemas"]["Uuid"];
+            decisions: components["schemas"]["ShadowDecision"][];
+            next_cursor: components["schemas"]["NextCursor"];
         };
         AuditEntry: {
             id: components["schemas"]["Uuid"];
@@ -8316,6 +8529,252 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerReplayPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyReplayRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyReplayResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetShadowPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShadowPolicyResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerSetShadowPolicy: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyDocument"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShadowPolicyResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerDeleteShadowPolicy: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShadowPolicyResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerPromoteShadowPolicy: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ShadowPromoteRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerPolicyResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListShadowDecisions: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShadowDecisionList"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

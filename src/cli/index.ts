@@ -5,6 +5,7 @@ import { webhookCommands } from './webhooks.js';
 import { oauthCommands } from './oauth.js';
 import { defiCommands } from './defi.js';
 import { chainCommands } from './chain.js';
+import { policyCommands } from './policy.js';
 import type { CliCommand } from './types.js';
 
-export const commands: CliCommand[] = [...foundationCommands, ...ledgerCommands, ...webhookCommands, ...oauthCommands, ...defiCommands, ...chainCommands];
+export const commands: CliCommand[] = [...foundationCommands, ...ledgerCommands, ...webhookCommands, ...oauthCommands, ...defiCommands, ...chainCommands, ...policyCommands];

@@ -6,18 +6,18 @@ import { policyToJson } from '../services/ledger/policy.js';
 import type { DestinationAction } from '../services/ledger/destinations.js';
 import { CliUsageError, optionalFlag, parseDateFlag, parseIntFlag, requireFlag, requirePositional, seg, type CliArgs, type CliCommand, type CliContext } from './types.js';
 
-async function requireAgent(ctx: CliContext, agentId: string) {
+export async function requireAgent(ctx: CliContext, agentId: string) {
   const agent = /^[0-9a-f-]{36}$/i.test(agentId) ? await findAgent(ctx.db, agentId) : undefined;
   if (!agent) throw new CliUsageError(`agent ${agentId} not found`);
   return agent;
 }
 
-const agentPath = (args: CliArgs, rest: string) => `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}${rest}`;
+export const agentPath = (args: CliArgs, rest: string) => `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}${rest}`;
 
 /** The write response is printed whole (it carries `ok` in both modes). */
 const whole = (body: Record<string, unknown>) => body;
 
-async function readPolicyFile(args: CliArgs): Promise<unknown> {
+export async function readPolicyFile(args: CliArgs): Promise<unknown> {
   const path = requireFlag(args, 'file');
   try {
     return JSON.parse(await readFile(path, 'utf8'));

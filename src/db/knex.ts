@@ -325,3 +325,15 @@ export async function rollbackAfter<T>(db: Db, fn: (trx: Knex.Transaction) => Pr
   });
   return settled!;
 }
+
+/**
+ * Runs `fn` in a read-only transaction (`BEGIN TRANSACTION READ ONLY`: Postgres refuses any write in it). Inside a
+ * transaction it is given, a savepoint always rolled back (a transaction cannot turn read-only once it has run a
+ * statement), so nothing it did survives either way.
+ */
+export async function readOnlyTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+  if (!isTransaction(db)) return (db as Knex).transaction(fn, { readOnly: true, userParams: db.userParams });
+  const settled = await rollbackAfter(db, fn);
+  if (!settled.ok) throw settled.error;
+  return settled.value;
+}

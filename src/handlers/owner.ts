@@ -112,6 +112,46 @@ export const ownerValidatePolicy: Handler<'ownerValidatePolicy'> = async (req, c
   }
 };
 
+/** The policy body as `PUT …/policy` takes it (`{"allow": "all"}` included). */
+const policyBody = (b: Record<string, unknown>) => (isAllowAll(b) ? { operation_types: 'all', allowed_assets: 'all', allowed_recipients: 'all', allowed_protocols: 'all' } : b);
+
+export const ownerReplayPolicy: Handler<'ownerReplayPolicy'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  return ok(await ctx.services.ledger.policy.replay(ctx.db, agent.id, { policy: policyBody(req.body.policy), since: new Date(req.body.since) }));
+};
+
+export const ownerGetShadowPolicy: Handler<'ownerGetShadowPolicy'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  const shadow = await ctx.services.ledger.policy.getShadow(ctx.db, agent.id);
+  return ok({ agent_id: agent.id, shadow_policy: shadow ? policyToJson(shadow) : null });
+};
+
+export const ownerSetShadowPolicy: Handler<'ownerSetShadowPolicy'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  const json = policyToJson(await ctx.services.ledger.policy.setShadow(ctx.db, agent.id, policyBody(req.body)));
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { shadow_policy: json });
+  return ok({ agent_id: agent.id, shadow_policy: json });
+};
+
+export const ownerDeleteShadowPolicy: Handler<'ownerDeleteShadowPolicy'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  const dropped = await ctx.services.ledger.policy.dropShadow(ctx.db, agent.id);
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { dropped });
+  return ok({ agent_id: agent.id, shadow_policy: null });
+};
+
+export const ownerPromoteShadowPolicy: Handler<'ownerPromoteShadowPolicy'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  const json = policyToJson(await ctx.services.ledger.policy.promoteShadow(ctx.db, agent.id, req.body?.signature));
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { policy: json, promoted: 'shadow_policy' });
+  return ok({ agent_id: agent.id, policy: json });
+};
+
+export const ownerListShadowDecisions: Handler<'ownerListShadowDecisions'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  return ok({ agent_id: agent.id, ...(await ctx.services.ledger.policy.shadowDecisions(ctx.db, agent.id, { cursor: req.query.cursor, limit: req.query.limit ?? 50 })) });
+};
+
 export const ownerGetPolicyLimits: Handler<'ownerGetPolicyLimits'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   return ok({ agent_id: agent.id, ...(await ctx.services.ledger.policy.limits(ctx.db, agent.id)) });

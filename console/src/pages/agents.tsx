@@ -5,6 +5,7 @@ import { ActionForm, Field, Secret, Status, Table, useLoad, useTitle, when } fro
 import { Activity } from './activity.js';
 import { Destinations } from './destinations.js';
 import { PolicyEditor } from './policy.js';
+import { ShadowPolicy } from './replay.js';
 
 export function Agents() {
   const { data, error, reload } = useLoad(() => ok(api.GET('/v1/owner/agents', { params: { query: { limit: 100 } } })), []);
@@ -52,6 +53,7 @@ export function AgentPage({ id }: { id: string }) {
   const [amount, setAmount] = useState('');
   // Bumped by writes on this page so the activity and operations lists read again.
   const [version, setVersion] = useState(0);
+  const [shadowVersion, setShadowVersion] = useState(0);
   useTitle(a?.name);
   return (
     <section>
@@ -116,7 +118,8 @@ export function AgentPage({ id }: { id: string }) {
             <Field label="Asset" name="fund-asset" value={asset} onInput={setAsset} required />
             <Field label="Amount" name="fund-amount" value={amount} onInput={setAmount} required placeholder="100" />
           </ActionForm>
-          <PolicyEditor id={id} />
+          <PolicyEditor id={id} onShadowChange={() => setShadowVersion((v) => v + 1)} />
+          <ShadowPolicy id={id} version={shadowVersion} onChange={() => setShadowVersion((v) => v + 1)} />
           <h2>Rate limits and live usage</h2>
           <Status text={limits.error} kind="error" />
           <Table

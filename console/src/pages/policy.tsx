@@ -2,13 +2,15 @@
 import { useState } from 'preact/hooks';
 import { api, ApiFailure, asView, idempotency, ok, type paths } from '../api.js';
 import { ActionForm, useLoad } from '../ui.js';
+import { replayPolicy, ReplayView, type ReplayResult } from './replay.js';
 
 type Policy = paths['/v1/owner/agents/{agent_id}/policy']['put']['requestBody']['content']['application/json'];
 
-export function PolicyEditor({ id }: { id: string }) {
+export function PolicyEditor({ id, onShadowChange }: { id: string; onShadowChange?: () => void }) {
   const current = useLoad(async () => asView<{ policy: Policy }>(await ok(api.GET('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id } } }))), [id]);
   const [text, setText] = useState<string | null>(null);
   const [problems, setProblems] = useState<string[]>([]);
+  const [replay, setReplay] = useState<ReplayResult | null>(null);
   const value = text ?? JSON.stringify(current.data?.policy ?? { operation_types: [] }, null, 2);
   const parse = (): Policy => {
     try {
@@ -40,6 +42,21 @@ export function PolicyEditor({ id }: { id: string }) {
           }}
         />
         <ActionForm
+          label="Replay last 30 days"
+          action={async () => {
+            setReplay(await replayPolicy(id, parse()));
+            return '';
+          }}
+        />
+        <ActionForm
+          label="Set as shadow policy"
+          action={async () => {
+            await ok(api.PUT('/v1/owner/agents/{agent_id}/shadow-policy', { params: { path: { agent_id: id }, header: idempotency() }, body: parse() }));
+            onShadowChange?.();
+            return 'Shadow policy set: every write is also evaluated against it.';
+          }}
+        />
+        <ActionForm
           label="Save policy"
           action={async () => {
             try {
@@ -55,6 +72,7 @@ export function PolicyEditor({ id }: { id: string }) {
           }}
         />
       </div>
+      {replay && <ReplayView result={replay} />}
     </>
   );
 }

@@ -30,6 +30,10 @@ export interface OperationRow {
   executed_at: Date | null;
   failed_at: Date | null;
   updated_at: Date;
+  /** What the live policy evaluation saw (issue 28; services/ledger/policy-rules.ts PolicyFacts); null before it was kept. */
+  policy_facts?: object | null;
+  /** The order in which the agent's writes took its policy lock (drawn by the insert). */
+  policy_seq?: number | null;
 }
 
 export type NewOperationRow = Omit<OperationRow, 'amount' | 'amount_usd_e8' | 'fee_usd_e8' | 'details'> & {
@@ -56,6 +60,7 @@ const operationInsert = (db: Db, row: NewOperationRow) =>
       amount_usd_e8: row.amount_usd_e8?.toString() ?? null,
       fee_usd_e8: row.fee_usd_e8.toString(),
       details: JSON.stringify(row.details),
+      policy_facts: row.policy_facts == null ? null : JSON.stringify(row.policy_facts),
     })
     .returning('*');
 

@@ -1,11 +1,13 @@
 // Agent policies and the usage their caps are measured against.
-import { batch, type Db } from '../knex.js';
+import { batch, rows, type Db } from '../knex.js';
 import { prepared, sql } from '../sql.js';
 
 export interface PolicyRow {
   agent_id: string;
   policy: Record<string, unknown>;
   updated_at: Date;
+  /** A candidate evaluated beside the live policy on every write, never deciding (issue 28). */
+  shadow_policy: Record<string, unknown> | null;
 }
 
 export async function upsertPolicy(db: Db, agentId: string, policy: Record<string, unknown>, at: Date): Promise<void> {
@@ -54,7 +56,7 @@ const usageStatement = (agentId: string, starts: { day: Date; week: Date; month:
  * holds this. The sums re-read the (now locked) row to know which caps exist and the period.
  */
 export async function lockPolicy(trx: Db, agentId: string, periodStarts: { day: Date; week: Date; month: Date }): Promise<{ row: PolicyRow | undefined; usage: LockedUsage }> {
-  const [locked, sums] = await batch(trx, [prepared(sql<PolicyRow>`SELECT agent_id, policy, updated_at FROM agent_policies WHERE agent_id = ${agentId}::uuid FOR UPDATE`, 'agentapi_policy_lock'), usageStatement(agentId, periodStarts)]);
+  const [locked, sums] = await batch(trx, [prepared(sql<PolicyRow>`SELECT agent_id, policy, updated_at, shadow_policy FROM agent_policies WHERE agent_id = ${agentId}::uuid FOR UPDATE`, 'agentapi_policy_lock_v2'), usageStatement(agentId, periodStarts)]);
   const parse = (v: string | null | undefined) => {
     if (v == null) return null;
     const [usd, n, swaps] = v.split(':');
@@ -81,4 +83,38 @@ export async function sumUsageSinceAndLifetime(db: Db, agentId: string, since: D
       db.raw('count(*)::int as lifetime_n'),
     )) as { period_usd: string; period_n: number; period_swaps: number; lifetime_usd: string; lifetime_n: number };
   return { period: { usd_e8: BigInt(row.period_usd), count: Number(row.period_n), swaps: Number(row.period_swaps) }, lifetime: { usd_e8: BigInt(row.lifetime_usd), count: Number(row.lifetime_n) } };
+}
+
+/** Sets (or with null drops) the agent's shadow policy; false when the agent has no policy row. */
+export async function setShadowPolicy(db: Db, agentId: string, shadow: Record<string, unknown> | null, at: Date): Promise<boolean> {
+  const n = await db('agent_policies').where({ agent_id: agentId }).update({ shadow_policy: shadow === null ? null : JSON.stringify(shadow), shadow_updated_at: shadow === null ? null : at });
+  return Number(n) > 0;
+}
+
+/** The policy row locked for a change of the live or shadow policy (the writes' lock, so no write decides half-way). */
+export async function findPolicyForUpdate(db: Db, agentId: string): Promise<PolicyRow | undefined> {
+  return db('agent_policies').where({ agent_id: agentId }).forUpdate().first();
+}
+
+/**
+ * The counted usage since `since` (null: no period sum) and over all time (when `lifetime`), for a policy whose caps
+ * the lock's sums did not cover (a shadow policy with another period). Run under the policy lock, after it.
+ */
+export async function sumUsage(db: Db, agentId: string, since: Date | null, lifetime: boolean): Promise<LockedUsage> {
+  const from = since ?? new Date(0);
+  const [row] = await rows(
+    db,
+    sql<{ period_usd: string; period_n: number; period_swaps: number; lifetime_usd: string; lifetime_n: number; last_at: Date | null }>`SELECT
+      coalesce(sum(amount_usd_e8) FILTER (WHERE created_at >= ${from}::timestamptz), 0)::text AS period_usd,
+      (count(*) FILTER (WHERE created_at >= ${from}::timestamptz))::int AS period_n,
+      (count(*) FILTER (WHERE created_at >= ${from}::timestamptz AND type = 'conversion'))::int AS period_swaps,
+      coalesce(sum(amount_usd_e8), 0)::text AS lifetime_usd, count(*)::int AS lifetime_n, max(created_at) AS last_at
+    FROM operations WHERE agent_id = ${agentId}::uuid AND ${COUNTED}`,
+  );
+  const r = row!;
+  return {
+    period: since ? { usd_e8: BigInt(r.period_usd), count: Number(r.period_n), swaps: Number(r.period_swaps) } : null,
+    lifetime: lifetime ? { usd_e8: BigInt(r.lifetime_usd), count: Number(r.lifetime_n) } : null,
+    lastCountedAt: r.last_at == null ? null : new Date(r.last_at),
+  };
 }

@@ -43,7 +43,7 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
   const { clock } = deps;
   const { sealer } = deps;
   const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
-  const policy = createPolicyService({ clock });
+  const policy = createPolicyService({ clock, log: deps.log });
   const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, settlementBatchSize: deps.config.settlementBatchSize, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });

@@ -217,9 +217,12 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           executed_at: null,
           failed_at: null,
           updated_at: now,
+          policy_facts: null as object | null,
         };
 
-        const decision = input.skipPolicy ? ({ allowed: true } as const) : await policy.evaluate(trx, input.principal.agentId, { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null }, input.lockedPolicy);
+        // The decision, what it saw (kept as policy_facts for replays) and the shadow policy's, under the same lock.
+        const { decision, facts } = await policy.decideWrite(trx, { agentId: input.principal.agentId, operationId: id, request: { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null }, counts, skip: input.skipPolicy === true, locked: input.lockedPolicy });
+        base.policy_facts = facts;
         if (!decision.allowed) {
           const op = await insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
           await terminalEffects(trx, op, 'operation.policy_rejected');

@@ -1,36 +1,24 @@
 // Per-agent policy (contract §9): default deny, allow-lists, USD caps and counts evaluated under a row lock.
+import type { Schema } from '../../lib/contract.js';
+import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import type { Db } from '../../db/knex.js';
-import { findPolicy, lockPolicy, sumUsageSinceAndLifetime, upsertPolicy, type LockedUsage, type PolicyRow } from '../../db/repositories/policy.repository.js';
+import { findPolicy, lockPolicy, sumUsageSinceAndLifetime, upsertPolicy } from '../../db/repositories/policy.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { ErrorCode } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logger.js';
 import { formatAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
-import { COOLDOWN_BLOCK_SECONDS, effectiveLimits, hightopLimits, parsePolicy, periodStart, policyToJson, type Period, type Policy, type PolicyLimits } from './policy-format.js';
+import { parsedPolicy, parsePolicy, periodStart, policyToJson, type Policy, type PolicyRequest } from './policy-document.js';
+import { createPolicyReplay, type PolicyReplayService } from './policy-replay.js';
+import { decidePolicy, factsOf, type LockedPolicy, type PolicyFacts, type RuleDecision } from './policy-rules.js';
+import { createShadowPolicies, type ShadowPolicyService } from './policy-shadow.js';
 
-export { effectiveLimits, hightopLimits, parsePolicy, periodStart, policyToJson, type Period, type Policy, type PolicyLimits };
-
-export interface PolicyRequest {
-  type: string;
-  asset?: string | null;
-  /** USD value (8 decimals) counted toward caps; null for operations that move no money. */
-  usdE8?: bigint | null;
-  /** Recipient identity: the recipient or destination id and/or the address; any listed one allows. */
-  recipient?: { ids: string[]; address: string | null } | null;
-  protocol?: string | null;
-  slippageBps?: number | null;
-  ltvBps?: number | null;
-}
-
-const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
+export { parsePolicy, periodStart, policyToJson, type Period, type Policy, type PolicyRequest } from './policy-document.js';
+export type { LockedPolicy, PolicyFacts, PolicyKey, RuleDecision } from './policy-rules.js';
 
 export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
-/** The policy row locked by this transaction, with the usage its caps need (PolicyService.lock). */
-export interface LockedPolicy {
-  row: PolicyRow | undefined;
-  usage: LockedUsage;
-}
-
+export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
 /** The caps and usage alone (what the chain mirror reads from an account in evm mode). */
 export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'>;
 
@@ -46,7 +34,7 @@ export interface PolicyChainMirror {
   drift(db: Db, agentId?: string): Promise<Record<string, unknown>[]>;
 }
 
-export interface PolicyService {
+export interface PolicyService extends ShadowPolicyService, PolicyReplayService {
   /** Validates the JSON policy file format (amounts as decimal strings); throws `validation_failed` listing problems. */
   parse(input: unknown): Policy;
   /** `signature`: the owner's EIP-712 signature of the proposed policy (evm mode, agent accounts). */
@@ -64,37 +52,68 @@ export interface PolicyService {
   lock(trx: Db, agentId: string): Promise<LockedPolicy>;
   /** Locks the agent's policy row (or takes the `locked` one this transaction already holds), then decides. Must run inside the write transaction. */
   evaluate(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<PolicyDecision>;
+  /**
+   * A write's decision (allowed, unevaluated, when the owner acts out of band: `skip`), the facts it decided on (the
+   * operation keeps them as policy_facts, so a replay decides on the same inputs), and the shadow policy's decision
+   * under the same lock (recorded when it differs; it never changes this one and never throws).
+   */
+  decideWrite(trx: Db, write: { agentId: string; operationId: string; request: PolicyRequest; counts: boolean; skip: boolean; locked?: LockedPolicy }): Promise<{ decision: RuleDecision; facts: PolicyFacts }>;
+  /** evaluate, with the deciding key and the lock it decided under (what a write records and its shadow reuses). */
+  decide(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<{ decision: RuleDecision; locked: LockedPolicy }>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
 }
 
-function fromStored(stored: Record<string, unknown>): Policy {
-  return parsePolicy(stored);
+const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
+
+/** Every key of the policy, null for an absent cap, "all" for an absent allow-list, "approved" for absent allowed_recipients (the /self/limits view). */
+export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
+  const cap = (v: bigint | undefined) => (v === undefined ? null : usd(v));
+  return {
+    operation_types: p?.operation_types ?? [],
+    per_tx_usd: cap(p?.per_tx_usd),
+    per_period_usd: cap(p?.per_period_usd),
+    period: p ? p.period : null,
+    lifetime_usd: cap(p?.lifetime_usd),
+    max_txs_per_period: p?.max_txs_per_period ?? null,
+    max_slippage_bps: p?.max_slippage_bps ?? null,
+    max_ltv_bps: p?.max_ltv_bps ?? null,
+    allowed_assets: p?.allowed_assets ?? 'all',
+    allowed_recipients: p?.allowed_recipients ?? 'approved',
+    allowed_protocols: p?.allowed_protocols ?? 'all',
+  };
 }
 
 /**
- * fromStored for the write path, remembered by the stored JSON's text: every write of an agent parses the same
- * policy again otherwise. Bounded (cleared when full); a Policy is never mutated after parsing.
+ * /self/limits in Hightop's shape (issue 26, item 5), beside `limits` and `usage`: null is no cap, and
+ * `operation_types` is always a list (`"all"` expanded), `cannot` the types it leaves out.
  */
-const parsedCache = new Map<string, Policy>();
-function parsedPolicy(stored: Record<string, unknown>): Policy {
-  const text = JSON.stringify(stored);
-  let p = parsedCache.get(text);
-  if (!p) {
-    p = fromStored(stored);
-    if (parsedCache.size >= 1000) parsedCache.clear();
-    parsedCache.set(text, p);
-  }
-  return p;
+export function hightopLimits(p: Policy | null, limits: Schema<'Limits'>, inPeriod: { usd_e8: bigint; count: number; swaps: number }, lifetime: { usd_e8: bigint; count: number }): Omit<PolicyLimits, 'limits' | 'usage'> {
+  const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
+  return {
+    spend_limits: {
+      per_tx_usd: limits.per_tx_usd,
+      per_period_usd: limits.per_period_usd,
+      lifetime_usd: limits.lifetime_usd,
+      max_txs_per_period: limits.max_txs_per_period,
+      tx_cooldown_blocks: p?.tx_cooldown_blocks ?? null,
+      fail_on_zero_price: p?.fail_on_zero_price ?? false,
+    },
+    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: p?.max_swaps_per_period ?? null },
+    permissions: { operation_types: OPERATION_TYPES.filter((t) => granted.includes(t)), cannot: OPERATION_TYPES.filter((t) => !granted.includes(t)) },
+    current_usage: { txs_in_period: inPeriod.count, spent_in_period_usd: usd(inPeriod.usd_e8), swaps_in_period: inPeriod.swaps, total_txs: lifetime.count, total_spent_usd: usd(lifetime.usd_e8) },
+  };
 }
 
-const listed = (list: string[] | 'all' | undefined, value: string): boolean => list === undefined || list === 'all' || list.includes(value);
+const fromStored = (stored: Record<string, unknown>): Policy => parsePolicy(stored);
 
-export function createPolicyService(deps: { clock: Clock }): PolicyService {
+export function createPolicyService(deps: { clock: Clock; log?: Logger }): PolicyService {
   const { clock } = deps;
-  const deny = (code: ErrorCode, message: string, details: Record<string, unknown> = {}): PolicyDecision => ({ allowed: false, code, message, details });
   let chainMirror: PolicyChainMirror | null = null;
+  const setLive: PolicyService['set'] = (db, agentId, input, signature) => service.set(db, agentId, input, signature);
 
   const service: PolicyService = {
+    ...createShadowPolicies({ clock, log: deps.log, setLive }),
+    ...createPolicyReplay({ clock }),
     parse: parsePolicy,
 
     async set(db, agentId, input, signature) {
@@ -119,68 +138,28 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
     },
 
     async lock(trx, agentId) {
-      const now = clock.now();
+      const at = clock.now();
       // The lock and the usage sums its caps need in one round trip, the sums after the lock (policy.repository lockPolicy).
-      return lockPolicy(trx, agentId, { day: periodStart('day', now), week: periodStart('week', now), month: periodStart('month', now) });
+      const { row, usage } = await lockPolicy(trx, agentId, { day: periodStart('day', at), week: periodStart('week', at), month: periodStart('month', at) });
+      return { row, usage, at };
+    },
+
+    async decide(trx, agentId, req, given) {
+      const locked = given ?? (await service.lock(trx, agentId));
+      return { decision: decidePolicy(locked.row ? parsedPolicy(locked.row.policy) : null, req, locked.usage, locked.at), locked };
+    },
+
+    async decideWrite(trx, { agentId, operationId, request, counts, skip, locked: given }) {
+      if (skip) return { decision: { allowed: true, key: null }, facts: factsOf(request, { allowed: true, key: null }, clock.now(), counts, true) };
+      const { decision, locked } = await service.decide(trx, agentId, request, given);
+      await service.shadow(trx, { agentId, operationId, request, live: decision, locked });
+      return { decision, facts: factsOf(request, decision, locked.at, counts) };
     },
 
     async evaluate(trx, agentId, req, locked) {
-      const { row, usage } = locked ?? (await service.lock(trx, agentId));
-      if (!row) return deny('permission_not_granted', 'the agent has no policy: every operation is denied by default', { operation_type: req.type });
-      const p = parsedPolicy(row.policy);
-      if (!listed(p.operation_types, req.type) || (Array.isArray(p.operation_types) && p.operation_types.length === 0)) {
-        return deny('permission_not_granted', `operation type ${req.type} is not allowed for this agent`, { operation_type: req.type });
-      }
-      if (req.asset && !listed(p.allowed_assets, req.asset)) return deny('asset_not_allowed', `asset ${req.asset} is not allowed for this agent`, { asset: req.asset });
-      if (req.recipient && p.allowed_recipients === undefined && req.type === 'payment' && req.recipient.ids.length === 0) {
-        // No list: approved payees only (Hightop's rule; issue 26 item 2): the owner's recipients and trusted destinations.
-        return deny('recipient_not_allowed', 'the policy pays approved payees only (a recipient or a confirmed trusted destination the owner added); "allowed_recipients": "all" allows any address', { recipient: req.recipient.address, rule: 'approved_payees_only' });
-      }
-      if (req.recipient && p.allowed_recipients !== undefined && p.allowed_recipients !== 'all') {
-        const allow = p.allowed_recipients.map((x) => x.toLowerCase());
-        const candidates = [...req.recipient.ids, ...(req.recipient.address ? [req.recipient.address] : [])].map((x) => x.toLowerCase());
-        if (!candidates.some((c) => allow.includes(c))) return deny('recipient_not_allowed', 'the recipient is not in the allowed recipients', { recipient: req.recipient.address ?? req.recipient.ids[0] ?? null });
-      }
-      if (req.protocol && !listed(p.allowed_protocols, req.protocol)) return deny('protocol_not_allowed', `protocol ${req.protocol} is not allowed for this agent`, { protocol: req.protocol });
-      if (req.slippageBps != null && p.max_slippage_bps !== undefined && req.slippageBps > p.max_slippage_bps) {
-        return deny('limit_exceeded', `slippage of ${req.slippageBps} bps exceeds the cap of ${p.max_slippage_bps} bps`, { limit: 'max_slippage_bps', cap: p.max_slippage_bps, requested: req.slippageBps });
-      }
-      if (req.usdE8 != null) {
-        const value = req.usdE8;
-        if (value === 0n && p.fail_on_zero_price) return deny('price_stale', 'the operation is valued at 0 USD (no usable price) and the policy sets fail_on_zero_price', { limit: 'fail_on_zero_price', asset: req.asset ?? null });
-        if (p.tx_cooldown_blocks && usage.lastCountedAt) {
-          const waitMs = usage.lastCountedAt.getTime() + p.tx_cooldown_blocks * COOLDOWN_BLOCK_SECONDS * 1000 - clock.now().getTime();
-          if (waitMs > 0) {
-            const retryAfter = Math.ceil(waitMs / 1000);
-            return deny('cooldown_active', `the policy's cooldown of ${p.tx_cooldown_blocks} blocks has not passed since the last operation: retry in ${retryAfter} s`, { limit: 'tx_cooldown_blocks', cooldown_blocks: p.tx_cooldown_blocks, retry_after_seconds: retryAfter });
-          }
-        }
-        if (req.type === 'conversion' && p.max_swaps_per_period !== undefined) {
-          const used = usage.period;
-          if (!used) throw new Error('the period usage was not read with the policy lock');
-          if (used.swaps + 1 > p.max_swaps_per_period) return deny('limit_exceeded', `the ${p.period} conversion count cap of ${p.max_swaps_per_period} is reached`, { limit: 'max_swaps_per_period', cap: p.max_swaps_per_period, used: used.swaps });
-        }
-        if (p.per_tx_usd !== undefined && value > p.per_tx_usd) return deny('limit_exceeded', `the operation's ${usd(value)} USD exceeds the per-transaction cap of ${usd(p.per_tx_usd)} USD`, { limit: 'per_tx_usd', cap: usd(p.per_tx_usd), requested: usd(value) });
-        if (p.per_period_usd !== undefined || p.max_txs_per_period !== undefined) {
-          const used = usage.period;
-          if (!used) throw new Error('the period usage was not read with the policy lock');
-          if (p.max_txs_per_period !== undefined && used.count + 1 > p.max_txs_per_period) {
-            return deny('limit_exceeded', `the ${p.period} transaction count cap of ${p.max_txs_per_period} is reached`, { limit: 'max_txs_per_period', cap: p.max_txs_per_period, used: used.count });
-          }
-          if (p.per_period_usd !== undefined && used.usd_e8 + value > p.per_period_usd) {
-            return deny('limit_exceeded', `the operation would exceed the ${p.period} cap of ${usd(p.per_period_usd)} USD`, { limit: 'per_period_usd', cap: usd(p.per_period_usd), used: usd(used.usd_e8), requested: usd(value) });
-          }
-        }
-        if (p.lifetime_usd !== undefined) {
-          const used = usage.lifetime;
-          if (!used) throw new Error('the lifetime usage was not read with the policy lock');
-          if (used.usd_e8 + value > p.lifetime_usd) return deny('limit_exceeded', `the operation would exceed the lifetime cap of ${usd(p.lifetime_usd)} USD`, { limit: 'lifetime_usd', cap: usd(p.lifetime_usd), used: usd(used.usd_e8), requested: usd(value) });
-        }
-      }
-      if (req.ltvBps != null && p.max_ltv_bps !== undefined && req.ltvBps > p.max_ltv_bps) {
-        return deny('ltv_too_high', `the resulting LTV of ${req.ltvBps} bps exceeds the cap of ${p.max_ltv_bps} bps`, { limit: 'max_ltv_bps', cap: p.max_ltv_bps, requested: req.ltvBps });
-      }
-      return { allowed: true };
+      const { decision } = await service.decide(trx, agentId, req, locked);
+      if (decision.allowed) return { allowed: true };
+      return { allowed: false, code: decision.code, message: decision.message, details: decision.details };
     },
 
     async limits(db, agentId) {

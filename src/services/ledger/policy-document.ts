@@ -1,15 +1,17 @@
-// The policy file format (contract §9): parsing and validating it, its JSON form, and the /self/limits views of it.
-import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
+// The policy document (contract §9): its parsed shape, the JSON file format (amounts as decimal strings), the calendar
+// periods its caps count in. Pure: the live evaluation, shadow policies and replays read the same parse.
 import type { Schema } from '../../lib/contract.js';
+import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
 
-export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
-
 export type Period = 'day' | 'week' | 'month';
 
-/** The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted. */
+/**
+ * The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted,
+ * except `allowed_recipients`: absent = approved payees only for payments (issue 26, item 2).
+ */
 export interface Policy {
   /** Checked against the document's OperationType when parsed. */
   operation_types: Schema<'OperationType'>[] | 'all';
@@ -33,6 +35,18 @@ export interface Policy {
 
 /** The block time a cooldown is counted in: Base's 2 s blocks (Hightop counts `tx_cooldown_blocks` on Base). */
 export const COOLDOWN_BLOCK_SECONDS = 2;
+
+export interface PolicyRequest {
+  type: string;
+  asset?: string | null;
+  /** USD value (8 decimals) counted toward caps; null for operations that move no money. */
+  usdE8?: bigint | null;
+  /** Recipient identity: the recipient or destination id and/or the address; any listed one allows. */
+  recipient?: { ids: string[]; address: string | null } | null;
+  protocol?: string | null;
+  slippageBps?: number | null;
+  ltvBps?: number | null;
+}
 
 /** Start of the UTC calendar period containing `at` (weeks start on Monday). */
 export function periodStart(period: Period, at: Date): Date {
@@ -58,45 +72,6 @@ export function policyToJson(p: Policy): Record<string, unknown> {
     if (p[k] !== undefined) out[k] = p[k];
   }
   return out;
-}
-
-/** Every key of the policy, null for an absent cap, "all" for an absent allow-list, "approved" for absent allowed_recipients (the /self/limits view). */
-export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
-  const cap = (v: bigint | undefined) => (v === undefined ? null : usd(v));
-  return {
-    operation_types: p?.operation_types ?? [],
-    per_tx_usd: cap(p?.per_tx_usd),
-    per_period_usd: cap(p?.per_period_usd),
-    period: p ? p.period : null,
-    lifetime_usd: cap(p?.lifetime_usd),
-    max_txs_per_period: p?.max_txs_per_period ?? null,
-    max_slippage_bps: p?.max_slippage_bps ?? null,
-    max_ltv_bps: p?.max_ltv_bps ?? null,
-    allowed_assets: p?.allowed_assets ?? 'all',
-    allowed_recipients: p?.allowed_recipients ?? 'approved',
-    allowed_protocols: p?.allowed_protocols ?? 'all',
-  };
-}
-
-/**
- * /self/limits in Hightop's shape (issue 26, item 5), beside `limits` and `usage`: null is no cap, and
- * `operation_types` is always a list (`"all"` expanded), `cannot` the types it leaves out.
- */
-export function hightopLimits(p: Policy | null, limits: Schema<'Limits'>, inPeriod: { usd_e8: bigint; count: number; swaps: number }, lifetime: { usd_e8: bigint; count: number }): Omit<PolicyLimits, 'limits' | 'usage'> {
-  const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
-  return {
-    spend_limits: {
-      per_tx_usd: limits.per_tx_usd,
-      per_period_usd: limits.per_period_usd,
-      lifetime_usd: limits.lifetime_usd,
-      max_txs_per_period: limits.max_txs_per_period,
-      tx_cooldown_blocks: p?.tx_cooldown_blocks ?? null,
-      fail_on_zero_price: p?.fail_on_zero_price ?? false,
-    },
-    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: p?.max_swaps_per_period ?? null },
-    permissions: { operation_types: OPERATION_TYPES.filter((t) => granted.includes(t)), cannot: OPERATION_TYPES.filter((t) => !granted.includes(t)) },
-    current_usage: { txs_in_period: inPeriod.count, spent_in_period_usd: usd(inPeriod.usd_e8), swaps_in_period: inPeriod.swaps, total_txs: lifetime.count, total_spent_usd: usd(lifetime.usd_e8) },
-  };
 }
 
 export function parsePolicy(input: unknown): Policy {
@@ -168,3 +143,18 @@ export function parsePolicy(input: unknown): Policy {
   return policy;
 }
 
+/**
+ * fromStored for the write path, remembered by the stored JSON's text: every write of an agent parses the same
+ * policy again otherwise. Bounded (cleared when full); a Policy is never mutated after parsing.
+ */
+const parsedCache = new Map<string, Policy>();
+export function parsedPolicy(stored: Record<string, unknown>): Policy {
+  const text = JSON.stringify(stored);
+  let p = parsedCache.get(text);
+  if (!p) {
+    p = parsePolicy(stored);
+    if (parsedCache.size >= 1000) parsedCache.clear();
+    parsedCache.set(text, p);
+  }
+  return p;
+}
