@@ -13,6 +13,7 @@ import * as idempotencySealed from './0010_idempotency_sealed.js';
 import * as oauthHashedIds from './0011_oauth_hashed_ids.js';
 import * as custodyServer from './0012_custody_server.js';
 import * as deliveryAttempts from './0015_delivery_attempts.js';
+import * as approvals from './0017_approvals.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -33,6 +34,7 @@ const migrations: Record<string, Migration> = {
   '0011_oauth_hashed_ids': oauthHashedIds,
   '0012_custody_server': custodyServer,
   '0015_delivery_attempts': deliveryAttempts,
+  '0017_approvals': approvals,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -7,11 +7,17 @@ import type { Clock } from '../../lib/clock.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
+import { approvalNeed, DEFAULT_APPROVAL_TTL_SECONDS, type ApprovalNeed, type ApprovalPolicyKeys } from './approval-rules.js';
+
+export type { ApprovalNeed } from './approval-rules.js';
 
 export type Period = 'day' | 'week' | 'month';
 
-/** The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted. */
-export interface Policy {
+/**
+ * The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted.
+ * The approval keys of issue 27 are in approval-rules.ts.
+ */
+export interface Policy extends ApprovalPolicyKeys {
   /** Checked against the document's OperationType when parsed. */
   operation_types: Schema<'OperationType'>[] | 'all';
   per_tx_usd?: bigint;
@@ -38,7 +44,7 @@ export interface PolicyRequest {
   ltvBps?: number | null;
 }
 
-export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
+export type PolicyDecision = { allowed: true; approval?: ApprovalNeed } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
 /** The policy row locked by this transaction, with the usage its caps need (PolicyService.lock). */
 export interface LockedPolicy {
@@ -106,6 +112,9 @@ export function policyToJson(p: Policy): Record<string, unknown> {
   for (const k of ['max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols'] as const) {
     if (p[k] !== undefined) out[k] = p[k];
   }
+  if (p.approval_threshold_usd !== undefined) out.approval_threshold_usd = usd(p.approval_threshold_usd);
+  if (p.approve_new_payees !== undefined) out.approve_new_payees = p.approve_new_payees;
+  if (p.approval_ttl_seconds !== undefined) out.approval_ttl_seconds = p.approval_ttl_seconds;
   return out;
 }
 
@@ -124,6 +133,9 @@ export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
     allowed_assets: p?.allowed_assets ?? 'all',
     allowed_recipients: p?.allowed_recipients ?? 'all',
     allowed_protocols: p?.allowed_protocols ?? 'all',
+    approval_threshold_usd: cap(p?.approval_threshold_usd),
+    approve_new_payees: p?.approve_new_payees ?? false,
+    approval_ttl_seconds: p?.approval_ttl_seconds ?? DEFAULT_APPROVAL_TTL_SECONDS,
   };
 }
 
@@ -153,7 +165,7 @@ export function parsePolicy(input: unknown): Policy {
   const problems: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
   const raw = input as Record<string, unknown>;
-  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols']);
+  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'approval_threshold_usd', 'approve_new_payees', 'approval_ttl_seconds']);
   for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
 
   const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {
@@ -207,6 +219,13 @@ export function parsePolicy(input: unknown): Policy {
   set('max_ltv_bps', int('max_ltv_bps', 10_000));
   set('allowed_recipients', list('allowed_recipients'));
   set('allowed_protocols', list('allowed_protocols'));
+  set('approval_threshold_usd', money('approval_threshold_usd'));
+  if (raw.approve_new_payees !== undefined && typeof raw.approve_new_payees !== 'boolean') problems.push('approve_new_payees must be true or false');
+  else set('approve_new_payees', raw.approve_new_payees as boolean | undefined);
+  // At least a minute (an owner must have time to answer), at most 30 days (a hold does not wait for ever).
+  const ttl = int('approval_ttl_seconds', 30 * 86_400);
+  if (ttl !== undefined && ttl < 60) problems.push('approval_ttl_seconds must be at least 60');
+  else set('approval_ttl_seconds', ttl);
   if (problems.length > 0) throw new ApiError('validation_failed', `invalid policy: ${problems.join('; ')}`, { problems });
   return policy;
 }
@@ -307,7 +326,8 @@ export function createPolicyService(deps: { clock: Clock }): PolicyService {
       if (req.ltvBps != null && p.max_ltv_bps !== undefined && req.ltvBps > p.max_ltv_bps) {
         return deny('ltv_too_high', `the resulting LTV of ${req.ltvBps} bps exceeds the cap of ${p.max_ltv_bps} bps`, { limit: 'max_ltv_bps', cap: p.max_ltv_bps, requested: req.ltvBps });
       }
-      return { allowed: true };
+      const approval = approvalNeed(p, req);
+      return approval ? { allowed: true, approval } : { allowed: true };
     },
 
     async limits(db, agentId) {
