@@ -1,6 +1,7 @@
 // The approval inbox across every agent (issue 27): what, to whom, how much, why it needs approval and how long until
 // it expires; approve with a passkey (a fresh assertion bound to this approval), or reject (no step-up).
 import { startAuthentication, type PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/browser';
+import { useState } from 'preact/hooks';
 import { api, idempotency, ok, type Schemas } from '../api.js';
 import { amount, shortId, until, usd } from '../format.js';
 import { ActionForm, Status, Table, useLoad, useTitle, when } from '../ui.js';
@@ -20,7 +21,10 @@ export function Approvals() {
   useTitle('Approvals');
   const pending = useLoad(() => ok(api.GET('/v1/owner/approvals', { params: { query: { state: 'pending', limit: 100 } } })), []);
   const decided = useLoad(() => ok(api.GET('/v1/owner/approvals', { params: { query: { limit: 20 } } })), []);
-  const reload = () => {
+  // Announced outside the table: the decided row leaves the list (and its form with it).
+  const [notice, setNotice] = useState<string | null>(null);
+  const reload = (text: string) => {
+    setNotice(text);
     pending.reload();
     decided.reload();
   };
@@ -30,6 +34,7 @@ export function Approvals() {
       <h1>Approvals</h1>
       <p>Operations your agents asked for that wait for you. Their funds are held; nothing leaves until you approve with your passkey.</p>
       <Status text={pending.error} kind="error" />
+      <Status text={notice} />
       <Table
         caption="Waiting for your approval"
         head={['Agent', 'What', 'To', 'Amount', 'Why', 'Expires', 'Decide']}
@@ -52,8 +57,7 @@ export function Approvals() {
               name={`Approve ${label(i)}`}
               action={async () => {
                 await approveWithPasskey(i.operation_id);
-                reload();
-                return 'Approved.';
+                reload(`Approved: ${label(i)}.`);
               }}
             />
             <ActionForm
@@ -62,8 +66,7 @@ export function Approvals() {
               danger
               action={async () => {
                 await ok(api.POST('/v1/owner/approvals/{operation_id}/reject', { params: { path: { operation_id: i.operation_id }, header: idempotency() } }));
-                reload();
-                return 'Rejected.';
+                reload(`Rejected: ${label(i)}.`);
               }}
             />
           </div>,
