@@ -2344,6 +2344,155 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/owner/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The approval inbox across the owner's agents
+         * @description Operations of the caller's agents that needed the owner's approval (issue 27), newest first: what, to whom, how much, why, and until when.
+         *     With `state`, only those in that state (`pending`: the inbox).
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerListApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/approvals/{operation_id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve an operation with a passkey
+         * @description Approve a pending operation: it then settles as any other. Needs a fresh passkey assertion (step-up): ask
+         *     `POST /v1/owner/passkeys/assertion-options` with `purpose: approve` and this operation id, sign the challenge with
+         *     one of the owner's passkeys within its 5 minutes, and send the authenticator's answer here as `assertion`. The
+         *     challenge is single use and bound to this operation. Refused without it (`authentication_failed`), for the admin
+         *     token (`owner_only_action`: only the owner approves), and when the approval is no longer pending
+         *     (`invalid_state_transition`). No agent credential, MCP tool or OAuth scope can reach this route.
+         *
+         *     Rate class `write`; owner token or console session (writes: X-CSRF-Token); Idempotency-Key required.
+         */
+        post: operations["ownerApproveOperation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/approvals/{operation_id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject an operation
+         * @description Reject a pending operation: it ends `cancelled`, its hold is released and `operation.approval_decided` is sent.
+         *     No step-up (rejecting moves no money). The admin token cannot decide (`owner_only_action`).
+         *
+         *     Rate class `write`; owner token or console session (writes: X-CSRF-Token); Idempotency-Key required.
+         */
+        post: operations["ownerRejectOperation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/passkeys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The owner's passkeys
+         * @description The caller's registered passkeys (WebAuthn credentials).
+         *
+         *     Rate class `read`; owner token or console session (writes: X-CSRF-Token); Idempotency-Key not used.
+         */
+        get: operations["ownerListPasskeys"];
+        put?: never;
+        /**
+         * Register a passkey
+         * @description Finish a passkey registration: `response` is the authenticator's answer (`navigator.credentials.create`, as
+         *     `@simplewebauthn/browser` `startRegistration` returns it) to the options of
+         *     `POST /v1/owner/passkeys/registration-options`, within their 5 minutes. Single use.
+         *
+         *     Rate class `write`; owner token or console session (writes: X-CSRF-Token); Idempotency-Key required.
+         */
+        post: operations["ownerRegisterPasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/passkeys/registration-options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a passkey registration
+         * @description WebAuthn creation options for the caller (a discoverable credential, user verification preferred, the owner's
+         *     existing passkeys excluded). The challenge is single use and expires after 5 minutes.
+         *
+         *     Rate class `write`; owner token or console session (writes: X-CSRF-Token); Idempotency-Key required.
+         */
+        post: operations["ownerPasskeyRegistrationOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/passkeys/assertion-options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a step-up assertion
+         * @description WebAuthn request options for a fresh assertion (step-up) bound to one action: `purpose: approve` with the
+         *     `operation_id` to approve. The challenge is single use and expires after 5 minutes.
+         *
+         *     Rate class `write`; owner token or console session (writes: X-CSRF-Token); Idempotency-Key required.
+         */
+        post: operations["ownerPasskeyAssertionOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owner/connected-apps": {
         parameters: {
             query?: never;
@@ -2984,7 +3133,7 @@ export interface components {
          * @description Every event type of the v1 vocabulary (emitted, subscribable and reserved).
          * @enum {string}
          */
-        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon";
+        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon" | "operation.approval_requested" | "operation.approval_decided";
         SelfRateLimit: {
             limit: number;
             burst: number;
@@ -3130,6 +3279,12 @@ export interface components {
             /** @description `"all"`, a list of recipient ids, trusted destination ids or 0x addresses, or `"approved"`: the policy names no list, so only approved payees (the owner's recipients and confirmed trusted destinations) can be paid. */
             allowed_recipients: "all" | "approved" | string[];
             allowed_protocols: "all" | components["schemas"]["ProtocolId"][];
+            /** @description A payment, one-off payment or withdrawal worth more than this many USD waits for the owner's approval (null: none does). */
+            approval_threshold_usd: components["schemas"]["NullableUsdDecimal"];
+            /** @description The first payment or one-off payment to a payee waits for the owner's approval. */
+            approve_new_payees: boolean;
+            /** @description How long an approval may wait; then the operation is `cancelled` and its hold released. */
+            approval_ttl_seconds: number;
         };
         /**
          * @description Non-negative USD amount as a decimal string (e.g. "12.50").
@@ -3181,7 +3336,7 @@ export interface components {
          * @description Event types accepted in `event_types` (emitted by v1 plus trusted destination types); reserved types are refused.
          * @enum {string}
          */
-        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed";
+        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "operation.approval_requested" | "operation.approval_decided";
         /**
          * @description Rate-limit class of a route.
          * @enum {string}
@@ -3403,7 +3558,7 @@ export interface components {
             has_more: boolean;
         };
         /**
-         * @description `accepted` -> `submitted` -> `executed` | `execution_failed` (terminal, settlement failure). `policy_rejected` is terminal at creation. `cancelled` is reserved.
+         * @description `accepted` -> `submitted` -> `executed` | `execution_failed` (terminal, settlement failure). `policy_rejected` is terminal at creation. `cancelled` (v1.1): an operation that waited for its owner's approval and was rejected or expired (`approval.state`); its hold is released and nothing left the wallet.
          * @enum {string}
          */
         OperationStatus: "accepted" | "submitted" | "executed" | "execution_failed" | "policy_rejected" | "cancelled";
@@ -3457,6 +3612,22 @@ export interface components {
             /** @description The address that sent the transaction: the relayer, which submits the lane key's signed call and pays the gas (for a wallet whose key the server holds, the wallet itself for ETH); null before submission. */
             agent_sender_address?: components["schemas"]["NullableEvmAddress"];
         };
+        /**
+         * @description Where an owner's approval stands (v1.1).
+         * @enum {string}
+         */
+        ApprovalState: "pending" | "approved" | "rejected" | "expired";
+        /** @description v1.1: present when the owner's policy made the operation wait for the owner's approval (`approval_threshold_usd`, `approve_new_payees`). While `pending` the operation stays `accepted` with its funds held and nothing leaves; `approved` settles it as any other; `rejected` and `expired` end it `cancelled` with the hold released. Only the owner decides, outside the agent's channel (console or owner API with a passkey); wait for it as for any operation. */
+        OperationApproval: {
+            state: components["schemas"]["ApprovalState"];
+            /** @description Why it needs approval. */
+            reasons: ("above_threshold" | "new_payee")[];
+            /** @description The policy's approval threshold the operation exceeds (null when only the payee is new). */
+            threshold_usd?: components["schemas"]["NullableUsdDecimal"];
+            requested_at: components["schemas"]["Timestamp"];
+            expires_at: components["schemas"]["Timestamp"];
+            decided_at: components["schemas"]["NullableTimestamp"];
+        };
         Operation: {
             id: components["schemas"]["Uuid"];
             type: components["schemas"]["OperationType"];
@@ -3476,6 +3647,7 @@ export interface components {
             executed_at: components["schemas"]["NullableTimestamp"];
             failed_at: components["schemas"]["NullableTimestamp"];
             onchain?: components["schemas"]["OnchainDetails"];
+            approval?: components["schemas"]["OperationApproval"];
         };
         OperationListPage: {
             /** @constant */
@@ -3648,6 +3820,8 @@ export interface components {
             resource: components["schemas"]["ResourceRef"];
             fee_usd: components["schemas"]["UsdDecimal"];
             human_message: string;
+            /** @description v1.1, present when the operation waits for the owner's approval (`state` pending). */
+            approval?: components["schemas"]["OperationApproval"];
         };
         /**
          * @description Seconds after creation before a one-off payment can be claimed (max 30 days).
@@ -4135,7 +4309,7 @@ export interface components {
         };
         SimulateStage: {
             /**
-             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`, and `onchain` at `depth` `onchain`.
+             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`, `onchain` at `depth` `onchain`, and (v1.1) `approval_required` when the write would be accepted but wait for the owner's approval (outcome `passed`, the reason in `message`).
              * @example policy
              */
             name: string;
@@ -4618,6 +4792,83 @@ export interface components {
             agent_id: components["schemas"]["Uuid"];
             decisions: components["schemas"]["ShadowDecision"][];
             next_cursor: components["schemas"]["NextCursor"];
+        };
+        /** @description One operation that needed the owner's approval. */
+        ApprovalItem: {
+            operation_id: components["schemas"]["Uuid"];
+            agent_id: components["schemas"]["Uuid"];
+            agent_name: string;
+            type: components["schemas"]["OperationType"];
+            status: components["schemas"]["OperationStatus"];
+            asset_symbol: components["schemas"]["NullableAssetSymbol"];
+            amount: components["schemas"]["NullableDecimal"];
+            amount_usd: components["schemas"]["NullableUsdDecimal"];
+            to_address: components["schemas"]["NullableEvmAddress"];
+            human_message: string;
+            approval: components["schemas"]["OperationApproval"];
+            created_at: components["schemas"]["Timestamp"];
+        };
+        ApprovalPage: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["ApprovalItem"][];
+            next_cursor: string | null;
+            has_more: boolean;
+        };
+        /** @description A WebAuthn credential as JSON (what `@simplewebauthn/browser` returns; WebAuthn Level 3 `toJSON()`). */
+        WebAuthnCredentialJson: {
+            id: string;
+            rawId: string;
+            /** @enum {string} */
+            type: "public-key";
+            response: {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        ApproveRequest: {
+            assertion: components["schemas"]["WebAuthnCredentialJson"];
+        };
+        ApprovalResult: {
+            /** @constant */
+            ok: true;
+            operation: components["schemas"]["Operation"];
+        };
+        Passkey: {
+            id: components["schemas"]["Uuid"];
+            name: string;
+            created_at: components["schemas"]["Timestamp"];
+            last_used_at: components["schemas"]["NullableTimestamp"];
+        };
+        PasskeyList: {
+            /** @constant */
+            ok: true;
+            items: components["schemas"]["Passkey"][];
+        };
+        PasskeyRegistration: {
+            /** @description A name for the owner to tell passkeys apart (default "Passkey"). */
+            name?: string;
+            response: components["schemas"]["WebAuthnCredentialJson"];
+        };
+        PasskeyCreated: {
+            /** @constant */
+            ok: true;
+            passkey: components["schemas"]["Passkey"];
+        };
+        PasskeyOptions: {
+            /** @constant */
+            ok: true;
+            /** @description WebAuthn options as JSON (for `@simplewebauthn/browser` `startRegistration` / `startAuthentication`). */
+            options: {
+                [key: string]: unknown;
+            };
+            expires_at: components["schemas"]["Timestamp"];
+        };
+        AssertionOptionsRequest: {
+            /** @enum {string} */
+            purpose: "approve";
+            operation_id: components["schemas"]["Uuid"];
         };
         AuditEntry: {
             id: components["schemas"]["Uuid"];
@@ -9632,6 +9883,285 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListApprovals: {
+        parameters: {
+            query?: {
+                /** @description Only approvals in this state. */
+                state?: components["schemas"]["ApprovalState"];
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalPage"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerApproveOperation: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description The operation waiting for approval. */
+                operation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApproveRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerRejectOperation: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description The operation waiting for approval. */
+                operation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerListPasskeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyList"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerRegisterPasskey: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasskeyRegistration"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyCreated"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerPasskeyRegistrationOptions: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyOptions"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerPasskeyAssertionOptions: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AssertionOptionsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyOptions"];
                 };
             };
             400: components["responses"]["ValidationFailed"];

@@ -43,6 +43,7 @@ import { createLedgerArea } from './services/ledger/area.js';
 import { createCustodyService } from './services/custody/accounts.js';
 import { createSettlementLoop } from './services/ledger/settlement-loop.js';
 import { createEventService } from './services/event.service.js';
+import { createPasskeyService } from './services/passkey.service.js';
 import { createOwnerService } from './services/owner.service.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402/service.js';
@@ -51,6 +52,7 @@ import { createMetrics, type Metrics } from './observability/metrics.js';
 import { createTracing, SpanKind, type Tracing } from './observability/tracing.js';
 import { createUpstreamFetcher, type UpstreamFetcher } from './x402/upstream.js';
 import { createFailureWarnings, createWarningMailer } from './webhooks/failure-warnings.js';
+import { createApprovalMailer, createApprovalNotices } from './webhooks/approval-mail.js';
 import { connectChain, createChainClient } from './chain/connect.js';
 import { ChainUnavailableError, type Address, type Chain } from './chain/port.js';
 import { createChainInbound, quietWhileDown, type ChainInbound } from './services/chain-inbound.js';
@@ -170,6 +172,7 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
       connectTimeoutMs: config.db.connectTimeoutMs,
     }).loop,
     createFailureWarnings({ db, clock, log, mailer: createWarningMailer({ smtpUrl: config.smtpUrl, log }), owner: services.owner, baseUrl: config.baseUrl }).loop(),
+    createApprovalNotices({ db, clock, log, mailer: createApprovalMailer({ smtpUrl: config.smtpUrl, log }), baseUrl: config.baseUrl }).loop(),
     ...(inbound?.loops() ?? []),
     // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
     ...(chain ? [createPollingLoop('x402-onchain', quietWhileDown('x402-onchain', () => services.x402.trackOnChain(db), log), { idleMs: config.chain.pollMs, log })] : []),
@@ -214,6 +217,7 @@ function buildServices(deps: {
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
     owner: createOwnerService({ clock, account: ledger.account }),
+    passkeys: createPasskeyService({ clock, baseUrl: deps.config.baseUrl, rpId: deps.config.webauthnRpId }),
     events: createEventService(),
     inbound: null,
     simulation: createSimulationService({ chain: deps.chain, ledger: ledger.ledger }),

@@ -26,6 +26,12 @@ export interface Config {
   webhookAttemptTimeoutMs: number;
   unsafeAllowLoopbackTargets: boolean;
   smtpUrl: string | null;
+  /**
+   * Passkeys (issue 27): the WebAuthn relying party id (WEBAUTHN_RP_ID, default BASE_URL's host name). Assertions are
+   * accepted from BASE_URL's origin and from the same scheme and port under the RP id's name (a console reached as
+   * http://localhost:<port> while BASE_URL names 127.0.0.1: browsers refuse IP addresses as RP ids).
+   */
+  webauthnRpId: string;
   trustProxy: boolean;
   validateResponses: boolean;
   /** Compile every operation's validators in the background after listening (off: each compiles on first use). */
@@ -194,6 +200,8 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) problems.push(`LOG_LEVEL must be a pino level, got "${logLevel}"`);
 
   const smtpUrl = url('SMTP_URL', ['smtp:', 'smtps:']);
+  const webauthnRpId = get('WEBAUTHN_RP_ID') ?? new URL(baseUrl).hostname;
+  if (!/^[a-z0-9.-]+$/i.test(webauthnRpId)) problems.push('WEBAUTHN_RP_ID must be a host name');
   // Without SMTP the one-time sign-in codes go to the log, where any log reader could use them.
   if (production && !smtpUrl) problems.push('SMTP_URL is required in production (without it one-time sign-in codes are written to the log)');
   const chainRpcUrl = url('CHAIN_RPC_URL', ['http:', 'https:', 'ws:', 'wss:']);
@@ -242,6 +250,7 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
     webhookAttemptTimeoutMs: int('WEBHOOK_ATTEMPT_TIMEOUT_MS', 10_000, 50, 60_000),
     unsafeAllowLoopbackTargets,
     smtpUrl,
+    webauthnRpId,
     trustProxy: bool('TRUST_PROXY', false),
     validateResponses: bool('VALIDATE_RESPONSES', !production),
     warmValidators: bool('WARM_VALIDATORS', true),

@@ -5,7 +5,9 @@ import { useCallback, useEffect, useState } from 'preact/hooks';
 import { consoleAuth, setCsrfToken, type ConsoleSession } from './api.js';
 import { useRoute, type Route } from './route.js';
 import { AgentPage, Agents } from './pages/agents.js';
+import { Approvals } from './pages/approvals.js';
 import { Apps } from './pages/apps.js';
+import { Passkeys } from './pages/passkeys.js';
 import { Audit } from './pages/audit.js';
 import { AllDestinations } from './pages/destinations.js';
 import { SignIn } from './pages/signin.js';
@@ -36,10 +38,12 @@ function App() {
   if (session === null) return <SignIn onSignedIn={load} />;
   const nav: [string, string, Route['page'][]][] = [
     ['#/', 'Agents', ['agents', 'agent']],
+    ['#/approvals', 'Approvals', ['approvals']],
     ['#/destinations', 'Destinations', ['destinations']],
     ['#/webhooks', 'Webhooks', ['webhooks', 'webhook']],
     ['#/apps', 'Connected apps', ['apps']],
     ['#/audit', 'Audit log', ['audit']],
+    ['#/passkeys', 'Passkeys', ['passkeys']],
   ];
   return (
     <>
@@ -76,6 +80,8 @@ function App() {
         {route.page === 'webhook' && <WebhookPage id={route.id} />}
         {route.page === 'apps' && <Apps />}
         {route.page === 'audit' && <Audit />}
+        {route.page === 'approvals' && <Approvals />}
+        {route.page === 'passkeys' && <Passkeys />}
       </main>
     </>
   );

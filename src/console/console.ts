@@ -56,6 +56,28 @@ export function mountConsole(app: Express, deps: { config: Readonly<Config>; db:
     res.json({ ok: true, owner_id: check.ownerId, csrf_token: session.csrfToken });
   });
 
+  // Passkey sign-in (issue 27): the same owner session as the e-mailed code, from an assertion of a discoverable
+  // passkey over a single-use challenge of 5 minutes. The code stays the fallback and the first sign-in.
+  app.post('/console/auth/passkey/options', json, async (req: Request, res: Response) => {
+    const byAddress = await services.oauth.throttle(db, `console-passkey:${clientAddress(req)}`, ADDRESS_THROTTLE);
+    if (!byAddress.allowed) return fail(res.setHeader('Retry-After', String(byAddress.retryAfterSeconds)), 429, 'rate_limited', 'Too many sign-in attempts; try again later.');
+    res.setHeader('Cache-Control', 'no-store');
+    res.json({ ok: true, ...(await services.passkeys.assertionOptions(db, { purpose: 'sign_in' })) });
+  });
+
+  app.post('/console/auth/passkey/verify', express.json({ limit: '16kb' }), async (req: Request, res: Response) => {
+    let proof;
+    try {
+      proof = await services.passkeys.verifyAssertion(db, req.body?.response, { purpose: 'sign_in' });
+    } catch (err) {
+      return fail(res, 401, 'authentication_failed', err instanceof Error ? err.message : 'The passkey was refused.');
+    }
+    const session = await services.owner.createSession(db, proof.ownerId);
+    await services.owner.audit(db, { ownerId: proof.ownerId, actor: { kind: 'owner', ownerId: proof.ownerId, tokenId: null, clientAddress: clientAddress(req), requestId: String(res.getHeader('X-Request-Id') ?? '') }, action: 'console.sign_in', details: { method: 'passkey', passkey_id: proof.passkeyId } });
+    res.setHeader('Set-Cookie', cookieHeader(OWNER_SESSION_COOKIE, session.token, { secure, maxAgeSeconds: SESSION_TTL_MS / 1000 }));
+    res.json({ ok: true, owner_id: proof.ownerId, csrf_token: session.csrfToken });
+  });
+
   app.get('/console/auth/session', async (req: Request, res: Response) => {
     const token = readCookie(req, OWNER_SESSION_COOKIE);
     const session = token ? await services.owner.authenticateSession(db, token) : undefined;

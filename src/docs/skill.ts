@@ -8,7 +8,7 @@ import type { OpenApiDocument, OperationMeta } from '../lib/contract.js';
 const AGENT_PREFIX = '/v1/agent/';
 
 /** The sections of info.description the briefing quotes, by their `## ` heading. */
-const SECTIONS = ['Authentication', 'Order of checks', 'Idempotency', 'Rate limits', 'Money and numbers', 'Errors'] as const;
+const SECTIONS = ['Authentication', 'Order of checks', 'Idempotency', 'Rate limits', 'Money and numbers', 'Errors', 'Owner approvals'] as const;
 
 export interface McpToolName {
   name: string;
@@ -128,6 +128,7 @@ export function renderSkill(document: OpenApiDocument): string {
     `- Routes answering \`WriteResponse\` (${writes.length}): ${writes.map((op) => op.operationId).join(', ')}.`,
     '',
   );
+  push('## Owner approvals', '', section('Owner approvals'), '');
 
   const codes = (schemas.ErrorCode?.enum ?? []) as string[];
   const actions = (schemas.ErrorCode?.['x-agent-actions'] ?? {}) as Record<string, { status: number; action: string }>;

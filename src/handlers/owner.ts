@@ -294,3 +294,50 @@ export const ownerRevokeConnectedApp: Handler<'ownerRevokeConnectedApp'> = async
 export const ownerListAudit: Handler<'ownerListAudit'> = async (req, ctx) => ok(await ctx.services.owner.listAudit(ctx.db, actorOf(ctx), { ...req.query, since: req.query.since }));
 
 export const getOwnerOpenApi: Handler<'getOwnerOpenApi'> = async (req, ctx) => answerDocument<'getOwnerOpenApi'>(req.headers['if-none-match'], ctx.services.self.publicDocument('owner'));
+
+/** Approvals and passkeys are the owner's alone (issue 27): the operator's admin token cannot decide nor enrol. */
+function ownerOnly(ctx: RequestContext): string {
+  const actor = actorOf(ctx);
+  if (actor.kind !== 'owner' || !actor.ownerId) throw new ApiError('owner_only_action', 'only the owner decides approvals and holds passkeys: sign in as the owner (the admin token cannot)');
+  return actor.ownerId;
+}
+
+export const ownerListApprovals: Handler<'ownerListApprovals'> = async (req, ctx) => {
+  const actor = actorOf(ctx);
+  return ok(await ctx.services.ledger.approvals.list(ctx.db, actor.kind === 'owner' ? actor.ownerId : null, req.query));
+};
+
+export const ownerApproveOperation: Handler<'ownerApproveOperation'> = async (req, ctx) => {
+  const ownerId = ownerOnly(ctx);
+  const pending = await ctx.services.ledger.approvals.find(ctx.db, ownerId, req.params.operation_id);
+  // The step-up: a passkey assertion over a challenge issued for this approval within the last 5 minutes.
+  const proof = await ctx.services.passkeys.verifyAssertion(ctx.db, req.body.assertion, { purpose: 'approve', ownerId, operationId: pending.id });
+  const operation = await ctx.services.ledger.approvals.approve(ctx.db, ownerId, pending.id, `owner:${ownerId} passkey:${proof.passkeyId}`);
+  await record(req, ctx, ownerId, { type: 'operation', id: pending.id }, { agent_id: pending.agent_id, passkey_id: proof.passkeyId });
+  return ok({ operation });
+};
+
+export const ownerRejectOperation: Handler<'ownerRejectOperation'> = async (req, ctx) => {
+  const ownerId = ownerOnly(ctx);
+  const pending = await ctx.services.ledger.approvals.find(ctx.db, ownerId, req.params.operation_id);
+  const operation = await ctx.services.ledger.approvals.reject(ctx.db, ownerId, pending.id);
+  await record(req, ctx, ownerId, { type: 'operation', id: pending.id }, { agent_id: pending.agent_id });
+  return ok({ operation });
+};
+
+export const ownerListPasskeys: Handler<'ownerListPasskeys'> = async (_req, ctx) => ok({ items: await ctx.services.passkeys.list(ctx.db, ownerOnly(ctx)) });
+
+export const ownerPasskeyRegistrationOptions: Handler<'ownerPasskeyRegistrationOptions'> = async (_req, ctx) => ok(await ctx.services.passkeys.registrationOptions(ctx.db, ownerOnly(ctx)));
+
+export const ownerRegisterPasskey: Handler<'ownerRegisterPasskey'> = async (req, ctx) => {
+  const ownerId = ownerOnly(ctx);
+  const passkey = await ctx.services.passkeys.register(ctx.db, ownerId, req.body.name ?? 'Passkey', req.body.response);
+  await record(req, ctx, ownerId, { type: 'passkey', id: passkey.id }, { name: passkey.name });
+  return created({ passkey });
+};
+
+export const ownerPasskeyAssertionOptions: Handler<'ownerPasskeyAssertionOptions'> = async (req, ctx) => {
+  const ownerId = ownerOnly(ctx);
+  const pending = await ctx.services.ledger.approvals.find(ctx.db, ownerId, req.body.operation_id);
+  return ok(await ctx.services.passkeys.assertionOptions(ctx.db, { purpose: 'approve', ownerId, operationId: pending.id }));
+};

@@ -112,5 +112,9 @@ export const simulateRequest: Handler<'simulateRequest'> = async (req, ctx) => {
       return answer(failure);
     }
   }
-  return answer(null, (outcome as { value: HandlerResult }).value);
+  const value = (outcome as { value: HandlerResult }).value;
+  // Accepted, but held for the owner's approval (issue 27): the stage says so and why.
+  const approval = (value.body as { approval?: Schema<'OperationApproval'> } | undefined)?.approval;
+  if (approval) stages.push({ name: 'approval_required', outcome: 'passed', message: `the owner must approve this operation (${approval.reasons.map((r) => (r === 'above_threshold' ? `above the approval threshold of ${approval.threshold_usd} USD` : 'first payment to this payee')).join('; ')}) before ${approval.expires_at}; until then it stays accepted with its funds held` });
+  return answer(null, value);
 };

@@ -8,6 +8,7 @@ import type { DefiArea } from './defi/area.js';
 import type { EventService } from './event.service.js';
 import type { LedgerArea } from './ledger/area.js';
 import type { OwnerService } from './owner.service.js';
+import type { PasskeyService } from './passkey.service.js';
 import type { SelfService } from './self.service.js';
 import type { WebhookService } from './webhook.service.js';
 import type { X402Service } from './x402/service.js';
@@ -23,6 +24,8 @@ export interface Services {
   defi: DefiArea;
   x402: X402Service;
   owner: OwnerService;
+  /** Owners' passkeys: sign-in and the step-up approvals require (issue 27). */
+  passkeys: PasskeyService;
   events: EventService;
   /** evm mode with agent accounts (issue 24): the owner's signed changes relayed to each agent's account; else null. */
   custody: CustodyService | null;

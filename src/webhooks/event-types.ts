@@ -25,6 +25,9 @@ export const EMITTED_EVENT_TYPES = [
   'agent.webhook_disabled',
   'operation.policy_rejected',
   'webhook.test',
+  // v1.1 (issue 27): owner approvals.
+  'operation.approval_requested',
+  'operation.approval_decided',
 ] as const satisfies readonly SubscribableEventType[];
 
 const SUBSCRIBABLE: ReadonlySet<string> = new Set(SUBSCRIBABLE_EVENT_TYPES);

@@ -14,7 +14,7 @@ describe('createPayment', () => {
   after(async () => s.close());
 
   it('takes at most 6 round trips to Postgres for one accepted payment with period caps', async () => {
-    const agent = await s.createAgent({ policy: { operation_types: ['payment'], allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000', period: 'day', max_txs_per_period: 100 }, fund: { USDC: '100' }, rateLimit: { limit: 1000, classes: ['write'] } });
+    const agent = await s.createAgent({ policy: { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000', period: 'day', max_txs_per_period: 100 }, fund: { USDC: '100' }, rateLimit: { limit: 1000, classes: ['write'] } });
     const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' };
     // A first payment warms what is cached per process (assets, the router), as in steady state.
     expect((await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status).to.equal(200);

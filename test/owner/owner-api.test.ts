@@ -150,6 +150,8 @@ describe('owner API', function () {
         agent_id: agentId,
         grant_id: grantId,
         class: 'write',
+        // Issue 27: another owner's operation is no approval of this one's.
+        operation_id: oneOff.body.operation_id,
       };
       const idByPrefix: [string, string][] = [
         ['/v1/owner/trusted-destinations/', dest.body.destination_id],
@@ -167,6 +169,7 @@ describe('owner API', function () {
         ownerAddWithdrawalMethod: { kind: 'bank', label: 'l' },
         ownerAddTrustedDestination: { kind: 'crypto', address: '0x5555555555555555555555555555555555555555', label: 'l' },
         ownerRecoverWebhook: { since: '2020-01-01T00:00:00.000Z' },
+        ownerApproveOperation: { assertion: { id: 'x', rawId: 'x', type: 'public-key', response: {} } },
       };
       const routes = srv.built.router.ops.filter((op) => op.path.startsWith('/v1/owner/') && op.path.includes('{'));
       expect(routes.length).to.be.greaterThan(20);

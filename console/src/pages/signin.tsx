@@ -1,4 +1,5 @@
-// Sign in with an e-mailed one-time code.
+// Sign in with a passkey, or with an e-mailed one-time code (the fallback and the first sign-in).
+import { startAuthentication, type PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/browser';
 import { useState } from 'preact/hooks';
 import { consoleAuth, setCsrfToken, type ConsoleSession } from '../api.js';
 import { ActionForm, Field, useTitle } from '../ui.js';
@@ -11,6 +12,19 @@ export function SignIn(props: { onSignedIn: () => void }) {
   return (
     <main class="signin">
       <h1>Agent API console</h1>
+      {!sent && (
+        <ActionForm
+          label="Sign in with a passkey"
+          name="Sign in with a passkey"
+          action={async () => {
+            const { options } = await consoleAuth<{ options: PublicKeyCredentialRequestOptionsJSON }>('POST', 'passkey/options', {});
+            const response = await startAuthentication({ optionsJSON: options });
+            const res = await consoleAuth<ConsoleSession>('POST', 'passkey/verify', { response });
+            setCsrfToken(res.csrf_token);
+            props.onSignedIn();
+          }}
+        />
+      )}
       {!sent ? (
         <ActionForm
           label="Send me a code"

@@ -1640,7 +1640,7 @@ export interface components {
          * @description Every event type of the v1 vocabulary (emitted, subscribable and reserved).
          * @enum {string}
          */
-        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon";
+        EventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "payment.submitted" | "payment.received" | "one_off_payment.claimed" | "one_off_payment.expired" | "withdrawal.submitted" | "deposit.received" | "recurring_payment.updated" | "recipient.changed" | "agent.limit_approaching" | "agent.limit_reached" | "agent.disabled" | "agent.expired" | "agent.expiring_soon" | "operation.approval_requested" | "operation.approval_decided";
         SelfRateLimit: {
             limit: number;
             burst: number;
@@ -1786,6 +1786,12 @@ export interface components {
             /** @description `"all"`, a list of recipient ids, trusted destination ids or 0x addresses, or `"approved"`: the policy names no list, so only approved payees (the owner's recipients and confirmed trusted destinations) can be paid. */
             allowed_recipients: "all" | "approved" | string[];
             allowed_protocols: "all" | components["schemas"]["ProtocolId"][];
+            /** @description A payment, one-off payment or withdrawal worth more than this many USD waits for the owner's approval (null: none does). */
+            approval_threshold_usd: components["schemas"]["NullableUsdDecimal"];
+            /** @description The first payment or one-off payment to a payee waits for the owner's approval. */
+            approve_new_payees: boolean;
+            /** @description How long an approval may wait; then the operation is `cancelled` and its hold released. */
+            approval_ttl_seconds: number;
         };
         /**
          * @description Non-negative USD amount as a decimal string (e.g. "12.50").
@@ -1837,7 +1843,7 @@ export interface components {
          * @description Event types accepted in `event_types` (emitted by v1 plus trusted destination types); reserved types are refused.
          * @enum {string}
          */
-        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed";
+        SubscribableEventType: "payment.executed" | "payment.execution_failed" | "one_off_payment.created" | "conversion.executed" | "conversion.execution_failed" | "earn.deposit.executed" | "earn.withdraw.executed" | "earn.move.executed" | "rewards.claimed" | "debt.borrowed" | "debt.repaid" | "debt.deleveraged" | "collateral.added" | "collateral.removed" | "withdrawal.settled" | "withdrawal.execution_failed" | "agent.webhook_disabled" | "operation.policy_rejected" | "webhook.test" | "trusted_destination.confirmed" | "trusted_destination.cancelled" | "trusted_destination.removed" | "operation.approval_requested" | "operation.approval_decided";
         /**
          * @description Rate-limit class of a route.
          * @enum {string}
@@ -2059,7 +2065,7 @@ export interface components {
             has_more: boolean;
         };
         /**
-         * @description `accepted` -> `submitted` -> `executed` | `execution_failed` (terminal, settlement failure). `policy_rejected` is terminal at creation. `cancelled` is reserved.
+         * @description `accepted` -> `submitted` -> `executed` | `execution_failed` (terminal, settlement failure). `policy_rejected` is terminal at creation. `cancelled` (v1.1): an operation that waited for its owner's approval and was rejected or expired (`approval.state`); its hold is released and nothing left the wallet.
          * @enum {string}
          */
         OperationStatus: "accepted" | "submitted" | "executed" | "execution_failed" | "policy_rejected" | "cancelled";
@@ -2113,6 +2119,22 @@ export interface components {
             /** @description The address that sent the transaction: the relayer, which submits the lane key's signed call and pays the gas (for a wallet whose key the server holds, the wallet itself for ETH); null before submission. */
             agent_sender_address?: components["schemas"]["NullableEvmAddress"];
         };
+        /**
+         * @description Where an owner's approval stands (v1.1).
+         * @enum {string}
+         */
+        ApprovalState: "pending" | "approved" | "rejected" | "expired";
+        /** @description v1.1: present when the owner's policy made the operation wait for the owner's approval (`approval_threshold_usd`, `approve_new_payees`). While `pending` the operation stays `accepted` with its funds held and nothing leaves; `approved` settles it as any other; `rejected` and `expired` end it `cancelled` with the hold released. Only the owner decides, outside the agent's channel (console or owner API with a passkey); wait for it as for any operation. */
+        OperationApproval: {
+            state: components["schemas"]["ApprovalState"];
+            /** @description Why it needs approval. */
+            reasons: ("above_threshold" | "new_payee")[];
+            /** @description The policy's approval threshold the operation exceeds (null when only the payee is new). */
+            threshold_usd?: components["schemas"]["NullableUsdDecimal"];
+            requested_at: components["schemas"]["Timestamp"];
+            expires_at: components["schemas"]["Timestamp"];
+            decided_at: components["schemas"]["NullableTimestamp"];
+        };
         Operation: {
             id: components["schemas"]["Uuid"];
             type: components["schemas"]["OperationType"];
@@ -2132,6 +2154,7 @@ export interface components {
             executed_at: components["schemas"]["NullableTimestamp"];
             failed_at: components["schemas"]["NullableTimestamp"];
             onchain?: components["schemas"]["OnchainDetails"];
+            approval?: components["schemas"]["OperationApproval"];
         };
         OperationListPage: {
             /** @constant */
@@ -2304,6 +2327,8 @@ export interface components {
             resource: components["schemas"]["ResourceRef"];
             fee_usd: components["schemas"]["UsdDecimal"];
             human_message: string;
+            /** @description v1.1, present when the operation waits for the owner's approval (`state` pending). */
+            approval?: components["schemas"]["OperationApproval"];
         };
         /**
          * @description Seconds after creation before a one-off payment can be claimed (max 30 days).
@@ -2791,7 +2816,7 @@ export interface components {
         };
         SimulateStage: {
             /**
-             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`, and `onchain` at `depth` `onchain`.
+             * @description Stage evaluated, in order - `route`, `scope`, `validation`, `policy`, `funds`, `execution`, `onchain` at `depth` `onchain`, and (v1.1) `approval_required` when the write would be accepted but wait for the owner's approval (outcome `passed`, the reason in `message`).
              * @example policy
              */
             name: string;

@@ -2174,7 +2174,9 @@ export const COMMANDS: readonly CommandSpec[] = [
           "agent.limit_reached",
           "agent.disabled",
           "agent.expired",
-          "agent.expiring_soon"
+          "agent.expiring_soon",
+          "operation.approval_requested",
+          "operation.approval_decided"
         ]
       },
       {

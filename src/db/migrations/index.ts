@@ -14,6 +14,7 @@ import * as oauthHashedIds from './0011_oauth_hashed_ids.js';
 import * as custodyServer from './0012_custody_server.js';
 import * as deliveryAttempts from './0015_delivery_attempts.js';
 import * as policyReplay from './0016_policy_replay.js';
+import * as approvals from './0017_approvals.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -35,6 +36,7 @@ const migrations: Record<string, Migration> = {
   '0012_custody_server': custodyServer,
   '0015_delivery_attempts': deliveryAttempts,
   '0016_policy_replay': policyReplay,
+  '0017_approvals': approvals,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

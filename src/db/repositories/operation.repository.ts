@@ -4,7 +4,20 @@ import { newestFirst, type Keyset } from './keyset.js';
 
 export type OperationStatus = 'accepted' | 'submitted' | 'executed' | 'execution_failed' | 'policy_rejected' | 'cancelled';
 
-export interface OperationRow {
+export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'expired';
+
+/** The owner's approval an operation waits for (migration 0017); every column null when none was needed. */
+export interface ApprovalColumns {
+  approval_state: ApprovalState | null;
+  /** Why it needs approval: the threshold exceeded and/or a first payment to the payee. */
+  approval_reasons: { threshold_usd?: string; new_payee?: boolean } | null;
+  approval_requested_at: Date | null;
+  approval_expires_at: Date | null;
+  approval_decided_at: Date | null;
+  approval_decided_by: string | null;
+}
+
+export interface OperationRow extends ApprovalColumns {
   id: string;
   agent_id: string;
   wallet_id: string;
@@ -36,7 +49,7 @@ export interface OperationRow {
   policy_seq?: number | null;
 }
 
-export type NewOperationRow = Omit<OperationRow, 'amount' | 'amount_usd_e8' | 'fee_usd_e8' | 'details'> & {
+export type NewOperationRow = Omit<OperationRow, 'amount' | 'amount_usd_e8' | 'fee_usd_e8' | 'details' | keyof ApprovalColumns> & Partial<ApprovalColumns> & {
   amount: bigint | null;
   amount_usd_e8: bigint | null;
   fee_usd_e8: bigint;
@@ -61,6 +74,7 @@ const operationInsert = (db: Db, row: NewOperationRow) =>
       fee_usd_e8: row.fee_usd_e8.toString(),
       details: JSON.stringify(row.details),
       policy_facts: row.policy_facts == null ? null : JSON.stringify(row.policy_facts),
+      ...(row.approval_reasons ? { approval_reasons: JSON.stringify(row.approval_reasons) } : {}),
     })
     .returning('*');
 
@@ -102,6 +116,8 @@ export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted
   if (excludeIds.length > 0) due.whereNotIn('id', excludeIds);
   return due
     .where((q) => q.whereNull('settle_after').orWhere('settle_after', '<=', now))
+    // An operation waiting for its owner's approval is not settled (issue 27): only approve sets it free.
+    .whereRaw(`approval_state IS DISTINCT FROM 'pending'`)
     .orderBy('settle_after', 'asc')
     .limit(limit)
     .forUpdate()
@@ -123,5 +139,5 @@ export async function listOpenOperationsOnChain(db: Db, types: string[], chainId
 /** Claims the operations among `ids` still in `status`, skipping rows another worker holds (inside a transaction). */
 export async function claimOperationsByIds(db: Db, ids: string[], status: 'accepted' | 'submitted'): Promise<OperationRow[]> {
   if (ids.length === 0) return [];
-  return db('operations').whereIn('id', ids).where({ status }).orderBy('settle_after', 'asc').forUpdate().skipLocked();
+  return db('operations').whereIn('id', ids).where({ status }).whereRaw(`approval_state IS DISTINCT FROM 'pending'`).orderBy('settle_after', 'asc').forUpdate().skipLocked();
 }

@@ -15,6 +15,7 @@ import type { Logger } from '../../lib/logger.js';
 import { generateWalletKey } from '../../lib/wallet-keys.js';
 import { createAccountService, type AccountService, type ProtocolContracts } from '../defi/account.service.js';
 import type { AgentCreatedHook } from '../agent.service.js';
+import { createApprovalService, type ApprovalService } from './approvals.js';
 import { createDestinationService, type DestinationService } from './destinations.js';
 import { createLedgerService, type LedgerService } from './ledger.js';
 import { createOperationService, type OperationService } from './operations.js';
@@ -32,6 +33,8 @@ export interface LedgerArea {
   payments: PaymentService;
   withdrawals: WithdrawalService;
   destinations: DestinationService;
+  /** The owner's approvals of operations their policy holds (issue 27). */
+  approvals: ApprovalService;
   account: AccountService;
   /** Gives a new wallet its secp256k1 key (sealed) and address; registered as an `onAgentCreated` hook. */
   assignWalletKey: AgentCreatedHook;
@@ -48,6 +51,7 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });
   const destinations = createDestinationService({ clock, operations });
+  const approvals = createApprovalService({ clock, ledger, operations });
   const account = createAccountService({ clock, ledger, operations, protocolContracts: deps.chain && (deps.chain.dex || deps.chain.earn) ? (db) => protocolContractsOn(deps.chain!, db) : undefined });
 
   operations.registerSettler('payment', payments.settlePayment);
@@ -114,6 +118,7 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
     payments,
     withdrawals,
     destinations,
+    approvals,
     account,
     assignWalletKey,
     async setupDemoAgent(db, agent, opts = {}) {

@@ -1,5 +1,6 @@
 // One-off (claimable) payments: the amount is escrowed by a hold at creation and leaves on claim (after the unlock
 // delay), or returns on the owner's cancel or at expiry.
+import { approvalStateOf } from '../../db/repositories/approval.repository.js';
 import type { Db, Knex } from '../../db/knex.js';
 import { withTransaction } from '../../db/knex.js';
 import { claimExpiredOneOffs, insertOneOffPayment, lockPendingOneOff, resolveOneOff, type OneOffPaymentRow } from '../../db/repositories/one-off-payment.repository.js';
@@ -103,6 +104,8 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
       return withTransaction(db, async (trx) => {
         const row = await lockOneOff(trx, id);
         const now = clock.now();
+        // Held for the owner's approval (issue 27): nothing can be claimed before the owner approves.
+        if ((await approvalStateOf(trx, row.operation_id)) === 'pending') throw new ApiError('invalid_state_transition', "the one-off payment waits for its owner's approval", { approval_state: 'pending' });
         if (now < row.unlock_at) throw new ApiError('time_delay_not_reached', `the payment unlocks at ${row.unlock_at.toISOString()}`, { unlocks_at: row.unlock_at.toISOString() });
         if (now >= row.expires_at) throw new ApiError('invalid_state_transition', 'the one-off payment has expired');
         const { account, wallet } = await paymentToAccount(trx, row.to_address);

@@ -6,6 +6,7 @@ import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount } from '../../lib/money.js';
 import { decodeKeyset, encodeKeyset, pageLimit, toPage, type ListPage } from '../cursor.js';
+import { approvalView } from './approval-request.js';
 import type { Chains } from './chains.js';
 import { USD_DECIMALS, type LedgerService } from './ledger.js';
 
@@ -71,6 +72,8 @@ export function createOperationViews(deps: { ledger: LedgerService; chains: Chai
         executed_at: iso(op.executed_at),
         failed_at: iso(op.failed_at),
       };
+      const approval = approvalView(op);
+      if (approval) out.approval = approval;
       if (opts.onchain) {
         const wallet = await findWalletByAgent(db, op.agent_id);
         const view = await (await chains.adapterFor(db, op)).onchain(db, op, wallet?.address ?? null);
@@ -81,7 +84,10 @@ export function createOperationViews(deps: { ledger: LedgerService; chains: Chai
     },
 
     writeResponse(op) {
-      return { ok: true, operation_id: op.id, status: op.status, resource: { type: op.resource_type, id: op.resource_id }, fee_usd: usd(op.fee_usd_e8) ?? '0', human_message: op.human_message };
+      const out: WriteResponse = { ok: true, operation_id: op.id, status: op.status, resource: { type: op.resource_type, id: op.resource_id }, fee_usd: usd(op.fee_usd_e8) ?? '0', human_message: op.human_message };
+      const approval = approvalView(op);
+      if (approval) out.approval = approval;
+      return out;
     },
   };
   return views;

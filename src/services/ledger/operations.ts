@@ -23,6 +23,7 @@ import { createOperationViews, type OperationViews } from './operation-views.js'
 import type { LockedPolicy, PolicyRequest, PolicyService } from './policy.js';
 import { createSettlementScheduler, DEFAULT_SETTLEMENT_BATCH_SIZE, type SettlementScheduler } from './settlement.js';
 import { createBatchSettlement, type BatchSettler } from './settlement-batch.js';
+import { approvalColumns } from './approval-request.js';
 
 export type { PublicOperation, WriteResponse } from './operation-views.js';
 
@@ -178,9 +179,9 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
     if (event) await appendEvent(trx, event);
   }
 
-  /** The event some types announce at acceptance (one_off_payment.created): the one outbox write of a creation. */
-  async function appendAcceptedEvent(trx: Db, op: OperationRow, input: CreateOperationInput) {
-    await appendEvent(trx, { type: input.acceptedEvent!, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: op.created_at });
+  /** The events of an acceptance: the type's own (one_off_payment.created), operation.approval_requested (issue 27). */
+  async function appendAcceptedEvent(trx: Db, op: OperationRow, input: CreateOperationInput, type = input.acceptedEvent!) {
+    await appendEvent(trx, { type, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: op.created_at });
   }
 
   const service: OperationService = {
@@ -228,6 +229,12 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           await terminalEffects(trx, op, 'operation.policy_rejected');
           return refuse(decision.code, decision.message, { ...decision.details, operation_id: op.id });
         }
+        // Allowed, but the owner must approve it first (issue 27): accepted and held, not settled while pending.
+        const approval = decision.approval && settlement === 'worker' ? await approvalColumns(trx, decision.approval, { agentId: input.principal.agentId, toAddress: input.toAddress ?? null, now }) : {};
+        const announce = async (op: OperationRow) => {
+          if (input.acceptedEvent) await appendAcceptedEvent(trx, op, input);
+          if (approval.approval_state) await appendAcceptedEvent(trx, op, input, 'operation.approval_requested');
+        };
 
         const holdIds: string[] = [];
         const holds = input.holds ?? (settlement !== 'immediate' && asset && amount !== null ? [{ asset: asset.symbol, amount }] : []);
@@ -243,7 +250,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           if (h.amount <= 0n) throw new Error('hold amount must be positive');
           const holdId = newId();
           const walletId = input.principal.walletId;
-          const accepted = { ...base, status: 'accepted' as const, error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null };
+          const accepted = { ...base, ...approval, status: 'accepted' as const, error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null };
           const { operation, holdPlaced } = await acceptPayment(
             trx,
             accepted,
@@ -252,7 +259,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           );
           // The operation row just written is undone by the rollback this error causes.
           if (!holdPlaced) throw new ApiError('insufficient_funds', `insufficient ${h.asset} balance`, { asset: h.asset });
-          if (input.acceptedEvent) await appendAcceptedEvent(trx, operation, input);
+          await announce(operation);
           return { operation, holdIds: [holdId] };
         }
         for (const h of holds) holdIds.push((await ledger.hold(trx, { walletId: input.principal.walletId, asset: h.asset, amount: h.amount, operationId: id })).holdId);
@@ -275,6 +282,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         }
         const op = await insertOperation(trx, {
           ...base,
+          ...approval,
           status: immediate ? 'executed' : 'accepted',
           error_code: null,
           error_message: null,
@@ -283,7 +291,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           executed_at: immediate ? now : null,
           tx_hash: immediate ? txHashOf(id) : null,
         });
-        if (input.acceptedEvent) await appendAcceptedEvent(trx, op, input);
+        await announce(op);
         if (immediate) await terminalEffects(trx, op, eventsOf(op.type).executed, input.eventData);
         return { operation: op, holdIds };
       });

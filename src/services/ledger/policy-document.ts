@@ -5,6 +5,7 @@ import { OPERATION_TYPES } from '../../../generated/vocabulary.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount, parseAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
+import type { ApprovalPolicyKeys } from './approval-rules.js';
 
 export type Period = 'day' | 'week' | 'month';
 
@@ -12,7 +13,7 @@ export type Period = 'day' | 'week' | 'month';
  * The stored, validated policy: caps in USD base units (8 decimals). Absent cap = no cap; absent list = unrestricted,
  * except `allowed_recipients`: absent = approved payees only for payments (issue 26, item 2).
  */
-export interface Policy {
+export interface Policy extends ApprovalPolicyKeys {
   /** Checked against the document's OperationType when parsed. */
   operation_types: Schema<'OperationType'>[] | 'all';
   per_tx_usd?: bigint;
@@ -71,6 +72,9 @@ export function policyToJson(p: Policy): Record<string, unknown> {
   for (const k of ['max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period'] as const) {
     if (p[k] !== undefined) out[k] = p[k];
   }
+  if (p.approval_threshold_usd !== undefined) out.approval_threshold_usd = usd(p.approval_threshold_usd);
+  if (p.approve_new_payees !== undefined) out.approve_new_payees = p.approve_new_payees;
+  if (p.approval_ttl_seconds !== undefined) out.approval_ttl_seconds = p.approval_ttl_seconds;
   return out;
 }
 
@@ -78,7 +82,7 @@ export function parsePolicy(input: unknown): Policy {
   const problems: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
   const raw = input as Record<string, unknown>;
-  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period']);
+  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period', 'approval_threshold_usd', 'approve_new_payees', 'approval_ttl_seconds']);
   for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
 
   const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {
@@ -139,6 +143,14 @@ export function parsePolicy(input: unknown): Policy {
     if (typeof raw.fail_on_zero_price === 'boolean') policy.fail_on_zero_price = raw.fail_on_zero_price;
     else problems.push('fail_on_zero_price must be true or false');
   }
+  // Approvals (issue 27): above a USD value, or a first payee, the owner approves; the wait is bounded.
+  set('approval_threshold_usd', money('approval_threshold_usd'));
+  if (raw.approve_new_payees !== undefined && typeof raw.approve_new_payees !== 'boolean') problems.push('approve_new_payees must be true or false');
+  else set('approve_new_payees', raw.approve_new_payees as boolean | undefined);
+  // At least a minute (an owner must have time to answer), at most 30 days (a hold does not wait for ever).
+  const ttl = int('approval_ttl_seconds', 30 * 86_400);
+  if (ttl !== undefined && ttl < 60) problems.push('approval_ttl_seconds must be at least 60');
+  else set('approval_ttl_seconds', ttl);
   if (problems.length > 0) throw new ApiError('validation_failed', `invalid policy: ${problems.join('; ')}`, { problems });
   return policy;
 }

@@ -5,6 +5,7 @@ import type { ErrorCode } from '../../lib/errors.js';
 import { formatAmount } from '../../lib/money.js';
 import type { LockedUsage, PolicyRow } from '../../db/repositories/policy.repository.js';
 import { USD_DECIMALS } from './ledger.js';
+import type { ApprovalNeed } from './approval-rules.js';
 import { COOLDOWN_BLOCK_SECONDS, type Policy, type PolicyRequest } from './policy-document.js';
 
 /** The policy key that decided a refusal (`policy`: the agent has none; null when allowed). */
@@ -18,7 +19,8 @@ export interface LockedPolicy {
   at: Date;
 }
 
-export type RuleDecision = { allowed: true; key: null } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown>; key: PolicyKey };
+/** `approval`: allowed, but the owner must approve it first (issue 27; set by the live write path, not by the rules). */
+export type RuleDecision = { allowed: true; key: null; approval?: ApprovalNeed } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown>; key: PolicyKey };
 
 const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
 const listed = (list: string[] | 'all' | undefined, value: string): boolean => list === undefined || list === 'all' || list.includes(value);

@@ -8,6 +8,9 @@ import type { ErrorCode } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { formatAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
+import { approvalNeed, DEFAULT_APPROVAL_TTL_SECONDS, type ApprovalNeed } from './approval-rules.js';
+
+export type { ApprovalNeed } from './approval-rules.js';
 import { parsedPolicy, parsePolicy, periodStart, policyToJson, type Policy, type PolicyRequest } from './policy-document.js';
 import { createPolicyReplay, type PolicyReplayService } from './policy-replay.js';
 import { decidePolicy, factsOf, type LockedPolicy, type PolicyFacts, type RuleDecision } from './policy-rules.js';
@@ -16,7 +19,7 @@ import { createShadowPolicies, type ShadowPolicyService } from './policy-shadow.
 export { parsePolicy, periodStart, policyToJson, type Period, type Policy, type PolicyRequest } from './policy-document.js';
 export type { LockedPolicy, PolicyFacts, PolicyKey, RuleDecision } from './policy-rules.js';
 
-export type PolicyDecision = { allowed: true } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
+export type PolicyDecision = { allowed: true; approval?: ApprovalNeed } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
 export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
 /** The caps and usage alone (what the chain mirror reads from an account in evm mode). */
@@ -80,6 +83,9 @@ export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
     allowed_assets: p?.allowed_assets ?? 'all',
     allowed_recipients: p?.allowed_recipients ?? 'approved',
     allowed_protocols: p?.allowed_protocols ?? 'all',
+    approval_threshold_usd: cap(p?.approval_threshold_usd),
+    approve_new_payees: p?.approve_new_payees ?? false,
+    approval_ttl_seconds: p?.approval_ttl_seconds ?? DEFAULT_APPROVAL_TTL_SECONDS,
   };
 }
 
@@ -153,12 +159,17 @@ export function createPolicyService(deps: { clock: Clock; log?: Logger }): Polic
       if (skip) return { decision: { allowed: true, key: null }, facts: factsOf(request, { allowed: true, key: null }, clock.now(), counts, true) };
       const { decision, locked } = await service.decide(trx, agentId, request, given);
       await service.shadow(trx, { agentId, operationId, request, live: decision, locked });
-      return { decision, facts: factsOf(request, decision, locked.at, counts) };
+      // Allowed, the owner may still have to approve it (issue 27): what the policy's approval keys ask of it.
+      const approval = decision.allowed && locked.row ? approvalNeed(parsedPolicy(locked.row.policy), request) : undefined;
+      return { decision: approval ? { ...decision, approval } : decision, facts: factsOf(request, decision, locked.at, counts) };
     },
 
     async evaluate(trx, agentId, req, locked) {
-      const { decision } = await service.decide(trx, agentId, req, locked);
-      if (decision.allowed) return { allowed: true };
+      const { decision, locked: held } = await service.decide(trx, agentId, req, locked);
+      if (decision.allowed) {
+        const approval = held.row ? approvalNeed(parsedPolicy(held.row.policy), req) : undefined;
+        return approval ? { allowed: true, approval } : { allowed: true };
+      }
       return { allowed: false, code: decision.code, message: decision.message, details: decision.details };
     },
 

@@ -1,0 +1,156 @@
+// Owners' passkeys (issue 27): WebAuthn registration and assertion ceremonies through @simplewebauthn/server. An
+// assertion is verified against a challenge this service issued, single use, at most CHALLENGE_TTL_MS old and bound
+// to its purpose: signing in, or approving one operation (the step-up that approve requires, so "fresh" means
+// verified within the challenge's 5 minutes and for that approval alone).
+import {
+  generateAuthenticationOptions,
+  generateRegistrationOptions,
+  verifyAuthenticationResponse,
+  verifyRegistrationResponse,
+  type AuthenticationResponseJSON,
+  type RegistrationResponseJSON,
+} from '@simplewebauthn/server';
+import type { Db } from '../db/knex.js';
+import { consumeChallenge, findOwnerEmail, findPasskey, insertChallenge, insertPasskey, listPasskeys, recordPasskeyUse, type ChallengePurpose, type PasskeyRow } from '../db/repositories/passkey.repository.js';
+import { uniqueViolationOf } from '../db/unique-violation.js';
+import type { Clock } from '../lib/clock.js';
+import type { Schema } from '../lib/contract.js';
+import { ApiError } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+
+/** How long a ceremony's challenge stays usable: the step-up window of an approval. */
+export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
+
+export type PasskeyView = Schema<'Passkey'>;
+export interface CeremonyOptions {
+  options: Record<string, unknown>;
+  expires_at: string;
+}
+
+export interface PasskeyService {
+  registrationOptions(db: Db, ownerId: string): Promise<CeremonyOptions>;
+  register(db: Db, ownerId: string, name: string, response: unknown): Promise<PasskeyView>;
+  list(db: Db, ownerId: string): Promise<PasskeyView[]>;
+  /** Options for an assertion: `sign_in` (any owner's discoverable passkey) or `approve` (the owner's, for one operation). */
+  assertionOptions(db: Db, request: { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string }): Promise<CeremonyOptions>;
+  /** Verifies an assertion for `expect`; the owner and passkey it proves. Throws authentication_failed otherwise. */
+  verifyAssertion(db: Db, response: unknown, expect: { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string }): Promise<{ ownerId: string; passkeyId: string; credentialId: string }>;
+}
+
+const denied = (why: string) => new ApiError('authentication_failed', `the passkey assertion was refused: ${why}`);
+
+/** The challenge a WebAuthn answer signed (clientDataJSON.challenge), or null when unreadable. */
+function challengeOf(response: unknown): string | null {
+  const encoded = (response as { response?: { clientDataJSON?: unknown } } | null)?.response?.clientDataJSON;
+  if (typeof encoded !== 'string' || encoded.length > 4096) return null;
+  try {
+    const parsed = JSON.parse(Buffer.from(encoded, 'base64url').toString('utf8')) as { challenge?: unknown };
+    return typeof parsed.challenge === 'string' ? parsed.challenge : null;
+  } catch {
+    return null;
+  }
+}
+
+const view = (p: PasskeyRow): PasskeyView => ({ id: p.id, name: p.name, created_at: p.created_at.toISOString(), last_used_at: p.last_used_at?.toISOString() ?? null });
+
+export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId: string; rpName?: string }): PasskeyService {
+  const { clock, rpId } = deps;
+  const base = new URL(deps.baseUrl);
+  // BASE_URL's origin, and the same scheme and port under the RP id's name (src/config.ts webauthnRpId).
+  const origins = [...new Set([base.origin, `${base.protocol}//${rpId}${base.port ? `:${base.port}` : ''}`])];
+  const rpName = deps.rpName ?? 'Agent API';
+
+  async function issue(db: Db, purpose: ChallengePurpose, challenge: string, ownerId: string | null, operationId: string | null) {
+    const now = clock.now();
+    const expiresAt = new Date(now.getTime() + CHALLENGE_TTL_MS);
+    await insertChallenge(db, { id: newId(), owner_id: ownerId, purpose, challenge, operation_id: operationId, created_at: now, expires_at: expiresAt });
+    return expiresAt.toISOString();
+  }
+
+  return {
+    async registrationOptions(db, ownerId) {
+      const email = await findOwnerEmail(db, ownerId);
+      if (!email) throw new ApiError('not_found', 'owner not found');
+      const existing = await listPasskeys(db, ownerId);
+      const options = await generateRegistrationOptions({
+        rpName,
+        rpID: rpId,
+        userName: email,
+        userID: Buffer.from(ownerId.replace(/-/g, ''), 'hex'),
+        attestationType: 'none',
+        excludeCredentials: existing.map((p) => ({ id: p.credential_id, transports: p.transports as never })),
+        authenticatorSelection: { residentKey: 'required', userVerification: 'preferred' },
+        timeout: CHALLENGE_TTL_MS,
+      });
+      return { options: options as unknown as Record<string, unknown>, expires_at: await issue(db, 'register', options.challenge, ownerId, null) };
+    },
+
+    async register(db, ownerId, name, response) {
+      const challenge = challengeOf(response);
+      const row = challenge ? await consumeChallenge(db, challenge, 'register', clock.now()) : undefined;
+      if (!row || row.owner_id !== ownerId) throw new ApiError('validation_failed', 'the registration answers no live challenge of this owner: ask for new options', { field: 'response' });
+      let verified;
+      try {
+        verified = await verifyRegistrationResponse({ response: response as RegistrationResponseJSON, expectedChallenge: row.challenge, expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: false });
+      } catch (err) {
+        throw new ApiError('validation_failed', `the registration was refused: ${err instanceof Error ? err.message : String(err)}`, { field: 'response' });
+      }
+      if (!verified.verified || !verified.registrationInfo) throw new ApiError('validation_failed', 'the registration was refused', { field: 'response' });
+      const { credential } = verified.registrationInfo;
+      const now = clock.now();
+      const id = newId();
+      try {
+        await insertPasskey(db, { id, owner_id: ownerId, credential_id: credential.id, public_key: Buffer.from(credential.publicKey), counter: credential.counter, transports: credential.transports ?? [], name, created_at: now });
+      } catch (err) {
+        if (uniqueViolationOf(err)) throw new ApiError('invalid_state_transition', 'this passkey is already registered', { field: 'response' });
+        throw err;
+      }
+      return { id, name, created_at: now.toISOString(), last_used_at: null };
+    },
+
+    list: async (db, ownerId) => (await listPasskeys(db, ownerId)).map(view),
+
+    async assertionOptions(db, request) {
+      const mine = request.purpose === 'approve' ? await listPasskeys(db, request.ownerId) : [];
+      if (request.purpose === 'approve' && mine.length === 0) throw new ApiError('invalid_state_transition', 'register a passkey first: approvals need one');
+      const options = await generateAuthenticationOptions({
+        rpID: rpId,
+        // Signing in: any discoverable passkey of this site; approving: the owner's own.
+        allowCredentials: mine.map((p) => ({ id: p.credential_id, transports: p.transports as never })),
+        userVerification: 'preferred',
+        timeout: CHALLENGE_TTL_MS,
+      });
+      const expires = await issue(db, request.purpose, options.challenge, request.purpose === 'approve' ? request.ownerId : null, request.purpose === 'approve' ? request.operationId : null);
+      return { options: options as unknown as Record<string, unknown>, expires_at: expires };
+    },
+
+    async verifyAssertion(db, response, expect) {
+      const challenge = challengeOf(response);
+      if (!challenge) throw denied('no challenge in the answer');
+      // Consumed first: a refused answer cannot be retried with the same challenge either.
+      const row = await consumeChallenge(db, challenge, expect.purpose, clock.now());
+      if (!row) throw denied('the challenge is unknown, used or expired (5 minutes): ask for new options');
+      if (expect.purpose === 'approve' && (row.owner_id !== expect.ownerId || row.operation_id !== expect.operationId)) throw denied('the challenge was issued for another approval');
+      const id = (response as { id?: unknown }).id;
+      const passkey = typeof id === 'string' ? await findPasskey(db, id) : undefined;
+      if (!passkey) throw denied('unknown passkey');
+      if (expect.purpose === 'approve' && passkey.owner_id !== expect.ownerId) throw denied("the passkey is not the owner's");
+      let result;
+      try {
+        result = await verifyAuthenticationResponse({
+          response: response as AuthenticationResponseJSON,
+          expectedChallenge: row.challenge,
+          expectedOrigin: origins,
+          expectedRPID: rpId,
+          credential: { id: passkey.credential_id, publicKey: new Uint8Array(passkey.public_key), counter: Number(passkey.counter), transports: passkey.transports as never },
+          requireUserVerification: false,
+        });
+      } catch (err) {
+        throw denied(err instanceof Error ? err.message : String(err));
+      }
+      if (!result.verified) throw denied('the signature does not verify');
+      await recordPasskeyUse(db, passkey.id, result.authenticationInfo.newCounter, clock.now());
+      return { ownerId: passkey.owner_id, passkeyId: passkey.id, credentialId: passkey.credential_id };
+    },
+  };
+}
