@@ -132,6 +132,10 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
       return { ok: true, txHash: sent.hash };
     },
 
+    async sendLaneNow(db, wallet, inner, gas = LANE_GAS) {
+      return port.sendNow(db, wallet.address, (await relayed(wallet, inner)).data, 'lane', gas);
+    },
+
     async checkLane(wallet, inner) {
       const refused = await dryRun(wallet.address, (await relayed(wallet, inner)).data);
       if (!refused) return null;
