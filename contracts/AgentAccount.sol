@@ -415,14 +415,15 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     }
 
     /// Deposits into an allowed ERC-4626 vault; the shares go to this account.
-    function deposit(address vault, uint256 assets, uint256 minShares) external onlyLane nonReentrant returns (uint256 shares) {
-        _requireProtocol(vault);
-        IERC20 asset = IERC20(IERC4626(vault).asset());
-        _count(this.deposit.selector, address(asset), vault, assets);
-        asset.forceApprove(vault, assets);
-        shares = IERC4626(vault).deposit(assets, address(this));
-        asset.forceApprove(vault, 0);
-        if (shares < minShares) revert InsufficientOutput(shares, minShares);
+    function deposit(address vault, uint256 assets, uint256 minShares) external onlyLane nonReentrant returns (uint256) {
+        return _deposit(this.deposit.selector, vault, assets, minShares);
+    }
+
+    /// Redeems shares of an allowed vault into another allowed vault of the same asset, in one call: the assets pass
+    /// through this account only, the new shares come to it. Counted once, as a deposit of the assets redeemed.
+    function move(address fromVault, address toVault, uint256 shares, uint256 minShares) external onlyLane nonReentrant returns (uint256) {
+        _requireProtocol(fromVault);
+        return _deposit(this.move.selector, toVault, IERC4626(fromVault).redeem(shares, address(this), address(this)), minShares);
     }
 
     /// Redeems shares of an allowed vault; the assets come to this account.
@@ -628,6 +629,16 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         u.lastTxBlock = uint64(block.number);
         _usage = u;
         emit Spent(action, token, counterparty, amount, usd);
+    }
+
+    function _deposit(bytes4 action, address vault, uint256 assets, uint256 minShares) private returns (uint256 shares) {
+        _requireProtocol(vault);
+        IERC20 asset = IERC20(IERC4626(vault).asset());
+        _count(action, address(asset), vault, assets);
+        asset.forceApprove(vault, assets);
+        shares = IERC4626(vault).deposit(assets, address(this));
+        asset.forceApprove(vault, 0);
+        if (shares < minShares) revert InsufficientOutput(shares, minShares);
     }
 
     function _send(address token, address to, uint256 amount) private {

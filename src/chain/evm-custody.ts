@@ -65,10 +65,11 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
   const firstLine = (err: unknown) => String((err as Error)?.message ?? err).split('\n')[0]!;
 
   /** The lane key's relayed call: signed now, valid for CHAIN_AUTHORIZATION_TTL_SECONDS, single use by its nonce. */
-  async function relayed(wallet: AccountWallet, inner: Hex): Promise<Hex> {
+  async function relayed(wallet: AccountWallet, inner: Hex): Promise<{ data: Hex; nonce: Hex; deadline: bigint }> {
     const lane = openWalletAccount(deps.sealer, wallet.sealedLaneKey);
     const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds);
-    return relayLaneCallData(lane, chainId, wallet.address, inner, randomNonce(), deadline);
+    const nonce = randomNonce();
+    return { data: await relayLaneCallData(lane, chainId, wallet.address, inner, nonce, deadline), nonce, deadline };
   }
 
   /** Sends `data` from the relayer in a transaction of its own, broadcasts it and waits for its receipt. */
@@ -131,8 +132,12 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
       return { ok: true, txHash: sent.hash };
     },
 
+    async sendLaneNow(db, wallet, inner, gas = LANE_GAS) {
+      return port.sendNow(db, wallet.address, (await relayed(wallet, inner)).data, 'lane', gas);
+    },
+
     async checkLane(wallet, inner) {
-      const refused = await dryRun(wallet.address, await relayed(wallet, inner));
+      const refused = await dryRun(wallet.address, (await relayed(wallet, inner)).data);
       if (!refused) return null;
       const revert = accountRevertOf(refused);
       return { code: revert?.code ?? 'execution_reverted', message: revert?.message ?? `the lane call would revert: ${firstLine(refused)}` };
@@ -168,7 +173,7 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
   async function submit(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, inner: Hex, row: { kind: repo.ChainTxKind; gas: bigint; token: string | null; transferTo: string | null; value: bigint | null }): Promise<LaneSubmit> {
     const code = await node(() => client.getCode({ address: wallet.address }));
     if (!code || code === '0x') return { ok: false, code: 'permission_not_granted', message: `the agent's account ${wallet.address} is not deployed: its owner has not signed a policy yet` };
-    const data = await relayed(wallet, inner);
+    const { data, nonce: laneNonce, deadline } = await relayed(wallet, inner);
     const refused = await dryRun(wallet.address, data);
     if (refused) {
       const revert = accountRevertOf(refused);
@@ -178,7 +183,9 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
     }
     const fees = await deps.currentFees();
     const nonce = await deps.nextNonce(trx, relayer.address);
-    const hash = await deps.record(trx, relayer, { to: wallet.address, value: 0n, data, nonce: Number(nonce), gas: row.gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }, { operation_id: op.id, kind: row.kind, attempt: 0, token_address: row.token, transfer_to: row.transferTo, transfer_value: row.value, authorization_nonce: null, valid_before: null });
+    // The row keeps the LaneCall's single-use nonce and deadline, as an EIP-3009 row keeps its authorization's:
+    // a fee bump re-sends the same signed call, so at most one of them can ever be executed.
+    const hash = await deps.record(trx, relayer, { to: wallet.address, value: 0n, data, nonce: Number(nonce), gas: row.gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }, { operation_id: op.id, kind: row.kind, attempt: 0, token_address: row.token, transfer_to: row.transferTo, transfer_value: row.value, authorization_nonce: laneNonce, valid_before: deadline });
     return { ok: true, hash };
   }
 }

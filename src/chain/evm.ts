@@ -436,8 +436,11 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
     }
     if (d?.onchain_vault) {
       const c = d.onchain_vault;
-      if (c.action === 'move') return { ok: false, code: 'not_implemented', message: 'moving between vaults is two lane calls: withdraw, then deposit' };
-      const inner = encode(c.action === 'deposit' ? 'deposit' : 'redeem', [v.getAddress(c.vault), BigInt(c.amount), BigInt(c.minimum)]);
+      // A move is one lane call (AgentAccount.move): the shares redeemed and the assets deposited in one transaction.
+      const inner =
+        c.action === 'move'
+          ? encode('move', [v.getAddress(c.vault), v.getAddress(c.to_vault!), BigInt(c.amount), BigInt(c.minimum)])
+          : encode(c.action === 'deposit' ? 'deposit' : 'redeem', [v.getAddress(c.vault), BigInt(c.amount), BigInt(c.minimum)]);
       return custody.submitInner(trx, op, wallet, inner, { kind: 'vault', gas: VAULT_GAS, token: c.vault.toLowerCase(), value: BigInt(c.amount) });
     }
     if (d?.onchain_lending) {

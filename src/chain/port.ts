@@ -115,7 +115,12 @@ export interface CustodyPort {
   /** Deploys the account through the factory (the relayer pays) unless it has code; waits for the receipt. */
   ensureDeployed(db: Knex, account: { address: Address; owner: Address; firstLane: Address; salt: Hex }): Promise<void>;
   /** eth_call, then the relayer sends `data` to `to` and waits for the receipt: an owner's signed action, a cheque claim. */
-  sendNow(db: Knex, to: Address, data: Hex, kind: 'owner' | 'claim', gas?: bigint): Promise<{ ok: true; txHash: Hex } | { ok: false; code: string; message: string; txHash: Hex | null }>;
+  sendNow(db: Knex, to: Address, data: Hex, kind: 'owner' | 'claim' | 'lane', gas?: bigint): Promise<{ ok: true; txHash: Hex } | { ok: false; code: string; message: string; txHash: Hex | null }>;
+  /**
+   * A lane call (`inner`, a lane function's calldata) signed by the wallet's lane key, sent at once by the relayer:
+   * eth_call first (a refusal has txHash null, nothing was sent), then sent and waited for like `sendNow`.
+   */
+  sendLaneNow(db: Knex, wallet: AccountWallet, inner: Hex, gas?: bigint): Promise<{ ok: true; txHash: Hex } | { ok: false; code: string; message: string; txHash: Hex | null }>;
   /** The eth_call of a lane call signed by the wallet's lane key: null when it would pass, else the refusal. */
   checkLane(wallet: AccountWallet, inner: Hex): Promise<{ code: string; message: string } | null>;
 }

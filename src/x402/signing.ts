@@ -35,6 +35,12 @@ export interface Authorization {
 
 export interface SignInput {
   account: LocalAccount;
+  /**
+   * The authorizer when it is not `account` itself: an agent's AgentAccount (issue 24), which vouches for the
+   * authorization by ERC-1271 once its lane registered it (`authorizeX402`); `account` (the lane key) then signs only
+   * to give the payload a signature of the usual shape, which the account does not read.
+   */
+  from?: string;
   payTo: string;
   amount: bigint;
   nonce: Hex;
@@ -51,7 +57,7 @@ export const domainOf = (payable: PayableNetwork) =>
 
 /** Signs exactly `amount` base units from the account to `payTo`; deterministic for a fixed key, nonce and window. */
 export async function signTransferAuthorization(input: SignInput): Promise<{ authorization: Authorization; signature: Hex }> {
-  const from = input.account.address;
+  const from = input.from ? viem().getAddress(input.from) : input.account.address;
   const to = viem().getAddress(input.payTo);
   const signature = await input.account.signTypedData({
     domain: domainOf(input.payable ?? BASE_PAYABLE),

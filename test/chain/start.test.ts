@@ -72,6 +72,7 @@ describe('npm start on the development chain', function () {
       status = (await get(`/v1/agent/operations/${operation_id}`)).operation.status;
     }
     expect(status).to.equal('executed');
+    const paymentTx = (await get(`/v1/agent/operations/${operation_id}?include=onchain`)).operation.onchain.tx_hash as `0x${string}`;
     expect(await node.client.readContract({ address: token, abi: usdCoinAbi, functionName: 'balanceOf', args: [to] })).to.equal(parseUnits('12.5', 6));
 
     expect(await current.stop()).to.equal(0);
@@ -85,7 +86,12 @@ describe('npm start on the development chain', function () {
     // The relayer (funded by the bootstrap) settled the payment; its key never reached the logs.
     expect(logs.join('\n')).to.contain('settling on chain');
     expect(logs.join('\n')).to.not.contain(relayerKey.slice(2));
-    expect(await node.client.getTransactionCount({ address: privateKeyToAccount(relayerKey).address })).to.equal(1);
+    // Its three transactions: the demo account's deployment, the relay of its owner's policy, and the payment, a
+    // lane call to the account (issue 24; an externally owned wallet needed only the last).
+    const relayer = privateKeyToAccount(relayerKey).address;
+    expect(await node.client.getTransactionCount({ address: relayer })).to.equal(3);
+    const payment = await node.client.getTransactionReceipt({ hash: paymentTx });
+    expect([getAddress(payment.from), getAddress(payment.to!)]).to.deep.equal([relayer, wallet]);
 
     // agentctl against the same data (default log level: stdout stays one JSON object): bootstrap is a no-op now;
     // the faucet mints and sends ETH.

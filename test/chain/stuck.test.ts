@@ -81,9 +81,10 @@ describe('chain settlement: stuck transactions', function () {
       await tick(s); // queues the cancellation
       await tick(s); // broadcasts it
       const txs = await s.db('chain_transactions').where({ operation_id: id }).orderBy('attempt');
-      expect(txs.map((t) => t.kind)).to.deep.equal(['native', 'cancel']);
+      expect(txs.map((t) => t.kind)).to.deep.equal(['lane', 'cancel']);
       expect(txs[1].nonce).to.equal(txs[0].nonce);
-      expect(txs[1].to_address.toLowerCase()).to.equal(agent.address.toLowerCase());
+      expect(txs[0].to_address.toLowerCase()).to.equal(agent.address.toLowerCase()); // the lane call goes to the account
+      expect(txs[1].to_address.toLowerCase()).to.equal(txs[0].from_address.toLowerCase()); // the sender's own (the relayer's)
       await node.mine(1);
       const [op] = await s.settle([id]);
       expect(op).to.include({ status: 'execution_failed', error_code: 'submission_timeout' });
@@ -91,9 +92,10 @@ describe('chain settlement: stuck transactions', function () {
       const receipt = await node.client.getTransactionReceipt({ hash: txs[1].tx_hash });
       const eth = (await s.request('GET', '/v1/agent/balances', { agent })).body.items.find((b: { asset_symbol: string }) => b.asset_symbol === 'ETH');
       expect(eth.held).to.equal('0');
-      // The wallet paid the cancellation's gas, and the ledger says exactly that.
+      // The relayer paid the cancellation's gas (it sent the lane call), the account nothing, and the ledger says exactly that.
+      expect(receipt.from.toLowerCase()).to.equal(txs[0].from_address.toLowerCase());
       const onchain = await node.client.getBalance({ address: agent.address });
-      expect(onchain).to.equal(parseEther('1') - receipt.gasUsed * receipt.effectiveGasPrice);
+      expect(onchain).to.equal(parseEther('1'));
       expect(parseEther(eth.available)).to.equal(onchain);
       const events = (await s.db('events').where({ operation_id: id })).map((e) => e.type);
       expect(events).to.include('payment.execution_failed');

@@ -179,6 +179,11 @@ describe('AgentAccount on chain (Anvil)', function () {
     await mined(w, laneCall(w, a, 'deposit', [w.vault, USDC(20), 0n]));
     const shares = await w.client.readContract({ address: w.vault, abi: devVaultAbi, functionName: 'balanceOf', args: [a.account] });
     expect(shares > 0n).to.equal(true);
+    // A move (earn) redeems and deposits in one call, into an allowed vault only; the new shares land in the account.
+    const other = Object.values(w.earn.vaults).find((v) => v !== w.vault)!;
+    expect(await reverted(w, laneCall(w, a, 'move', [w.vault, other, shares, 0n]))).to.equal('ProtocolNotAllowed');
+    await mined(w, laneCall(w, a, 'move', [w.vault, w.vault, shares, shares]));
+    expect(await w.client.readContract({ address: w.vault, abi: devVaultAbi, functionName: 'balanceOf', args: [a.account] })).to.equal(shares);
     await mined(w, laneCall(w, a, 'redeem', [w.vault, shares, 0n]));
     expect(await erc20BalanceOf(w, w.usdc, a.account)).to.equal(USDC(70));
 

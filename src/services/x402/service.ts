@@ -9,7 +9,9 @@ import type { Address, Hex } from '../../chain/port.js';
 import { ApiError } from '../../lib/errors.js';
 import { newId } from '../../lib/ids.js';
 import { openWalletAccount } from '../../lib/wallet-keys.js';
-import { isRefusal } from '../../lib/refusal.js';
+import { isRefusal, refuse } from '../../lib/refusal.js';
+import { apiCodeOf } from '../custody/accounts.js';
+import { registerWithAccount } from './account.js';
 import { parsePublicHttpsUrl, UrlRejectedError } from '../../webhooks/url-safety.js';
 import {
   BASE_PAYABLE,
@@ -112,11 +114,25 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     // A policy refusal is recorded (operation, activity, event) and answered; nothing is signed.
     if (isRefusal(created)) return created;
     const { operation } = created;
-    if (input.dryRun) return { operation, nonce, validBeforeIso, network, header: { name: PAYMENT_HEADER_NAMES[input.version], value: '', payload: {} } };
+    if (input.dryRun) return { operation, nonce, validBeforeIso, network, header: { name: PAYMENT_HEADER_NAMES[input.version], value: '', payload: {} }, registration: null };
     const account = openWalletAccount(sealer, wallet.sealed_private_key);
-    const { authorization, signature } = await signTransferAuthorization({ account, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore, payable: input.payable });
+    let registration: Hex | null = null;
+    if (wallet.custody === 'account' && chain?.custody) {
+      // An agent account: its lane registers the authorization on chain (counted toward the owner's caps) and the
+      // account vouches for it by ERC-1271; the lane key's signature below only gives the payload its usual shape.
+      const at = { agentId: who.agentId, address: wallet.address as Address, sealedLaneKey: wallet.sealed_private_key };
+      const registered = await registerWithAccount(trx, chain.custody, at, { token: input.payable.usdc as Address, to: input.payTo as Address, value: input.amount, validAfter: 0n, validBefore, nonce });
+      if (!registered.ok) {
+        // Mined but reverted: the relayer's nonce is spent, so this commits, the operation failed and its hold released.
+        await operations.finish(trx, operation.id, 'accepted', { ok: false, code: 'settlement_failed', message: `${registered.message} (${registered.txHash})` });
+        return refuse(apiCodeOf(registered.code), registered.message, { chain_code: registered.code, tx_hash: registered.txHash, operation_id: operation.id });
+      }
+      registration = registered.txHash;
+    }
+    const from = registration ? (wallet.address as Address) : undefined;
+    const { authorization, signature } = await signTransferAuthorization({ account, from, payTo: input.payTo, amount: input.amount, nonce, validAfter: 0n, validBefore, payable: input.payable });
     const header = encodePaymentHeader({ version: input.version, authorization, signature, requirement: input.requirement, resource: input.resource, payable: input.payable });
-    return { operation, nonce, validBeforeIso, network, header };
+    return { operation, nonce, validBeforeIso, network, header, registration };
   }
 
   /** A seller's 5xx is an upstream failure (502), not a response to hand back. */
@@ -281,9 +297,19 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         if (opts.dryRun) return upstreamResult(first, { operation_id: signed.operation.id, paid: false, settled: false });
         // The paid retry. A network failure, or a 5xx without a settlement receipt, throws upstream_error, which rolls
         // the operation and its hold back (the signed authorization then lapses unused at valid_before).
-        const paidRes = await fetchUpstream({ ...request, headers: { [signed.header.name]: signed.header.value } });
+        let paidRes: UpstreamResponse;
+        try {
+          paidRes = await fetchUpstream({ ...request, headers: { [signed.header.name]: signed.header.value } });
+          if (!readSettlement(paidRes.headers).settled) refuse5xx(paidRes);
+        } catch (err) {
+          // An account's registration is mined (the relayer's nonce spent, the authorization usable by the seller until
+          // valid_before): nothing rolls back. The same error is answered, and the chain decides (trackOnChain).
+          if (!signed.registration || !(err instanceof ApiError)) throw err;
+          const now = clock.now();
+          await transitionOperation(trx, signed.operation.id, 'accepted', { status: 'submitted', submitted_at: now, updated_at: now, details: { upstream_error: err.code, authorization_tx_hash: signed.registration } });
+          return refuse(err.code, err.message, { ...err.details, operation_id: signed.operation.id });
+        }
         const { settled, transaction } = readSettlement(paidRes.headers);
-        if (!settled) refuse5xx(paidRes);
         const paid = settled || (paidRes.status >= 200 && paidRes.status < 300);
         if (chain) {
           // evm mode: whatever the seller says, the chain decides (the seller holds a usable authorization until
@@ -294,7 +320,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
             submitted_at: now,
             updated_at: now,
             tx_hash: transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null,
-            details: { upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction },
+            details: { upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction, ...(signed.registration ? { authorization_tx_hash: signed.registration } : {}) },
           });
         } else if (paid) {
           await captureHolds(trx, signed.operation.id);

@@ -1,6 +1,7 @@
 // The x402 service's public shapes (its requests and answers as the document names them) and what it is built from.
 import type { Config } from '../../config.js';
 import type { Db, Knex } from '../../db/knex.js';
+import type { CustodyPort } from '../../chain/port.js';
 import type { ChainReads } from '../../chain/reads.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Sealer } from '../../lib/crypto.js';
@@ -46,5 +47,5 @@ export interface X402ServiceDeps {
   /** Replaces the HTTPS fetcher entirely (tests of the service without a seller). */
   fetcher?: UpstreamFetcher;
   /** evm mode: authorizations are signed for the USDC token of this chain and tracked on it. */
-  chain?: ChainReads | null;
+  chain?: (ChainReads & { custody?: CustodyPort | null }) | null;
 }
