@@ -15,7 +15,7 @@ export type Db = Knex | Knex.Transaction;
 /**
  * The embedded database's buffer cache. initdb writes Postgres's 128MB default into the data directory, and in PGlite
  * that is WebAssembly memory of the API process, touched as the cache fills; the files are in the OS page cache anyway.
- * 16MB took the embedded API's RSS (no validator warm-up) from 414 MB to 285 MB (docs/ARCHITECTURE.md, footprint).
+ * 16MB took the embedded API's RSS (no validator warm-up) from 414 MB to 285 MB (docs/perf/issue-12-performance.md, footprint).
  */
 const PGLITE_SHARED_BUFFERS = '16MB';
 

@@ -66,7 +66,7 @@ export interface Router {
    * Compiles every operation's request validators ahead of use, yielding to the event loop between operations
    * (stops when `signal` aborts). Response validators (VALIDATE_RESPONSES, off in production) compile on an
    * operation's first response instead: warming them too cost ~4x the CPU and ~135 MB of RSS
-   * (docs/ARCHITECTURE.md, "Performance: footprint and startup").
+   * (docs/perf/issue-12-performance.md, "Performance: footprint and startup").
    */
   warm(signal?: AbortSignal): Promise<void>;
 }

@@ -69,7 +69,7 @@ export interface DeliveryWorker {
   close(): void;
 }
 
-/** Defaults measured in scripts/bench/webhooks.ts (docs/ARCHITECTURE.md, "Performance: deliveries"). */
+/** Defaults measured in scripts/bench/webhooks.ts (docs/perf/issue-12-performance.md, "Performance: deliveries"). */
 export const DEFAULT_CONCURRENCY = 128;
 export const DEFAULT_PER_ENDPOINT_IN_FLIGHT = 32;
 

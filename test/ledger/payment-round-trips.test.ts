@@ -1,4 +1,4 @@
-// The statements one accepted payment sends to Postgres through HTTP (docs/ARCHITECTURE.md "Performance: payments"):
+// The statements one accepted payment sends to Postgres through HTTP (docs/perf/issue-12-performance.md "Performance: payments"):
 // a regression in the write path's round trips fails here rather than only slowing the benchmark.
 import { expect } from 'chai';
 import { newKey, startTestServer, type TestServer } from '../helpers/server.js';

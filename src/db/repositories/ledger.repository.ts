@@ -211,7 +211,7 @@ export function holdCtes(hold: HoldInput, at: Date): Sql<never> {
 
 /**
  * A hold in one statement (holdCtes): false when the balance is short (nothing is written). One round trip
- * instead of three (docs/ARCHITECTURE.md "Performance: payments").
+ * instead of three (docs/perf/issue-12-performance.md "Performance: payments").
  */
 export async function placeHold(db: Db, hold: HoldInput, at: Date): Promise<boolean> {
   const [row] = await rows(db, sql<{ reserved: number }>`WITH ${holdCtes(hold, at)} SELECT count(*)::int AS reserved FROM reserved`);
