@@ -2,6 +2,7 @@
 // libraries through their public APIs only (issue 25): no private paths, no function assigned over a library's method.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import noModuleState from './eslint/no-module-state.js';
 import noLibraryMethodAssignment from './eslint/no-library-method-assignment.js';
 
 /** Files inside a package that its public entry points do not export: importing them ties us to its internals. */
@@ -42,6 +43,13 @@ export default tseslint.config(
       ],
       'house/no-library-method-assignment': 'error',
     },
+  },
+  {
+    files: ['src/**/*.ts'],
+    // config.ts holds the process's settings; server.ts and the worker's entry are scripts (their main() runs on import).
+    ignores: ['src/config.ts', 'src/server.ts'],
+    plugins: { state: { rules: { 'no-module-state': noModuleState } } },
+    rules: { 'state/no-module-state': 'error' },
   },
   layer(['src/handlers/**'], ['knex', 'redis', 'pg', '**/db/repositories/*', '**/db/knex.js'], 'Handlers translate; they reach data through services (STYLE.md habit 2).'),
   layer(['src/services/**'], ['express', 'redis', 'openapi-backend', '**/http/pipeline.js'], 'Services decide; they know nothing of HTTP (STYLE.md habit 2).'),

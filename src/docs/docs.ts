@@ -15,15 +15,12 @@ const REDOC_CDN_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini.svg';
 
 /**
  * The bundle as served: the CDN logo's address becomes `data:,`, an image that fails to decode without a request, so
- * Redoc's own error handler drops the <img>. Read on the first request (1.1 MB, kept off the heap as a Buffer).
+ * Redoc's own error handler drops the <img>. Read on the first request to the mount that serves it (1.1 MB, kept off
+ * the heap as a Buffer).
  */
-let servedBundle: { body: Buffer; etag: string } | undefined;
 function redocBundleServed(): { body: Buffer; etag: string } {
-  if (!servedBundle) {
-    const body = Buffer.from(readFileSync(redocBundle, 'utf8').split(REDOC_CDN_LOGO).join('data:,'));
-    servedBundle = { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
-  }
-  return servedBundle;
+  const body = Buffer.from(readFileSync(redocBundle, 'utf8').split(REDOC_CDN_LOGO).join('data:,'));
+  return { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
 }
 
 /** The reference page: Redoc renders the agent's document in the browser; the other documents are linked above it. */
@@ -58,6 +55,7 @@ export function mountDocs(app: Express, deps: { document: OpenApiDocument }): vo
   const page = docsPage(deps.document);
   const skill = renderSkill(deps.document);
   const llms = renderLlmsTxt(deps.document);
+  let served: { body: Buffer; etag: string } | undefined;
   const send = (res: Response, type: string, body: string) => res.status(200).type(type).setHeader('Cache-Control', 'public, max-age=300').setHeader('X-Content-Type-Options', 'nosniff').send(body);
 
   app.get('/docs', (_req, res) => {
@@ -66,7 +64,7 @@ export function mountDocs(app: Express, deps: { document: OpenApiDocument }): vo
     send(res, 'text/html; charset=utf-8', page);
   });
   app.get(REDOC_BUNDLE_PATH, (req, res) => {
-    const { body, etag } = redocBundleServed();
+    const { body, etag } = (served ??= redocBundleServed());
     res.setHeader('ETag', etag).setHeader('Cache-Control', 'public, max-age=86400').setHeader('X-Content-Type-Options', 'nosniff');
     // As the OpenAPI documents answer: a current If-None-Match is 304 whatever Cache-Control the request carries.
     if (String(req.headers['if-none-match'] ?? '').split(',').some((tag) => tag.trim() === etag)) res.status(304).end();

@@ -6,10 +6,8 @@ import type * as Viem from 'viem';
 import type * as ViemAccounts from 'viem/accounts';
 
 const load = createRequire(import.meta.url);
-let main: typeof Viem | undefined;
-let accounts: typeof ViemAccounts | undefined;
 
-/** The `viem` entry, required on the first call. */
-export const viem = (): typeof Viem => (main ??= load('viem') as typeof Viem);
+/** The `viem` entry, required on the first call (Node's require cache keeps the one copy; no state of ours). */
+export const viem = (): typeof Viem => load('viem') as typeof Viem;
 /** The `viem/accounts` entry (keys and local signing), required on the first call. */
-export const viemAccounts = (): typeof ViemAccounts => (accounts ??= load('viem/accounts') as typeof ViemAccounts);
+export const viemAccounts = (): typeof ViemAccounts => load('viem/accounts') as typeof ViemAccounts;

@@ -156,17 +156,20 @@ export function parsePolicy(input: unknown): Policy {
 }
 
 /**
- * fromStored for the write path, remembered by the stored JSON's text: every write of an agent parses the same
- * policy again otherwise. Bounded (cleared when full); a Policy is never mutated after parsing.
+ * parsePolicy for the write path, remembered by the stored JSON's text: every write of an agent parses the same policy
+ * again otherwise. One cache per policy service (createPolicyService builds it); bounded (cleared when full); a
+ * Policy is never mutated after parsing.
  */
-const parsedCache = new Map<string, Policy>();
-export function parsedPolicy(stored: Record<string, unknown>): Policy {
-  const text = JSON.stringify(stored);
-  let p = parsedCache.get(text);
-  if (!p) {
-    p = parsePolicy(stored);
-    if (parsedCache.size >= 1000) parsedCache.clear();
-    parsedCache.set(text, p);
-  }
-  return p;
+export function createParsedPolicyCache(): (stored: Record<string, unknown>) => Policy {
+  const parsedCache = new Map<string, Policy>();
+  return (stored) => {
+    const text = JSON.stringify(stored);
+    let p = parsedCache.get(text);
+    if (!p) {
+      p = parsePolicy(stored);
+      if (parsedCache.size >= 1000) parsedCache.clear();
+      parsedCache.set(text, p);
+    }
+    return p;
+  };
 }

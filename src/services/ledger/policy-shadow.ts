@@ -9,7 +9,7 @@ import { ApiError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { formatAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
-import { parsedPolicy, parsePolicy, periodStart, policyToJson, type Policy, type PolicyRequest } from './policy-document.js';
+import { parsePolicy, periodStart, policyToJson, type Policy, type PolicyRequest } from './policy-document.js';
 import { decidePolicy, usageNeeds, type LockedPolicy, type RuleDecision } from './policy-rules.js';
 
 export interface ShadowDecision {
@@ -60,8 +60,14 @@ function toPublic(r: ShadowDecisionRow): ShadowDecision {
 /** Whether two decisions differ: in outcome, or in the refusal's code. */
 const differs = (a: RuleDecision, b: RuleDecision) => a.allowed !== b.allowed || (!a.allowed && !b.allowed && a.code !== b.code);
 
-export function createShadowPolicies(deps: { clock: Clock; log?: Logger; setLive: (db: Db, agentId: string, input: unknown, signature?: unknown) => Promise<Policy> }): ShadowPolicyService {
-  const { clock } = deps;
+export function createShadowPolicies(deps: {
+  clock: Clock;
+  log?: Logger;
+  setLive: (db: Db, agentId: string, input: unknown, signature?: unknown) => Promise<Policy>;
+  /** The policy service's parse cache (policy-document.ts createParsedPolicyCache). */
+  parsedPolicy: (stored: Record<string, unknown>) => Policy;
+}): ShadowPolicyService {
+  const { clock, parsedPolicy } = deps;
 
   /** The usage the shadow's caps need: the lock's sums when they cover the same window, else read now (under the lock). */
   async function usageFor(trx: Db, agentId: string, shadow: Policy, locked: LockedPolicy): Promise<LockedUsage> {

@@ -11,7 +11,7 @@ import { USD_DECIMALS } from './ledger.js';
 import { approvalNeed, DEFAULT_APPROVAL_TTL_SECONDS, type ApprovalNeed } from './approval-rules.js';
 
 export type { ApprovalNeed } from './approval-rules.js';
-import { parsedPolicy, parsePolicy, periodStart, policyToJson, type Policy, type PolicyRequest } from './policy-document.js';
+import { createParsedPolicyCache, parsePolicy, periodStart, policyToJson, type Policy, type PolicyRequest } from './policy-document.js';
 import { createPolicyReplay, type PolicyReplayService } from './policy-replay.js';
 import { decidePolicy, factsOf, type LockedPolicy, type PolicyFacts, type RuleDecision } from './policy-rules.js';
 import { createShadowPolicies, type ShadowPolicyService } from './policy-shadow.js';
@@ -114,11 +114,12 @@ const fromStored = (stored: Record<string, unknown>): Policy => parsePolicy(stor
 
 export function createPolicyService(deps: { clock: Clock; log?: Logger }): PolicyService {
   const { clock } = deps;
+  const parsedPolicy = createParsedPolicyCache();
   let chainMirror: PolicyChainMirror | null = null;
   const setLive: PolicyService['set'] = (db, agentId, input, signature) => service.set(db, agentId, input, signature);
 
   const service: PolicyService = {
-    ...createShadowPolicies({ clock, log: deps.log, setLive }),
+    ...createShadowPolicies({ clock, log: deps.log, setLive, parsedPolicy }),
     ...createPolicyReplay({ clock }),
     parse: parsePolicy,
 
