@@ -200,7 +200,9 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) problems.push(`LOG_LEVEL must be a pino level, got "${logLevel}"`);
 
   const smtpUrl = url('SMTP_URL', ['smtp:', 'smtps:']);
-  const webauthnRpId = get('WEBAUTHN_RP_ID') ?? new URL(baseUrl).hostname;
+  // A relying party id is a host name: browsers refuse an IP literal, so an IPv6 BASE_URL defaults to localhost.
+  const baseHost = new URL(baseUrl).hostname;
+  const webauthnRpId = get('WEBAUTHN_RP_ID') ?? (/^[a-z0-9.-]+$/i.test(baseHost) ? baseHost : 'localhost');
   if (!/^[a-z0-9.-]+$/i.test(webauthnRpId)) problems.push('WEBAUTHN_RP_ID must be a host name');
   // Without SMTP the one-time sign-in codes go to the log, where any log reader could use them.
   if (production && !smtpUrl) problems.push('SMTP_URL is required in production (without it one-time sign-in codes are written to the log)');

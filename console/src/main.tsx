@@ -38,8 +38,8 @@ function App() {
   if (session === null) return <SignIn onSignedIn={load} />;
   const nav: [string, string, Route['page'][]][] = [
     ['#/', 'Agents', ['agents', 'agent']],
-    ['#/approvals', 'Approvals', ['approvals']],
     ['#/destinations', 'Destinations', ['destinations']],
+    ['#/approvals', 'Approvals', ['approvals']],
     ['#/webhooks', 'Webhooks', ['webhooks', 'webhook']],
     ['#/apps', 'Connected apps', ['apps']],
     ['#/audit', 'Audit log', ['audit']],

@@ -26,7 +26,7 @@ describe('owner console: policy replay and shadow policy (Chromium)', function (
     const owner = await api('POST', '/v1/admin/owners', { email });
     const agent = await api('POST', '/v1/owner/agents', { owner_id: owner.owner_id, name: 'replay bot' });
     await api('POST', `/v1/owner/agents/${agent.agent_id}/fund`, { asset: 'USDC', amount: '500' });
-    await api('PUT', `/v1/owner/agents/${agent.agent_id}/policy`, { operation_types: ['payment'], allowed_assets: ['USDC'], per_period_usd: '1000', period: 'day' });
+    await api('PUT', `/v1/owner/agents/${agent.agent_id}/policy`, { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_period_usd: '1000', period: 'day' });
     // Two weeks of history before today (as live writes record them, in lock order before today's), so the chart has days to show.
     const wallet = (await api('GET', `/v1/owner/agents/${agent.agent_id}`)).agent.wallet_id as string;
     const seeded = [];
@@ -42,12 +42,12 @@ describe('owner console: policy replay and shadow policy (Chromium)', function (
     }
     await env.srv.db('operations').insert(seeded);
     // Stricter shadow: 40 USD a payment.
-    await api('PUT', `/v1/owner/agents/${agent.agent_id}/shadow-policy`, { operation_types: ['payment'], allowed_assets: ['USDC'], per_tx_usd: '40', period: 'day' });
+    await api('PUT', `/v1/owner/agents/${agent.agent_id}/shadow-policy`, { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_tx_usd: '40', period: 'day' });
     for (const amount of ['60', '50', '30', '10']) {
       const res = await env.srv.request('POST', '/v1/agent/payments', { headers: { 'x-agent-id': agent.agent_id, 'x-api-key': agent.api_key }, body: { to: '0x000000000000000000000000000000000000dEaD', asset: 'USDC', amount }, idempotencyKey: randomUUID() });
       expect(res.status, res.text).to.equal(200);
     }
-    const candidate = { operation_types: ['payment'], allowed_assets: ['USDC'], per_period_usd: '100', period: 'day' };
+    const candidate = { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_period_usd: '100', period: 'day' };
     // The route itself: 60 allowed, 50 refused (110 > 100), 30 and 10 allowed (the refusal freed their room: 100 <= 100).
     const replay = await api('POST', `/v1/owner/agents/${agent.agent_id}/policy/replay`, { policy: candidate, since: new Date(Date.now() - 86_400_000).toISOString() });
     expect(replay.counts).to.deep.equal({ operations: 4, unchanged: 3, newly_refused: 1, newly_allowed: 0 });

@@ -35,7 +35,7 @@ describe('payments on PGlite', function () {
 
   it('accepts payments up to the count and lifetime caps, refuses the next, and replays an answer byte for byte', async () => {
     expect(isEmbedded(built.db), 'the app runs on PGlite').to.equal(true);
-    const agent = await createTestAgent({ db: built.db, agents: built.services.agents, ledger: built.services.ledger }, { policy: { operation_types: ['payment'], max_txs_per_period: 3, lifetime_usd: '100' }, fund: { USDC: '10' } });
+    const agent = await createTestAgent({ db: built.db, agents: built.services.agents, ledger: built.services.ledger }, { policy: { operation_types: ['payment'], allowed_recipients: 'all', max_txs_per_period: 3, lifetime_usd: '100' }, fund: { USDC: '10' } });
     const headers = { 'x-agent-id': agent.agentId, 'x-api-key': agent.apiKey, 'content-type': 'application/json' };
     const pay = async (key: string, amount = '1') => {
       const res = await fetch(`${base}/v1/agent/payments`, { method: 'POST', headers: { ...headers, 'idempotency-key': key }, body: JSON.stringify({ to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount }) });

@@ -12,19 +12,6 @@ export function SignIn(props: { onSignedIn: () => void }) {
   return (
     <main class="signin">
       <h1>Agent API console</h1>
-      {!sent && (
-        <ActionForm
-          label="Sign in with a passkey"
-          name="Sign in with a passkey"
-          action={async () => {
-            const { options } = await consoleAuth<{ options: PublicKeyCredentialRequestOptionsJSON }>('POST', 'passkey/options', {});
-            const response = await startAuthentication({ optionsJSON: options });
-            const res = await consoleAuth<ConsoleSession>('POST', 'passkey/verify', { response });
-            setCsrfToken(res.csrf_token);
-            props.onSignedIn();
-          }}
-        />
-      )}
       {!sent ? (
         <ActionForm
           label="Send me a code"
@@ -49,6 +36,20 @@ export function SignIn(props: { onSignedIn: () => void }) {
           <p>We sent a 6-digit code to {email}.</p>
           <Field label="One-time code" name="code" value={code} onInput={setCode} required placeholder="123456" focus autoComplete="one-time-code" inputMode="numeric" />
         </ActionForm>
+      )}
+      {/* After the e-mail form: the code is the first sign-in and the fallback; a registered passkey is one click. */}
+      {!sent && (
+        <ActionForm
+          label="Sign in with a passkey"
+          name="Sign in with a passkey"
+          action={async () => {
+            const { options } = await consoleAuth<{ options: PublicKeyCredentialRequestOptionsJSON }>('POST', 'passkey/options', {});
+            const response = await startAuthentication({ optionsJSON: options });
+            const res = await consoleAuth<ConsoleSession>('POST', 'passkey/verify', { response });
+            setCsrfToken(res.csrf_token);
+            props.onSignedIn();
+          }}
+        />
       )}
     </main>
   );
