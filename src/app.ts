@@ -266,6 +266,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
     document: core.document,
     bearer: createBearerVerifier({ config, db, clock }),
     adminToken: resolveAdminToken(config),
+    redis: core.redis,
   };
   const pipeline = createPipeline(httpDeps);
 

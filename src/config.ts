@@ -60,7 +60,7 @@ export interface Config {
   mcp: McpConfig;
 }
 
-/** MCP sessions (src/mcp/sessions.ts): held in memory per process, so several API processes need sticky routing. */
+/** MCP sessions (src/mcp/sessions.ts): shared through Redis when REDIS_URL is set (any API process serves any session), else in memory. */
 export interface McpConfig {
   /** Live sessions one OAuth grant may hold; the next initialize answers 429. */
   maxSessionsPerGrant: number;

@@ -36,6 +36,16 @@ export interface DbOptions {
 interface StatementState {
   embedded: boolean;
   generation: number;
+  /** Told of operation rows that entered a status, once their transaction committed (the operations counter). */
+  operationStatus?: (entered: readonly OperationEntry[]) => void;
+  /** The transaction each savepoint was opened in (savepoint/openSavepoint record it; afterCommit walks up). */
+  parents: WeakMap<Knex.Transaction, Db>;
+}
+
+/** An operation row that entered `status` (inserted in it, or moved to it). */
+export interface OperationEntry {
+  type: string;
+  status: string;
 }
 
 function stateOf(db: Db): StatementState {
@@ -50,15 +60,57 @@ function stateOf(db: Db): StatementState {
  */
 const carried = (db: Db): Knex.TransactionConfig => ({ userParams: db.userParams });
 
+
 /** Runs `fn` in a savepoint of `trx` (or a transaction of the pool): released when it resolves, rolled back when it throws. */
 export function savepoint<T>(db: Db, fn: (sp: Knex.Transaction) => Promise<T>): Promise<T> {
-  return db.transaction(fn, carried(db));
+  return db.transaction((sp) => (stateOf(db).parents.set(sp, db), fn(sp)), carried(db));
 }
 
 /** Opens a savepoint of `trx` the caller commits or rolls back. */
-export function openSavepoint(trx: Knex.Transaction): Promise<Knex.Transaction> {
+export async function openSavepoint(trx: Knex.Transaction): Promise<Knex.Transaction> {
   // knex reads (config) alone as the container on a transaction: the container is given as undefined.
-  return trx.transaction(undefined, carried(trx));
+  const sp = await trx.transaction(undefined, carried(trx));
+  stateOf(trx).parents.set(sp, trx);
+  return sp;
+}
+
+/**
+ * Runs `fn` once what `db` wrote is committed: at once on the pool (the statement committed itself); in a transaction
+ * once its COMMIT was sent and the transaction settled (executionPromise), unless it or a savepoint on the way rolled
+ * back. knex emits its documented `query` event for COMMIT and ROLLBACK (not `query-response`), and its
+ * executionPromise resolves on a rollback too, so the two are read together.
+ */
+export function afterCommit(db: Db, fn: () => void): void {
+  if (!isTransaction(db)) return fn();
+  let undone = false;
+  let committed = false;
+  const watch = (t: Knex.Transaction, onCommit: boolean) =>
+    t.on('query', (q: { sql?: string }) => {
+      if (/^ROLLBACK\b/i.test(q.sql ?? '')) undone = true;
+      else if (onCommit && /^COMMIT\b/i.test(q.sql ?? '')) committed = true;
+    });
+  const { parents } = stateOf(db);
+  let trx = db as Knex.Transaction;
+  for (let parent = parents.get(trx); parent && isTransaction(parent); parent = parents.get(trx)) {
+    watch(trx, false);
+    trx = parent as Knex.Transaction;
+  }
+  watch(trx, true);
+  trx.executionPromise.then(
+    () => void (committed && !undone && fn()),
+    () => undefined,
+  );
+}
+
+/** Counts operation rows that entered a status, after their transaction commits (no-op unless observed). */
+export function countOperationEntries(db: Db, entered: readonly OperationEntry[]): void {
+  const observe = stateOf(db).operationStatus;
+  if (observe && entered.length > 0) afterCommit(db, () => observe(entered));
+}
+
+/** Sets the observer of operation status entries for this handle and its transactions (the metrics counter). */
+export function observeOperationEntries(db: Knex, observe: (entered: readonly OperationEntry[]) => void): void {
+  stateOf(db).operationStatus = observe;
 }
 
 /** knex's logger hooks, as structured lines. */
@@ -140,7 +192,7 @@ export async function createKnex(options: DbOptions): Promise<Knex> {
 
 /** Sets the handle's StatementState (knex's documented userParams, which its transactions inherit). */
 function withStatementState(db: Knex, embedded: boolean): Knex {
-  const statements: StatementState = { embedded, generation: 0 };
+  const statements: StatementState = { embedded, generation: 0, parents: new WeakMap() };
   db.userParams = { ...db.userParams, statements };
   return db;
 }

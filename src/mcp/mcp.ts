@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type * as SdkServer from '@modelcontextprotocol/sdk/server/index.js';
 import type * as SdkTransport from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type * as SdkWebTransport from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type * as SdkTypes from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -18,7 +19,9 @@ import type { OperationMeta } from '../lib/contract.js';
 import { createEventRelay, EVENT_NOTIFICATION } from './event-relay.js';
 import { createSessionEventStore } from './event-store.js';
 import { buildSessionTools, type SessionTool } from './session-tools.js';
+import { createRedisSessionStore, type RedisCommands, type SessionRecord } from './session-store.js';
 import { createSessionRegistry, grantKeyOf, type McpSession } from './sessions.js';
+import { replayInitialize, serveWeb } from './web-transport.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
 import { MCP_PATH } from './names.js';
 
@@ -33,6 +36,8 @@ const INSTRUCTIONS =
 export interface McpDeps extends StepDeps {
   /** The bundled document (defaults to generated/openapi.json); tools and their schemas come from it. */
   document?: OpenApiDocument;
+  /** Redis (REDIS_URL): sessions and their SSE history are shared, so any API process serves any session. Absent: this process's memory. */
+  redis?: RedisCommands | null;
 }
 
 export interface McpEndpoint {
@@ -56,6 +61,8 @@ interface Caller {
 /** How often an open stream's credential is checked again before events are sent on it. */
 const REVERIFY_MS = 1000;
 
+const authed = (req: Request) => req as Request & { auth?: AuthInfo };
+const authOf = (req: Request) => authed(req).auth;
 const requestIdOf = (res: Response): string => (res.locals as { requestId?: string }).requestId ?? randomUUID();
 
 /** Transport-level refusals speak JSON-RPC, as the SDK's own transport does. */
@@ -101,12 +108,13 @@ export function mountMcp(app: Express, deps: McpDeps): Pick<McpEndpoint, 'close'
 const loadSdk = ((load) => () => ({
   ...(load('@modelcontextprotocol/sdk/server/index.js') as typeof SdkServer),
   ...(load('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof SdkTransport),
+  ...(load('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js') as typeof SdkWebTransport),
   ...(load('@modelcontextprotocol/sdk/types.js') as typeof SdkTypes),
 }))(createRequire(import.meta.url));
 
 /** The endpoint `mountMcp` serves (built on the first request to MCP_PATH). */
 export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
-  const { Server: SdkServerClass, StreamableHTTPServerTransport, CallToolRequestSchema, ErrorCode, isInitializeRequest, ListToolsRequestSchema, McpError } = loadSdk();
+  const { Server: SdkServerClass, StreamableHTTPServerTransport, WebStandardStreamableHTTPServerTransport, CallToolRequestSchema, ErrorCode, isInitializeRequest, ListToolsRequestSchema, McpError } = loadSdk();
   const { config, log } = deps;
   const steps = createSteps(deps);
   const document = deps.document ?? loadDocument();
@@ -123,11 +131,13 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
   const opOf = (name: string): OperationMeta | undefined => routeTools.get(name)?.op ?? localTools.get(name)?.op;
   const allowedOrigin = new URL(config.baseUrl).origin;
 
+  const store = deps.redis ? createRedisSessionStore(deps.redis, { prefix: config.redisPrefix, idleMs: config.mcp.sessionIdleMs }) : null;
   const sessions = createSessionRegistry({
     maxPerGrant: config.mcp.maxSessionsPerGrant,
     idleMs: config.mcp.sessionIdleMs,
     log,
     onEnd: (session) => relay.forget(session.id),
+    ...(store ? { shared: { store, rebuild: rebuildSession } } : {}),
   });
   const relay = createEventRelay({
     db: deps.db,
@@ -135,6 +145,7 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
     log,
     pollMs: config.mcp.eventPollMs,
     mayDeliver: (session) => stillAuthorized(session),
+    ...(store ? { shared: { store: store.subscriptions, sessions: () => sessions.all().filter((s) => s.openStreams > 0) } } : {}),
     send: async (session, event) => {
       // The SDK stores the message in the session's event store before writing it (replayed after a reconnect).
       await (session.server as unknown as { notification(n: { method: string; params: unknown }): Promise<void> }).notification({ method: EVENT_NOTIFICATION, params: event });
@@ -251,37 +262,38 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
         steps.respond(exchange, {
           status: 429,
           body: errorBody('rate_limited', `This grant already holds ${max} MCP sessions: end one with DELETE /mcp (Mcp-Session-Id) or let it expire.`, { limit_count: max, attempted_count: max + 1 }),
-          headers: { 'Retry-After': String(sessions.retryAfterSeconds(grantKey)) },
+          headers: { 'Retry-After': String(await sessions.retryAfterSeconds(grantKey)) },
         }),
       );
       return;
     }
-    const id = randomUUID();
-    const transport = new StreamableHTTPServerTransport({
+    const session = await buildSession(randomUUID(), grantKey, caller.principal, caller.token);
+    await sessions.add(session, req.body);
+    await serveWeb(session.transport, req, res, config.baseUrl, authOf(req));
+    if (session.transport.sessionId !== session.id) await sessions.end(session.id, 'initialize failed');
+    else log.info({ sessionId: session.id, agentId: session.agentId, requestId: caller.requestId }, 'mcp session opened');
+  }
+
+  /** A session's SDK server and transport in this process (its history in Redis when shared, else in memory). */
+  async function buildSession(id: string, grantKey: string, principal: { agentId: string; walletId: string }, token: string): Promise<McpSession> {
+    const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => id,
       enableJsonResponse: true,
-      eventStore: createSessionEventStore(),
+      eventStore: store ? store.eventStore(id) : createSessionEventStore(),
       onsessionclosed: () => void sessions.end(id, 'deleted'),
     });
-    const session: McpSession = {
-      id,
-      grantKey,
-      agentId: caller.principal.agentId,
-      walletId: caller.principal.walletId,
-      server: createServer(() => session),
-      transport,
-      lastSeenAt: Date.now(),
-      confirmed: false,
-      openStreams: 0,
-      token: caller.token,
-      verifiedAt: Date.now(),
-    };
+    const { agentId, walletId } = principal;
+    const session: McpSession = { id, grantKey, agentId, walletId, server: createServer(() => session), transport, lastSeenAt: Date.now(), confirmed: false, openStreams: 0, token, verifiedAt: 0 };
     transport.onclose = () => void sessions.end(id, 'closed');
     await session.server.connect(transport);
-    sessions.add(session);
-    await transport.handleRequest(req, res, req.body);
-    if (transport.sessionId !== id) await sessions.end(id, 'initialize failed');
-    else log.info({ sessionId: id, agentId: session.agentId, requestId: caller.requestId }, 'mcp session opened');
+    return session;
+  }
+
+  /** A session another process opened, rebuilt here from its record (the request that names it brings the token). */
+  async function rebuildSession(record: SessionRecord): Promise<McpSession> {
+    const session = await buildSession(record.id, record.grantKey, record, '');
+    await replayInitialize(session.transport, record.initialize, config.baseUrl, MCP_PATH);
+    return session;
   }
 
   async function handleStateless(req: Request, res: Response): Promise<void> {
@@ -334,17 +346,16 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
         }
       }
 
-      (req as Request & { auth?: AuthInfo }).auth = { token: '', clientId: caller.principal.clientId ?? '', scopes: [...caller.principal.scopes], extra: { caller } };
+      authed(req).auth = { token: '', clientId: caller.principal.clientId ?? '', scopes: [...caller.principal.scopes], extra: { caller } };
       const sessionId = req.headers['mcp-session-id'];
       if (typeof sessionId === 'string') {
-        const session = sessions.get(sessionId);
+        const session = await sessions.get(sessionId);
         // A session answers only tokens of the grant that opened it; to anyone else it does not exist.
         if (!session || session.grantKey !== grantKeyOf(caller.principal)) {
           sendJsonRpcError(res, 404, -32001, 'Session not found: initialize a new one.');
           return;
         }
-        session.lastSeenAt = Date.now();
-        session.confirmed = true;
+        await sessions.confirm(session);
         session.token = caller.token;
         session.verifiedAt = Date.now();
         if (req.method === 'GET') {
@@ -353,8 +364,9 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
             session.openStreams -= 1;
             session.lastSeenAt = Date.now();
           });
+          relay.wake();
         }
-        await session.transport.handleRequest(req, res, req.body);
+        await serveWeb(session.transport, req, res, config.baseUrl, authOf(req));
         return;
       }
       if (req.method !== 'POST') {

@@ -185,7 +185,7 @@ export function buildSessionTools(document: OpenApiDocument): SessionTool[] {
         refuseUnknown(args, ['event_types']);
         const types = stringList(args, 'event_types', subscribable, false);
         const session = needSession(call, 'mcp_unsubscribe');
-        return { status: 200, body: { ok: true, session_id: session.id, event_types: call.relay.unsubscribe(session.id, types), notification: EVENT_NOTIFICATION } };
+        return { status: 200, body: { ok: true, session_id: session.id, event_types: await call.relay.unsubscribe(session.id, types), notification: EVENT_NOTIFICATION } };
       },
     },
   ];

@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import type { Registry } from 'prom-client';
+import { observeOperationEntries } from '../db/knex.js';
 import * as repo from '../db/repositories/metrics.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
@@ -71,6 +72,12 @@ export function createMetrics(enabled: boolean): Metrics {
     webhookAttempt: (outcome, errorClass) => attempts.inc({ outcome, error_class: errorClass ?? 'none' }),
     watch(deps) {
       watchPool(registry, deps.db);
+      // Counted where the rows change, after their commit: a scrape reads no table for it. Per process from 0 at start
+      // (Prometheus counter semantics): sum the processes' rates, e.g. sum by (type, status) (increase(...[1h])).
+      const operations = new Counter({ name: 'agentapi_operations_total', help: 'Operations that entered a status (created in it or moved to it) in this process, by type and status', labelNames: ['type', 'status'], registers });
+      observeOperationEntries(deps.db, (entered) => {
+        for (const e of entered) operations.inc({ type: e.type, status: e.status });
+      });
       new Gauge({
         name: 'agentapi_redis_up',
         help: '1 when this process has a ready Redis connection, 0 when not; absent in the embedded mode',
@@ -129,17 +136,6 @@ function watchTables(registry: Registry, deps: { db: Knex; clock: Clock; log: Lo
     return cached.value;
   };
   new Gauge({
-    name: 'agentapi_operations',
-    help: 'Operations by type and status (refreshed at most every 10 s; the same in every process: aggregate with max)',
-    labelNames: ['type', 'status'],
-    registers,
-    async collect() {
-      const a = await aggregates();
-      this.reset();
-      for (const r of a?.operations ?? []) this.set({ type: r.type, status: r.status }, r.count);
-    },
-  });
-  new Gauge({
     name: 'agentapi_settlement_lag_seconds',
     help: 'Age of the oldest operation past its settle_after and not yet settled (0 when none)',
     registers,
@@ -177,14 +173,14 @@ function watchTables(registry: Registry, deps: { db: Knex; clock: Clock; log: Lo
 }
 
 interface Aggregates {
-  operations: repo.OperationCountRow[];
   settlementLag: number;
   queue: repo.DeliveryQueueRow[];
 }
 
-async function readAggregates(db: Knex, now: Date): Promise<Aggregates> {
-  const [operations, settlementLag, queue] = await Promise.all([repo.countOperationsByTypeAndStatus(db), repo.settlementLagSeconds(db, now), repo.deliveryQueue(db, now)]);
-  return { operations, settlementLag, queue };
+/** The scrape's database work: two bounded reads on partial indexes (unsettled operations, live deliveries). */
+export async function readAggregates(db: Knex, now: Date): Promise<Aggregates> {
+  const [settlementLag, queue] = await Promise.all([repo.settlementLagSeconds(db, now), repo.deliveryQueue(db, now)]);
+  return { settlementLag, queue };
 }
 
 /** Serves `GET /metrics` from `registry` on its own port (never the API port, so it need not be exposed publicly). */

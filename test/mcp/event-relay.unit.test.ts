@@ -62,7 +62,7 @@ describe('MCP event relay', () => {
   });
 
   it('sends nothing after unsubscribe', async () => {
-    expect(relay.unsubscribe('s1')).to.deep.equal([]);
+    expect(await relay.unsubscribe('s1')).to.deep.equal([]);
     committed.push({ seq: 6, type: 'payment.executed' });
     await relay.poll();
     expect(sent).to.not.include('e6');

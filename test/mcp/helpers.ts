@@ -117,3 +117,38 @@ export function resultBody(result: unknown): any {
   if (content?.[0]?.type !== 'text') throw new Error(`tool result without text content: ${JSON.stringify(result)}`);
   return JSON.parse(content[0].text);
 }
+
+/** Reads SSE events from a fetch response until `until` holds or the time runs out. */
+export async function readSse(res: Response, until: (events: { id?: string; data: unknown }[]) => boolean, ms = 8000): Promise<{ id?: string; data: unknown }[] & { closed?: boolean }> {
+  const events: { id?: string; data: unknown }[] & { closed?: boolean } = [];
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const deadline = Date.now() + ms;
+  try {
+    while (!until(events) && Date.now() < deadline) {
+      const chunk = await Promise.race([reader.read(), new Promise((resolve) => setTimeout(resolve, deadline - Date.now())).then(() => null)]);
+      if (!chunk) break;
+      if (chunk.done) {
+        events.closed = true;
+        break;
+      }
+      buffer += decoder.decode(chunk.value, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const id = /^id: ?(.*)$/m.exec(block)?.[1];
+        const data = block
+          .split('\n')
+          .filter((l) => l.startsWith('data:'))
+          .map((l) => l.slice(5).trim())
+          .join('\n');
+        if (data) events.push({ id, data: JSON.parse(data) });
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return events;
+}

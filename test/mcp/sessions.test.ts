@@ -12,7 +12,7 @@ import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/cl
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ALL_SCOPES } from '../../src/auth/principal.js';
 import { createDemoAgent, newKey, type TestAgent, type TestServer } from '../helpers/server.js';
-import { connectSession, mintAccessToken, postMcp, startMcpTestServer } from './helpers.js';
+import { connectSession, mintAccessToken, postMcp, readSse, startMcpTestServer } from './helpers.js';
 
 const run = promisify(execFile);
 const Ajv2020 = Ajv2020Module as unknown as typeof Ajv2020Module.default;
@@ -23,40 +23,6 @@ const RECIPIENT = '0x1111111111111111111111111111111111111111';
 const initialize = (id = 1) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw-test', version: '1.0.0' } } });
 const initialized = { jsonrpc: '2.0', method: 'notifications/initialized' };
 
-/** Reads SSE events from a fetch response until `until` holds or the time runs out. */
-async function readSse(res: Response, until: (events: { id?: string; data: unknown }[]) => boolean, ms = 8000): Promise<{ id?: string; data: unknown }[] & { closed?: boolean }> {
-  const events: { id?: string; data: unknown }[] & { closed?: boolean } = [];
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  const deadline = Date.now() + ms;
-  try {
-    while (!until(events) && Date.now() < deadline) {
-      const chunk = await Promise.race([reader.read(), sleep(deadline - Date.now()).then(() => null)]);
-      if (!chunk) break;
-      if (chunk.done) {
-        events.closed = true;
-        break;
-      }
-      buffer += decoder.decode(chunk.value, { stream: true });
-      let end: number;
-      while ((end = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const id = /^id: ?(.*)$/m.exec(block)?.[1];
-        const data = block
-          .split('\n')
-          .filter((l) => l.startsWith('data:'))
-          .map((l) => l.slice(5).trim())
-          .join('\n');
-        if (data) events.push({ id, data: JSON.parse(data) });
-      }
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  return events;
-}
 
 describe('MCP parity: names, schemas, sessions, streams', function () {
   this.timeout(60_000);

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startMetricsServer } from '../../src/observability/metrics.js';
-import { newKey, startTestServer, type TestServer } from '../helpers/server.js';
+import { createDemoAgent, newKey, startTestServer, type TestServer } from '../helpers/server.js';
 import { createTestPki, startReceiver, type Receiver } from '../webhooks/helpers/receiver.js';
 
 interface Sample {
@@ -69,6 +69,30 @@ describe('GET /metrics', () => {
     const inf = matching(samples, 'agentapi_http_request_duration_seconds_bucket', { operation: 'getSelf', status: '200', le: '+Inf' });
     expect(inf.map((s) => s.value)).to.deep.equal([3]);
     expect(total(samples, 'agentapi_http_request_duration_seconds_sum', { operation: 'getSelf', status: '200' })).to.be.greaterThan(0);
+  });
+
+  it('counts operations entering a status after their commit, matching the table (a rolled-back write counts nothing)', async function () {
+    this.timeout(30_000);
+    const agent = await createDemoAgent(server);
+    const counted = async () => {
+      const samples = await scrape();
+      return { accepted: total(samples, 'agentapi_operations_total', { type: 'payment', status: 'accepted' }), executed: total(samples, 'agentapi_operations_total', { type: 'payment', status: 'executed' }) };
+    };
+    const before = await counted();
+    const pay = (amount: string) => server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount } });
+    for (let i = 0; i < 3; i++) expect((await pay('1.25')).status).to.equal(200);
+    // More than the balance: the hold fails, the insert rolls back with it.
+    expect((await pay('999999999')).status).to.not.equal(200);
+    for (let i = 0; i < 100; i++) {
+      const left = await server.db('operations').where({ agent_id: agent.agentId, type: 'payment' }).whereNot({ status: 'executed' }).count<{ n: string }[]>('* as n');
+      if (Number(left[0]!.n) === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const rows = await server.db('operations').where({ agent_id: agent.agentId, type: 'payment' }).select('status');
+    const after = await counted();
+    expect(rows.map((r: { status: string }) => r.status)).to.deep.equal(['executed', 'executed', 'executed']);
+    expect(after.accepted - before.accepted).to.equal(3);
+    expect(after.executed - before.executed).to.equal(3);
   });
 
   it('counts rate-limit refusals by class', async () => {
@@ -148,7 +172,6 @@ describe('GET /metrics', () => {
           updated_at: new Date(),
         });
         const samples = parseExposition(await fresh.built.metrics.registry!.metrics());
-        expect(total(samples, 'agentapi_operations', { type: 'payment', status: 'accepted' })).to.be.at.least(1);
         expect(total(samples, 'agentapi_settlement_lag_seconds')).to.be.at.least(3000);
         expect(matching(samples, 'agentapi_webhook_oldest_due_age_seconds').map((s) => s.labels.endpoint_state).sort()).to.deep.equal(['disabled', 'enabled']);
       } finally {

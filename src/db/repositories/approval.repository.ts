@@ -1,6 +1,6 @@
 // Owner approvals (issue 27): the operations that wait for one, their guarded decisions and the expiry claim. The
 // approval lives on the operation row (migration 0017); every decision is a guarded update from `pending`.
-import type { Db } from '../knex.js';
+import { countOperationEntries, type Db } from '../knex.js';
 import type { Keyset } from './keyset.js';
 import type { ApprovalState, OperationRow } from './operation.repository.js';
 
@@ -53,6 +53,7 @@ export async function markCancelled(db: Db, id: string, state: 'rejected' | 'exp
     .where({ id, status: 'accepted', approval_state: 'pending' })
     .update({ status: 'cancelled', approval_state: state, approval_decided_at: now, approval_decided_by: decidedBy, updated_at: now, error_code: error.code, error_message: error.message, settle_after: null })
     .returning('*');
+  if (row) countOperationEntries(db, [row as OperationRow]);
   return row as OperationRow | undefined;
 }
 

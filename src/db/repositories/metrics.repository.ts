@@ -1,22 +1,6 @@
 // Read-only aggregates behind the Prometheus gauges (src/observability/metrics.ts); read at scrape time.
 import type { Db } from '../knex.js';
 
-export interface OperationCountRow {
-  type: string;
-  status: string;
-  count: number;
-}
-
-/**
- * Operations by type and status. A full count: cheap at the sizes the soak and small
- * deployments reach; the caller caches it between scrapes so a fast scraper cannot turn it
- * into load.
- */
-export async function countOperationsByTypeAndStatus(db: Db): Promise<OperationCountRow[]> {
-  const rows = await db('operations').select('type', 'status').count<{ type: string; status: string; count: string | number }[]>('* as count').groupBy('type', 'status');
-  return rows.map((r) => ({ type: r.type, status: r.status, count: Number(r.count) }));
-}
-
 /** Seconds since the oldest operation became due for settlement and is still unsettled (0 when none); uses `operations_due`. */
 export async function settlementLagSeconds(db: Db, now: Date): Promise<number> {
   const row = await db('operations').whereIn('status', ['accepted', 'submitted']).where('settle_after', '<=', now).min<{ oldest: Date | string | null }>('settle_after as oldest').first();

@@ -1,5 +1,5 @@
 // Operations: insertion, guarded status transitions, settlement claims and open on-chain operations.
-import { preparedRows, type Db } from '../knex.js';
+import { countOperationEntries, preparedRows, type Db } from '../knex.js';
 import { newestFirst, type Keyset } from './keyset.js';
 
 export type OperationStatus = 'accepted' | 'submitted' | 'executed' | 'execution_failed' | 'policy_rejected' | 'cancelled';
@@ -79,8 +79,9 @@ const operationInsert = (db: Db, row: NewOperationRow) =>
     .returning('*');
 
 export async function insertOperation(db: Db, row: NewOperationRow): Promise<OperationRow> {
-  const [inserted] = await operationInsert(db, row);
-  return inserted as OperationRow;
+  const [inserted] = (await operationInsert(db, row)) as OperationRow[];
+  countOperationEntries(db, [inserted!]);
+  return inserted!;
 }
 
 export async function findOperation(db: Db, agentId: string, id: string): Promise<OperationRow | undefined> {
@@ -100,8 +101,9 @@ export async function transitionOperation(db: Db, id: string, from: OperationSta
   const { details, ...rest } = patch;
   const update: Record<string, unknown> = { ...rest };
   if (details) update.details = db.raw('details || ?::jsonb', [JSON.stringify(details)]);
-  const [row] = await db('operations').where({ id, status: from }).update(update).returning('*');
-  return row as OperationRow | undefined;
+  const [row] = (await db('operations').where({ id, status: from }).update(update).returning('*')) as OperationRow[];
+  if (row) countOperationEntries(db, [row]);
+  return row;
 }
 
 /**

@@ -1,7 +1,7 @@
 // Batch settlement (issue 31): the reads and writes that settle many operations in one transaction: one statement
 // reads, one writes every row but the balances, one locks and moves the balances (rows passed as JSON documents,
 // jsonb_to_recordset, which both pg and PGlite take).
-import { type Db } from '../knex.js';
+import { countOperationEntries, type Db, type OperationEntry } from '../knex.js';
 import type { HoldRow, PriceRow } from './ledger.repository.js';
 import { eventsStatement, type NewEvent } from './event.repository.js';
 import type { OperationStatus } from './operation.repository.js';
@@ -126,7 +126,7 @@ export async function writeSettledBatch(db: Db, batch: SettledBatch, at: Date): 
          updated_at = CAST(? AS timestamptz)
        FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(id uuid, status text, tx_hash text, error_code text, error_message text, details jsonb)
        WHERE o.id = v.id AND o.status IN ('accepted', 'submitted')
-       RETURNING 1
+       RETURNING o.type, o.status
      ), held AS (
        UPDATE holds h SET status = v.to, resolved_at = CAST(? AS timestamptz)
        FROM jsonb_to_recordset(CAST(? AS jsonb)) AS v(id uuid, "to" text)
@@ -149,7 +149,7 @@ export async function writeSettledBatch(db: Db, batch: SettledBatch, at: Date): 
        ORDER BY c.n
        ON CONFLICT (wallet_id, asset_symbol) DO NOTHING
      )
-     SELECT (SELECT count(*)::int FROM fin) AS finished, (SELECT count(*)::int FROM held) AS holds, ${events.notify} AS notified`,
+     SELECT (SELECT count(*)::int FROM fin) AS finished, (SELECT json_agg(json_build_object('type', type, 'status', status)) FROM fin) AS entered, (SELECT count(*)::int FROM held) AS holds, ${events.notify} AS notified`,
     [
       at, at, at, at, JSON.stringify(batch.finishes),
       at, JSON.stringify(batch.holdMoves),
@@ -159,7 +159,8 @@ export async function writeSettledBatch(db: Db, batch: SettledBatch, at: Date): 
       at, numbered(batch.creditedRows),
     ],
   );
-  const row = result.rows[0] as { finished: number; holds: number };
+  const row = result.rows[0] as { finished: number; holds: number; entered: OperationEntry[] | null };
+  countOperationEntries(db, row.entered ?? []);
   return { finished: row.finished, holds: row.holds };
 }
 

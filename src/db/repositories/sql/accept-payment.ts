@@ -1,5 +1,5 @@
 // Accepting a payment (or any operation settled later with one hold): the hold and the operation row in ONE statement.
-import { rows, type Db } from '../../knex.js';
+import { countOperationEntries, rows, type Db } from '../../knex.js';
 import { identifier, list, prepared, sql } from '../../sql.js';
 import { holdCtes, type HoldInput } from '../ledger.repository.js';
 import type { NewOperationRow, OperationRow } from '../operation.repository.js';
@@ -22,5 +22,6 @@ export async function acceptPayment(db: Db, row: NewOperationRow, hold: HoldInpu
       SELECT op.*, (SELECT count(*)::int FROM reserved) AS hold_placed FROM op`),
   );
   const { hold_placed, ...operation } = result!;
+  countOperationEntries(db, [operation]);
   return { operation, holdPlaced: hold_placed === 1 };
 }
