@@ -1658,6 +1658,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/owner/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Overview of the owner's agents
+         * @description Per agent: its status, balances valued in USD and their total, what it may still spend this period and in total (the caps against their use), its pending approvals and, in evm mode with agent accounts, its exposure if the server were compromised (the account's remaining allowance, read from the chain). One page of agents, newest first.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetOverview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/spending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * USD spent per day
+         * @description USD counted against the caps per UTC day over the last `days` days (today included, every day listed, a day without spending at "0"), beside the period cap.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetSpending"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owner/agents/{agent_id}": {
         parameters: {
             query?: never;
@@ -4674,6 +4718,57 @@ export interface components {
             ok: true;
         } & {
             [key: string]: unknown;
+        };
+        OwnerAgentOverview: {
+            agent_id: components["schemas"]["Uuid"];
+            name: string;
+            /** @enum {string} */
+            status: "active" | "disabled" | "not_yet_active" | "expired";
+            /** @description Non-zero balances, each valued at the current price (null when unpriced). */
+            balances: {
+                asset: string;
+                amount: components["schemas"]["Decimal"];
+                value_usd: components["schemas"]["NullableUsdDecimal"];
+            }[];
+            total_usd: components["schemas"]["UsdDecimal"];
+            /** @enum {string|null} */
+            period: "day" | "week" | "month" | null;
+            period_start: components["schemas"]["NullableTimestamp"];
+            per_period_usd: components["schemas"]["NullableUsdDecimal"];
+            period_spent_usd: components["schemas"]["UsdDecimal"];
+            /** @description What the period cap still allows (never below 0); null without a period cap. */
+            period_remaining_usd: components["schemas"]["NullableUsdDecimal"];
+            lifetime_usd: components["schemas"]["NullableUsdDecimal"];
+            lifetime_spent_usd: components["schemas"]["UsdDecimal"];
+            /** @description What the lifetime cap still allows (never below 0); null without a lifetime cap. */
+            lifetime_remaining_usd: components["schemas"]["NullableUsdDecimal"];
+            pending_approvals: number;
+            /** @description evm mode with agent accounts, the account's remaining allowance (`AgentAccount.allowance().exposureUsd`, docs/CUSTODY.md); null elsewhere. */
+            exposure_usd: components["schemas"]["NullableUsdDecimal"];
+        };
+        OwnerOverview: {
+            /** @enum {boolean} */
+            ok: true;
+            /** @description The total of the listed agents' priced balances. */
+            total_usd: components["schemas"]["UsdDecimal"];
+            items: components["schemas"]["OwnerAgentOverview"][];
+            next_cursor: components["schemas"]["NextCursor"];
+            has_more: boolean;
+        };
+        OwnerSpending: {
+            /** @enum {boolean} */
+            ok: true;
+            agent_id: components["schemas"]["Uuid"];
+            /** @enum {string|null} */
+            period: "day" | "week" | "month" | null;
+            per_period_usd: components["schemas"]["NullableUsdDecimal"];
+            /** @description Oldest first, one per UTC day. */
+            days: {
+                /** Format: date */
+                date: string;
+                spent_usd: components["schemas"]["UsdDecimal"];
+                txs: number;
+            }[];
         };
         OwnerAgentDetail: {
             /** @constant */
@@ -8323,6 +8418,81 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetOverview: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerOverview"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetSpending: {
+        parameters: {
+            query?: {
+                /** @description How many days, today included (default 30). */
+                days?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSpending"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -45,6 +45,7 @@ import { createSettlementLoop } from './services/ledger/settlement-loop.js';
 import { createEventService } from './services/event.service.js';
 import { createPasskeyService } from './services/passkey.service.js';
 import { createOwnerService } from './services/owner.service.js';
+import { createOwnerOverviewService } from './services/owner-overview.service.js';
 import { createWebhookService } from './services/webhook.service.js';
 import { createX402Service } from './services/x402/service.js';
 import { createDeliveryWorker } from './webhooks/delivery-worker.js';
@@ -206,6 +207,7 @@ function buildServices(deps: {
   // evm mode with the agent account factory (issue 24): wallets are AgentAccounts the owner's signer owns.
   const custody = deps.chain?.custody ? createCustodyService({ config: deps.config, chain: deps.chain, sealer, clock, log: deps.log }) : null;
   const ledger = createLedgerArea({ config: deps.config, sealer, clock, log: deps.log, onAgentCreated, chain: deps.chain ?? undefined, custody });
+  const owner = createOwnerService({ clock, account: ledger.account });
   return {
     custody,
     agents: createAgentService({ clock, onAgentCreated }),
@@ -216,7 +218,8 @@ function buildServices(deps: {
     oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log, nodeEnv: deps.config.nodeEnv }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
-    owner: createOwnerService({ clock, account: ledger.account }),
+    owner,
+    ownerOverview: createOwnerOverviewService({ clock, owner, account: ledger.account, policy: ledger.policy }),
     passkeys: createPasskeyService({ clock, baseUrl: deps.config.baseUrl, rpId: deps.config.webauthnRpId }),
     events: createEventService(),
     inbound: null,

@@ -66,6 +66,9 @@ export interface WebhookView {
   consecutive_failures: number;
   last_delivered_at: string | null;
   failing_since: string | null;
+  last_failure_at: string | null;
+  /** The newest failed attempt's error class (or `http_<status>`) while the endpoint is failing. */
+  last_error: string | null;
 }
 export interface DeliveryView {
   event_id: string;

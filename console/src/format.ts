@@ -8,7 +8,12 @@ export function amount(value: string | null | undefined, symbol?: string | null)
   return `${grouped}${shown ? `.${shown}` : ''}${symbol ? ` ${symbol}` : ''}`;
 }
 
-export const usd = (value: string | null | undefined): string => (value === null || value === undefined ? '—' : `$${amount(Number(value).toFixed(2))}`);
+/** "$12,540.50": dollars grouped, always with cents. */
+export function usd(value: string | null | undefined): string {
+  if (value === null || value === undefined) return '—';
+  const [whole = '0', cents = '00'] = Number(value).toFixed(2).split('.');
+  return `$${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${cents}`;
+}
 
 /** The id's random tail (its last 12 hex digits), which differs between ids made in the same millisecond. */
 export const shortId = (id: string): string => `…${id.slice(-12)}`;

@@ -2,6 +2,7 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import type { ComponentChildren } from 'preact';
 import { ApiFailure } from './api.js';
+import { shortId } from './format.js';
 
 /** Loads `fn` now and again on `reload()`; shows errors in place. */
 export function useLoad<T>(fn: () => Promise<T>, deps: unknown[]): { data: T | undefined; error: string | null; reload: () => void } {
@@ -111,5 +112,28 @@ export function Secret(props: { title: string; lines: string[] }) {
       <strong>{props.title}</strong> — shown once, copy it now:
       <pre>{props.lines.join('\n')}</pre>
     </div>
+  );
+}
+
+/** An id people can tell apart: its random tail (the whole id on hover and for screen readers) and a copy button. */
+export function CopyId({ id, label }: { id: string; label: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <span class="copy-id">
+      <code title={id}>
+        {shortId(id)}
+      </code>{' '}
+      <button
+        type="button"
+        class="link"
+        aria-label={`Copy ${label}`}
+        onClick={async () => {
+          await navigator.clipboard?.writeText(id).catch(() => undefined);
+          setCopied(true);
+        }}
+      >
+        {copied ? 'Copied' : 'Copy'}
+      </button>
+    </span>
   );
 }

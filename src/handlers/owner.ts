@@ -152,6 +152,10 @@ export const ownerListShadowDecisions: Handler<'ownerListShadowDecisions'> = asy
   return ok({ agent_id: agent.id, ...(await ctx.services.ledger.policy.shadowDecisions(ctx.db, agent.id, { cursor: req.query.cursor, limit: req.query.limit ?? 50 })) });
 };
 
+export const ownerGetOverview: Handler<'ownerGetOverview'> = async (req, ctx) => ok(await ctx.services.ownerOverview.overview(ctx.db, actorOf(ctx), req.query));
+
+export const ownerGetSpending: Handler<'ownerGetSpending'> = async (req, ctx) => ok(await ctx.services.ownerOverview.spending(ctx.db, actorOf(ctx), req.params.agent_id, req.query.days ?? 30));
+
 export const ownerGetPolicyLimits: Handler<'ownerGetPolicyLimits'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   return ok({ agent_id: agent.id, ...(await ctx.services.ledger.policy.limits(ctx.db, agent.id)) });

@@ -92,6 +92,8 @@ export interface OwnerEndpointView {
   failing_since: string | null;
   last_delivered_at: string | null;
   last_failure_at: string | null;
+  /** The newest failed attempt's error class (or `http_<status>`) while the endpoint is failing. */
+  last_error: string | null;
   created_at: string | null;
 }
 
@@ -229,6 +231,7 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
         failing_since: iso(r.failing_since),
         last_delivered_at: iso(r.last_delivered_at),
         last_failure_at: iso(r.last_failure_at),
+        last_error: (r as { last_error?: string | null }).last_error ?? null,
         created_at: iso(r.created_at),
       }), (r) => encodeKeyset(r));
     },

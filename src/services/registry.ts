@@ -8,6 +8,7 @@ import type { DefiArea } from './defi/area.js';
 import type { EventService } from './event.service.js';
 import type { LedgerArea } from './ledger/area.js';
 import type { OwnerService } from './owner.service.js';
+import type { OwnerOverviewService } from './owner-overview.service.js';
 import type { PasskeyService } from './passkey.service.js';
 import type { SelfService } from './self.service.js';
 import type { WebhookService } from './webhook.service.js';
@@ -24,6 +25,8 @@ export interface Services {
   defi: DefiArea;
   x402: X402Service;
   owner: OwnerService;
+  /** The owner's overview and spending per day (the console's overview and chart). */
+  ownerOverview: OwnerOverviewService;
   /** Owners' passkeys: sign-in and the step-up approvals require (issue 27). */
   passkeys: PasskeyService;
   events: EventService;

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { CONSOLE_DIST } from '../../src/console/console.js';
+import type { Clock } from '../../src/lib/clock.js';
 import { repoRoot } from '../helpers/process.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { startMailSink, type MailSink } from '../oauth/helpers.js';
@@ -27,7 +28,8 @@ export interface ConsoleEnv {
   close: () => Promise<void>;
 }
 
-export async function startConsoleEnv(): Promise<ConsoleEnv> {
+/** `clock`: the server's injected clock (a test that seeds history on past days). */
+export async function startConsoleEnv(opts: { clock?: Clock } = {}): Promise<ConsoleEnv> {
   // Built here too (a second or two), so a single-file run never tests a stale bundle; not under `npm test`, whose
   // pretest built it once: its files run in parallel, and a second build would empty console/dist under the first.
   if (process.env.npm_lifecycle_event !== 'test') execFileSync('npm', ['run', '--silent', 'build:console'], { cwd: repoRoot, stdio: 'ignore' });
@@ -35,7 +37,7 @@ export async function startConsoleEnv(): Promise<ConsoleEnv> {
   const mail = await startMailSink();
   const pki = await createTestPki();
   const receiver = await startReceiver(pki);
-  const srv = await startTestServer({ env: { SMTP_URL: mail.url, ADMIN_TOKEN: ADMIN, UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true' } });
+  const srv = await startTestServer({ clock: opts.clock, env: { SMTP_URL: mail.url, ADMIN_TOKEN: ADMIN, UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true' } });
   const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
   mkdirSync('test-artifacts', { recursive: true });
   return {

@@ -1,32 +1,23 @@
-// The agents list, one agent's page (status, keys, funding, rate limits) and creating an agent.
+// The agents overview, one agent's page (status, keys, funding, spending, rate limits) and creating an agent.
 import { useState } from 'preact/hooks';
 import { api, asView, idempotency, ok, type RateLimitsView } from '../api.js';
-import { ActionForm, Field, Secret, Status, Table, useLoad, useTitle, when } from '../ui.js';
+import { amount as asAmount } from '../format.js';
+import { ActionForm, CopyId, Field, Secret, Status, Table, useLoad, useTitle, when } from '../ui.js';
 import { Activity } from './activity.js';
+import { Overview, SpendingChart } from './overview.js';
 import { Destinations } from './destinations.js';
 import { PolicyEditor } from './policy.js';
 import { ShadowPolicy } from './replay.js';
 
 export function Agents() {
-  const { data, error, reload } = useLoad(() => ok(api.GET('/v1/owner/agents', { params: { query: { limit: 100 } } })), []);
+  const [version, setVersion] = useState(0);
   const [name, setName] = useState('');
   const [created, setCreated] = useState<{ agent_id: string; api_key: string } | null>(null);
   useTitle('Agents');
   return (
     <section>
       <h1>Agents</h1>
-      <Status text={error} kind="error" />
-      <Table
-        caption="Your agents"
-        head={['Name', 'Status', 'Balances', 'Created']}
-        rows={(data?.items ?? []).map((a) => [
-          <a href={`#/agents/${a.agent_id}`}>{a.name}</a>,
-          <span class={`badge ${a.status}`}>{a.status}</span>,
-          a.balances.length ? a.balances.map((b) => `${b.amount} ${b.asset}`).join(', ') : '0',
-          when(a.created_at),
-        ])}
-        empty="No agents yet."
-      />
+      <Overview version={version} />
       <h2>Create an agent</h2>
       <ActionForm
         label="Create agent"
@@ -34,7 +25,7 @@ export function Agents() {
           const res = await ok(api.POST('/v1/owner/agents', { params: { header: idempotency() }, body: { name } }));
           setCreated(asView<{ agent_id: string; api_key: string }>(res));
           setName('');
-          reload();
+          setVersion((v) => v + 1);
         }}
       >
         <Field label="Agent name" name="agent-name" value={name} onInput={setName} required />
@@ -71,14 +62,14 @@ export function AgentPage({ id }: { id: string }) {
             </dd>
             <dt>Agent id</dt>
             <dd>
-              <code>{a.agent_id}</code>
+              <CopyId id={a.agent_id} label="agent id" />
             </dd>
             <dt>Wallet</dt>
             <dd>
-              <code>{a.wallet_address ?? a.wallet_id}</code>
+              <CopyId id={a.wallet_address ?? a.wallet_id} label="wallet" />
             </dd>
             <dt>Balances</dt>
-            <dd>{a.balances.length ? a.balances.map((b) => `${b.amount} ${b.asset}`).join(', ') : '0'}</dd>
+            <dd>{a.balances.length ? a.balances.map((b) => asAmount(b.amount, b.asset)).join(', ') : '0'}</dd>
             <dt>API key</dt>
             <dd>
               <code>{a.api_key_prefix}…</code>
@@ -118,6 +109,8 @@ export function AgentPage({ id }: { id: string }) {
             <Field label="Asset" name="fund-asset" value={asset} onInput={setAsset} required />
             <Field label="Amount" name="fund-amount" value={amount} onInput={setAmount} required placeholder="100" />
           </ActionForm>
+          <h2>Spending</h2>
+          <SpendingChart id={id} version={version} />
           <PolicyEditor id={id} onShadowChange={() => setShadowVersion((v) => v + 1)} />
           <ShadowPolicy id={id} version={shadowVersion} onChange={() => setShadowVersion((v) => v + 1)} />
           <h2>Rate limits and live usage</h2>

@@ -1,20 +1,26 @@
-// An agent's policy: edited as JSON, validated and saved through the owner API.
+// An agent's policy: edited as a form or as JSON (the two views of one draft), validated and saved through the owner
+// API; the service's problems show at their fields and, all of them, under the JSON.
 import { useState } from 'preact/hooks';
 import { api, ApiFailure, asView, idempotency, ok, type paths } from '../api.js';
 import { ActionForm, useLoad } from '../ui.js';
+import { generalProblems, PolicyForm, type Policy } from './policy-form.js';
 import { replayPolicy, ReplayView, type ReplayResult } from './replay.js';
 
-type Policy = paths['/v1/owner/agents/{agent_id}/policy']['put']['requestBody']['content']['application/json'];
+/** The body PUT …/policy and POST …/policy/validate take (the policy file format). */
+type PolicyBody = paths['/v1/owner/agents/{agent_id}/policy']['put']['requestBody']['content']['application/json'];
 
 export function PolicyEditor({ id, onShadowChange }: { id: string; onShadowChange?: () => void }) {
-  const current = useLoad(async () => asView<{ policy: Policy }>(await ok(api.GET('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id } } }))), [id]);
+  const current = useLoad(async () => asView<{ policy: Policy | null }>(await ok(api.GET('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id } } }))), [id]);
+  const [draft, setDraft] = useState<Policy | null>(null);
   const [text, setText] = useState<string | null>(null);
   const [problems, setProblems] = useState<string[]>([]);
   const [replay, setReplay] = useState<ReplayResult | null>(null);
-  const value = text ?? JSON.stringify(current.data?.policy ?? { operation_types: [] }, null, 2);
-  const parse = (): Policy => {
+  const shown: Policy = draft ?? current.data?.policy ?? { operation_types: [] };
+  const value = text ?? JSON.stringify(shown, null, 2);
+  const general = generalProblems(problems);
+  const parse = (): PolicyBody => {
     try {
-      return JSON.parse(value) as Policy;
+      return JSON.parse(value) as PolicyBody;
     } catch {
       setProblems(['The policy is not valid JSON.']);
       throw new Error('The policy is not valid JSON.');
@@ -23,9 +29,42 @@ export function PolicyEditor({ id, onShadowChange }: { id: string; onShadowChang
   return (
     <>
       <h2>Policy</h2>
-      <div class="field">
+      {current.error && <p class="status error" role="alert">{current.error}</p>}
+      <PolicyForm
+        policy={shown}
+        problems={problems}
+        onChange={(next) => {
+          setDraft(next);
+          setText(null);
+        }}
+      />
+      {general.length > 0 && (
+        <ul class="problems" aria-label="Problems with the policy">
+          {general.map((p) => (
+            <li>{p}</li>
+          ))}
+        </ul>
+      )}
+      <div class="field json">
         <label for="policy">Policy (JSON, contract §9 keys)</label>
-        <textarea id="policy" rows={10} value={value} aria-invalid={problems.length > 0} aria-describedby="policy-problems" onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} />
+        <textarea
+          id="policy"
+          rows={10}
+          value={value}
+          aria-invalid={problems.length > 0}
+          aria-describedby="policy-problems"
+          onInput={(e) => {
+            const edited = (e.target as HTMLTextAreaElement).value;
+            setText(edited);
+            // The form follows the JSON while it parses to an object.
+            try {
+              const parsed: unknown = JSON.parse(edited);
+              if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) setDraft(parsed as Policy);
+            } catch {
+              /* the text keeps what was typed; Validate says what is wrong */
+            }
+          }}
+        />
         <ul id="policy-problems" class="problems" aria-live="polite">
           {problems.map((p) => (
             <li>{p}</li>
@@ -62,7 +101,8 @@ export function PolicyEditor({ id, onShadowChange }: { id: string; onShadowChang
             try {
               const res = asView<{ policy: Policy }>(await ok(api.PUT('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id }, header: idempotency() }, body: parse() })));
               setProblems([]);
-              setText(JSON.stringify(res.policy, null, 2));
+              setDraft(res.policy);
+              setText(null);
               return 'Policy saved.';
             } catch (err) {
               const problems = err instanceof ApiFailure ? err.error.details?.problems : undefined;

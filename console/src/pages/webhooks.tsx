@@ -12,17 +12,32 @@ export function Webhooks() {
       <Status text={list.error} kind="error" />
       <Table
         caption="Webhook endpoints of your agents"
-        head={['Endpoint', 'Agent', 'State', 'Failures', 'Last delivered']}
+        head={['Endpoint', 'Agent', 'State', 'Health', 'Last delivered']}
         rows={(list.data?.items ?? []).map((w) => [
           <a href={`#/webhooks/${w.id}`}>{w.url}</a>,
           w.agent_name,
           <span class={`badge ${w.enabled ? 'active' : 'disabled'}`}>{w.enabled ? 'enabled' : `disabled (${w.disabled_reason})`}</span>,
-          w.consecutive_failures,
+          <Health w={w} />,
           when(w.last_delivered_at),
         ])}
         empty="No webhook endpoints."
       />
     </section>
+  );
+}
+
+/** Healthy, or failing since when, how many times in a row, and the last error. */
+function Health({ w }: { w: WebhookView }) {
+  if (!w.failing_since && w.consecutive_failures === 0) return <span>healthy</span>;
+  return (
+    <span class="problems">
+      failing since {when(w.failing_since ?? w.last_failure_at)}, {w.consecutive_failures} in a row
+      {w.last_error && (
+        <>
+          ; last error <code>{w.last_error}</code>
+        </>
+      )}
+    </span>
   );
 }
 
@@ -45,7 +60,12 @@ export function WebhookPage({ id }: { id: string }) {
           <h1 class="wrap">{w.url}</h1>
           <p>
             Agent {w.agent_name}: <span class={`badge ${w.enabled ? 'active' : 'disabled'}`}>{w.enabled ? 'enabled' : `disabled (${w.disabled_reason})`}</span>
-            {w.failing_since && <> — failing since {when(w.failing_since)}</>}
+            {(w.failing_since || w.consecutive_failures > 0) && (
+              <>
+                {' '}
+                — <Health w={w} />
+              </>
+            )}
           </p>
           <Status text={notice} />
           <div class="row">

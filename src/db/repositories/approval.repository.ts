@@ -85,3 +85,10 @@ export async function approvalStateOf(db: Db, operationId: string): Promise<Appr
   const row = await db('operations').where({ id: operationId }).first('approval_state');
   return (row?.approval_state as ApprovalState | null | undefined) ?? null;
 }
+
+/** Pending approvals per agent among `agentIds` (agents without one absent). */
+export async function countPendingApprovals(db: Db, agentIds: string[]): Promise<Map<string, number>> {
+  if (agentIds.length === 0) return new Map();
+  const found = (await db('operations').whereIn('agent_id', agentIds).where('approval_state', 'pending').groupBy('agent_id').select('agent_id', db.raw('count(*)::int AS n'))) as { agent_id: string; n: number }[];
+  return new Map(found.map((r) => [r.agent_id, Number(r.n)]));
+}

@@ -123,7 +123,13 @@ export async function listEndpointsOfOwner(db: Db, ownerId: string | null, optio
     .whereNull('a.deleted_at')
     .orderBy([{ column: 'e.created_at', order: 'desc' }, { column: 'e.id', order: 'desc' }])
     .limit(options.limit)
-    .select('e.*', 'a.name as agent_name');
+    .select(
+      'e.*',
+      'a.name as agent_name',
+      // The newest failed attempt's error, while the endpoint is failing (webhook_delivery_attempts, migration 0015).
+      db.raw(`CASE WHEN e.failing_since IS NULL THEN NULL ELSE (SELECT coalesce(t.error_class, 'http_' || t.http_status) FROM webhook_deliveries d JOIN webhook_delivery_attempts t ON t.delivery_id = d.id
+        WHERE d.endpoint_id = e.id AND t.outcome <> 'delivered' AND (t.error_class IS NOT NULL OR t.http_status IS NOT NULL) ORDER BY t.attempted_at DESC LIMIT 1) END AS last_error`),
+    );
   if (ownerId) q.where('a.owner_id', ownerId);
   if (options.before) q.whereRaw('(e.created_at, e.id) < (?, ?)', [options.before.createdAt, options.before.id]);
   return q;

@@ -118,3 +118,15 @@ export async function sumUsage(db: Db, agentId: string, since: Date | null, life
     lastCountedAt: r.last_at == null ? null : new Date(r.last_at),
   };
 }
+
+/** USD counted against the caps per UTC day since `since` (days without spending absent), oldest first: the spending chart. */
+export async function sumUsageByDay(db: Db, agentId: string, since: Date): Promise<{ date: string; usd_e8: bigint; count: number }[]> {
+  const found = (await db('operations')
+    .where({ agent_id: agentId, counts_toward_limits: true })
+    .whereIn('status', ['accepted', 'submitted', 'executed'])
+    .where('created_at', '>=', since)
+    .groupByRaw('1')
+    .orderByRaw('1')
+    .select(db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS date`), db.raw('coalesce(sum(amount_usd_e8), 0)::text AS usd'), db.raw('count(*)::int AS n'))) as { date: string; usd: string; n: number }[];
+  return found.map((r) => ({ date: r.date, usd_e8: BigInt(r.usd), count: Number(r.n) }));
+}

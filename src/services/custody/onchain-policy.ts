@@ -95,7 +95,7 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
   if (!state.deployed || !state.limits || !state.usage) {
     // Not deployed yet: nothing can move; the caps are zero until the owner signs a policy.
     const start = periodStart('day', now);
-    return { limits: { ...mirror.limits, per_tx_usd: '0', per_period_usd: '0', lifetime_usd: '0', max_txs_per_period: 0 }, usage: { period_start: start.toISOString(), period_usd: '0', period_txs: 0, lifetime_usd: '0' } };
+    return { limits: { ...mirror.limits, per_tx_usd: '0', per_period_usd: '0', lifetime_usd: '0', max_txs_per_period: 0 }, usage: { period_start: start.toISOString(), period_usd: '0', period_txs: 0, lifetime_usd: '0' }, exposure_usd: '0' };
   }
   const l = state.limits;
   const u = state.usage;
@@ -112,6 +112,7 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
       max_ltv_bps: l.maxLtvBps === 10_000 && mirror.limits.max_ltv_bps === null ? null : l.maxLtvBps,
     },
     usage: { period_start: new Date(Number(u.periodStart) * 1000).toISOString(), period_usd: usd(u.periodUsd), period_txs: u.periodTxs, lifetime_usd: usd(u.lifetimeUsd) },
+    exposure_usd: usd(state.allowance?.exposureUsd ?? 0n),
   };
 }
 

@@ -22,8 +22,11 @@ export type { LockedPolicy, PolicyFacts, PolicyKey, RuleDecision } from './polic
 export type PolicyDecision = { allowed: true; approval?: ApprovalNeed } | { allowed: false; code: ErrorCode; message: string; details: Record<string, unknown> };
 
 export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
-/** The caps and usage alone (what the chain mirror reads from an account in evm mode). */
-export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'>;
+/**
+ * The caps and usage alone (what the chain mirror reads from an account in evm mode), with the account's exposure:
+ * its remaining allowance, what a compromised server could still move (docs/CUSTODY.md); absent off chain.
+ */
+export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'> & { exposure_usd?: string };
 
 /**
  * Where the policy is authoritative on chain (issue 24, agent accounts): `onSet` relays the owner's signed policy to
@@ -64,6 +67,8 @@ export interface PolicyService extends ShadowPolicyService, PolicyReplayService 
   /** evaluate, with the deciding key and the lock it decided under (what a write records and its shadow reuses). */
   decide(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<{ decision: RuleDecision; locked: LockedPolicy }>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
+  /** The effective caps and their use (from the account in evm mode) and the exposure (null off chain): the owner's overview. */
+  allowance(db: Db, agentId: string): Promise<Pick<PolicyLimits, 'limits' | 'usage'> & { exposure_usd: string | null }>;
 }
 
 const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
@@ -117,6 +122,19 @@ export function createPolicyService(deps: { clock: Clock; log?: Logger }): Polic
   const parsedPolicy = createParsedPolicyCache();
   let chainMirror: PolicyChainMirror | null = null;
   const setLive: PolicyService['set'] = (db, agentId, input, signature) => service.set(db, agentId, input, signature);
+
+  async function readLimits(db: Db, agentId: string) {
+    const policy = await service.get(db, agentId);
+    const now = clock.now();
+    const period = policy?.period ?? 'day';
+    const start = periodStart(period, now);
+    const { period: inPeriod, lifetime } = await sumUsageSinceAndLifetime(db, agentId, start);
+    const limits = effectiveLimits(policy);
+    const mirror: CoreLimits = { limits, usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
+    // evm mode: the caps and usage the account enforces, read from the chain (the database row is its mirror).
+    const shown = (await chainMirror?.limits(db, agentId, mirror)) ?? mirror;
+    return { policy, inPeriod, lifetime, shown };
+  }
 
   const service: PolicyService = {
     ...createShadowPolicies({ clock, log: deps.log, setLive, parsedPolicy }),
@@ -175,16 +193,13 @@ export function createPolicyService(deps: { clock: Clock; log?: Logger }): Polic
     },
 
     async limits(db, agentId) {
-      const policy = await service.get(db, agentId);
-      const now = clock.now();
-      const period = policy?.period ?? 'day';
-      const start = periodStart(period, now);
-      const { period: inPeriod, lifetime } = await sumUsageSinceAndLifetime(db, agentId, start);
-      const limits = effectiveLimits(policy);
-      const mirror = { limits, usage: { period_start: start.toISOString(), period_usd: usd(inPeriod.usd_e8), period_txs: inPeriod.count, lifetime_usd: usd(lifetime.usd_e8) } };
-      // evm mode: the caps and usage the account enforces, read from the chain (the database row is its mirror).
-      const shown = (await chainMirror?.limits(db, agentId, mirror)) ?? mirror;
-      return { ...shown, ...hightopLimits(policy, shown.limits, inPeriod, lifetime) };
+      const { policy, inPeriod, lifetime, shown } = await readLimits(db, agentId);
+      return { limits: shown.limits, usage: shown.usage, ...hightopLimits(policy, shown.limits, inPeriod, lifetime) };
+    },
+
+    async allowance(db, agentId) {
+      const { shown } = await readLimits(db, agentId);
+      return { limits: shown.limits, usage: shown.usage, exposure_usd: shown.exposure_usd ?? null };
     },
   };
   return service;
