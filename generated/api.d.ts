@@ -4793,6 +4793,8 @@ export interface components {
             code: string | null;
             /** @description The policy key that decided the refusal (`policy` when the agent had none; null when allowed or not recorded). */
             key: string | null;
+            /** @description Candidate only: allowed, but the candidate's approval keys would have made it wait for the owner (`approval_threshold_usd` exceeded, or `approve_new_payees` and the first payment to that payee in this history). */
+            approval_required?: boolean;
         };
         ReplayedOperation: {
             operation_id: components["schemas"]["Uuid"];

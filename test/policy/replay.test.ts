@@ -57,6 +57,18 @@ describe('replay (policy replay)', () => {
       ['2026-03-11', '80', '80'],
     ]);
 
+    // Approvals (issue 27) in a candidate: over 55 USD the owner approves; the allowed ones say so.
+    const approving = await f.area.policy.replay(f.db, agent.agentId, { policy: { operation_types: ['payment'], allowed_recipients: 'all', approval_threshold_usd: '55' }, since });
+    expect(approving.operations.map((o) => [o.candidate.allowed, o.candidate.approval_required ?? false])).to.deep.equal([
+      [true, true],
+      [true, false],
+      [true, false],
+      [true, true],
+    ]);
+    // approve_new_payees: only the first payment to the payee would have waited.
+    const firstPayee = await f.area.policy.replay(f.db, agent.agentId, { policy: { operation_types: ['payment'], allowed_recipients: 'all', approve_new_payees: true }, since });
+    expect(firstPayee.operations.map((o) => o.candidate.approval_required ?? false)).to.deep.equal([true, false, false, false]);
+
     // A count cap of 2 a day and a lifetime cap of 150: 60 ok; 50 would make 110 <= 150 ok (2 txs);
     // 30: the count cap (2 used) refuses; 80: next day, lifetime 110 + 80 > 150 refuses.
     const counted = await f.area.policy.replay(f.db, agent.agentId, { policy: { operation_types: ['payment'], allowed_recipients: 'all', max_txs_per_period: 2, lifetime_usd: '150', period: 'day' }, since });

@@ -9,11 +9,13 @@ import { formatAmount } from '../../lib/money.js';
 import { USD_DECIMALS } from './ledger.js';
 import { parsePolicy, periodStart, policyToJson, type Period, type Policy } from './policy-document.js';
 import { decidePolicy, requestOf, type PolicyFacts, type PolicyKey } from './policy-rules.js';
+import { approvalNeed } from './approval-rules.js';
 
 /** How far back a replay may start. */
 export const REPLAY_MAX_DAYS = 90;
 
-type Outcome = { allowed: boolean; code: string | null; key: PolicyKey | null };
+/** `approval_required`: allowed, but the candidate's approval keys (issue 27) would have asked the owner first. */
+type Outcome = { allowed: boolean; code: string | null; key: PolicyKey | null; approval_required?: boolean };
 
 export interface ReplayedOperation {
   operation_id: string;
@@ -160,6 +162,8 @@ export function replayHistory(candidate: Policy, history: HistoryRow[], since: D
   const days = spendBy((d) => d.toISOString().slice(0, 10));
   const counts = { operations: 0, unchanged: 0, newly_refused: 0, newly_allowed: 0 };
   const operations: ReplayedOperation[] = [];
+  /** Payees the history paid so far (approve_new_payees asks for the first payment to one). */
+  const paid = new Set<string>();
   for (const row of history) {
     const stored = row.policy_facts as PolicyFacts | null;
     const facts = stored ?? rebuiltFacts(row);
@@ -172,10 +176,16 @@ export function replayHistory(candidate: Policy, history: HistoryRow[], since: D
     const start = periodStart(candidate.period, at);
     const usage = acc.usage(start.getTime());
     let candidateOutcome = recorded;
+    const payee = facts.recipient?.address?.toLowerCase() ?? null;
     if (replayed) {
-      const d = decidePolicy(candidate, requestOf(facts), usage, at);
+      const request = requestOf(facts);
+      const d = decidePolicy(candidate, request, usage, at);
       candidateOutcome = d.allowed ? { allowed: true, code: null, key: null } : { allowed: false, code: d.code, key: d.key };
+      // Approvals: over the threshold, or a first payment to a payee this history has not paid yet.
+      const need = d.allowed ? approvalNeed(candidate, request) : undefined;
+      if (need) candidateOutcome.approval_required = need.thresholdUsd !== null || (need.checkNewPayee && payee !== null && !paid.has(payee));
     }
+    if (recorded.allowed && payee !== null) paid.add(payee);
     // A write the candidate allows counts from its creation, and leaves the sums when it ended (failed) in history;
     // one the recorded policy refused would have been accepted: it counts from then on.
     const counted = candidateOutcome.allowed && facts.counts;
