@@ -19,7 +19,7 @@ import { DEX_PROTOCOL, DEX_SETTING, deployDevDex, type DexContracts } from './de
 import { LENDING_SETTING, deployDevLending, type LendingContracts } from './lending.js';
 import { EARN_SETTING, accrueVault, deployDevRewards, deployDevVaults, type EarnContracts } from './vaults.js';
 import { CUSTODY_SETTING, deployDevCustody, type CustodyContracts } from './custody.js';
-import { createEvmChain } from './evm.js';
+import { createEvmChain } from './evm/index.js';
 import type { Address, Chain, Hex } from './port.js';
 import { deployToken, mintToken, usdCoinAbi } from './token.js';
 

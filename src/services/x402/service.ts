@@ -1,10 +1,10 @@
 // x402 (spec 4.1, contract §13): sign an EIP-3009 USDC authorization, quote a URL's x402 price, and purchase a
 // resource by answering its 402 challenge. Signing and paying create `x402.sign` / `x402.purchase` operations through
-// the ledger area (policy, hold, settlement) in the caller's transaction.
+// the ledger area (policy, hold, settlement) in the caller's transaction; settlement.ts ends them (holds captured).
 import type { Db, Knex } from '../../db/knex.js';
 import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
-import { findAsset, findHeldByOperation } from '../../db/repositories/ledger.repository.js';
-import { listOpenOperationsOnChain, transitionOperation, type OperationRow } from '../../db/repositories/operation.repository.js';
+import { findAsset } from '../../db/repositories/ledger.repository.js';
+import { transitionOperation } from '../../db/repositories/operation.repository.js';
 import type { Address, Hex } from '../../chain/port.js';
 import { ApiError } from '../../lib/errors.js';
 import { newId } from '../../lib/ids.js';
@@ -12,6 +12,7 @@ import { openWalletAccount } from '../../lib/wallet-keys.js';
 import { isRefusal, refuse } from '../../lib/refusal.js';
 import { apiCodeOf } from '../custody/accounts.js';
 import { registerWithAccount } from './account.js';
+import { createX402Settlement } from './settlement.js';
 import { parsePublicHttpsUrl, UrlRejectedError } from '../../webhooks/url-safety.js';
 import {
   BASE_PAYABLE,
@@ -28,16 +29,11 @@ import {
 import { encodePaymentHeader, PAYMENT_HEADER_NAMES, randomNonce, signTransferAuthorization } from '../../x402/signing.js';
 import { createUpstreamFetcher, decodeBody, DEFAULT_UPSTREAM_TIMEOUT_MS, type UpstreamResponse } from '../../x402/upstream.js';
 import { DEFAULT_MAX_TIMEOUT_SECONDS, invalid, MAX_TIMEOUT_SECONDS, parseUsdcBaseUnits, priceOf, short, timeoutSeconds, usdc } from './price.js';
-import { savepoint, withTransaction } from '../../db/knex.js';
-import type { OwnerRef, SettleOutcome } from '../ledger/operations.js';
-
-/** Where captured x402 payments go in the journal (the seller is outside the simulated wallets). */
-const X402_ACCOUNT = { kind: 'external', name: 'x402' } as const;
+import { withTransaction } from '../../db/knex.js';
+import type { OwnerRef } from '../ledger/operations.js';
 
 export type { X402PurchaseBody, X402PurchaseResult, X402QuoteBody, X402QuoteResult, X402Service, X402ServiceDeps, X402SignBody, X402SignResult } from './types.js';
 import type { X402PurchaseResult, X402Service, X402ServiceDeps } from './types.js';
-
-const X402_TYPES = ['x402.sign', 'x402.purchase'];
 
 interface AuthorizeInput {
   type: 'x402.sign' | 'x402.purchase';
@@ -62,6 +58,7 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   const allowLoopback = deps.config.unsafeAllowLoopbackTargets;
   const fetchUpstream = deps.fetcher ?? createUpstreamFetcher({ allowLoopback, resolver: deps.resolver, ca: deps.ca, log: deps.log });
   const chain = deps.chain ?? null;
+  const { captureHolds, trackOnChain } = createX402Settlement(deps);
 
   /** Where payments are made: USDC on Base (simulated), or the USDC token recorded for the evm chain. */
   async function payableNetwork(db: Db): Promise<PayableNetwork> {
@@ -70,21 +67,6 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     if (!usdc?.contract_address) throw new ApiError('service_unavailable', 'no USDC token is recorded for this chain yet');
     return payableOnChain(chain.chainId, usdc.contract_address, { name: usdc.eip712_name ?? 'USD Coin', version: usdc.eip712_version ?? '2' });
   }
-
-  async function captureHolds(trx: Db, operationId: string): Promise<void> {
-    const { ledger } = deps.ledger;
-    for (const hold of await findHeldByOperation(trx, operationId)) await ledger.capture(trx, hold.id, X402_ACCOUNT, 'x402_payment');
-  }
-
-  /** A signed authorization stays usable by the seller until valid_before: the settlement worker captures its hold. */
-  async function settleSign(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome> {
-    const { ledger } = deps.ledger;
-    if (op.to_address && (await ledger.isFailingAddress(trx, op.to_address))) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
-    await captureHolds(trx, op.id);
-    return { ok: true, details: { ...(op.details as Record<string, unknown>), settled_by: 'worker' } };
-  }
-  // On an evm chain the chain itself tells when a signed authorization is used (trackOnChain).
-  if (!chain) operations.registerSettler('x402.sign', settleSign);
 
   /** Policy, hold and the operation row first (a refusal signs nothing), then the signature. */
   async function authorize(trx: Knex.Transaction, who: OwnerRef, input: AuthorizeInput & { payable: PayableNetwork }) {
@@ -144,33 +126,6 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   function upstreamResult(res: UpstreamResponse, extra: { operation_id: string | null; paid: boolean; settled: boolean }): X402PurchaseResult {
     // Hightop's name for what `paid` says here: the seller took the payment it was sent.
     return { ok: true, operation_id: extra.operation_id, paid: extra.paid, seller_accepted: extra.paid, settled: extra.settled, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
-  }
-
-  async function trackOnChain(db: Knex): Promise<number> {
-    if (!chain) return 0;
-    const open = await listOpenOperationsOnChain(db, X402_TYPES, chain.chainId, 100);
-    if (open.length === 0) return 0;
-    // The head first: an authorization unused at or after a block past valid_before can never be used.
-    const head = await chain.head();
-    if (!head) return 0;
-    let finished = 0;
-    for (const op of open) {
-      const d = op.details as { token?: string; authorizer?: string; nonce?: string; valid_before?: string };
-      if (!d.token || !d.authorizer || !d.nonce || !d.valid_before) continue;
-      const used = await chain.authorizationUsed(d.token as Address, d.authorizer as Address, d.nonce as Hex);
-      const expired = !used && head.timestamp >= BigInt(Math.floor(new Date(d.valid_before).getTime() / 1000));
-      if (!used && !expired) continue;
-      const done = await savepoint(db, async (trx) => {
-        if (used) {
-          const row = await operations.finish(trx, op.id, op.status, { ok: true, details: { ...(op.details as Record<string, unknown>), settled_on_chain: true } });
-          if (row) await captureHolds(trx, op.id);
-          return row;
-        }
-        return operations.finish(trx, op.id, op.status, { ok: false, code: 'authorization_expired', message: `the authorization was not used on chain before ${d.valid_before}` });
-      });
-      if (done) finished += 1;
-    }
-    return finished;
   }
 
   const service: X402Service = {

@@ -1,6 +1,6 @@
 // Borrow on chain (evm mode, the development Morpho Blue market): WETH collateral, USDC debt, the protocol's own figures.
 import { viem } from '../../../lib/viem.js';
-import type { OnchainLendingDetails } from '../../../chain/evm.js';
+import type { OnchainLendingDetails } from '../../../chain/evm/index.js';
 import { accountData, type LendingContracts, type LendingPosition, toAssetsUp, toSharesUp } from '../../../chain/lending.js';
 import type { Address } from '../../../chain/port.js';
 import { findWalletByAgent } from '../../../db/repositories/agent.repository.js';

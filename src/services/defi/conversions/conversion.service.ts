@@ -8,7 +8,7 @@ import * as repo from '../../../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
 import type { QuoteRoute, QuoteRow } from '../../../db/repositories/quote.repository.js';
 import { type Dex, DEX_PROTOCOL, type DexQuote, UNISWAP_V2_FEE_BPS } from '../../../chain/dex.js';
-import type { OnchainSwapDetails } from '../../../chain/evm.js';
+import type { OnchainSwapDetails } from '../../../chain/evm/index.js';
 import { getAmountOut, minAmountOut, slippagePercentToBps } from '../../../lib/defi/amm.js';
 import { convertAtPrice, humanRate, type PricedAsset, toUsd } from '../../../lib/defi/pricing.js';
 import type { Clock } from '../../../lib/clock.js';

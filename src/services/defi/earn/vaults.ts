@@ -1,6 +1,6 @@
 // Earn's shared core: vault accrual (interest and rewards, lazily from the clock), share minting and burning,
 // the public shapes of positions and opportunities, and the on-chain vault reads; the noun files build on it.
-import type { OnchainVaultDetails } from '../../../chain/evm.js';
+import type { OnchainVaultDetails } from '../../../chain/evm/index.js';
 import type { Address } from '../../../chain/port.js';
 import type { EarnVenue } from '../../../chain/vaults.js';
 import { findWalletByAgent } from '../../../db/repositories/agent.repository.js';
