@@ -427,7 +427,7 @@ export interface paths {
         put?: never;
         /**
          * Create a payment
-         * @description Pays `to` from the wallet. Exactly one of `amount` and `amount_usd` (both or neither: `validation_failed`). With `deliver_as` different from `asset` the payment converts within `slippage_percent`. Policy is checked before funds; a refusal records a `policy_rejected` operation. Emits `payment.executed` or `payment.execution_failed` when it settles.
+         * @description Pays `to` from the wallet. Exactly one of `amount` and `amount_usd` (both or neither: `validation_failed`). With `deliver_as` different from `asset` the payment converts within `slippage_percent`. Policy is checked before funds; a refusal records a `policy_rejected` operation. When the wallet's own balance of `asset` is short, the payment draws on Earn: the shortfall is redeemed out of the agent's positions in that asset (highest APY first, ledger vaults) in the same operation, listed in `details.drawn_from_earn` (`position_id`, `vault_id`, `vault`, `amount` and `shares` in base units), counted once against the caps as the payment itself; the assets a position returns may not fall below the amount drawn less `slippage_percent` (`slippage_exceeded`). `insufficient_funds` only when wallet plus Earn fall short, and then nothing moves. Emits `payment.executed` or `payment.execution_failed` when it settles.
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -483,7 +483,7 @@ export interface paths {
         put?: never;
         /**
          * Create a one-off payment
-         * @description Creates a claimable one-off payment: funds are held at creation, claimable after `unlock_delay_seconds`, and released when it expires after `expires_in_seconds`. Exactly one of `amount` and `amount_usd`. Emits `one_off_payment.created` when accepted.
+         * @description Creates a claimable one-off payment: funds are held at creation, claimable after `unlock_delay_seconds`, and released when it expires after `expires_in_seconds`. The owner's policy may set an instant threshold and a review delay (`one_off_instant_threshold_usd`, `one_off_review_delay_seconds`): a payment worth less than the threshold clears at once, any other waits out the review delay (owner-cancellable meanwhile, `POST /v1/owner/one-off-payments/{id}/cancel`). The agent's delays work within the review: the payment unlocks at the later of `unlock_delay_seconds` and the review delay (`details.review_delay_seconds`), `expires_in_seconds` must exceed both (`validation_failed`), and the default expiry is 7 days after the review. Exactly one of `amount` and `amount_usd`. Emits `one_off_payment.created` when accepted.
          *
          *     Rate class `write`; scope `agent:payments:write`; Idempotency-Key required.
          *
@@ -2309,7 +2309,7 @@ export interface components {
             deliver_as?: components["schemas"]["PaymentRail"] | components["schemas"]["AssetSymbol"];
             /** @description Up to 500 characters; null or absent for none. */
             note?: string | null;
-            /** @description Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`. */
+            /** @description Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`, and of a draw on Earn when the wallet is short. */
             slippage_percent?: components["schemas"]["SlippagePercent"];
             /** @description Preferred payment rail; `auto` picks by what `to` names. */
             prefer?: components["schemas"]["PaymentRail"];

@@ -491,7 +491,7 @@ export const COMMANDS: readonly CommandSpec[] = [
         "name": "slippage_percent",
         "type": "number",
         "required": false,
-        "description": "Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`.",
+        "description": "Maximum slippage in percent (1 = 1 %) when `deliver_as` differs from `asset`, and of a draw on Earn when the wallet is short.",
         "default": 1
       },
       {

@@ -17,12 +17,14 @@ export interface DefiArea {
   borrow: BorrowService;
 }
 
-export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account'>; dex?: Dex | null; venue?: EarnVenue | null; lending?: LendingVenue | null }): DefiArea {
+export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account' | 'payments'>; dex?: Dex | null; venue?: EarnVenue | null; lending?: LendingVenue | null }): DefiArea {
   const { clock } = deps;
   const { ledger, policy, operations } = deps.ledger;
   const earn = createEarnService({ clock, ledger, operations, policy, venue: deps.venue });
   const conversions = createConversionService({ clock, ledger, operations, policy, earn, dex: deps.dex });
   const borrow = createBorrowService({ clock, ledger, operations, policy, lending: deps.lending });
+  // A payment short of funds draws on the agent's Earn positions (issue 26).
+  deps.ledger.payments.registerEarnDraw(earn.drawShortfall);
   // Earn positions and borrow holdings in one statement: the account summary stays within its round trips.
   deps.ledger.account.registerHoldings(async (db, who) => {
     const held = await readDefiHoldings(db, who.walletId);

@@ -14,6 +14,8 @@ import { isRefusal, type Refusal } from '../../lib/refusal.js';
 import type { Delivery } from './delivery.js';
 import type { LedgerService } from './ledger.js';
 import type { BatchSettler, OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
+import type { Policy } from './policy-document.js';
+import type { PolicyService } from './policy.js';
 import { routeTargets } from './routing.js';
 import { resolveMoney, shortAddress as short } from './write-input.js';
 
@@ -33,7 +35,22 @@ export interface OneOffService {
   batchSettleOneOffCreate: BatchSettler;
 }
 
-export function createOneOffService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; delivery: Delivery }): OneOffService {
+/** Default expiry of a one-off payment after its unlock (7 days). */
+const DEFAULT_EXPIRES_SECONDS = 604_800;
+
+/**
+ * The owner's review of a one-off payment (issue 26, item 3): seconds it must wait before it can be claimed. Below
+ * `one_off_instant_threshold_usd` it clears at once; at or above it (or without a threshold, or without a price) it
+ * waits `one_off_review_delay_seconds`. No review delay: nothing waits.
+ */
+export function reviewDelayOf(p: Pick<Policy, 'one_off_instant_threshold_usd' | 'one_off_review_delay_seconds'> | null, usdE8: bigint | null): number {
+  const delay = p?.one_off_review_delay_seconds ?? 0;
+  if (delay === 0) return 0;
+  const instant = p!.one_off_instant_threshold_usd !== undefined && usdE8 !== null && usdE8 < p!.one_off_instant_threshold_usd;
+  return instant ? 0 : delay;
+}
+
+export function createOneOffService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; delivery: Delivery }): OneOffService {
   const { clock, ledger, operations } = deps;
   const { paymentToAccount, recordReceived } = deps.delivery;
 
@@ -68,10 +85,15 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
       const targets = await routeTargets(db, who.agentId, body.to);
       const target = targets.find((t) => t.route === 'one_off_payment') ?? targets.find((t) => t.route === 'direct') ?? targets[0]!;
       const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
-      const unlock = body.unlock_delay_seconds ?? 0;
-      const expires = body.expires_in_seconds ?? 604_800;
+      // The agent's unlock delay works within the owner's review: the payment unlocks at the later of the two.
+      const review = reviewDelayOf(await deps.policy.get(db, who.agentId), usdE8);
+      const unlock = Math.max(body.unlock_delay_seconds ?? 0, review);
+      const expires = body.expires_in_seconds ?? DEFAULT_EXPIRES_SECONDS + review;
       // The document bounds each field; only their order is a rule of its own.
-      if (expires <= unlock) throw new ApiError('validation_failed', 'expires_in_seconds must exceed unlock_delay_seconds', { field: 'expires_in_seconds' });
+      if (expires <= unlock) {
+        const which = unlock === review && review > (body.unlock_delay_seconds ?? 0) ? `the owner's review delay (${review} s)` : 'unlock_delay_seconds';
+        throw new ApiError('validation_failed', `expires_in_seconds must exceed ${which}`, { field: 'expires_in_seconds', review_delay_seconds: review });
+      }
       return withTransaction(db, async (trx) => {
         const now = clock.now();
         const oneOffId = newId();
@@ -88,11 +110,11 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
           amountUsdE8: usdE8,
           toAddress: target.address,
           policy: { recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address } },
-          details: { one_off_payment_id: oneOffId, recipient_id: target.recipientId, note, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString() },
+          details: { one_off_payment_id: oneOffId, recipient_id: target.recipientId, note, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString(), review_delay_seconds: review },
           humanMessage: `One-off payment of ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${target.name ?? short(target.address)}, claimable from ${unlockAt.toISOString()} until ${expiresAt.toISOString()}`,
           idempotencyKey,
           acceptedEvent: 'one_off_payment.created',
-          eventData: { one_off_payment: { id: oneOffId, to_address: target.address, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString() } },
+          eventData: { one_off_payment: { id: oneOffId, to_address: target.address, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString(), review_delay_seconds: review } },
         });
         if (isRefusal(created)) return created;
         await insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: created.holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });

@@ -95,6 +95,8 @@ export interface CreateOperationInput {
   skipPolicy?: boolean;
   /** The agent's policy row as the caller already locked it in this transaction (PolicyService.lock). */
   lockedPolicy?: LockedPolicy;
+  /** Tops the wallet up when its one hold is short (a payment drawing on Earn, issue 26); what it returns joins `details`, null: insufficient_funds. */
+  topUp?: (trx: Knex.Transaction) => Promise<Record<string, unknown> | null>;
 }
 
 export type { ChainSettler, OwnerRef, SettleOutcome, Settler } from './settling.js';
@@ -251,14 +253,13 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           const holdId = newId();
           const walletId = input.principal.walletId;
           const accepted = { ...base, ...approval, status: 'accepted' as const, error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null };
-          const { operation, holdPlaced } = await acceptPayment(
-            trx,
-            accepted,
-            { id: holdId, journalId: newId(), operationId: id, walletId, asset: h.asset, amount: h.amount, availableAccount: accountName({ kind: 'available', walletId }), heldAccount: accountName({ kind: 'held', walletId }) },
-            now,
-          );
-          // The operation row just written is undone by the rollback this error causes.
-          if (!holdPlaced) throw new ApiError('insufficient_funds', `insufficient ${h.asset} balance`, { asset: h.asset });
+          const hold = { id: holdId, journalId: newId(), operationId: id, walletId, asset: h.asset, amount: h.amount, availableAccount: accountName({ kind: 'available', walletId }), heldAccount: accountName({ kind: 'held', walletId }) };
+          let placed = await acceptPayment(trx, accepted, hold, now);
+          // Short: nothing was written; a top-up moves money into the wallet in this transaction, then the same statement again.
+          const topped = placed.holdPlaced || !input.topUp ? null : await input.topUp(trx);
+          if (topped) placed = await acceptPayment(trx, { ...accepted, details: { ...accepted.details, ...topped } }, hold, now);
+          if (!placed.holdPlaced) throw new ApiError('insufficient_funds', `insufficient ${h.asset} balance`, { asset: h.asset });
+          const { operation } = placed;
           await announce(operation);
           return { operation, holdIds: [holdId] };
         }
@@ -308,7 +309,7 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         } else {
           op = await transitionOperation(trx, operationId, from, { status: 'execution_failed', failed_at: now, updated_at: now, error_code: outcome.code, error_message: outcome.message });
           if (!op) return undefined;
-          for (const hold of await ledgerHolds(trx, operationId)) await ledger.release(trx, hold);
+          for (const hold of await findHeldByOperation(trx, operationId)) await ledger.release(trx, hold.id);
           await failureHooks.get(op.type)?.(trx, op);
           await terminalEffects(trx, op, eventsOf(op.type).failed);
         }
@@ -316,21 +317,10 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
       });
     },
 
-    registerChainSettler(type, settler) {
-      chainSettlers.set(type, settler);
-    },
-
-    registerFailureHook(type, hook) {
-      failureHooks.set(type, hook);
-    },
-
-    registerSettler(type, settler) {
-      settlers.set(type, settler);
-    },
-
-    registerBatchSettler(type, settler) {
-      batchSettlers.set(type, settler);
-    },
+    registerChainSettler: (type, settler) => void chainSettlers.set(type, settler),
+    registerFailureHook: (type, hook) => void failureHooks.set(type, hook),
+    registerSettler: (type, settler) => void settlers.set(type, settler),
+    registerBatchSettler: (type, settler) => void batchSettlers.set(type, settler),
 
     settlerTypes: () => [...new Set([...settlers.keys(), ...chainSettlers.keys()])],
 
@@ -340,10 +330,6 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
     ...views,
   };
-
-  async function ledgerHolds(trx: Db, operationId: string): Promise<string[]> {
-    return (await findHeldByOperation(trx, operationId)).map((h) => h.id);
-  }
 
   return service;
 }

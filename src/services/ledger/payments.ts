@@ -9,6 +9,7 @@ import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
 import { formatAmount, mulDiv } from '../../lib/money.js';
 import { isRefusal, type Refusal } from '../../lib/refusal.js';
+import { newId } from '../../lib/ids.js';
 import { isEvmAddress } from '../../lib/wallet-keys.js';
 import { createDelivery, payeeAccount, receivedActivity } from './delivery.js';
 import type { LedgerService } from './ledger.js';
@@ -20,6 +21,18 @@ import { createRecurringService, type RecurringService } from './recurring.js';
 import { addressTargets, pickRoute, routeTargets, type Target } from './routing.js';
 import { resolveMoney, shortAddress as short } from './write-input.js';
 
+/** One position a payment drew on (its operation's `details.drawn_from_earn`): base units of the asset, shares burned. */
+export interface DrawnFromEarn {
+  position_id: string;
+  vault_id: string;
+  vault: string;
+  amount: string;
+  shares: string;
+}
+
+/** Redeems a payment's shortfall out of the agent's Earn positions into its wallet, under the payment's operation id (earn/draw.ts); null when they fall short. */
+export type EarnDraw = (trx: Knex.Transaction, who: OwnerRef, need: { asset: string; amount: bigint; slippageBps: number; operationId: string }) => Promise<DrawnFromEarn[] | null>;
+
 /** The request body as the document declares it. */
 export type PaymentBody = Schema<'PaymentRequest'>;
 
@@ -30,6 +43,8 @@ export interface PaymentService extends OneOffService, RecipientService, Recurri
   settlePayment(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
   /** settlePayment as a batch settles it (settlement-batch.ts); null for a payment converted at settlement. */
   batchSettlePayment: BatchSettler;
+  /** The DeFi area's Earn draw (defi/area.ts): without one, a payment pays from the wallet alone. */
+  registerEarnDraw(draw: EarnDraw): void;
 }
 
 const PAYMENT_RAILS: readonly string[] = ['auto', 'recurring_payment', 'one_off_payment', 'trusted_destination'];
@@ -38,6 +53,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
   const { ledger, operations } = deps;
   const delivery = createDelivery({ ledger, activity: { record: operations.recordActivity } });
   const { paymentToAccount, recordReceived } = delivery;
+  let earnDraw: EarnDraw | null = null;
 
   /** createPayment inside its transaction (the caller's, or one of its own when the request has no Idempotency-Key). */
   async function createPaymentIn(db: Knex.Transaction, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
@@ -76,7 +92,17 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       Object.assign(details, { deliver_as: deliverAs.symbol, quoted_deliver_amount: quoted.toString(), min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(), slippage_bps: slippageBps });
     }
     const who2 = target.name ? `${target.name} (${short(target.address)})` : short(target.address);
+    const id = newId();
+    // Short of the asset: the shortfall is redeemed out of Earn in this transaction and the hold placed again; the
+    // redemption is journalled under this payment, which alone counts toward the caps (issue 26, item 2).
+    const topUp = earnDraw && (async (trx: Knex.Transaction) => {
+      const { available } = await ledger.balance(trx, who.walletId, asset.symbol);
+      const drawn = await earnDraw!(trx, who, { asset: asset.symbol, amount: amount - available, slippageBps, operationId: id });
+      return drawn && { drawn_from_earn: drawn };
+    });
     const created = await operations.create(db, {
+      id,
+      topUp: topUp ?? undefined,
       principal: who,
       type: 'payment',
       asset: asset.symbol,
@@ -97,6 +123,7 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     ...createRecipientService(deps),
     ...createRecurringService(deps),
     targets: routeTargets,
+    registerEarnDraw: (draw) => void (earnDraw = draw),
 
     /**
      * Round trips of one accepted payment through HTTP (test/ledger/payment-round-trips.test.ts fails above 6):

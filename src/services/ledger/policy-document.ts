@@ -32,6 +32,10 @@ export interface Policy extends ApprovalPolicyKeys {
   fail_on_zero_price?: boolean;
   /** Conversions per period. */
   max_swaps_per_period?: number;
+  /** One-off payments worth less than this (USD, 8 decimals) clear at once; the rest wait out the review delay (Hightop's "instant threshold"). Absent: none is instant while a review delay is set. */
+  one_off_instant_threshold_usd?: bigint;
+  /** Seconds a one-off payment at or above the instant threshold waits before it can be claimed, owner-cancellable meanwhile (Hightop's "review delay"). Absent or 0: no review. */
+  one_off_review_delay_seconds?: number;
 }
 
 /** The block time a cooldown is counted in: Base's 2 s blocks (Hightop counts `tx_cooldown_blocks` on Base). */
@@ -75,6 +79,8 @@ export function policyToJson(p: Policy): Record<string, unknown> {
   if (p.approval_threshold_usd !== undefined) out.approval_threshold_usd = usd(p.approval_threshold_usd);
   if (p.approve_new_payees !== undefined) out.approve_new_payees = p.approve_new_payees;
   if (p.approval_ttl_seconds !== undefined) out.approval_ttl_seconds = p.approval_ttl_seconds;
+  if (p.one_off_instant_threshold_usd !== undefined) out.one_off_instant_threshold_usd = usd(p.one_off_instant_threshold_usd);
+  if (p.one_off_review_delay_seconds !== undefined) out.one_off_review_delay_seconds = p.one_off_review_delay_seconds;
   return out;
 }
 
@@ -82,7 +88,7 @@ export function parsePolicy(input: unknown): Policy {
   const problems: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
   const raw = input as Record<string, unknown>;
-  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period', 'approval_threshold_usd', 'approve_new_payees', 'approval_ttl_seconds']);
+  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period', 'approval_threshold_usd', 'approve_new_payees', 'approval_ttl_seconds', 'one_off_instant_threshold_usd', 'one_off_review_delay_seconds']);
   for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
 
   const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {
@@ -151,6 +157,9 @@ export function parsePolicy(input: unknown): Policy {
   const ttl = int('approval_ttl_seconds', 30 * 86_400);
   if (ttl !== undefined && ttl < 60) problems.push('approval_ttl_seconds must be at least 60');
   else set('approval_ttl_seconds', ttl);
+  // One-off payments (issue 26, item 3): the review delay is bounded as the agent's own unlock delay (30 days).
+  set('one_off_instant_threshold_usd', money('one_off_instant_threshold_usd'));
+  set('one_off_review_delay_seconds', int('one_off_review_delay_seconds', 30 * 86_400));
   if (problems.length > 0) throw new ApiError('validation_failed', `invalid policy: ${problems.join('; ')}`, { problems });
   return policy;
 }

@@ -3,6 +3,7 @@
 // from the vault's APY and the injectable clock; rewards accrue per share and are claimed by protocol.
 import { createEarnCore, type EarnDeps } from './vaults.js';
 import { createEarnDeposits } from './deposit.js';
+import { createEarnDraw } from './draw.js';
 import { createEarnPositions } from './positions.js';
 import { createEarnRewards } from './rewards.js';
 import { createEarnWithdrawals } from './withdraw-move.js';
@@ -16,7 +17,7 @@ import type { EarnService } from './types.js';
 
 export function createEarnService(deps: EarnDeps): EarnService {
   const core = createEarnCore(deps);
-  const service: EarnService = { ...createEarnPositions(core), ...createEarnDeposits(core), ...createEarnWithdrawals(core), ...createEarnRewards(core) };
+  const service: EarnService = { ...createEarnPositions(core), ...createEarnDeposits(core), ...createEarnWithdrawals(core), ...createEarnRewards(core), ...createEarnDraw(core) };
   registerEarnSettlers(core);
   registerRewardSettlers(core);
   return service;

@@ -5,6 +5,7 @@ import * as erc from '../../../lib/defi/erc4626.js';
 import type { Refusal } from '../../../lib/refusal.js';
 import type { ListPage } from '../../cursor.js';
 import type { OwnerRef, WriteResponse } from '../../ledger/operations.js';
+import type { EarnDraw } from '../../ledger/payments.js';
 import type { Schema } from '../../../lib/contract.js';
 
 export interface AddVaultInput {
@@ -40,6 +41,8 @@ export interface EarnService {
   redeemAssetsToWallet(trx: Knex.Transaction, who: OwnerRef, vaultId: string, assets: bigint, operationId: string | null): Promise<{ shares: bigint }>;
   /** Deposits `assets` from the wallet's available balance into the vault. */
   depositFromWallet(trx: Knex.Transaction, who: OwnerRef, vaultId: string, assets: bigint, operationId: string | null): Promise<{ positionId: string; shares: bigint }>;
+  /** Redeems `need.amount` of `need.asset` out of the wallet's positions into its available balance (a payment drawing on Earn); null when they fall short. */
+  drawShortfall: EarnDraw;
   /** The vault's state accrued to now, without writing (for reads). */
   accruedVault(v: VaultRow): AccruedVault;
 }
