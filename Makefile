@@ -1,5 +1,5 @@
 # Every target goes through npm so it runs on the pinned Node 24 (node_modules/.bin first on PATH).
-.PHONY: format-check install gen generators contracts chain lint lint-layers typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain bench-footprint bench
+.PHONY: format-check install gen generators contracts chain lint lint-layers typecheck test check run worker migrate drift contract-lint deploy-lint build soak bench-read bench-payments bench-webhooks bench-chain bench-footprint bench-metrics bench
 
 install:
 	npm ci
@@ -84,6 +84,10 @@ bench-chain:
 bench-footprint:
 	npm run --silent bench:footprint
 
-# read, payments, webhooks and footprint in turn, then one table of every figure beside its target (not chain: bench-chain).
+# One /metrics scrape's database time with 1,000,000 operations seeded, beside the GROUP BY scrape it replaced (~60 s).
+bench-metrics:
+	npm run --silent bench:metrics
+
+# read, payments, webhooks, footprint and metrics in turn, then one table of every figure beside its target (not chain: bench-chain).
 bench:
 	npm run --silent bench

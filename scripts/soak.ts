@@ -1,8 +1,9 @@
 // Scale-out run under faults (issue 15), as operators deploy it: three API processes and two workers (compiled
 // JavaScript) on one fresh Postgres database, reached through a TCP proxy this script can cut, and a Redis server of
 // its own; a loopback TLS webhook receiver; 200 agents of mixed traffic. Every 30 s one API process and one worker are
-// SIGKILLed and restarted; Redis is stopped for 10 s once; Postgres is cut for 10 s once. At the end it prints and
-// checks the invariants and exits 1 when one fails.
+// SIGKILLed and restarted; Redis is stopped for 10 s once; Postgres is cut for 10 s once. After the drain, a quiet window
+// of writes checks that agentapi_operations_total summed over the 5 processes equals the table (scripts/soak-counters.ts).
+// At the end it prints and checks the invariants and exits 1 when one fails.
 //
 // Bounded: SOAK_SECONDS of load (default 150, at most 200), the whole run under 5 minutes (a hard timer tears everything
 // down), loopback only. The shared Postgres and Redis are never stopped: the database is a fresh one (dropped at the
@@ -21,6 +22,7 @@ import { createKnex, migrateLatest } from '../src/db/knex.js';
 import { parseAmount } from '../src/lib/money.js';
 import { EMITTED_EVENT_TYPES } from '../src/webhooks/event-types.js';
 import { createTestPki } from '../test/webhooks/helpers/receiver.js';
+import { compareOperationCounters, countOperationRows, scrapeProcess, type CounterComparison } from './soak-counters.js';
 
 const SOAK_SECONDS = Math.min(200, Math.max(20, Number(process.env.SOAK_SECONDS ?? 150)));
 const AGENTS = Math.min(200, Math.max(10, Number(process.env.SOAK_AGENTS ?? 200)));
@@ -30,6 +32,9 @@ const KILL_EVERY_MS = 30_000;
 const OUTAGE_MS = 10_000;
 /** After an outage ends, 503s are still expected this long (Redis reconnect backoff, pool re-dial). */
 const RECOVERY_MS = 5_000;
+/** The counter window after the faults (scripts/soak-counters.ts): this long of writes, then a drain of at most COUNTER_DRAIN_MS. */
+const COUNTER_LOAD_MS = 8_000;
+const COUNTER_DRAIN_MS = 20_000;
 const REQUEST_TIMEOUT_MS = 30_000;
 const PROBE_BURST = 8;
 const PROBE_CLASSES = ['read', 'write', 'webhook_management', 'simulate'] as const;
@@ -356,12 +361,13 @@ async function main(): Promise<number> {
       return s;
     }
 
-    const actions: Array<[number, (a: SoakAgent) => Promise<unknown>]> = [
+    // [weight, action, whether it writes operations]
+    const actions: Array<[number, (a: SoakAgent) => Promise<unknown>, boolean?]> = [
       [12, (a) => call('read', 'getSelf', 'GET', '/v1/agent/self', a)],
       [10, (a) => call('read', 'listBalances', 'GET', '/v1/agent/balances', a)],
       [8, (a) => call('read', 'listOperations', 'GET', '/v1/agent/operations?limit=10', a)],
       [6, (a) => call('read', 'getAccount', 'GET', '/v1/agent/account', a)],
-      [14, (a) => call('write', 'createPayment', 'POST', '/v1/agent/payments', a, { to: randomAddress(), asset: 'USDC', amount: '0.01' }, randomUUID())],
+      [14, (a) => call('write', 'createPayment', 'POST', '/v1/agent/payments', a, { to: randomAddress(), asset: 'USDC', amount: '0.01' }, randomUUID()), true],
       [
         6,
         async (a) => {
@@ -369,8 +375,9 @@ async function main(): Promise<number> {
           const quoteId = (q.body?.quote as { quote_id?: unknown } | undefined)?.quote_id;
           if (q.status === 200 && typeof quoteId === 'string') await call('write', 'createConversion', 'POST', '/v1/agent/conversions', a, { quote_id: quoteId }, randomUUID());
         },
+        true,
       ],
-      [6, (a) => call('write', 'createEarnDeposit', 'POST', '/v1/agent/earn/deposit', a, { asset: 'USDC', vault_id: vault.vault_id, amount: '1' }, randomUUID())],
+      [6, (a) => call('write', 'createEarnDeposit', 'POST', '/v1/agent/earn/deposit', a, { asset: 'USDC', vault_id: vault.vault_id, amount: '1' }, randomUUID()), true],
       [3, (a) => call('webhook_management', 'listWebhooks', 'GET', '/v1/agent/webhooks', a)],
       [3, (a) => call('webhook_management', 'getWebhook', 'GET', `/v1/agent/webhooks/${a.webhookId}`, a)],
       [2, (a) => call('webhook_management', 'listWebhookDeliveries', 'GET', `/v1/agent/webhooks/${a.webhookId}/deliveries?limit=5`, a)],
@@ -400,8 +407,8 @@ async function main(): Promise<number> {
 
     // ---- the fault schedule ------------------------------------------------------------------------------------------
     const loadStart = Date.now();
-    // A slow setup shortens the load rather than the drain and the checks (75 s kept for them under the hard limit).
-    const seconds = Math.max(20, Math.min(SOAK_SECONDS, Math.floor((started + HARD_LIMIT_MS - 75_000 - loadStart) / 1000)));
+    // A slow setup shortens the load rather than the drain, the counter window and the checks (105 s kept for them).
+    const seconds = Math.max(20, Math.min(SOAK_SECONDS, Math.floor((started + HARD_LIMIT_MS - 105_000 - loadStart) / 1000)));
     if (seconds < SOAK_SECONDS) log(`setup was slow: load shortened to ${seconds} s`);
     loadEnd = loadStart + seconds * 1000;
     const redisStopAt = Math.round(seconds * 0.35) * 1000;
@@ -499,7 +506,7 @@ async function main(): Promise<number> {
     // ---- drain: settlement and deliveries, bounded -------------------------------------------------------------------
     const check = await createKnex({ databaseUrl: directUrl, dataDir: '', poolMax: 2 });
     cleanups.push(() => check.destroy());
-    const drainUntil = Math.min(Date.now() + 90_000, started + HARD_LIMIT_MS - 25_000);
+    const drainUntil = Math.min(Date.now() + 90_000, started + HARD_LIMIT_MS - 55_000);
     let live = { deliveries: -1, operations: -1 };
     while (Date.now() < drainUntil) {
       try {
@@ -513,6 +520,32 @@ async function main(): Promise<number> {
       await sleep(1000);
     }
     log(`drained: ${live.deliveries} deliveries and ${live.operations} operations still live`);
+
+    // ---- the counter window: no kills or outages, every process scraped at both ends ---------------------------------
+    // Across the SIGKILLs above the counters cannot add up (a killed process takes its unscraped increments with it), so
+    // agentapi_operations_total is checked over a window of its own: quiet at the start (nothing live, nothing due), a
+    // few seconds of writes through the three APIs, settled by the two workers, quiet again at the end.
+    const metricsUrls = metricsPorts.map((p) => `http://127.0.0.1:${p}/metrics`);
+    const liveOperations = async () => Number(((await check('operations').whereIn('status', ['accepted', 'submitted']).count({ n: '*' })) as Array<{ n: string }>)[0]!.n);
+    let counters: CounterComparison | string;
+    try {
+      if ((await liveOperations()) > 0) throw new Error('operations still live after the drain: no quiet start');
+      const before = { table: await countOperationRows(check), processes: await Promise.all(metricsUrls.map(scrapeProcess)) };
+      const writes = actions.filter(([, , write]) => write);
+      const windowEnd = Date.now() + COUNTER_LOAD_MS;
+      const writers = Array.from({ length: CONCURRENCY }, async () => {
+        while (Date.now() < windowEnd) await pick(writes)[1](pick(agents));
+      });
+      await Promise.all(writers);
+      const quietBy = Date.now() + COUNTER_DRAIN_MS;
+      while ((await liveOperations()) > 0 && Date.now() < quietBy) await sleep(500);
+      if ((await liveOperations()) > 0) throw new Error(`operations still live ${COUNTER_DRAIN_MS / 1000} s after the window: no quiet end`);
+      const after = { processes: await Promise.all(metricsUrls.map(scrapeProcess)), table: await countOperationRows(check) };
+      counters = compareOperationCounters({ before: before.processes, after: after.processes, tableBefore: before.table, tableAfter: after.table });
+    } catch (err) {
+      counters = err instanceof Error ? err.message : String(err);
+    }
+    log('counter window done');
 
     const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) }).then((r) => r.text(), () => '')).split('\n');
     const apiMetrics = await scrape(metricsPorts[0]!);
@@ -590,6 +623,11 @@ async function main(): Promise<number> {
         `${errors.length} without an HTTP answer (${byStatus(errors).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}); ${unexplained.length} not explained by a kill${unexplained.length ? ` (${byStatus(unexplained).map(([k, n]) => `${k}: ${n}`).join(', ')})` : ''}`,
       ]);
 
+      results.push([
+        'agentapi_operations_total summed over the 5 processes equals the table, per type and terminal status, over a quiet window',
+        typeof counters !== 'string' && counters.ok,
+        typeof counters === 'string' ? counters : counters.detail,
+      ]);
     } catch (err) {
       // A check that cannot run (the database went away) is a failure to report, not a reason to skip the report.
       results.push(['checks ran to the end', false, err instanceof Error ? err.message : String(err)]);

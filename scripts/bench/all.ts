@@ -1,4 +1,4 @@
-// `make bench` (npm run bench): every benchmark in turn as its own process (read, payments, webhooks, footprint),
+// `make bench` (npm run bench): every benchmark in turn as its own process (read, payments, webhooks, footprint, metrics),
 // their own output let through, then one table of every row they reported (scripts/bench/support.ts) with today's
 // figures beside the targets. The chain benchmark needs Anvil and stays apart (make bench-chain). A benchmark that
 // fails is named at the end and makes the exit code non-zero; a target missed does not (benchmarks assert nothing
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatTable, type BenchRow } from './support.js';
 
-const BENCHMARKS = ['read', 'payments', 'webhooks', 'footprint'];
+const BENCHMARKS = ['read', 'payments', 'webhooks', 'footprint', 'metrics'];
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-api-bench-'));
