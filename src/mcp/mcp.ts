@@ -1,13 +1,8 @@
 // The MCP endpoint at /mcp: Streamable HTTP with sessions (SSE stream, resumable) or stateless POSTs, OAuth tokens bound to /mcp, tools dispatched through the API router.
 import { randomUUID } from 'node:crypto';
 import type { Express, Request, Response } from 'express';
-import { createRequire } from 'node:module';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import type * as SdkServer from '@modelcontextprotocol/sdk/server/index.js';
-import type * as SdkTransport from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type * as SdkWebTransport from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import type * as SdkTypes from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
@@ -24,6 +19,7 @@ import { createSessionRegistry, grantKeyOf, type McpSession } from './sessions.j
 import { replayInitialize, serveWeb } from './web-transport.js';
 import { buildTools, toDispatchRequest, type McpTool } from './tools.js';
 import { MCP_PATH } from './names.js';
+import { authed, authOf, loadSdk, requestIdOf, sendApiAnswer, sendJsonRpcError, type JsonRpcMessage } from './http-edge.js';
 
 export { MCP_PATH };
 const SERVER_INFO = { name: 'agent-api', title: 'Agent API', version: '1.0.0' };
@@ -61,27 +57,6 @@ interface Caller {
 /** How often an open stream's credential is checked again before events are sent on it. */
 const REVERIFY_MS = 1000;
 
-const authed = (req: Request) => req as Request & { auth?: AuthInfo };
-const authOf = (req: Request) => authed(req).auth;
-const requestIdOf = (res: Response): string => (res.locals as { requestId?: string }).requestId ?? randomUUID();
-
-/** Transport-level refusals speak JSON-RPC, as the SDK's own transport does. */
-function sendJsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
-  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-  res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
-}
-
-/** Authentication, scope and session-cap refusals carry the API envelope (and, for the first two, the RFC 6750 challenge). */
-function sendApiAnswer(res: Response, answer: HandlerResult): void {
-  for (const [name, value] of Object.entries(answer.headers ?? {})) res.setHeader(name, value);
-  res.status(answer.status).json(answer.body);
-}
-
-interface JsonRpcMessage {
-  method?: unknown;
-  params?: { name?: unknown };
-}
-
 /**
  * Mounts POST/GET/DELETE /mcp. Order: Origin check (403) -> bearer authentication (401; failures
  * limited per client address) -> JSON body, 64 KB (413/400) -> per-tool scope gate on `tools/call`
@@ -100,17 +75,6 @@ export function mountMcp(app: Express, deps: McpDeps): Pick<McpEndpoint, 'close'
     },
   };
 }
-
-/**
- * The SDK's server side, loaded synchronously on first use. Every SDK value this module uses comes from here,
- * so the server, its transport and the McpError it recognises are one copy of the SDK.
- */
-const loadSdk = ((load) => () => ({
-  ...(load('@modelcontextprotocol/sdk/server/index.js') as typeof SdkServer),
-  ...(load('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof SdkTransport),
-  ...(load('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js') as typeof SdkWebTransport),
-  ...(load('@modelcontextprotocol/sdk/types.js') as typeof SdkTypes),
-}))(createRequire(import.meta.url));
 
 /** The endpoint `mountMcp` serves (built on the first request to MCP_PATH). */
 export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
