@@ -1744,6 +1744,8 @@ export interface paths {
          * @description Disable an agent.
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         *
+         *     In evm mode (agent accounts) the change is the owner's EIP-712 message: without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
          */
         post: operations["ownerDisableAgent"];
         delete?: never;
@@ -1766,6 +1768,8 @@ export interface paths {
          * @description Enable an agent.
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         *
+         *     In evm mode (agent accounts) the change is the owner's EIP-712 message: without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
          */
         post: operations["ownerEnableAgent"];
         delete?: never;
@@ -1812,6 +1816,30 @@ export interface paths {
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerRotateAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/rotate-lane-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the agent's lane key (evm mode)
+         * @description Replaces the lane key of the agent's AgentAccount (evm mode, issue 24) with a new key the server generates and seals: the owner signs `RotateLane(newLane)`, the account accepts only the new key from then on, and every call of the old key reverts. Other modes: `invalid_state_transition`.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         *
+         *     In evm mode (agent accounts) the change is the owner's EIP-712 message: without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
+         */
+        post: operations["ownerRotateLaneKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1881,6 +1909,8 @@ export interface paths {
          * @description Replaces the policy (contract §9 keys). `{"allow": "all"}` is the permissive development policy. Invalid keys are `validation_failed` with one entry per problem.
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         *
+         *     In evm mode (agent accounts) the change is the owner's EIP-712 message: without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
          */
         put: operations["ownerReplacePolicy"];
         post?: never;
@@ -2204,6 +2234,8 @@ export interface paths {
          * @description Adds a destination in `pending` with its time lock (default 24 h).
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         *
+         *     In evm mode (agent accounts) the change is the owner's EIP-712 message: without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
          */
         post: operations["ownerAddTrustedDestination"];
         delete?: never;
@@ -2292,6 +2324,8 @@ export interface paths {
          * @description Cancel an unclaimed one-off payment.
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         *
+         *     In evm mode (agent accounts) the change is the owner's EIP-712 message: without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
          */
         post: operations["ownerCancelOneOffPayment"];
         delete?: never;
@@ -3245,10 +3279,10 @@ export interface components {
             };
         };
         /**
-         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable. Hightop's further codes, with Hightop's statuses: 400 signature_expired, signature_invalid_s; 403 identity_gated_action, operation_feature_disabled, cooldown_active; 404 cheque_not_found; 409 operation_not_cancellable, operation_not_supported_for_wrapper_version, signature_invalid_nonce, cheque_replaced, loot_not_available, starter_agent_not_removable, owner_changed_pending_state, one_off_payment_already_paid, one_off_payment_not_active, one_off_payment_replaced, one_off_payment_stale, pending_one_off_payment_settings_exists, pending_one_off_payment_settings_missing, pending_time_lock_exists, migration_blocked_pending_one_off_payment_settings, migration_blocked_pending_time_lock, timelock_not_elapsed, rule_changed_during_execution; 422 invalid_pull_one_off_payment_flags; 502 execution_failed, execution_timeout, batch_step_failed; 503 agent_api_cutover_in_progress, agent_api_chain_unavailable. Of these only cooldown_active and agent_api_chain_unavailable are returned today; the others are reserved (`x-reserved-codes`): declared so that clients handle them, never sent yet.
+         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable; 428 owner_signature_required (evm mode: an owner change waits for the owner's EIP-712 signature, `details` holds the typed data). Hightop's further codes, with Hightop's statuses: 400 signature_expired, signature_invalid_s; 403 identity_gated_action, operation_feature_disabled, cooldown_active; 404 cheque_not_found; 409 operation_not_cancellable, operation_not_supported_for_wrapper_version, signature_invalid_nonce, cheque_replaced, loot_not_available, starter_agent_not_removable, owner_changed_pending_state, one_off_payment_already_paid, one_off_payment_not_active, one_off_payment_replaced, one_off_payment_stale, pending_one_off_payment_settings_exists, pending_one_off_payment_settings_missing, pending_time_lock_exists, migration_blocked_pending_one_off_payment_settings, migration_blocked_pending_time_lock, timelock_not_elapsed, rule_changed_during_execution; 422 invalid_pull_one_off_payment_flags; 502 execution_failed, execution_timeout, batch_step_failed; 503 agent_api_cutover_in_progress, agent_api_chain_unavailable. Of these only cooldown_active and agent_api_chain_unavailable are returned today; the others are reserved (`x-reserved-codes`): declared so that clients handle them, never sent yet.
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable" | "signature_expired" | "signature_invalid_s" | "identity_gated_action" | "operation_feature_disabled" | "cooldown_active" | "cheque_not_found" | "operation_not_cancellable" | "operation_not_supported_for_wrapper_version" | "signature_invalid_nonce" | "cheque_replaced" | "loot_not_available" | "starter_agent_not_removable" | "owner_changed_pending_state" | "one_off_payment_already_paid" | "one_off_payment_not_active" | "one_off_payment_replaced" | "one_off_payment_stale" | "pending_one_off_payment_settings_exists" | "pending_one_off_payment_settings_missing" | "pending_time_lock_exists" | "migration_blocked_pending_one_off_payment_settings" | "migration_blocked_pending_time_lock" | "timelock_not_elapsed" | "rule_changed_during_execution" | "invalid_pull_one_off_payment_flags" | "execution_failed" | "execution_timeout" | "batch_step_failed" | "agent_api_cutover_in_progress" | "agent_api_chain_unavailable";
+        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable" | "owner_signature_required" | "signature_expired" | "signature_invalid_s" | "identity_gated_action" | "operation_feature_disabled" | "cooldown_active" | "cheque_not_found" | "operation_not_cancellable" | "operation_not_supported_for_wrapper_version" | "signature_invalid_nonce" | "cheque_replaced" | "loot_not_available" | "starter_agent_not_removable" | "owner_changed_pending_state" | "one_off_payment_already_paid" | "one_off_payment_not_active" | "one_off_payment_replaced" | "one_off_payment_stale" | "pending_one_off_payment_settings_exists" | "pending_one_off_payment_settings_missing" | "pending_time_lock_exists" | "migration_blocked_pending_one_off_payment_settings" | "migration_blocked_pending_time_lock" | "timelock_not_elapsed" | "rule_changed_during_execution" | "invalid_pull_one_off_payment_flags" | "execution_failed" | "execution_timeout" | "batch_step_failed" | "agent_api_cutover_in_progress" | "agent_api_chain_unavailable";
         /** @description The one error envelope of every /v1/agent error response (spec part 7). */
         ErrorEnvelope: {
             /** @constant */
@@ -4775,6 +4809,35 @@ export interface components {
             ok: true;
             agent: components["schemas"]["OwnerAgent"];
         };
+        /** @description The owner's EIP-712 signature of a proposed change (evm mode, agent accounts; issue 24). Send back the `nonce` and `deadline` of the proposal (the `owner_signature_required` answer's `details`) with the signature of its `typed_data`; for a trusted destination also its `unlock_at`. The server checks that the signature is the owner's signer's over the same change, relays it to the account and mirrors the result. */
+        OwnerSignature: {
+            signature: string;
+            nonce: string;
+            deadline: string;
+            /** @description A trusted destination's unlock time as proposed (the signed message holds it). */
+            unlock_at?: string;
+        };
+        /** @description The optional body of an owner change that has no other fields (evm mode, agent accounts). */
+        OwnerSignatureBody: {
+            owner_signature?: components["schemas"]["OwnerSignature"];
+        };
+        /** @description What the owner's signer signs for a change (`owner_signature_required`): `typed_data` is the EIP-712 message as `eth_signTypedData_v4` takes it (integers as decimal strings); send the same request again with `owner_signature: {signature, nonce, deadline, unlock_at?}`. */
+        OwnerChangeProposal: {
+            /** @description The agent's AgentAccount (the EIP-712 verifying contract). */
+            account: string;
+            /** @description The owner's signer the account accepts. */
+            signer: string;
+            nonce: string;
+            deadline: string;
+            /** @description A trusted destination's proposed unlock time (Unix seconds). */
+            unlock_at?: string;
+            typed_data: {
+                domain: Record<string, never>;
+                types: Record<string, never>;
+                primaryType: string;
+                message: Record<string, never>;
+            };
+        };
         /** @description A policy in the policy file format (contract §9 keys; amounts as decimal strings), as `PUT …/policy` takes it. One-off payments (Hightop's instant threshold and review delay): `one_off_instant_threshold_usd` (decimal USD; a one-off payment worth less clears at once) and `one_off_review_delay_seconds` (0 to 2592000; any other one-off payment waits this long before it can be claimed, owner-cancellable meanwhile; absent or 0: none waits). */
         PolicyDocument: {
             [key: string]: unknown;
@@ -5581,6 +5644,27 @@ export interface components {
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorEnvelope"];
+            };
+        };
+        /** @description `owner_signature_required` (evm mode, agent accounts; issue 24): the change must be signed by the owner's signer. `details` is the proposal: the EIP-712 `typed_data` any wallet signs (viem, a hardware wallet, a browser wallet, `agentctl --owner-key-file`), its `nonce` and `deadline`, the `account` and the `signer`. Send the same request again (a new Idempotency-Key) with `owner_signature`. Nothing was changed. */
+        OwnerSignatureRequired: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorEnvelope"] & {
+                    error?: {
+                        /** @constant */
+                        code?: "owner_signature_required";
+                        details?: components["schemas"]["OwnerChangeProposal"];
+                    };
+                };
             };
         };
     };
@@ -8589,7 +8673,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["OwnerSignatureBody"];
+            };
+        };
         responses: {
             /** @description Done. */
             200: {
@@ -8612,6 +8700,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -8630,7 +8719,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["OwnerSignatureBody"];
+            };
+        };
         responses: {
             /** @description Done. */
             200: {
@@ -8653,6 +8746,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -8744,6 +8838,52 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerRotateLaneKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["OwnerSignatureBody"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -8886,7 +9026,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": Record<string, never>;
+                "application/json": {
+                    owner_signature?: components["schemas"]["OwnerSignature"];
+                };
             };
         };
         responses: {
@@ -8911,6 +9053,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -9706,6 +9849,7 @@ export interface operations {
                     address: string;
                     label: string;
                     timelock_seconds?: number;
+                    owner_signature?: components["schemas"]["OwnerSignature"];
                 };
             };
         };
@@ -9731,6 +9875,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -9872,7 +10017,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["OwnerSignatureBody"];
+            };
+        };
         responses: {
             /** @description Done. */
             200: {
@@ -9895,6 +10044,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

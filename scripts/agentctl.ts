@@ -8,6 +8,7 @@ import { ApiCallError, connectToServer } from '../src/cli/client.js';
 import { conflictErrorOf } from '../src/db/unique-violation.js';
 import { isApiError } from '../src/lib/errors.js';
 import { commands } from '../src/cli/index.js';
+import { ownerKeyFromArgs, withOwnerSignature } from '../src/cli/owner-keys.js';
 import { CliUsageError, type CliArgs } from '../src/cli/types.js';
 
 /** Flags that never take a value; every other `--flag` takes the next word (`--email E`) or `--flag=value`. */
@@ -46,14 +47,17 @@ async function main(): Promise<number> {
   const config = loadConfig(process.env, () => {});
   const command = commands.find((c) => c.name === name)!;
   const server = command.http ? await connectToServer(config) : null;
+  // --owner-key-file: an owner change is proposed unsigned, signed here, and sent again with the signature.
+  const ownerKey = ownerKeyFromArgs(args);
   if (server && command.http) {
     const call = await command.http(args, config);
-    process.stdout.write(`${JSON.stringify(await server.call(call))}\n`);
+    const result = await withOwnerSignature(ownerKey, (signature) => server.call(signature ? { ...call, body: { ...((call.body as Record<string, unknown> | undefined) ?? {}), owner_signature: signature } } : call));
+    process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   }
   const core = await buildCore(config);
   try {
-    const result = await command.run({ db: core.db, services: core.services, config, clock: core.clock }, args);
+    const result = await withOwnerSignature(ownerKey, (signature) => command.run({ db: core.db, services: core.services, config, clock: core.clock, ownerSignature: signature }, args));
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   } finally {

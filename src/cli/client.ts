@@ -17,6 +17,8 @@ export class ApiCallError extends Error {
     message: string,
     readonly status: number,
     readonly code: string,
+    /** The error's details (an `owner_signature_required` answer carries the proposal to sign). */
+    readonly details?: Record<string, unknown>,
   ) {
     super(message);
   }
@@ -71,9 +73,9 @@ export async function connectToServer(config: Readonly<Config>, fetchImpl: typeo
         throw new ApiCallError(`server answered ${res.status} without JSON`, res.status, 'internal_error');
       }
       if (!res.ok || body.ok !== true) {
-        const error = (body.error ?? {}) as { code?: string; message?: string; details?: { errors?: { path?: string; message?: string }[] } };
+        const error = (body.error ?? {}) as { code?: string; message?: string; details?: { errors?: { path?: string; message?: string }[] } & Record<string, unknown> };
         const problems = error.details?.errors?.map((e) => `${e.path ?? ''} ${e.message ?? ''}`.trim()).join('; ');
-        throw new ApiCallError(`${error.message ?? `HTTP ${res.status}`}${problems && !error.message?.includes(problems) ? ` (${problems})` : ''}`, res.status, error.code ?? 'unknown');
+        throw new ApiCallError(`${error.message ?? `HTTP ${res.status}`}${problems && !error.message?.includes(problems) ? ` (${problems})` : ''}`, res.status, error.code ?? 'unknown', error.details);
       }
       return (call.output ?? withoutOk)(body);
     },

@@ -28,11 +28,12 @@ function rateLimitFlags(args: CliArgs) {
 
 const agentAction = (verb: 'disable' | 'enable'): CliCommand => ({
   name: `agent ${verb}`,
-  usage: `agent ${verb} AGENT_ID`,
+  usage: `agent ${verb} AGENT_ID [--owner-key-file FILE] (evm mode: also ${verb === 'disable' ? 'pauses' : 'resumes'} the agent's account, signed by the owner's key here)`,
   run: async (ctx, args) => {
     const agentId = requirePositional(args, 0, 'AGENT_ID');
+    const onchain = await ctx.services.custody?.setPaused(ctx.db, agentId, verb === 'disable', ctx.ownerSignature);
     await ctx.services.agents.setEnabled(ctx.db, agentId, verb === 'enable');
-    return { agent_id: agentId, enabled: verb === 'enable' };
+    return { agent_id: agentId, enabled: verb === 'enable', ...(onchain?.tx_hash ? { tx_hash: onchain.tx_hash } : {}) };
   },
   http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/${verb}` }),
 });
@@ -128,6 +129,16 @@ export const foundationCommands: CliCommand[] = [
     usage: 'agent rotate-key AGENT_ID',
     run: async (ctx, args) => ({ ...(await ctx.services.agents.rotateKey(ctx.db, requirePositional(args, 0, 'AGENT_ID'))) }),
     http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/rotate-key` }),
+  },
+  {
+    name: 'agent rotate-lane-key',
+    usage: 'agent rotate-lane-key AGENT_ID [--owner-key-file FILE] (evm mode: a new lane key for the agent\'s account; the old key\'s calls revert)',
+    run: async (ctx, args) => {
+      const agentId = requirePositional(args, 0, 'AGENT_ID');
+      if (!ctx.services.custody) throw new CliUsageError('the agent has no lane key: agent accounts exist in evm mode only (CHAIN_RPC_URL)');
+      return { agent_id: agentId, ...(await ctx.services.custody.rotateLane(ctx.db, agentId, ctx.ownerSignature)) };
+    },
+    http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/rotate-lane-key` }),
   },
   {
     name: 'agent set-window',

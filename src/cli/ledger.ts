@@ -47,10 +47,10 @@ const destinationCommand = (action: DestinationAction): CliCommand => ({
 
 const oneOffCommand = (verb: 'claim' | 'cancel'): CliCommand => ({
   name: `one-off ${verb}`,
-  usage: `one-off ${verb} ONE_OFF_PAYMENT_ID (or its operation id)`,
+  usage: `one-off ${verb} ONE_OFF_PAYMENT_ID (or its operation id)${verb === 'cancel' ? ' [--owner-key-file FILE]' : ''}`,
   run: async (ctx, args) => {
     const id = requirePositional(args, 0, 'ID');
-    const row = verb === 'claim' ? await ctx.services.ledger.payments.claimOneOff(ctx.db, id) : await ctx.services.ledger.payments.cancelOneOff(ctx.db, id);
+    const row = verb === 'claim' ? await ctx.services.ledger.payments.claimOneOff(ctx.db, id) : await ctx.services.ledger.payments.cancelOneOff(ctx.db, id, ctx.ownerSignature);
     return { one_off_payment_id: row.id, operation_id: row.operation_id, status: row.status };
   },
   http: (args) => ({ method: 'POST', path: `/v1/${verb === 'claim' ? 'admin' : 'owner'}/one-off-payments/${seg(requirePositional(args, 0, 'ID'))}/${verb}` }),
@@ -69,11 +69,11 @@ export const ledgerCommands: CliCommand[] = [
   },
   {
     name: 'agent set-policy',
-    usage: 'agent set-policy AGENT_ID --file policy.json',
+    usage: 'agent set-policy AGENT_ID --file policy.json [--owner-key-file FILE] (evm mode: the owner\'s key signs the change here)',
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
-      const policy = await ctx.services.ledger.policy.set(ctx.db, agentId, await readPolicyFile(args));
+      const policy = await ctx.services.ledger.policy.set(ctx.db, agentId, await readPolicyFile(args), ctx.ownerSignature);
       return { agent_id: agentId, policy: policyToJson(policy) };
     },
     http: async (args) => ({ method: 'PUT', path: agentPath(args, '/policy'), body: await readPolicyFile(args) }),
@@ -125,11 +125,11 @@ export const ledgerCommands: CliCommand[] = [
   },
   {
     name: 'destination add',
-    usage: 'destination add AGENT_ID --kind crypto --chain base --address 0x... --label L [--timelock-seconds N]',
+    usage: 'destination add AGENT_ID --kind crypto --chain base --address 0x... --label L [--timelock-seconds N] [--owner-key-file FILE]',
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
-      return ctx.services.ledger.destinations.add(ctx.db, agentId, { kind: requireFlag(args, 'kind'), chain: optionalFlag(args, 'chain') ?? 'base', address: requireFlag(args, 'address'), label: requireFlag(args, 'label'), timelockSeconds: parseIntFlag(args, 'timelock-seconds') });
+      return ctx.services.ledger.destinations.add(ctx.db, agentId, { kind: requireFlag(args, 'kind'), chain: optionalFlag(args, 'chain') ?? 'base', address: requireFlag(args, 'address'), label: requireFlag(args, 'label'), timelockSeconds: parseIntFlag(args, 'timelock-seconds'), signature: ctx.ownerSignature });
     },
     http: (args) => ({ method: 'POST', path: agentPath(args, '/trusted-destinations'), body: { kind: requireFlag(args, 'kind'), chain: optionalFlag(args, 'chain') ?? 'base', address: requireFlag(args, 'address'), label: requireFlag(args, 'label'), timelock_seconds: parseIntFlag(args, 'timelock-seconds') } }),
   },

@@ -7,6 +7,9 @@ import { DEV_CHAIN_ID } from '../chain/dev-accounts.js';
 import type { Config } from '../config.js';
 import { createLogger } from '../lib/logger.js';
 import { devOwnerKeyPath, generateOwnerKey, readOwnerKeyFile, writeOwnerKeyFile } from '../lib/owner-keys.js';
+import { isApiError } from '../lib/errors.js';
+import type { OwnerSignature } from '../services/custody/accounts.js';
+import { ApiCallError } from './client.js';
 import { CliUsageError, optionalFlag, type CliArgs } from './types.js';
 
 export interface OwnerSignerPlan {
@@ -48,3 +51,55 @@ export function ownerKeyFromArgs(args: CliArgs): PrivateKeyAccount | null {
 }
 
 export { createChainClient };
+
+/** The typed data of a proposal as viem signs it: integers back to bigint, field by field as its types say. */
+function typedDataOf(json: Record<string, unknown>): Parameters<PrivateKeyAccount['signTypedData']>[0] {
+  const types = json.types as Record<string, { name: string; type: string }[]>;
+  const convert = (type: string, value: unknown): unknown => {
+    if (type.endsWith('[]')) return (value as unknown[]).map((v) => convert(type.slice(0, -2), v));
+    if (/^u?int\d*$/.test(type)) return BigInt(value as string);
+    const fields = types[type];
+    if (!fields) return value;
+    const obj = value as Record<string, unknown>;
+    return Object.fromEntries(fields.map((f) => [f.name, convert(f.type, obj[f.name])]));
+  };
+  const primaryType = String(json.primaryType);
+  const { EIP712Domain: _domain, ...messageTypes } = types;
+  const domain = json.domain as Record<string, unknown>;
+  return { domain: { ...domain, chainId: Number(domain.chainId) }, types: messageTypes, primaryType, message: convert(primaryType, json.message) as Record<string, unknown> } as Parameters<PrivateKeyAccount['signTypedData']>[0];
+}
+
+/**
+ * Signs an `owner_signature_required` proposal with the owner's key here (the key never leaves this machine).
+ * The key must be the account's signer, and the message's verifying contract the proposal's account.
+ */
+export async function signProposal(key: PrivateKeyAccount, proposal: Record<string, unknown>): Promise<OwnerSignature> {
+  const signer = String(proposal.signer ?? '');
+  if (signer.toLowerCase() !== key.address.toLowerCase()) throw new CliUsageError(`--owner-key-file holds the key of ${key.address}, but the agent's account is owned by ${signer}`);
+  const typed = proposal.typed_data as Record<string, unknown>;
+  const domain = typed.domain as { verifyingContract?: string };
+  if (String(domain.verifyingContract).toLowerCase() !== String(proposal.account).toLowerCase()) throw new CliUsageError('the proposal\'s typed data is not for the agent\'s account: not signed');
+  const signature = await key.signTypedData(typedDataOf(typed));
+  return { signature, nonce: String(proposal.nonce), deadline: String(proposal.deadline), ...(proposal.unlock_at !== undefined ? { unlock_at: String(proposal.unlock_at) } : {}) };
+}
+
+/** The proposal of an `owner_signature_required` refusal (the server's answer, or the service's error), else null. */
+function proposalOf(err: unknown): Record<string, unknown> | null {
+  if (err instanceof ApiCallError && err.code === 'owner_signature_required' && err.details) return err.details;
+  if (isApiError(err) && err.code === 'owner_signature_required' && err.details) return err.details;
+  return null;
+}
+
+/**
+ * Runs `attempt` unsigned; when the change needs the owner's signature and `key` is given, signs the proposal here
+ * and runs it again with the signature (the same change, so the same typed data).
+ */
+export async function withOwnerSignature<T>(key: PrivateKeyAccount | null, attempt: (signature?: OwnerSignature) => Promise<T>): Promise<T> {
+  try {
+    return await attempt();
+  } catch (err) {
+    const proposal = proposalOf(err);
+    if (!proposal || !key) throw err;
+    return attempt(await signProposal(key, proposal));
+  }
+}

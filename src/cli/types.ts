@@ -4,12 +4,15 @@ import type { Config } from '../config.js';
 import type { Services } from '../services/registry.js';
 import type { Clock } from '../lib/clock.js';
 import type { HttpCall } from './client.js';
+import type { OwnerSignature } from '../services/custody/accounts.js';
 
 export interface CliContext {
   db: Knex;
   services: Services;
   config: Readonly<Config>;
   clock: Clock;
+  /** The owner's signature of the change the command proposes (agentctl --owner-key-file signed it here). */
+  ownerSignature?: OwnerSignature;
 }
 
 export interface CliArgs {

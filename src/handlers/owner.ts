@@ -6,6 +6,7 @@ import { isRefusal, refusalAnswer } from '../lib/refusal.js';
 import { policyToJson } from '../services/ledger/policy.js';
 import type { DestinationAction } from '../services/ledger/destinations.js';
 import { OAuthInputError } from '../oauth/oauth.service.js';
+import { ownerSignatureOf } from '../services/custody/accounts.js';
 import { answerDocument } from './document-answer.js';
 import { actorOf, created, ok, record } from './owner-common.js';
 
@@ -37,9 +38,11 @@ export const ownerDeleteAgent: Handler<'ownerDeleteAgent'> = async (req, ctx) =>
 
 async function setEnabled(req: OperationRequest<'ownerDisableAgent' | 'ownerEnableAgent'>, ctx: RequestContext, enabled: boolean) {
   const agent = await agentOf(req, ctx);
+  // evm mode: the owner's pause or resume of the agent's account, signed by the owner's signer (issue 24).
+  const onchain = await ctx.services.custody?.setPaused(ctx.db, agent.id, !enabled, ownerSignatureOf(req.body));
   await ctx.services.agents.setEnabled(ctx.db, agent.id, enabled);
-  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id });
-  return ok({ agent_id: agent.id, enabled });
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, onchain ? { tx_hash: onchain.tx_hash } : undefined);
+  return ok({ agent_id: agent.id, enabled, ...(onchain?.tx_hash ? { tx_hash: onchain.tx_hash } : {}) });
 }
 export const ownerDisableAgent: Handler<'ownerDisableAgent'> = (req, ctx) => setEnabled(req, ctx, false);
 export const ownerEnableAgent: Handler<'ownerEnableAgent'> = (req, ctx) => setEnabled(req, ctx, true);
@@ -61,6 +64,14 @@ export const ownerRotateAgentKey: Handler<'ownerRotateAgentKey'> = async (req, c
   const rotated = await ctx.services.agents.rotateKey(ctx.db, agent.id);
   await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id });
   return ok({ ...rotated });
+};
+
+export const ownerRotateLaneKey: Handler<'ownerRotateLaneKey'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  if (!ctx.services.custody) throw new ApiError('invalid_state_transition', 'the agent has no lane key: agent accounts exist in evm mode only (CHAIN_RPC_URL)');
+  const rotated = await ctx.services.custody.rotateLane(ctx.db, agent.id, ownerSignatureOf(req.body));
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, rotated);
+  return ok({ agent_id: agent.id, ...rotated });
 };
 
 export const ownerGetRateLimits: Handler<'ownerGetRateLimits'> = async (req, ctx) => {
@@ -93,8 +104,9 @@ const isAllowAll = (b: Record<string, unknown>) => Object.keys(b).length === 1 &
 
 export const ownerReplacePolicy: Handler<'ownerReplacePolicy'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
-  const b = req.body;
-  const policy = isAllowAll(b) ? await ctx.services.ledger.policy.allowAll(ctx.db, agent.id) : await ctx.services.ledger.policy.set(ctx.db, agent.id, b);
+  const { owner_signature: _signature, ...b } = req.body;
+  const signature = ownerSignatureOf(req.body);
+  const policy = await ctx.services.ledger.policy.set(ctx.db, agent.id, isAllowAll(b) ? policyBody(b) : b, signature);
   const json = policyToJson(policy);
   await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { policy: json });
   return ok({ agent_id: agent.id, policy: json });
@@ -226,7 +238,7 @@ export const ownerListTrustedDestinations: Handler<'ownerListTrustedDestinations
 export const ownerAddTrustedDestination: Handler<'ownerAddTrustedDestination'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   const b = req.body;
-  const added = await ctx.services.ledger.destinations.add(ctx.db, agent.id, { kind: b.kind, chain: b.chain ?? 'base', address: b.address, label: b.label, timelockSeconds: b.timelock_seconds });
+  const added = await ctx.services.ledger.destinations.add(ctx.db, agent.id, { kind: b.kind, chain: b.chain ?? 'base', address: b.address, label: b.label, timelockSeconds: b.timelock_seconds, signature: b.owner_signature });
   await record(req, ctx, agent.owner_id, { type: 'trusted_destination', id: added.destination_id }, { agent_id: agent.id, address: b.address, label: b.label });
   return created(added);
 };
@@ -246,7 +258,7 @@ export const ownerRemoveTrustedDestination: Handler<'ownerRemoveTrustedDestinati
 export const ownerCancelOneOffPayment: Handler<'ownerCancelOneOffPayment'> = async (req, ctx) => {
   const id = req.params.id;
   const agent = await ctx.services.owner.requireOwned(ctx.db, actorOf(ctx), 'one_off_payment', id);
-  const row = await ctx.services.ledger.payments.cancelOneOff(ctx.db, id);
+  const row = await ctx.services.ledger.payments.cancelOneOff(ctx.db, id, ownerSignatureOf(req.body));
   await record(req, ctx, agent.owner_id, { type: 'one_off_payment', id: row.id }, { agent_id: agent.id });
   return ok({ one_off_payment_id: row.id, operation_id: row.operation_id, status: row.status });
 };

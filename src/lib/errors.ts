@@ -35,6 +35,8 @@ export const ERROR_STATUS = {
   not_implemented: 501,
   upstream_error: 502,
   service_unavailable: 503,
+  // Issue 24: an owner change in evm mode waits for the owner's EIP-712 signature (details: the typed data).
+  owner_signature_required: 428,
   // Hightop's vocabulary (issue 26, item 11): cooldown_active and agent_api_chain_unavailable are returned, the
   // others are declared reserved in the document (x-reserved-codes) so that clients handle them.
   signature_expired: 400,

@@ -5,6 +5,7 @@
 // relays it (the relayer pays the gas) and the caller mirrors the result in the database. On the development chain
 // an owner registered without a signer gets a generated key in DATA_DIR/owner-keys/ that the server signs with: a
 // development convenience, refused in production.
+import { createHmac } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { accountSalt, ownerActionCallData, ownerTypedData, predictAccountAddress, signOwnerAction, typedDataJson, verifyOwnerSignature, type AccountState, type OwnerAction, type OwnerAuth } from '../../chain/accounts.js';
 import { createChainClient } from '../../chain/connect.js';
@@ -13,15 +14,14 @@ import type { Address, Chain, Hex } from '../../chain/port.js';
 import type { Config } from '../../config.js';
 import type { Db, Knex } from '../../db/knex.js';
 import { findOwner } from '../../db/repositories/agent.repository.js';
-import { deleteSetting, findSetting, upsertSetting } from '../../db/repositories/chain.repository.js';
 import * as repo from '../../db/repositories/custody.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Sealer } from '../../lib/crypto.js';
 import { ApiError, type ErrorCode } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { devOwnerKeyPath, generateOwnerKey, readOwnerKeyFile, writeOwnerKeyFile } from '../../lib/owner-keys.js';
-import { viem } from '../../lib/viem.js';
-import { generateWalletKey, openWalletAccount } from '../../lib/wallet-keys.js';
+import { viem, viemAccounts } from '../../lib/viem.js';
+import { generateWalletKey } from '../../lib/wallet-keys.js';
 import type { AgentCreatedHook } from '../agent.service.js';
 
 /** An owner change waiting for its signature: the typed data to sign and what to send back with the signature. */
@@ -30,6 +30,8 @@ export interface Proposal {
   signer: Address;
   nonce: string;
   deadline: string;
+  /** A trusted destination's unlock time as proposed (Unix seconds): the signed message holds it. */
+  unlock_at?: string;
   typed_data: Record<string, unknown>;
 }
 
@@ -38,6 +40,8 @@ export interface OwnerSignature {
   signature: Hex;
   nonce: string | number | bigint;
   deadline: string | number | bigint;
+  /** A trusted destination's unlock time from the proposal (Unix seconds). */
+  unlock_at?: string;
 }
 
 export interface CustodyService {
@@ -50,8 +54,9 @@ export interface CustodyService {
   propose(db: Db, agentId: string, change: OwnerAction): Promise<Proposal>;
   /**
    * Checks and relays the owner's signed `change` (deploying the account first if needed) and waits for it to be
-   * mined; without `signature`, signs with the development owner key when there is one, else answers
-   * `owner_signature_required`-style refusal (permission_not_granted) naming the agentctl flag.
+   * mined; without `signature`, signs with the development owner key when there is one, else throws
+   * `owner_signature_required` (428) whose details are the proposal: the caller changed nothing yet, and the
+   * owner's wallet signs `typed_data` and sends the same request again with the signature.
    */
   apply(db: Knex, agentId: string, change: OwnerAction, signature?: OwnerSignature): Promise<{ tx_hash: Hex }>;
   /** Whether a change of this agent can be signed here without the owner's signature (the development owner key). */
@@ -60,9 +65,23 @@ export interface CustodyService {
   pendingLane(db: Db, agentId: string): Promise<Address>;
   /** After a relayed RotateLane: the pending key becomes the wallet's lane key. */
   completeRotation(db: Db, agentId: string, newLane: Address): Promise<void>;
+  /**
+   * The owner's pause or resume of the agent's account (agent disable and enable in evm mode): relayed unless the
+   * account is already in that state; null when the wallet is not an account (nothing on chain to do).
+   */
+  setPaused(db: Knex, agentId: string, paused: boolean, signature?: OwnerSignature): Promise<{ tx_hash: Hex | null } | null>;
+  /** Replaces the lane key with a new sealed one (RotateLane signed by the owner); the old key's calls revert. */
+  rotateLane(db: Knex, agentId: string, signature?: OwnerSignature): Promise<{ previous_lane_address: Address; lane_address: Address; tx_hash: Hex }>;
 }
 
-const DEADLINE_SECONDS = 3600;
+/** The body's `owner_signature`, if any (the OpenAPI document checked its shape). */
+export const ownerSignatureOf = (body: unknown): OwnerSignature | undefined => {
+  const sig = body && typeof body === 'object' ? (body as { owner_signature?: unknown }).owner_signature : undefined;
+  return sig && typeof sig === 'object' ? (sig as OwnerSignature) : undefined;
+};
+
+/** How long a proposal can be signed for (its deadline), in seconds. */
+export const DEADLINE_SECONDS = 3600;
 
 /** Chain refusals as the API's error codes (some of the account's have no API code of their own). */
 export function apiCodeOf(code: string): ErrorCode {
@@ -75,7 +94,16 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
   const port = chain.custody!;
   const client = createChainClient(config.chain.rpcUrl!, chain.chainId, config.chain.pollMs);
   const devChain = chain.chainId === DEV_CHAIN_ID && config.nodeEnv !== 'production';
-  const pendingLaneKey = (agentId: string) => `pending_lane:${agentId}`;
+  /**
+   * The lane key a rotation installs: derived from MASTER_KEY, the agent and its current lane, so the proposal and
+   * the signed request name the same key although an unsigned request (428) commits nothing. Whoever can derive it
+   * holds MASTER_KEY, which opens every sealed lane key anyway; after a compromise, rotate MASTER_KEY first.
+   */
+  async function nextLaneKey(db: Db, agentId: string): Promise<{ address: Address; privateKey: Hex }> {
+    const acct = await requireAccount(db, agentId);
+    const privateKey = `0x${createHmac('sha256', config.masterKey).update(`agent-api:lane-rotation:${agentId}:${acct.lane_address.toLowerCase()}`).digest('hex')}` as Hex;
+    return { address: viem().getAddress(viemAccounts().privateKeyToAccount(privateKey).address) as Address, privateKey };
+  }
 
   async function requireAccount(db: Db, agentId: string): Promise<repo.AccountWalletRow & { signer_address: string }> {
     const acct = await repo.findAccountWallet(db, agentId);
@@ -129,7 +157,8 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
       const signer = viem().getAddress(acct.signer_address);
       const nonce = await port.ownerNonce(account, signer);
       const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + DEADLINE_SECONDS);
-      return { account, signer, nonce: nonce.toString(), deadline: deadline.toString(), typed_data: typedDataJson(ownerTypedData(chain.chainId, account, change, nonce, deadline)) };
+      const unlock = change.kind === 'add_trusted_destination' ? { unlock_at: change.unlockAt.toString() } : {};
+      return { account, signer, nonce: nonce.toString(), deadline: deadline.toString(), ...unlock, typed_data: typedDataJson(ownerTypedData(chain.chainId, account, change, nonce, deadline)) };
     },
 
     async canSignLocally(db, agentId) {
@@ -143,42 +172,54 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
       const acct = await requireAccount(db, agentId);
       const account = viem().getAddress(acct.address);
       const signer = viem().getAddress(acct.signer_address);
-      await port.ensureDeployed(db, { address: account, owner: signer, firstLane: viem().getAddress(acct.lane_address), salt: accountSalt(agentId) });
       let auth: OwnerAuth;
       const data = (nonce: bigint, deadline: bigint) => ownerTypedData(chain.chainId, account, change, nonce, deadline);
       if (given) {
         auth = { signature: given.signature, nonce: BigInt(given.nonce), deadline: BigInt(given.deadline) };
       } else {
         const key = devSigner(acct.owner_id);
-        if (!key || key.address.toLowerCase() !== signer.toLowerCase()) throw new ApiError('permission_not_granted', 'this change must be signed by the owner\'s signer: send the EIP-712 signature of the proposed typed data (agentctl: --owner-key-file FILE)');
+        if (!key || key.address.toLowerCase() !== signer.toLowerCase()) {
+          const proposal = await service.propose(db, agentId, change);
+          throw new ApiError('owner_signature_required', `this change must be signed by the owner's signer ${signer}: sign details.typed_data (EIP-712) and send the request again with owner_signature {signature, nonce, deadline} (agentctl: --owner-key-file FILE)`, proposal as unknown as Record<string, unknown>);
+        }
         const nonce = await port.ownerNonce(account, signer);
         const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + DEADLINE_SECONDS);
         auth = { signature: await signOwnerAction(key, data(nonce, deadline)), nonce, deadline };
       }
       // Checked here first (a friendly refusal); the account checks it again, and its nonce makes it single use.
       if (!(await verifyOwnerSignature(signer, data(auth.nonce, auth.deadline), auth.signature))) throw new ApiError('validation_failed', `the signature is not ${signer}'s over this change (nonce ${auth.nonce}, deadline ${auth.deadline})`);
+      // Deployed only for a signed change (an unsigned proposal costs the relayer nothing).
+      await port.ensureDeployed(db, { address: account, owner: signer, firstLane: viem().getAddress(acct.lane_address), salt: accountSalt(agentId) });
       const sent = await port.sendNow(db, account, ownerActionCallData(change, auth), 'owner');
       if (!sent.ok) throw new ApiError(apiCodeOf(sent.code), sent.message, { chain_code: sent.code, tx_hash: sent.txHash });
       return { tx_hash: sent.txHash };
     },
 
     async pendingLane(db, agentId) {
-      const key = pendingLaneKey(agentId);
-      let sealed = await findSetting(db, chain.chainId, key);
-      if (!sealed) {
-        sealed = generateWalletKey(sealer).sealedPrivateKey;
-        await upsertSetting(db, chain.chainId, key, sealed, clock.now());
-      }
-      return viem().getAddress(openWalletAccount(sealer, sealed).address);
+      return (await nextLaneKey(db, agentId)).address;
     },
 
     async completeRotation(db, agentId, newLane) {
-      const key = pendingLaneKey(agentId);
-      const sealed = await findSetting(db, chain.chainId, key);
       const acct = await requireAccount(db, agentId);
-      if (!sealed) throw new Error('no pending lane key to install');
-      await repo.setWalletLane(db, acct.wallet_id, newLane, sealed);
-      await deleteSetting(db, chain.chainId, key);
+      const next = await nextLaneKey(db, agentId);
+      if (next.address !== newLane) throw new Error(`the lane key to install (${newLane}) is not the agent's next one (${next.address})`);
+      await repo.setWalletLane(db, acct.wallet_id, next.address, sealer.seal(next.privateKey));
+    },
+
+    async setPaused(db, agentId, paused, signature) {
+      const acct = await repo.findAccountWallet(db, agentId);
+      if (!acct) return null;
+      const state = await port.state(viem().getAddress(acct.address));
+      if (state.deployed && state.paused === paused) return { tx_hash: null };
+      return service.apply(db, agentId, paused ? { kind: 'pause' } : { kind: 'resume' }, signature);
+    },
+
+    async rotateLane(db, agentId, signature) {
+      const acct = await requireAccount(db, agentId);
+      const newLane = await service.pendingLane(db, agentId);
+      const { tx_hash } = await service.apply(db, agentId, { kind: 'rotate_lane', newLane }, signature);
+      await service.completeRotation(db, agentId, newLane);
+      return { previous_lane_address: viem().getAddress(acct.lane_address), lane_address: newLane, tx_hash };
     },
   };
   return service;

@@ -23,7 +23,10 @@ import { createPaymentService, type PaymentService } from './payments.js';
 import { createPolicyService, type PolicyService } from './policy.js';
 import { createWithdrawalService, type WithdrawalService } from './withdrawals.js';
 import { apiCodeOf, type CustodyService, type OwnerSignature } from '../custody/accounts.js';
-import { laneCall } from '../../chain/accounts.js';
+import { claimChequeCallData, laneCall } from '../../chain/accounts.js';
+import type { Hex } from '../../chain/hex.js';
+import { ApiError } from '../../lib/errors.js';
+import { viem } from '../../lib/viem.js';
 import { limitsFromChain, policyDrift, toOnchainPolicy } from '../custody/onchain-policy.js';
 
 export interface LedgerArea {
@@ -105,6 +108,18 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
         if (!acct) return null;
         const refused = await chain.custody!.checkLane({ agentId, address: acct.address as Address, sealedLaneKey: acct.sealed_private_key }, laneCall.confirmTrustedDestination(address as Address));
         return refused ? { code: apiCodeOf(refused.code), message: refused.message } : null;
+      },
+    });
+    payments.chequesOnChain({
+      chequeIdFor: async (db, agentId, oneOffId) => ((await custody.account(db, agentId)) ? viem().keccak256(viem().stringToHex(`one-off:${oneOffId}`)) : null),
+      async cancel(db, agentId, chequeId, signature) {
+        await custody.apply(db as Knex, agentId, { kind: 'cancel_cheque', id: chequeId as Hex }, signature as OwnerSignature | undefined);
+      },
+      async claim(db, agentId, chequeId) {
+        const acct = await custody.account(db, agentId);
+        if (!acct) return;
+        const sent = await chain.custody!.sendNow(db, viem().getAddress(acct.address) as Address, claimChequeCallData(chequeId as Hex), 'claim');
+        if (!sent.ok) throw new ApiError(apiCodeOf(sent.code), sent.message, { chain_code: sent.code, tx_hash: sent.txHash });
       },
     });
     // A cheque issued in the account moves nothing: the one-off payment's hold stays until claim, cancel or expiry.

@@ -22,6 +22,8 @@ const TRANSITIONS: Record<DestinationAction, { from: TrustedDestinationRow['stat
 };
 
 export const DEFAULT_TIMELOCK_SECONDS = 86_400;
+/** How long an owner's proposal stays signable (the custody service's DEADLINE_SECONDS). */
+const SIGNED_PROPOSAL_SECONDS = 3600;
 
 /** Agent accounts (issue 24): the owner's signed add relayed to the account, the lane's confirm checked on chain. */
 export interface DestinationChainMirror {
@@ -65,7 +67,10 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
       if (!Number.isInteger(timelock) || timelock < 0) throw new ApiError('validation_failed', 'timelock must be a non-negative integer of seconds');
       const now = clock.now();
       const id = newId();
-      const confirmableAt = new Date(now.getTime() + timelock * 1000);
+      // A signed proposal fixes the unlock time (the owner's message holds it); it was made at most an hour ago.
+      const signedUnlock = (input.signature as { unlock_at?: string } | undefined)?.unlock_at;
+      const confirmableAt = signedUnlock === undefined ? new Date(now.getTime() + timelock * 1000) : new Date(Number(signedUnlock) * 1000);
+      if (signedUnlock !== undefined && confirmableAt.getTime() < now.getTime() + (timelock - SIGNED_PROPOSAL_SECONDS) * 1000) throw new ApiError('validation_failed', `owner_signature.unlock_at is earlier than this destination's time lock of ${timelock} s allows`, { errors: [{ location: 'body', path: '/owner_signature/unlock_at', message: 'earlier than the time lock allows' }] });
       // The account first (its time lock is the one that holds), then the mirror.
       await chainMirror?.onAdd(db, agentId, input.address, confirmableAt, input.signature);
       await insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: confirmableAt, created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });

@@ -5,6 +5,7 @@ import type { Db, Knex } from '../../db/knex.js';
 import { withTransaction } from '../../db/knex.js';
 import { claimExpiredOneOffs, insertOneOffPayment, lockPendingOneOff, resolveOneOff, type OneOffPaymentRow } from '../../db/repositories/one-off-payment.repository.js';
 import type { OperationRow } from '../../db/repositories/operation.repository.js';
+import { findOneOffCheque, setOneOffCheque } from '../../db/repositories/custody.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
@@ -26,8 +27,10 @@ export interface OneOffService {
   createOneOffPayment(db: Db, who: OwnerRef, body: OneOffBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   /** The recipient side (agentctl one-off claim): captures the hold to the recipient after the unlock delay. */
   claimOneOff(db: Db, id: string): Promise<OneOffPaymentRow>;
-  /** The owner's cancel (agentctl one-off cancel): releases the hold. */
-  cancelOneOff(db: Db, id: string): Promise<OneOffPaymentRow>;
+  /** The owner's cancel (agentctl one-off cancel): releases the hold; an account's cheque is cancelled on chain first (`signature`: the owner's). */
+  cancelOneOff(db: Db, id: string, signature?: unknown): Promise<OneOffPaymentRow>;
+  /** evm mode with agent accounts (issue 24): a one-off payment is a cheque in the agent's account. */
+  chequesOnChain(mirror: OneOffChainMirror): void;
   /** Releases the holds of pending one-off payments past their expiry; returns how many expired. */
   expireOneOffs(db: Knex, limit?: number): Promise<number>;
   settleOneOffCreate(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
@@ -50,9 +53,20 @@ export function reviewDelayOf(p: Pick<Policy, 'one_off_instant_threshold_usd' | 
   return instant ? 0 : delay;
 }
 
+/** The account's side of one-off payments: the cheque's id, the owner's cancel and the claim, on chain. */
+export interface OneOffChainMirror {
+  /** The cheque id of a new one-off payment of the agent, or null when its wallet is not an account. */
+  chequeIdFor(db: Db, agentId: string, oneOffId: string): Promise<string | null>;
+  /** Relays CancelCheque signed by the owner (or the development owner key); throws when refused or unsigned. */
+  cancel(db: Db, agentId: string, chequeId: string, signature?: unknown): Promise<void>;
+  /** Submits claimCheque (the relayer pays); throws when the account refuses it. */
+  claim(db: Db, agentId: string, chequeId: string): Promise<void>;
+}
+
 export function createOneOffService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; delivery: Delivery }): OneOffService {
   const { clock, ledger, operations } = deps;
   const { paymentToAccount, recordReceived } = deps.delivery;
+  let chainMirror: OneOffChainMirror | null = null;
 
   async function lockOneOff(trx: Db, id: string): Promise<OneOffPaymentRow> {
     if (!isUuid(id)) throw new ApiError('not_found', 'one-off payment not found');
@@ -98,6 +112,8 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
         const now = clock.now();
         const oneOffId = newId();
         const operationId = newId();
+        // An account's one-off payment is a cheque issued in the account by the lane (settled on chain).
+        const chequeId = (await chainMirror?.chequeIdFor(trx, who.agentId, oneOffId)) ?? null;
         const unlockAt = new Date(now.getTime() + unlock * 1000);
         const expiresAt = new Date(now.getTime() + expires * 1000);
         const created = await operations.create(trx, {
@@ -110,7 +126,7 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
           amountUsdE8: usdE8,
           toAddress: target.address,
           policy: { recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address } },
-          details: { one_off_payment_id: oneOffId, recipient_id: target.recipientId, note, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString(), review_delay_seconds: review },
+          details: { one_off_payment_id: oneOffId, recipient_id: target.recipientId, note, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString(), review_delay_seconds: review, ...(chequeId ? { cheque_id: chequeId } : {}) },
           humanMessage: `One-off payment of ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${target.name ?? short(target.address)}, claimable from ${unlockAt.toISOString()} until ${expiresAt.toISOString()}`,
           idempotencyKey,
           acceptedEvent: 'one_off_payment.created',
@@ -118,8 +134,13 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
         });
         if (isRefusal(created)) return created;
         await insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: created.holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
+        if (chequeId) await setOneOffCheque(trx, oneOffId, chequeId);
         return operations.writeResponse(created.operation);
       });
+    },
+
+    chequesOnChain(mirror) {
+      chainMirror = mirror;
     },
 
     async claimOneOff(db, id) {
@@ -130,6 +151,8 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
         if ((await approvalStateOf(trx, row.operation_id)) === 'pending') throw new ApiError('invalid_state_transition', "the one-off payment waits for its owner's approval", { approval_state: 'pending' });
         if (now < row.unlock_at) throw new ApiError('time_delay_not_reached', `the payment unlocks at ${row.unlock_at.toISOString()}`, { unlocks_at: row.unlock_at.toISOString() });
         if (now >= row.expires_at) throw new ApiError('invalid_state_transition', 'the one-off payment has expired');
+        const cheque = chainMirror ? (await findOneOffCheque(trx, row.id))?.cheque_id : null;
+        if (cheque) await chainMirror!.claim(trx, row.agent_id, cheque);
         const { account, wallet } = await paymentToAccount(trx, row.to_address);
         if (!(await ledger.capture(trx, row.hold_id, account, 'one_off_claim'))) throw new ApiError('invalid_state_transition', 'the one-off payment hold is no longer held');
         await resolveOneOff(trx, row.id, 'claimed', now);
@@ -140,9 +163,12 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
       });
     },
 
-    async cancelOneOff(db, id) {
+    async cancelOneOff(db, id, signature) {
       return withTransaction(db, async (trx) => {
         const row = await lockOneOff(trx, id);
+        // The account's cheque first (the owner's cancel holds until its unlock time), then the hold.
+        const cheque = chainMirror ? (await findOneOffCheque(trx, row.id))?.cheque_id : null;
+        if (cheque) await chainMirror!.cancel(trx, row.agent_id, cheque, signature);
         const now = clock.now();
         await ledger.release(trx, row.hold_id);
         await resolveOneOff(trx, row.id, 'cancelled', now);
