@@ -13,7 +13,9 @@ module.exports = {
     forbid('edges-not-repositories', 'HTTP, MCP and handlers translate; they reach data through a service (STYLE habit 2).', '^src/(http|mcp|handlers)/', { path: '^src/db/repositories/' }),
     forbid('services-not-edges', 'Services decide; they never know the transport (http, mcp, handlers) or the OAuth wiring.', '^src/services/', { path: '^src/(http|mcp|handlers|oauth)/' }),
     forbid('lib-is-the-bottom', 'src/lib holds pure helpers: it imports nothing of the project outside itself (generated/ is the contract).', '^src/lib/', { path: '^src/', pathNot: '^src/lib/' }),
-    forbid('repositories-not-services', 'Repositories query; they never call business rules or anything above them.', '^src/db/repositories/', { path: '^src/(services|http|mcp|handlers|oauth|auth|idempotency)/' }),
+    forbid('repositories-not-services', 'Repositories query; they never call business rules or anything above them.', '^src/db/repositories/', {
+      path: '^src/(services|http|mcp|handlers|oauth|auth|idempotency)/',
+    }),
     forbid('auth-not-oauth', 'Verifying credentials does not depend on the authorization server wiring (auth/signing-keys.ts reads the public keys).', '^src/auth/', { path: '^src/oauth/' }),
     forbid('idempotency-not-http', 'The idempotency protocol stores answers; it does not know the HTTP glue.', '^src/idempotency/', { path: '^src/(http|mcp|handlers)/' }),
   ],

@@ -37,10 +37,7 @@ export default tseslint.config(
     plugins: { house: { rules: { 'no-library-method-assignment': noLibraryMethodAssignment } } },
     rules: {
       'no-restricted-imports': ['error', { patterns: [PRIVATE_PATHS] }],
-      'no-restricted-syntax': [
-        'error',
-        { selector: `CallExpression > ${PRIVATE_PATH_LITERAL}.arguments, ImportExpression > ${PRIVATE_PATH_LITERAL}.source`, message: PRIVATE_PATHS.message },
-      ],
+      'no-restricted-syntax': ['error', { selector: `CallExpression > ${PRIVATE_PATH_LITERAL}.arguments, ImportExpression > ${PRIVATE_PATH_LITERAL}.source`, message: PRIVATE_PATHS.message }],
       'house/no-library-method-assignment': 'error',
     },
   },

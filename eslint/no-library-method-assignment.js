@@ -8,7 +8,8 @@
 
 /** `x as T`, `x!`, `<T>x`, `x satisfies T`, `await x`, `(x)` -> x */
 function strip(node) {
-  while (node && ['TSAsExpression', 'TSNonNullExpression', 'TSTypeAssertion', 'TSSatisfiesExpression', 'AwaitExpression', 'ChainExpression'].includes(node.type)) node = node.expression ?? node.argument;
+  while (node && ['TSAsExpression', 'TSNonNullExpression', 'TSTypeAssertion', 'TSSatisfiesExpression', 'AwaitExpression', 'ChainExpression'].includes(node.type))
+    node = node.expression ?? node.argument;
   return node;
 }
 

@@ -11,7 +11,9 @@ const MUTATORS = new Set(['set', 'add', 'delete', 'clear']);
 const mutates = (ref) => {
   const id = ref.identifier;
   const member = id.parent;
-  return member?.type === 'MemberExpression' && member.object === id && !member.computed && MUTATORS.has(member.property.name) && member.parent?.type === 'CallExpression' && member.parent.callee === member;
+  return (
+    member?.type === 'MemberExpression' && member.object === id && !member.computed && MUTATORS.has(member.property.name) && member.parent?.type === 'CallExpression' && member.parent.callee === member
+  );
 };
 
 /** Calls at the top level that only declare or wire things, never mutate shared state. */

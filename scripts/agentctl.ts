@@ -28,9 +28,7 @@ function splitArgs(argv: string[]): { positionals: string[]; values: Record<stri
 function parse(argv: string[]): { name: string; args: CliArgs } {
   const { positionals, values } = splitArgs(argv);
   const words = positionals.map(String);
-  const command = commands
-    .filter((c) => c.name.split(' ').every((w, i) => words[i] === w))
-    .sort((a, b) => b.name.split(' ').length - a.name.split(' ').length)[0];
+  const command = commands.filter((c) => c.name.split(' ').every((w, i) => words[i] === w)).sort((a, b) => b.name.split(' ').length - a.name.split(' ').length)[0];
   if (!command) throw new CliUsageError(`unknown command "${words.join(' ')}"\n\ncommands:\n${commands.map((c) => `  ${c.usage}`).join('\n')}`);
   const flags: Record<string, string | boolean> = {};
   for (const [k, v] of Object.entries(values)) if (k !== 'json') flags[k] = v as string | boolean;
@@ -51,7 +49,9 @@ async function main(): Promise<number> {
   const ownerKey = ownerKeyFromArgs(args);
   if (server && command.http) {
     const call = await command.http(args, config);
-    const result = await withOwnerSignature(ownerKey, (signature) => server.call(signature ? { ...call, body: { ...((call.body as Record<string, unknown> | undefined) ?? {}), owner_signature: signature } } : call));
+    const result = await withOwnerSignature(ownerKey, (signature) =>
+      server.call(signature ? { ...call, body: { ...((call.body as Record<string, unknown> | undefined) ?? {}), owner_signature: signature } } : call),
+    );
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   }

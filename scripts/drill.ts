@@ -30,7 +30,24 @@ import { swapRouterAbi } from '../src/chain/dex.js';
 import { devVaultAbi, earnRouterAbi } from '../src/chain/vaults.js';
 import { usdCoinAbi } from '../src/chain/token.js';
 import type { Address, Hex } from '../src/chain/port.js';
-import { allowanceOf, chainNow, createAgent, devMarket, erc20BalanceOf, laneCall, mined, ownerCall, randomNonce, reverted, testPolicy, USDC, worldOf, type Agent, type Call, type World } from '../test/custody/world.js';
+import {
+  allowanceOf,
+  chainNow,
+  createAgent,
+  devMarket,
+  erc20BalanceOf,
+  laneCall,
+  mined,
+  ownerCall,
+  randomNonce,
+  reverted,
+  testPolicy,
+  USDC,
+  worldOf,
+  type Agent,
+  type Call,
+  type World,
+} from '../test/custody/world.js';
 
 /** What a compromised API or worker process holds: the relayer key and every agent's lane key (and their accounts). */
 interface Loot {
@@ -44,7 +61,17 @@ const MASTER_KEY = 'drill-master-key-0123456789abcdef0123456789';
 async function boot(databaseUrl: string | undefined) {
   const node = await startAnvil();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'drill-'));
-  const env: Record<string, string> = { NODE_ENV: 'development', DATA_DIR: dataDir, RUN_WORKER: 'false', LOG_LEVEL: 'silent', MASTER_KEY, VALIDATE_RESPONSES: 'false', CHAIN_RPC_URL: node.rpcUrl, CHAIN_POLL_MS: '20', CHAIN_CONFIRMATIONS: '1' };
+  const env: Record<string, string> = {
+    NODE_ENV: 'development',
+    DATA_DIR: dataDir,
+    RUN_WORKER: 'false',
+    LOG_LEVEL: 'silent',
+    MASTER_KEY,
+    VALIDATE_RESPONSES: 'false',
+    CHAIN_RPC_URL: node.rpcUrl,
+    CHAIN_POLL_MS: '20',
+    CHAIN_CONFIRMATIONS: '1',
+  };
   if (databaseUrl) Object.assign(env, { DATABASE_URL: databaseUrl, AUTO_MIGRATE: 'false' });
   const built = await createApp(loadConfig(env, () => {}));
   const stop = async () => {
@@ -68,7 +95,9 @@ async function steal(node: Awaited<ReturnType<typeof boot>>['node'], built: Buil
   const sealer = createSealer(MASTER_KEY);
   const setting = (key: string) => dump.chain_settings!.find((r) => r.key === key)?.value as string | undefined;
   const relayerKey = sealer.open(setting('relayer_key')!) as Hex;
-  const laneKeys = (dump.wallets ?? []).filter((r) => r.custody === 'account').map((r) => ({ account: getAddress(String(r.address)) as Address, key: privateKeyToAccount(sealer.open(String(r.sealed_private_key)) as Hex) }));
+  const laneKeys = (dump.wallets ?? [])
+    .filter((r) => r.custody === 'account')
+    .map((r) => ({ account: getAddress(String(r.address)) as Address, key: privateKeyToAccount(sealer.open(String(r.sealed_private_key)) as Hex) }));
   const contracts = {
     usdc: getAddress(setting('usdc_token')!) as Address,
     dex: JSON.parse(setting(DEX_SETTING)!) as DexContracts,
@@ -98,7 +127,7 @@ async function serviceAgent(built: Built): Promise<Omit<Agent, 'lane'>> {
   const signature = await owner.signTypedData(serviceOwnerTypedData(31337, proposal.account, change, BigInt(proposal.nonce), BigInt(proposal.deadline)) as never);
   await built.services.ledger.policy.set(built.db, created.agent_id, doc, { signature, nonce: proposal.nonce, deadline: proposal.deadline });
   const wallet = (await built.db('wallets').where({ id: created.wallet_id }).first()) as { address: string; custody: string };
-  if (wallet.custody !== 'account') throw new Error('the service did not make the agent\'s wallet an account');
+  if (wallet.custody !== 'account') throw new Error("the service did not make the agent's wallet an account");
   return { account: getAddress(wallet.address) as Address, owner, payee };
 }
 
@@ -181,7 +210,11 @@ async function main(): Promise<number> {
         return;
       }
       const after = await holdings(w, agent.account);
-      outcomes.push(before === after ? { name, refused: true, detail: `reverted (${reason}); the account's balances are unchanged` } : { name, refused: false, detail: `reverted (${reason}) but the account's balances moved: ${before} -> ${after}` });
+      outcomes.push(
+        before === after
+          ? { name, refused: true, detail: `reverted (${reason}); the account's balances are unchanged` }
+          : { name, refused: false, detail: `reverted (${reason}) but the account's balances moved: ${before} -> ${after}` },
+      );
     };
     const stranger = privateKeyToAccount(generatePrivateKey()).address;
     const evilLane = privateKeyToAccount(generatePrivateKey());
@@ -209,32 +242,70 @@ async function main(): Promise<number> {
     await attempt('add a trusted destination (lane-signed)', target, () => ownerCall(w, target, 'AddTrustedDestination', { destination: stranger, unlockAt: 1n }, { signer: lane(target) }));
     await attempt('use a destination the owner just added', target, () => asLane(target, 'pay', [w.usdc, fresh, USDC(1)]));
     await attempt('confirm that destination before its time lock', target, () => asLane(target, 'confirmTrustedDestination', [fresh]));
-    await attempt('shorten the time lock (re-add with unlockAt now, lane-signed)', target, () => ownerCall(w, target, 'AddTrustedDestination', { destination: fresh, unlockAt: 1n }, { signer: lane(target) }));
+    await attempt('shorten the time lock (re-add with unlockAt now, lane-signed)', target, () =>
+      ownerCall(w, target, 'AddTrustedDestination', { destination: fresh, unlockAt: 1n }, { signer: lane(target) }),
+    );
     await attempt('raise the limits (SetPolicy signed by the lane key)', target, () => ownerCall(w, target, 'SetPolicy', full, { signer: lane(target) }));
     await attempt('raise the limits (SetPolicy sent by the relayer, no signature)', target, () => ownerCall(w, target, 'SetPolicy', full, { signer: loot.relayer.account }));
     await attempt('take ownership (TransferOwnership signed by the lane key)', target, () => ownerCall(w, target, 'TransferOwnership', { newOwner: attacker.address }, { signer: lane(target) }));
     await attempt('take ownership (initialize the account again)', target, () => asRelayer(target.account, agentAccountAbi, 'initialize', [attacker.address, attacker.address]));
-    await attempt('upgrade the code (UUPS upgradeToAndCall)', target, () => ({ address: target.account, abi: parseAbi(['function upgradeToAndCall(address newImplementation, bytes data)']), functionName: 'upgradeToAndCall', args: [attacker.address, '0x'] }));
-    await attempt('run arbitrary code as the owner (ownerExecute from the relayer)', target, () => asRelayer(target.account, agentAccountAbi, 'ownerExecute', [w.usdc, 0n, encodeFunctionData({ abi: usdCoinAbi, functionName: 'transfer', args: [attacker.address, USDC(50)] })]));
+    await attempt('upgrade the code (UUPS upgradeToAndCall)', target, () => ({
+      address: target.account,
+      abi: parseAbi(['function upgradeToAndCall(address newImplementation, bytes data)']),
+      functionName: 'upgradeToAndCall',
+      args: [attacker.address, '0x'],
+    }));
+    await attempt('run arbitrary code as the owner (ownerExecute from the relayer)', target, () =>
+      asRelayer(target.account, agentAccountAbi, 'ownerExecute', [w.usdc, 0n, encodeFunctionData({ abi: usdCoinAbi, functionName: 'transfer', args: [attacker.address, USDC(50)] })]),
+    );
     await attempt('rotate the lane key to the attacker (lane-signed)', target, () => ownerCall(w, target, 'RotateLane', { newLane: evilLane.address }, { signer: lane(target) }));
     await attempt('swap to an outside address (router permit path from the relayer)', target, () =>
-      asRelayer(w.dex.router, swapRouterAbi, 'swapExactInWithPermit', [target.account, [w.dex.pairs['USDC/WETH']!], [w.usdc, w.dex.tokens.WETH!], USDC(5), 0n, { deadline: 2n ** 40n, v: 27, r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex }]),
+      asRelayer(w.dex.router, swapRouterAbi, 'swapExactInWithPermit', [
+        target.account,
+        [w.dex.pairs['USDC/WETH']!],
+        [w.usdc, w.dex.tokens.WETH!],
+        USDC(5),
+        0n,
+        { deadline: 2n ** 40n, v: 27, r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex },
+      ]),
     );
     await attempt('swap through a "pair" the attacker controls (lane)', target, () => asLane(target, 'swap', [w.dex.router, [attacker.address], [w.usdc, w.dex.tokens.WETH!], USDC(5), 0n]));
     await attempt('vault withdrawal to an outside address (vault.withdraw from the relayer)', target, () => asRelayer(w.vault, devVaultAbi, 'withdraw', [USDC(5), attacker.address, target.account]));
-    await attempt('vault redemption via the earn router with a forged permit', target, () => asRelayer(w.earn.router, earnRouterAbi, 'redeemWithPermit', [target.account, w.vault, 1n, 0n, { deadline: 2n ** 40n, v: 27, r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex }]));
+    await attempt('vault redemption via the earn router with a forged permit', target, () =>
+      asRelayer(w.earn.router, earnRouterAbi, 'redeemWithPermit', [
+        target.account,
+        w.vault,
+        1n,
+        0n,
+        { deadline: 2n ** 40n, v: 27, r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex },
+      ]),
+    );
     await attempt('borrow to an outside address (Morpho, from the relayer)', target, () => asRelayer(w.lending.morpho, morphoAbi, 'borrow', [market, USDC(1), 0n, target.account, attacker.address]));
-    await attempt('withdraw collateral to an outside address (Morpho, from the relayer)', target, () => asRelayer(w.lending.morpho, morphoAbi, 'withdrawCollateral', [market, 1n, target.account, attacker.address]));
+    await attempt('withdraw collateral to an outside address (Morpho, from the relayer)', target, () =>
+      asRelayer(w.lending.morpho, morphoAbi, 'withdrawCollateral', [market, 1n, target.account, attacker.address]),
+    );
     await attempt('borrow via the borrow router with a forged authorization', target, () =>
-      asRelayer(w.lending.router!, borrowRouterAbi, 'borrowWithSig', [target.account, market, USDC(1), { authorizer: target.account, authorized: w.lending.router!, isAuthorized: true, nonce: 0n, deadline: 2n ** 40n }, { v: 27, r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex }]),
+      asRelayer(w.lending.router!, borrowRouterAbi, 'borrowWithSig', [
+        target.account,
+        market,
+        USDC(1),
+        { authorizer: target.account, authorized: w.lending.router!, isAuthorized: true, nonce: 0n, deadline: 2n ** 40n },
+        { v: 27, r: `0x${'11'.repeat(32)}` as Hex, s: `0x${'22'.repeat(32)}` as Hex },
+      ]),
     );
     await attempt('use a Morpho market with an oracle of the attacker (lane)', target, () => asLane(target, 'borrow', [w.lending.morpho, { ...market, oracle: attacker.address }, USDC(1)]));
     await attempt('move an asset the owner did not allow (vault shares, lane)', target, () => asLane(target, 'pay', [w.vault, target.payee, 1n]));
-    await attempt('use a protocol the owner did not allow (another vault, lane)', target, () => asLane(target, 'deposit', [w.earn.vaults[Object.keys(w.earn.vaults).find((k) => w.earn.vaults[k] !== w.vault)!]!, USDC(1), 0n]));
-    await attempt('a one-off payment outside the caps (cheque of 50 USD)', target, () => asLane(target, 'issueCheque', [randomNonce(), w.usdc, attacker.address, USDC(50), now + 7200n, now + 86_400n]));
+    await attempt('use a protocol the owner did not allow (another vault, lane)', target, () =>
+      asLane(target, 'deposit', [w.earn.vaults[Object.keys(w.earn.vaults).find((k) => w.earn.vaults[k] !== w.vault)!]!, USDC(1), 0n]),
+    );
+    await attempt('a one-off payment outside the caps (cheque of 50 USD)', target, () =>
+      asLane(target, 'issueCheque', [randomNonce(), w.usdc, attacker.address, USDC(50), now + 7200n, now + 86_400n]),
+    );
     await attempt('claim a cheque before its unlock', target, () => asRelayer(target.account, agentAccountAbi, 'claimCheque', [chequeId]));
     await attempt('an x402 authorization past the cap (lane)', target, () => asLane(target, 'authorizeX402', [w.usdc, target.payee, USDC(10) + 1n, 0n, now + 3600n, randomNonce()]));
-    await attempt('an x402 transfer the account never authorized (relayer)', target, () => asRelayer(w.usdc, usdCoinAbi, 'transferWithAuthorization', [target.account, attacker.address, USDC(5), 0n, now + 3600n, randomNonce(), '0x']));
+    await attempt('an x402 transfer the account never authorized (relayer)', target, () =>
+      asRelayer(w.usdc, usdCoinAbi, 'transferWithAuthorization', [target.account, attacker.address, USDC(5), 0n, now + 3600n, randomNonce(), '0x']),
+    );
     await attempt('the relayer key alone calls pay', target, () => asRelayer(target.account, agentAccountAbi, 'pay', [w.usdc, target.payee, USDC(1)]));
     await attempt('the relayer key alone signs a lane call', target, () => laneCall(w, target, 'pay', [w.usdc, target.payee, USDC(1)], loot.relayer.account));
     await attempt('the relayer key alone pulls tokens (transferFrom)', target, () => asRelayer(w.usdc, usdCoinAbi, 'transferFrom', [target.account, attacker.address, USDC(1)]));
@@ -256,10 +327,14 @@ async function main(): Promise<number> {
     for (const [i, a] of agents.entries()) {
       const al = await allowanceOf(w, a);
       const isPaused = await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'paused' });
-      process.stdout.write(`agent ${i + 1} ${a.account}  exposure ${usd(al.exposureUsd)} (period remaining ${usd(al.periodRemainingUsd)}, lifetime remaining ${usd(al.lifetimeRemainingUsd)}, per tx ${usd(al.perTxUsd)}${isPaused ? ', paused' : ''}) to its approved payees\n`);
+      process.stdout.write(
+        `agent ${i + 1} ${a.account}  exposure ${usd(al.exposureUsd)} (period remaining ${usd(al.periodRemainingUsd)}, lifetime remaining ${usd(al.lifetimeRemainingUsd)}, per tx ${usd(al.perTxUsd)}${isPaused ? ', paused' : ''}) to its approved payees\n`,
+      );
     }
     const stopped = outcomes.filter((o) => !o.refused).length;
-    process.stdout.write(`${outcomes.length} attacks, ${outcomes.length - stopped} failed, ${stopped} not stopped (service and bootstrap ${((booted - started) / 1000).toFixed(1)} s, drill ${((Date.now() - booted) / 1000).toFixed(1)} s)\n`);
+    process.stdout.write(
+      `${outcomes.length} attacks, ${outcomes.length - stopped} failed, ${stopped} not stopped (service and bootstrap ${((booted - started) / 1000).toFixed(1)} s, drill ${((Date.now() - booted) / 1000).toFixed(1)} s)\n`,
+    );
     return stopped === 0 ? 0 : 1;
   } finally {
     await stop();
@@ -267,6 +342,6 @@ async function main(): Promise<number> {
 }
 
 process.exitCode = await main().catch((err: unknown) => {
-  process.stderr.write(`drill could not run: ${err instanceof Error ? (err as { shortMessage?: string }).shortMessage ?? err.message.split('\n')[0] : String(err)}\n`);
+  process.stderr.write(`drill could not run: ${err instanceof Error ? ((err as { shortMessage?: string }).shortMessage ?? err.message.split('\n')[0]) : String(err)}\n`);
   return 2;
 });

@@ -172,7 +172,8 @@ function lintKubernetes(): void {
       if (!secretRefs.length) problem(o.file, `${o.name}: secrets do not come from a Secret (envFrom.secretRef)`);
       for (const n of secretRefs) if (n !== secret?.name) problem(o.file, `${o.name}: secretRef ${String(n)} is not the Secret ${secret?.name}`);
       for (const r of refs.map((x) => asObj(x.configMapRef).name).filter(Boolean)) if (r !== configMap?.name) problem(o.file, `${o.name}: configMapRef ${String(r)} does not exist`);
-      for (const e of asArr(c.env).map(asObj)) if (/KEY|PASSWORD|SECRET|DATABASE_URL|REDIS_URL/.test(String(e.name))) problem(o.file, `${o.name}: ${String(e.name)} set inline; secrets belong in the Secret`);
+      for (const e of asArr(c.env).map(asObj))
+        if (/KEY|PASSWORD|SECRET|DATABASE_URL|REDIS_URL/.test(String(e.name))) problem(o.file, `${o.name}: ${String(e.name)} set inline; secrets belong in the Secret`);
     }
   }
   for (const o of api) {
@@ -182,7 +183,9 @@ function lintKubernetes(): void {
     const services = find('Service', (s) => selects(asObj(asObj(s.body.spec).selector), podLabels(o)));
     if (services.length === 0) problem(o.file, 'no Service selects the API pods');
     const portNames = new Set(asArr(c.ports).map((p) => asObj(p).name));
-    for (const s of services) for (const p of asArr(asObj(s.body.spec).ports).map(asObj)) if (typeof p.targetPort === 'string' && !portNames.has(p.targetPort)) problem(s.file, `targetPort ${p.targetPort} is not a port of the API container`);
+    for (const s of services)
+      for (const p of asArr(asObj(s.body.spec).ports).map(asObj))
+        if (typeof p.targetPort === 'string' && !portNames.has(p.targetPort)) problem(s.file, `targetPort ${p.targetPort} is not a port of the API container`);
     const grace = Number(asObj(asObj(asObj(o.body.spec).template).spec).terminationGracePeriodSeconds ?? 30) * 1000;
     const data = asObj(configMap?.body.data);
     const shutdownGrace = Number(data.SHUTDOWN_GRACE_MS ?? 10_000);
@@ -190,7 +193,8 @@ function lintKubernetes(): void {
     if (Number(data.DRAIN_DELAY_MS ?? 0) >= shutdownGrace) problem(configMap?.file ?? dir, 'DRAIN_DELAY_MS must be shorter than SHUTDOWN_GRACE_MS');
   }
   for (const o of [...api, ...worker]) {
-    if (!find('PodDisruptionBudget', (p) => selects(asObj(asObj(asObj(p.body.spec).selector).matchLabels), podLabels(o))).length) problem(o.file, `${o.name}: no PodDisruptionBudget selects these pods`);
+    if (!find('PodDisruptionBudget', (p) => selects(asObj(asObj(asObj(p.body.spec).selector).matchLabels), podLabels(o))).length)
+      problem(o.file, `${o.name}: no PodDisruptionBudget selects these pods`);
   }
   if (configMap) checkDocumented(configMap.file, Object.keys(asObj(configMap.body.data)));
   if (secret) checkDocumented(secret.file, Object.keys(asObj(secret.body.stringData)));

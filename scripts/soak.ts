@@ -308,7 +308,13 @@ async function main(): Promise<number> {
     const workers: Managed[] = [0, 1].map((i) => ({ name: `worker-${i + 1}`, child: null, up: false, logFile: createWriteStream(join(ARTIFACTS, `worker-${i + 1}.log`)) }));
     const metricsPorts = await Promise.all([0, 1, 2, 3, 4].map(() => freePort()));
     const startApi = (i: number) =>
-      spawnLogged(apis[i]!, process.execPath, ['dist/src/server.js'], { ...env, RUN_WORKER: 'false', PORT: String(apiPorts[i]), METRICS_PORT: String(metricsPorts[i]), BASE_URL: `http://127.0.0.1:${apiPorts[i]}` }, /listening on http/);
+      spawnLogged(
+        apis[i]!,
+        process.execPath,
+        ['dist/src/server.js'],
+        { ...env, RUN_WORKER: 'false', PORT: String(apiPorts[i]), METRICS_PORT: String(metricsPorts[i]), BASE_URL: `http://127.0.0.1:${apiPorts[i]}` },
+        /listening on http/,
+      );
     const startWorker = (i: number) => spawnLogged(workers[i]!, process.execPath, ['dist/scripts/worker.js'], { ...env, METRICS_PORT: String(metricsPorts[3 + i]) });
     await Promise.all([0, 1, 2].map(startApi));
     await Promise.all([0, 1].map(startWorker));
@@ -333,7 +339,12 @@ async function main(): Promise<number> {
         const headers: Record<string, string> = { ...agent.headers };
         if (body !== undefined) headers['content-type'] = 'application/json';
         if (key) headers['idempotency-key'] = key;
-        const res = await fetch(`http://127.0.0.1:${apiPorts[api]}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+        const res = await fetch(`http://127.0.0.1:${apiPorts[api]}${path}`, {
+          method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        });
         const text = await res.text();
         sample.status = res.status;
         sample.retryAfter = res.headers.get('retry-after');
@@ -418,9 +429,7 @@ async function main(): Promise<number> {
     const outages: Array<{ what: string; from: number; to: number }> = [];
     const kills: Array<{ api: number; worker: number; at: number; upAt: number }> = [];
     // Probes where nothing else happens: ≥ 5 s from a kill, outside outages and their recovery.
-    const quiet = (t: number) =>
-      killTimes.every((k) => t < k - 8000 || t > k + 5000) &&
-      [redisStopAt, pgCutAt].every((o) => t < o - 8000 || t > o + OUTAGE_MS + RECOVERY_MS + 2000);
+    const quiet = (t: number) => killTimes.every((k) => t < k - 8000 || t > k + 5000) && [redisStopAt, pgCutAt].every((o) => t < o - 8000 || t > o + OUTAGE_MS + RECOVERY_MS + 2000);
     const candidates: number[] = [];
     for (let t = 5000; t <= seconds * 1000 - 5000; t += 1000) if (quiet(t)) candidates.push(t);
     const probeTimes = [...new Set([candidates[0], candidates[Math.floor(candidates.length / 2)]].filter((t): t is number => t !== undefined))];
@@ -547,7 +556,13 @@ async function main(): Promise<number> {
     }
     log('counter window done');
 
-    const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) }).then((r) => r.text(), () => '')).split('\n');
+    const scrape = async (port: number) =>
+      (
+        await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) }).then(
+          (r) => r.text(),
+          () => '',
+        )
+      ).split('\n');
     const apiMetrics = await scrape(metricsPorts[0]!);
     const workerMetrics = await scrape(metricsPorts[3]!);
     for (const m of [...apis, ...workers]) await kill(m, 'SIGTERM');
@@ -559,7 +574,11 @@ async function main(): Promise<number> {
     const tally = (list: Sample[], keyOf: (s: Sample) => string) => Object.entries(list.reduce<Record<string, number>>((m, s) => ((m[keyOf(s)] = (m[keyOf(s)] ?? 0) + 1), m), {}));
     const byStatus = (list: Sample[]) => tally(list, (s) => `${s.status ?? s.error}${inOutage(s) ? ' in outage' : ' outside outages'}`);
     try {
-      const journal = (await check('journal_entries').select('asset_symbol').sum({ total: 'amount' }).count({ n: '*' }).groupBy('asset_symbol')) as Array<{ asset_symbol: string; total: string; n: string }>;
+      const journal = (await check('journal_entries').select('asset_symbol').sum({ total: 'amount' }).count({ n: '*' }).groupBy('asset_symbol')) as Array<{
+        asset_symbol: string;
+        total: string;
+        n: string;
+      }>;
       const unbalanced = journal.filter((j) => BigInt(j.total) !== 0n);
       results.push(['journal sums to zero per asset', unbalanced.length === 0, journal.map((j) => `${j.asset_symbol}: ${j.n} entries, sum ${j.total}`).join('; ')]);
       const mismatched = (await check.raw(`
@@ -576,19 +595,28 @@ async function main(): Promise<number> {
       const withoutId = accepted.filter((s) => typeof s.body?.operation_id !== 'string').length;
       let found = 0;
       for (let i = 0; i < acceptedIds.length; i += 1000) {
-        const [{ count }] = (await check('operations').whereIn('id', acceptedIds.slice(i, i + 1000)).count<{ count: string }[]>('* as count')) as [{ count: string }];
+        const [{ count }] = (await check('operations')
+          .whereIn('id', acceptedIds.slice(i, i + 1000))
+          .count<{ count: string }[]>('* as count')) as [{ count: string }];
         found += Number(count);
       }
-      const opStatuses = (await check('operations').select('type', 'status').count({ n: '*' }).groupBy('type', 'status').orderBy(['type', 'status'])) as Array<{ type: string; status: string; n: string }>;
+      const opStatuses = (await check('operations').select('type', 'status').count({ n: '*' }).groupBy('type', 'status').orderBy(['type', 'status'])) as Array<{
+        type: string;
+        status: string;
+        n: string;
+      }>;
       results.push([
         'no accepted write without its operation',
         withoutId === 0 && found === acceptedIds.length,
         `${accepted.length} accepted write responses, ${acceptedIds.length} operations named, ${found} found, ${withoutId} without an operation_id; ${opStatuses.map((o) => `${o.type}/${o.status}=${o.n}`).join(' ')}`,
       ]);
 
-      const deliveries = (await check('webhook_deliveries as d')
-        .join('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
-        .select('d.event_id', 'd.status', 'e.url', 'd.attempt')) as Array<{ event_id: string; status: string; url: string; attempt: number }>;
+      const deliveries = (await check('webhook_deliveries as d').join('webhook_endpoints as e', 'e.id', 'd.endpoint_id').select('d.event_id', 'd.status', 'e.url', 'd.attempt')) as Array<{
+        event_id: string;
+        status: string;
+        url: string;
+        attempt: number;
+      }>;
       const [{ count: eventCount }] = (await check('events').count<{ count: string }[]>('* as count')) as [{ count: string }];
       const notDelivered = deliveries.filter((d) => d.status !== 'delivered' || !receiver.received.get(new URL(d.url).pathname)?.has(d.event_id));
       const retried = deliveries.filter((d) => d.attempt > 1).length;
@@ -611,7 +639,18 @@ async function main(): Promise<number> {
       results.push([
         'no 5xx other than the documented 503s during outages',
         undocumented.length === 0,
-        `${fiveXx.length} 5xx: ${byStatus(fiveXx).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}${undocumented.length ? `; first undocumented: ${undocumented.slice(0, 3).map((s) => `${s.op} ${s.status} at ${(s.at / 1000).toFixed(1)}s ${JSON.stringify(s.body?.error ?? s.body).slice(0, 140)}`).join(' | ')}` : ''}`,
+        `${fiveXx.length} 5xx: ${
+          byStatus(fiveXx)
+            .map(([k, n]) => `${k}: ${n}`)
+            .join(', ') || 'none'
+        }${
+          undocumented.length
+            ? `; first undocumented: ${undocumented
+                .slice(0, 3)
+                .map((s) => `${s.op} ${s.status} at ${(s.at / 1000).toFixed(1)}s ${JSON.stringify(s.body?.error ?? s.body).slice(0, 140)}`)
+                .join(' | ')}`
+            : ''
+        }`,
       ]);
 
       const killed = (s: Sample) => kills.some((k) => k.api === s.api && s.at + s.ms >= k.at - 1000 && s.at <= k.upAt + 1000);
@@ -620,7 +659,17 @@ async function main(): Promise<number> {
       results.push([
         'every request answered, except by a process being killed',
         unexplained.length === 0,
-        `${errors.length} without an HTTP answer (${byStatus(errors).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}); ${unexplained.length} not explained by a kill${unexplained.length ? ` (${byStatus(unexplained).map(([k, n]) => `${k}: ${n}`).join(', ')})` : ''}`,
+        `${errors.length} without an HTTP answer (${
+          byStatus(errors)
+            .map(([k, n]) => `${k}: ${n}`)
+            .join(', ') || 'none'
+        }); ${unexplained.length} not explained by a kill${
+          unexplained.length
+            ? ` (${byStatus(unexplained)
+                .map(([k, n]) => `${k}: ${n}`)
+                .join(', ')})`
+            : ''
+        }`,
       ]);
 
       results.push([
@@ -635,13 +684,33 @@ async function main(): Promise<number> {
 
     // ---- report ------------------------------------------------------------------------------------------------------
     process.stdout.write('\n== soak report ==\n');
-    process.stdout.write(`load ${seconds} s, ${AGENTS} agents, ${CONCURRENCY} concurrent clients, ${samples.length} requests (${(samples.length / seconds).toFixed(0)}/s); kills at ${kills.map((k) => `${(k.at / 1000).toFixed(0)}s(api-${k.api + 1},worker-${k.worker + 1})`).join(' ')}; outages ${outages.map((o) => `${o.what} ${(o.from / 1000).toFixed(0)}-${(o.to / 1000).toFixed(0)}s`).join(', ')}\n`);
-    process.stdout.write(`responses: ${tally(samples, (s) => String(s.status ?? s.error)).sort().map(([k, n]) => `${k}=${n}`).join(' ')}\n`);
-    const refusals = tally(samples.filter((s) => s.status !== null && s.status >= 400 && s.status < 500), (s) => `${s.op} ${s.status} ${String((s.body?.error as { code?: string } | undefined)?.code ?? '')}`);
-    process.stdout.write(`4xx by operation: ${refusals.sort((x, y) => y[1] - x[1]).map(([k, n]) => `${k}=${n}`).join(', ') || 'none'}\n`);
+    process.stdout.write(
+      `load ${seconds} s, ${AGENTS} agents, ${CONCURRENCY} concurrent clients, ${samples.length} requests (${(samples.length / seconds).toFixed(0)}/s); kills at ${kills.map((k) => `${(k.at / 1000).toFixed(0)}s(api-${k.api + 1},worker-${k.worker + 1})`).join(' ')}; outages ${outages.map((o) => `${o.what} ${(o.from / 1000).toFixed(0)}-${(o.to / 1000).toFixed(0)}s`).join(', ')}\n`,
+    );
+    process.stdout.write(
+      `responses: ${tally(samples, (s) => String(s.status ?? s.error))
+        .sort()
+        .map(([k, n]) => `${k}=${n}`)
+        .join(' ')}\n`,
+    );
+    const refusals = tally(
+      samples.filter((s) => s.status !== null && s.status >= 400 && s.status < 500),
+      (s) => `${s.op} ${s.status} ${String((s.body?.error as { code?: string } | undefined)?.code ?? '')}`,
+    );
+    process.stdout.write(
+      `4xx by operation: ${
+        refusals
+          .sort((x, y) => y[1] - x[1])
+          .map(([k, n]) => `${k}=${n}`)
+          .join(', ') || 'none'
+      }\n`,
+    );
     process.stdout.write('latency per route class (ms, answered requests outside probes):\n');
     for (const cls of PROBE_CLASSES) {
-      const ms = samples.filter((s) => s.cls === cls && s.status !== null && s.op !== 'probe').map((s) => s.ms).sort((a, b) => a - b);
+      const ms = samples
+        .filter((s) => s.cls === cls && s.status !== null && s.op !== 'probe')
+        .map((s) => s.ms)
+        .sort((a, b) => a - b);
       process.stdout.write(`  ${cls.padEnd(20)} n=${String(ms.length).padStart(6)}  p50=${percentile(ms, 50).toFixed(1).padStart(7)}  p99=${percentile(ms, 99).toFixed(1).padStart(8)}\n`);
     }
     const metricLines = (lines: string[], prefixes: string[]) => lines.filter((l) => prefixes.some((p) => l.startsWith(p)));

@@ -176,9 +176,19 @@ export async function buildCore(config: Readonly<Config>, overrides: AppOverride
     createApprovalNotices({ db, clock, log, mailer: createApprovalMailer({ smtpUrl: config.smtpUrl, log }), baseUrl: config.baseUrl }).loop(),
     ...(inbound?.loops() ?? []),
     // evm mode: x402 authorizations become executed when used on chain, or fail past valid_before.
-    ...(chain ? [createPollingLoop('x402-onchain', quietWhileDown('x402-onchain', () => services.x402.trackOnChain(db), log), { idleMs: config.chain.pollMs, log })] : []),
+    ...(chain
+      ? [
+          createPollingLoop(
+            'x402-onchain',
+            quietWhileDown('x402-onchain', () => services.x402.trackOnChain(db), log),
+            { idleMs: config.chain.pollMs, log },
+          ),
+        ]
+      : []),
     // evm mode with the DeFi bootstrap: USD prices of the pooled assets from the pools' time-weighted prices.
-    ...(chain?.dex && config.chain.poolPriceIntervalMs > 0 ? [poolPriceLoop(createPoolPriceRecorder({ db, dex: chain.dex, ledger: services.ledger.ledger, clock }), config.chain.poolPriceIntervalMs, log)] : []),
+    ...(chain?.dex && config.chain.poolPriceIntervalMs > 0
+      ? [poolPriceLoop(createPoolPriceRecorder({ db, dex: chain.dex, ledger: services.ledger.ledger, clock }), config.chain.poolPriceIntervalMs, log)]
+      : []),
   ];
   const close = async () => {
     // quit() waits forever on a client that never connected; destroy() does not.
@@ -215,7 +225,14 @@ function buildServices(deps: {
     defi: createDefiArea({ clock, ledger, dex: deps.chain?.dex ?? null, venue: deps.chain?.earn ?? null, lending: deps.chain?.lending ?? null }),
     webhooks: createWebhookService({ clock, sealer, allowLoopback: deps.config.unsafeAllowLoopbackTargets, log: deps.log }),
     x402: createX402Service({ config: deps.config, sealer, clock, ledger, log: deps.log, fetcher: traceUpstream(deps.tracing, deps.config), chain: deps.chain }),
-    oauth: createOAuthService({ clock, sealer, masterKey: deps.config.masterKey, mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }), log: deps.log, nodeEnv: deps.config.nodeEnv }),
+    oauth: createOAuthService({
+      clock,
+      sealer,
+      masterKey: deps.config.masterKey,
+      mailer: createLoginCodeMailer({ smtpUrl: deps.config.smtpUrl, log: deps.log, nodeEnv: deps.config.nodeEnv }),
+      log: deps.log,
+      nodeEnv: deps.config.nodeEnv,
+    }),
     self: createSelfService({ document, ops: readOperations(document) }),
     rateLimits,
     owner,
@@ -230,7 +247,10 @@ function buildServices(deps: {
 /** Each Redis rate-limit call as a client span (only when tracing is on). */
 function traceRedisLimiter(tracing: Tracing, limiter: RateLimiter): RateLimiter {
   if (!tracing.enabled) return limiter;
-  return { ...limiter, consume: (key, rule, cost) => tracing.span('redis EVALSHA ratelimit', { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA' }, () => limiter.consume(key, rule, cost), SpanKind.CLIENT) };
+  return {
+    ...limiter,
+    consume: (key, rule, cost) => tracing.span('redis EVALSHA ratelimit', { 'db.system.name': 'redis', 'db.operation.name': 'EVALSHA' }, () => limiter.consume(key, rule, cost), SpanKind.CLIENT),
+  };
 }
 
 /** The x402 seller requests as client spans; undefined (the service's own default) when tracing is off. */
@@ -238,11 +258,16 @@ function traceUpstream(tracing: Tracing, config: Readonly<Config>): UpstreamFetc
   if (!tracing.enabled) return undefined;
   const fetcher = createUpstreamFetcher({ allowLoopback: config.unsafeAllowLoopbackTargets });
   return (req) =>
-    tracing.span(`x402 ${req.method}`, { 'http.request.method': req.method, 'url.full': req.url }, async (span) => {
-      const res = await fetcher(req);
-      span.setAttribute('http.response.status_code', res.status);
-      return res;
-    }, SpanKind.CLIENT);
+    tracing.span(
+      `x402 ${req.method}`,
+      { 'http.request.method': req.method, 'url.full': req.url },
+      async (span) => {
+        const res = await fetcher(req);
+        span.setAttribute('http.response.status_code', res.status);
+        return res;
+      },
+      SpanKind.CLIENT,
+    );
 }
 
 /** What /readyz checks, by name; a new dependency (a chain node) is one more entry. */

@@ -215,7 +215,10 @@ export function loadConfig(env: Env = process.env, warn: (msg: string) => void =
   if (relayerKey && !/^0x[0-9a-fA-F]{64}$/.test(relayerKey)) problems.push('CHAIN_RELAYER_KEY must be a 32-byte hex private key (0x + 64 hex digits)');
   if (production && chainRpcUrl && !relayerKey) problems.push('CHAIN_RELAYER_KEY is required in production when CHAIN_RPC_URL is set');
   const assetAddresses: Record<string, string> = {};
-  for (const pair of (get('CHAIN_ASSET_ADDRESSES') ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const pair of (get('CHAIN_ASSET_ADDRESSES') ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const m = /^([A-Za-z0-9]+)=(0x[0-9a-fA-F]{40})$/.exec(pair);
     if (m) assetAddresses[m[1]!.toUpperCase()] = m[2]!;
     else problems.push(`CHAIN_ASSET_ADDRESSES must be SYMBOL=0xADDRESS pairs separated by commas, got "${pair}"`);

@@ -35,7 +35,10 @@ async function main(): Promise<void> {
       (db, services, agent) => services.ledger.setupDemoAgent(db, agent, { fund: chainId === undefined }),
       // On the development chain the demo funds are put on chain; the deposit watcher credits the ledger.
       async (db, _services, agent) => {
-        if (chainId !== undefined) await fundDemoWalletOnDevChain({ config, db, chainId }, agent.agentId).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'demo wallet not funded on the development chain'));
+        if (chainId !== undefined)
+          await fundDemoWalletOnDevChain({ config, db, chainId }, agent.agentId).catch((err: unknown) =>
+            log.error({ err: err instanceof Error ? err.message : String(err) }, 'demo wallet not funded on the development chain'),
+          );
       },
     ]);
     if (line) process.stdout.write(`${line}\n`);

@@ -17,9 +17,7 @@ export function createWorker(deps: { loops: WorkerLoop[]; log: Logger }): Worker
   let running: Promise<unknown>[] = [];
   return {
     start() {
-      running = deps.loops.map((loop) =>
-        loop.run(controller.signal).catch((err: unknown) => deps.log.error({ err, loop: loop.name }, 'worker loop crashed')),
-      );
+      running = deps.loops.map((loop) => loop.run(controller.signal).catch((err: unknown) => deps.log.error({ err, loop: loop.name }, 'worker loop crashed')));
       deps.log.info({ loops: deps.loops.map((l) => l.name) }, 'worker started');
     },
     async stop() {

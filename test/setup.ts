@@ -57,10 +57,10 @@ export async function mochaGlobalSetup(): Promise<void> {
   const db = knexFactory({ client: 'pg', connection: databaseUrlOf(templateName) });
   try {
     // TEST_MIGRATIONS=0001_foundation,... limits the run to some areas (handy while one area's migration is mid-edit).
-    const only = process.env.TEST_MIGRATIONS?.split(',').map((s) => s.trim()).filter(Boolean);
-    const source = only?.length
-      ? { ...migrationSource, getMigrations: async () => (await migrationSource.getMigrations([])).filter((m) => only.includes(m)) }
-      : migrationSource;
+    const only = process.env.TEST_MIGRATIONS?.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    const source = only?.length ? { ...migrationSource, getMigrations: async () => (await migrationSource.getMigrations([])).filter((m) => only.includes(m)) } : migrationSource;
     await db.migrate.latest({ migrationSource: source });
   } finally {
     await db.destroy();

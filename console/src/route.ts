@@ -1,7 +1,16 @@
 // Hash routes keep every page a plain GET of /console.
 import { useEffect, useState } from 'preact/hooks';
 
-export type Route = { page: 'agents' } | { page: 'agent'; id: string } | { page: 'destinations' } | { page: 'webhooks' } | { page: 'webhook'; id: string } | { page: 'apps' } | { page: 'audit' } | { page: 'approvals' } | { page: 'passkeys' };
+export type Route =
+  | { page: 'agents' }
+  | { page: 'agent'; id: string }
+  | { page: 'destinations' }
+  | { page: 'webhooks' }
+  | { page: 'webhook'; id: string }
+  | { page: 'apps' }
+  | { page: 'audit' }
+  | { page: 'approvals' }
+  | { page: 'passkeys' };
 
 export function parseRoute(hash: string): Route {
   const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean);

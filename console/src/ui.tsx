@@ -70,7 +70,19 @@ export function ActionForm(props: { label: string; action: () => Promise<string 
   );
 }
 
-export function Field(props: { label: string; name: string; id?: string; value: string; onInput: (v: string) => void; type?: 'text' | 'email' | 'datetime-local'; required?: boolean; placeholder?: string; focus?: boolean; autoComplete?: string; inputMode?: 'numeric' }) {
+export function Field(props: {
+  label: string;
+  name: string;
+  id?: string;
+  value: string;
+  onInput: (v: string) => void;
+  type?: 'text' | 'email' | 'datetime-local';
+  required?: boolean;
+  placeholder?: string;
+  focus?: boolean;
+  autoComplete?: string;
+  inputMode?: 'numeric';
+}) {
   const id = props.id ?? `f-${props.name}`;
   const ref = useRef<HTMLInputElement>(null);
   // A field that replaces the one just submitted takes the focus, so keyboard and screen-reader users land on it.
@@ -80,7 +92,18 @@ export function Field(props: { label: string; name: string; id?: string; value: 
   return (
     <div class="field">
       <label for={id}>{props.label}</label>
-      <input ref={ref} id={id} name={props.name} autoComplete={props.autoComplete} inputMode={props.inputMode} type={(props.type ?? 'text') as 'text'} value={props.value} required={props.required} placeholder={props.placeholder} onInput={(e) => props.onInput((e.target as HTMLInputElement).value)} />
+      <input
+        ref={ref}
+        id={id}
+        name={props.name}
+        autoComplete={props.autoComplete}
+        inputMode={props.inputMode}
+        type={(props.type ?? 'text') as 'text'}
+        value={props.value}
+        required={props.required}
+        placeholder={props.placeholder}
+        onInput={(e) => props.onInput((e.target as HTMLInputElement).value)}
+      />
     </div>
   );
 }
@@ -92,11 +115,19 @@ export function Table(props: { caption: string; head: string[]; rows: ComponentC
       <table>
         <caption>{props.caption}</caption>
         <thead>
-          <tr>{props.head.map((h) => <th scope="col">{h}</th>)}</tr>
+          <tr>
+            {props.head.map((h) => (
+              <th scope="col">{h}</th>
+            ))}
+          </tr>
         </thead>
         <tbody>
           {props.rows.map((r) => (
-            <tr>{r.map((c) => <td>{c}</td>)}</tr>
+            <tr>
+              {r.map((c) => (
+                <td>{c}</td>
+              ))}
+            </tr>
           ))}
         </tbody>
       </table>
@@ -120,9 +151,7 @@ export function CopyId({ id, label }: { id: string; label: string }) {
   const [copied, setCopied] = useState(false);
   return (
     <span class="copy-id">
-      <code title={id}>
-        {shortId(id)}
-      </code>{' '}
+      <code title={id}>{shortId(id)}</code>{' '}
       <button
         type="button"
         class="link"

@@ -24,7 +24,21 @@ const workerCount = Number(values.workers);
 async function main() {
   const node = await startAnvil();
   const database = await createIsolatedDatabase();
-  const config = loadConfig({ NODE_ENV: 'development', DATABASE_URL: database.url, AUTO_MIGRATE: 'false', RUN_WORKER: 'false', LOG_LEVEL: 'silent', MASTER_KEY: 'bench-master-key-0123456789abcdef0123456789', VALIDATE_RESPONSES: 'false', CHAIN_RPC_URL: node.rpcUrl, CHAIN_POLL_MS: '20', CHAIN_CONFIRMATIONS: '1' }, () => {});
+  const config = loadConfig(
+    {
+      NODE_ENV: 'development',
+      DATABASE_URL: database.url,
+      AUTO_MIGRATE: 'false',
+      RUN_WORKER: 'false',
+      LOG_LEVEL: 'silent',
+      MASTER_KEY: 'bench-master-key-0123456789abcdef0123456789',
+      VALIDATE_RESPONSES: 'false',
+      CHAIN_RPC_URL: node.rpcUrl,
+      CHAIN_POLL_MS: '20',
+      CHAIN_CONFIRMATIONS: '1',
+    },
+    () => {},
+  );
   const built = await createApp(config);
   try {
     const { ledger } = built.services;
@@ -67,7 +81,16 @@ async function main() {
     const rawStarted = performance.now();
     let last: `0x${string}` = '0x';
     for (let i = 0; i < paymentCount; i++) {
-      const raw = await sender.signTransaction({ chainId: 31337, type: 'eip1559', to: '0x000000000000000000000000000000000000bEEF', value: parseEther('0.0001'), nonce: nonce++, gas: 21_000n, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas });
+      const raw = await sender.signTransaction({
+        chainId: 31337,
+        type: 'eip1559',
+        to: '0x000000000000000000000000000000000000bEEF',
+        value: parseEther('0.0001'),
+        nonce: nonce++,
+        gas: 21_000n,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      });
       last = await node.client.sendRawTransaction({ serializedTransaction: raw });
       if (last !== keccak256(raw)) throw new Error('hash mismatch');
     }

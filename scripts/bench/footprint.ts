@@ -31,7 +31,12 @@ const MB = 1024 * 1024;
 const [, START_ASSIGNMENTS, START_COMMAND] = /^((?:[A-Z_]+=\S+ )*)exec node (.+)$/.exec(
   (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.start!,
 )!;
-const START_ENV = Object.fromEntries(START_ASSIGNMENTS!.split(' ').filter(Boolean).map((a) => a.split('=') as [string, string]));
+const START_ENV = Object.fromEntries(
+  START_ASSIGNMENTS!
+    .split(' ')
+    .filter(Boolean)
+    .map((a) => a.split('=') as [string, string]),
+);
 const START_ARGS = START_COMMAND!.split(' ');
 
 interface Credentials {

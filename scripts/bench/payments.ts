@@ -124,7 +124,14 @@ async function createAgents(built: BuiltApp, count: number): Promise<{ agentId: 
   const out: { agentId: string; headers: Record<string, string> }[] = [];
   for (let i = 0; i < count; i++) {
     const a = await services.agents.createAgent(db, { ownerId: owner_id, name: `bench ${i}` });
-    await services.ledger.policy.set(db, a.agent_id, { operation_types: ['payment'], allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '100000000', period: 'day', max_txs_per_period: 100_000_000 });
+    await services.ledger.policy.set(db, a.agent_id, {
+      operation_types: ['payment'],
+      allowed_assets: ['USDC'],
+      per_tx_usd: '100',
+      per_period_usd: '100000000',
+      period: 'day',
+      max_txs_per_period: 100_000_000,
+    });
     await services.ledger.account.fund(db, a.agent_id, { asset: 'USDC', amount: '100000000' });
     await services.agents.setRateLimit(db, a.agent_id, { class: 'write', limit: 1_000_000_000, burst: 1_000_000_000, windowSeconds: 60 });
     out.push({ agentId: a.agent_id, headers: { 'x-agent-id': a.agent_id, 'x-api-key': a.api_key, 'content-type': 'application/json' } });
@@ -170,7 +177,12 @@ async function seedOperations(pool: pg.Pool, agents: { agentId: string; walletId
  */
 async function settlementSection(): Promise<void> {
   if (values.settlement === 'off') return;
-  const rows = await settlementRows({ loadWorker: LOAD_WORKER, redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379', backlog: Number(values.backlog), log: (line) => process.stderr.write(`${line}\n`) });
+  const rows = await settlementRows({
+    loadWorker: LOAD_WORKER,
+    redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
+    backlog: Number(values.backlog),
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
   process.stdout.write(`\nsettlement (issue 31): simulated chain, SETTLEMENT_DELAY_MS=0; P2 load = 20 agents, 32 in flight, 10 s after 1 s warm-up\n\n`);
   report(rows);
 }
@@ -230,7 +242,18 @@ async function acceptanceSection() {
     const rates: Record<number, Rate> = {};
     for (const count of AGENT_COUNTS) {
       rates[count] = await pay(agents.slice(0, count));
-      rows.push(row({ bench: 'payments', what: `accepted payments, ${count} agent${count === 1 ? '' : 's'}`, today: rates[count]!.perSecond, unit: '/s', baseline: raw.perSecond, baselineName: rawName, target: 'printed', met: true }));
+      rows.push(
+        row({
+          bench: 'payments',
+          what: `accepted payments, ${count} agent${count === 1 ? '' : 's'}`,
+          today: rates[count]!.perSecond,
+          unit: '/s',
+          baseline: raw.perSecond,
+          baselineName: rawName,
+          target: 'printed',
+          met: true,
+        }),
+      );
     }
 
     // The anchor: the same-work payment server on the same database, the same 20 agents and load.
@@ -243,23 +266,63 @@ async function acceptanceSection() {
       await sameWork.close();
     }
     if (floor.ok === 0) throw new Error('the same-work payment server accepted no payment');
-    rows.push(row({ bench: 'payments', what: 'same-work payment server, 20 agents', today: floor.perSecond, unit: '/s', baseline: raw.perSecond, baselineName: rawName, target: 'printed', met: true }));
-    rows.push(row({ bench: 'payments', what: 'accepted payments, 20 agents', today: rates[20]!.perSecond, unit: '/s', baseline: floor.perSecond, baselineName: 'same-work payment server', target: '≥ 0.6 of baseline', met: rates[20]!.perSecond >= 0.6 * floor.perSecond }));
+    rows.push(
+      row({ bench: 'payments', what: 'same-work payment server, 20 agents', today: floor.perSecond, unit: '/s', baseline: raw.perSecond, baselineName: rawName, target: 'printed', met: true }),
+    );
+    rows.push(
+      row({
+        bench: 'payments',
+        what: 'accepted payments, 20 agents',
+        today: rates[20]!.perSecond,
+        unit: '/s',
+        baseline: floor.perSecond,
+        baselineName: 'same-work payment server',
+        target: '≥ 0.6 of baseline',
+        met: rates[20]!.perSecond >= 0.6 * floor.perSecond,
+      }),
+    );
 
     let seeded: Rate | null = null;
     let seedSeconds = 0;
     if (SEED_OPERATIONS > 0) {
-      const walletOf = new Map((await built.db('wallets').whereIn('agent_id', agents.slice(0, 20).map((a) => a.agentId)).select('agent_id', 'id')).map((w: { agent_id: string; id: string }) => [w.agent_id, w.id]));
+      const walletOf = new Map(
+        (
+          await built
+            .db('wallets')
+            .whereIn(
+              'agent_id',
+              agents.slice(0, 20).map((a) => a.agentId),
+            )
+            .select('agent_id', 'id')
+        ).map((w: { agent_id: string; id: string }) => [w.agent_id, w.id]),
+      );
       const seedStarted = performance.now();
-      await seedOperations(pool, agents.slice(0, 20).map((a) => ({ agentId: a.agentId, walletId: walletOf.get(a.agentId)! })), SEED_OPERATIONS);
+      await seedOperations(
+        pool,
+        agents.slice(0, 20).map((a) => ({ agentId: a.agentId, walletId: walletOf.get(a.agentId)! })),
+        SEED_OPERATIONS,
+      );
       seedSeconds = (performance.now() - seedStarted) / 1000;
       seeded = await pay(agents.slice(0, 20));
       const before = rates[20]!.perSecond;
-      rows.push(row({ bench: 'payments', what: `payments with ${(SEED_OPERATIONS / 1e6).toFixed(SEED_OPERATIONS % 1e6 ? 1 : 0)}M operations stored, 20 agents`, today: seeded.perSecond, unit: '/s', baseline: before, baselineName: 'empty table', target: '≥ 0.90 of baseline', met: seeded.perSecond >= 0.9 * before }));
+      rows.push(
+        row({
+          bench: 'payments',
+          what: `payments with ${(SEED_OPERATIONS / 1e6).toFixed(SEED_OPERATIONS % 1e6 ? 1 : 0)}M operations stored, 20 agents`,
+          today: seeded.perSecond,
+          unit: '/s',
+          baseline: before,
+          baselineName: 'empty table',
+          target: '≥ 0.90 of baseline',
+          met: seeded.perSecond >= 0.9 * before,
+        }),
+      );
     }
 
     const failed = [raw, ...Object.values(rates), ...(seeded ? [seeded] : [])].reduce((n, r) => n + r.failed, 0);
-    process.stdout.write(`payments benchmark: ${SECONDS} s per figure after ${WARMUP_SECONDS} s warm-up, concurrency ${CONCURRENCY}, pool ${config.databasePoolMax}, Node ${process.version}; app of ${TREE.pathname}; seeded ${SEED_OPERATIONS} operations in ${seedSeconds.toFixed(1)} s\n\n`);
+    process.stdout.write(
+      `payments benchmark: ${SECONDS} s per figure after ${WARMUP_SECONDS} s warm-up, concurrency ${CONCURRENCY}, pool ${config.databasePoolMax}, Node ${process.version}; app of ${TREE.pathname}; seeded ${SEED_OPERATIONS} operations in ${seedSeconds.toFixed(1)} s\n\n`,
+    );
     report(rows);
     if (failed > 0) {
       process.stderr.write(`${failed} requests were refused or failed: the figures are not comparable\n`);

@@ -18,7 +18,9 @@ import { loadConfig } from '../../src/config.js';
 import { createSameWorkServer } from './same-work.js';
 import { autocannon, close, listen, report, row, scratchDatabase, type BenchRow } from './support.js';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, connections: { type: 'string', default: '50' }, agents: { type: 'string', default: '100000' }, rounds: { type: 'string', default: '2' } } });
+const { values } = parseArgs({
+  options: { seconds: { type: 'string', default: '3' }, connections: { type: 'string', default: '50' }, agents: { type: 'string', default: '100000' }, rounds: { type: 'string', default: '2' } },
+});
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
 const AGENTS = Number(values.agents);
@@ -145,8 +147,21 @@ async function main() {
       for (const path of paths) {
         const [app, same] = (await measure([`${appUrl}${path}`, `${sameUrl}${path}`], headers)) as [Figures, Figures];
         if (app.failed || same.failed) problems.push(`${path}: ${app.failed} failed through the app, ${same.failed} on the same-work server`);
-        rows.push(row({ bench: 'read', what: `${label(path)} req/s`, today: app.rps, unit: 'req/s', baseline: same.rps, baselineName: 'same-work', target: '≥ 0.60 of same-work', met: app.rps >= 0.6 * same.rps }));
-        rows.push(row({ bench: 'read', what: `${label(path)} p99`, today: app.p99, unit: 'ms', baseline: same.p99, baselineName: 'same-work', target: '≤ 2× same-work', met: app.p99 <= 2 * same.p99 }));
+        rows.push(
+          row({
+            bench: 'read',
+            what: `${label(path)} req/s`,
+            today: app.rps,
+            unit: 'req/s',
+            baseline: same.rps,
+            baselineName: 'same-work',
+            target: '≥ 0.60 of same-work',
+            met: app.rps >= 0.6 * same.rps,
+          }),
+        );
+        rows.push(
+          row({ bench: 'read', what: `${label(path)} p99`, today: app.p99, unit: 'ms', baseline: same.p99, baselineName: 'same-work', target: '≤ 2× same-work', met: app.p99 <= 2 * same.p99 }),
+        );
       }
 
       // /balances again just before seeding, so the two figures of the scale row are measured back to back.
@@ -157,7 +172,16 @@ async function main() {
       const [after] = (await measure([`${appUrl}/v1/agent/balances`], headers)) as [Figures];
       if (after.failed) problems.push(`/balances with ${AGENTS} agents: ${after.failed} failed`);
       rows.push(
-        row({ bench: 'read', what: `GET /v1/agent/balances with ${AGENTS / 1000}k agents`, today: after.rps, unit: 'req/s', baseline: balancesBefore.rps, baselineName: 'before seeding', target: '≥ 0.90 of before', met: after.rps >= 0.9 * balancesBefore.rps }),
+        row({
+          bench: 'read',
+          what: `GET /v1/agent/balances with ${AGENTS / 1000}k agents`,
+          today: after.rps,
+          unit: 'req/s',
+          baseline: balancesBefore.rps,
+          baselineName: 'before seeding',
+          target: '≥ 0.90 of before',
+          met: after.rps >= 0.9 * balancesBefore.rps,
+        }),
       );
       await close(appServer);
       await close(sameWork.server);

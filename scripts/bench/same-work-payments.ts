@@ -108,7 +108,14 @@ export async function createSameWorkPaymentServer(opts: { databaseUrl: string; r
     const { rows: agents } = await pool.query(q('sw_key_check', KEY_CHECK, [agentId]));
     const agent = agents[0];
     const now = new Date();
-    if (!agent || !constantTimeEqual(sha256Hex(apiKey), agent.api_key_hash) || agent.owner_deleted_at || !agent.enabled || (agent.starts_at && now < agent.starts_at) || (agent.ends_at && now >= agent.ends_at)) {
+    if (
+      !agent ||
+      !constantTimeEqual(sha256Hex(apiKey), agent.api_key_hash) ||
+      agent.owner_deleted_at ||
+      !agent.enabled ||
+      (agent.starts_at && now < agent.starts_at) ||
+      (agent.ends_at && now >= agent.ends_at)
+    ) {
       return send(res, 401, { ok: false, error: { code: 'authentication_failed' } });
     }
     const [allowed] = (await redis.sendCommand(['EVALSHA', sha, '1', `${opts.prefix}{agent:${agentId}}:gcra`, '0', '1000000000'])) as number[];
@@ -138,7 +145,12 @@ export async function createSameWorkPaymentServer(opts: { databaseUrl: string; r
       const cap = (v: string | undefined) => (v === undefined ? null : parseAmount(v, 8));
       const perTx = cap(policy?.per_tx_usd);
       const perPeriod = cap(policy?.per_period_usd);
-      if (!policy || (perTx !== null && usdE8 > perTx) || (perPeriod !== null && BigInt(usedUsd!) + usdE8 > perPeriod) || (policy.max_txs_per_period !== undefined && Number(usedCount) + 1 > policy.max_txs_per_period)) {
+      if (
+        !policy ||
+        (perTx !== null && usdE8 > perTx) ||
+        (perPeriod !== null && BigInt(usedUsd!) + usdE8 > perPeriod) ||
+        (policy.max_txs_per_period !== undefined && Number(usedCount) + 1 > policy.max_txs_per_period)
+      ) {
         await client.query('ROLLBACK');
         return send(res, 403, { ok: false, error: { code: 'limit_exceeded' } });
       }
@@ -146,7 +158,23 @@ export async function createSameWorkPaymentServer(opts: { databaseUrl: string; r
       const message = `Paying ${formatAmount(amount, asset.decimals)} ${body.asset} to ${body.to.slice(0, 6)}…${body.to.slice(-4)}`;
       const details = { route: 'address', recipient_id: null, trusted_destination_id: null, recurring_payment_id: null, note: null };
       const { rows: accepted } = await client.query(
-        q('sw_accept', ACCEPT, [amount.toString(), now, walletId, body.asset, randomUUID(), operationId, randomUUID(), `available:${walletId}`, `held:${walletId}`, agentId, usdE8.toString(), message, sha256Hex(key), body.to, JSON.stringify(details)]),
+        q('sw_accept', ACCEPT, [
+          amount.toString(),
+          now,
+          walletId,
+          body.asset,
+          randomUUID(),
+          operationId,
+          randomUUID(),
+          `available:${walletId}`,
+          `held:${walletId}`,
+          agentId,
+          usdE8.toString(),
+          message,
+          sha256Hex(key),
+          body.to,
+          JSON.stringify(details),
+        ]),
       );
       const op = accepted[0];
       if (op.hold_placed !== 1) {
@@ -155,7 +183,19 @@ export async function createSameWorkPaymentServer(opts: { databaseUrl: string; r
       }
       const answer = {
         ok: true,
-        operation: { id: op.id, type: op.type, status: op.status, asset: op.asset_symbol, amount: formatAmount(BigInt(op.amount), asset.decimals), amount_usd: formatAmount(BigInt(op.amount_usd_e8), 8), to: op.to_address, human_message: op.human_message, details: op.details, created_at: op.created_at.toISOString(), updated_at: op.updated_at.toISOString() },
+        operation: {
+          id: op.id,
+          type: op.type,
+          status: op.status,
+          asset: op.asset_symbol,
+          amount: formatAmount(BigInt(op.amount), asset.decimals),
+          amount_usd: formatAmount(BigInt(op.amount_usd_e8), 8),
+          to: op.to_address,
+          human_message: op.human_message,
+          details: op.details,
+          created_at: op.created_at.toISOString(),
+          updated_at: op.updated_at.toISOString(),
+        },
       };
       const json = JSON.stringify(answer);
       await Promise.all([client.query(q('sw_store', STORE, [200, sealer.seal(json), agentId, key])), client.query('COMMIT')]);

@@ -48,7 +48,14 @@ const page = (items: unknown[]) => ({ ok: true, items, has_more: false, next_cur
 
 /** One handler per measured path: its one query and the JSON it answers. */
 const ROUTES: [RegExp, Route][] = [
-  [/^\/v1\/agent\/self$/, async (_pool, a) => ({ ok: true, agent: { id: a.id, name: a.name, enabled: a.enabled, starts_at: iso(a.starts_at), ends_at: iso(a.ends_at), created_at: iso(a.created_at) }, wallet: { id: a.wallet_id, address: a.address, chain: 'base' } })],
+  [
+    /^\/v1\/agent\/self$/,
+    async (_pool, a) => ({
+      ok: true,
+      agent: { id: a.id, name: a.name, enabled: a.enabled, starts_at: iso(a.starts_at), ends_at: iso(a.ends_at), created_at: iso(a.created_at) },
+      wallet: { id: a.wallet_id, address: a.address, chain: 'base' },
+    }),
+  ],
   [
     /^\/v1\/agent\/balances$/,
     async (pool, a) => {

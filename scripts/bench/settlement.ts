@@ -65,7 +65,14 @@ async function createAgents(built: BuiltApp, count: number): Promise<{ agentId: 
   const out: { agentId: string; walletId: string; headers: Record<string, string> }[] = [];
   for (let i = 0; i < count; i++) {
     const a = await services.agents.createAgent(db, { ownerId: owner_id, name: `settlement bench ${i}` });
-    await services.ledger.policy.set(db, a.agent_id, { operation_types: ['payment', 'withdrawal.crypto', 'one_off_payment.create'], allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '100000000', period: 'day', max_txs_per_period: 100_000_000 });
+    await services.ledger.policy.set(db, a.agent_id, {
+      operation_types: ['payment', 'withdrawal.crypto', 'one_off_payment.create'],
+      allowed_assets: ['USDC'],
+      per_tx_usd: '100',
+      per_period_usd: '100000000',
+      period: 'day',
+      max_txs_per_period: 100_000_000,
+    });
     await services.ledger.account.fund(db, a.agent_id, { asset: 'USDC', amount: '100000000' });
     await services.agents.setRateLimit(db, a.agent_id, { class: 'write', limit: 1_000_000_000, burst: 1_000_000_000, windowSeconds: 60 });
     const wallet = await db('wallets').where({ agent_id: a.agent_id }).first('id');
@@ -105,11 +112,25 @@ export async function underLoad(opts: SettlementBenchOptions, batchSize: string)
     const agents = await createAgents(built, P2.agents);
     worker.start();
     const url = `${base}/v1/agent/payments`;
-    await runLoad(opts.loadWorker, url, agents.map((a) => a.headers), P2.warmup);
+    await runLoad(
+      opts.loadWorker,
+      url,
+      agents.map((a) => a.headers),
+      P2.warmup,
+    );
     const started = new Date();
-    const load = await runLoad(opts.loadWorker, url, agents.map((a) => a.headers), opts.seconds ?? P2.seconds);
+    const load = await runLoad(
+      opts.loadWorker,
+      url,
+      agents.map((a) => a.headers),
+      opts.seconds ?? P2.seconds,
+    );
     const stopped = new Date();
-    const counts = await built.db('operations').where('created_at', '>=', started).where('created_at', '<', stopped).select(built.db.raw('count(*)::int AS accepted'), built.db.raw("count(*) FILTER (WHERE status = 'executed' AND executed_at <= ?)::int AS executed", [stopped]));
+    const counts = await built
+      .db('operations')
+      .where('created_at', '>=', started)
+      .where('created_at', '<', stopped)
+      .select(built.db.raw('count(*)::int AS accepted'), built.db.raw("count(*) FILTER (WHERE status = 'executed' AND executed_at <= ?)::int AS executed", [stopped]));
     const { accepted, executed } = counts[0] as { accepted: number; executed: number };
     if (load.failed > 0) throw new Error(`${load.failed} payments were refused under load`);
     // Wait for the rest, then the latencies of every payment of the window.
@@ -121,7 +142,11 @@ export async function underLoad(opts: SettlementBenchOptions, batchSize: string)
       await new Promise((r) => setTimeout(r, 100));
     }
     const drained = await built.db('operations').max<{ at: Date }[]>('executed_at as at');
-    const latencies = (await built.db('operations').where('created_at', '>=', started).where('created_at', '<', stopped).select(built.db.raw('extract(epoch FROM executed_at - created_at) * 1000 AS ms'))).map((r: { ms: string }) => Number(r.ms)).sort((a, b) => a - b);
+    const latencies = (
+      await built.db('operations').where('created_at', '>=', started).where('created_at', '<', stopped).select(built.db.raw('extract(epoch FROM executed_at - created_at) * 1000 AS ms'))
+    )
+      .map((r: { ms: string }) => Number(r.ms))
+      .sort((a, b) => a - b);
     return { accepted, executedAtStop: executed, p99Ms: percentile(latencies, 99), drainSeconds: Math.max(0, (new Date(drained[0]!.at).getTime() - stopped.getTime()) / 1000) };
   } finally {
     await worker.stop();
@@ -138,7 +163,12 @@ async function seedBacklog(pool: pg.Pool, type: BacklogType, wallets: { agentId:
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
-    const details = type === 'payment' ? `jsonb_build_object('route', 'address', 'recipient_id', null, 'trusted_destination_id', null, 'recurring_payment_id', null, 'note', null)` : type === 'withdrawal.crypto' ? `jsonb_build_object('trusted_destination_id', gen_random_uuid()::text, 'note', null)` : `jsonb_build_object('one_off_payment_id', gen_random_uuid()::text, 'recipient_id', null, 'note', null)`;
+    const details =
+      type === 'payment'
+        ? `jsonb_build_object('route', 'address', 'recipient_id', null, 'trusted_destination_id', null, 'recurring_payment_id', null, 'note', null)`
+        : type === 'withdrawal.crypto'
+          ? `jsonb_build_object('trusted_destination_id', gen_random_uuid()::text, 'note', null)`
+          : `jsonb_build_object('one_off_payment_id', gen_random_uuid()::text, 'recipient_id', null, 'note', null)`;
     const resource = type === 'payment' ? 'payment' : type === 'withdrawal.crypto' ? 'withdrawal' : 'one_off_payment';
     await client.query(
       `CREATE TEMP TABLE seed ON COMMIT DROP AS
@@ -159,7 +189,9 @@ async function seedBacklog(pool: pg.Pool, type: BacklogType, wallets: { agentId:
       `INSERT INTO journal_entries (journal_id, operation_id, account, wallet_id, asset_symbol, amount, entry_type, created_at)
        SELECT journal_id, id, 'wallet:' || wallet_id || ':' || leg.kind, wallet_id, 'USDC', leg.sign * 10000, 'hold', at FROM seed CROSS JOIN (VALUES ('available', -1), ('held', 1)) AS leg(kind, sign)`,
     );
-    await client.query(`UPDATE balances b SET available = b.available - s.total, held = b.held + s.total FROM (SELECT wallet_id, count(*) * 10000 AS total FROM seed GROUP BY wallet_id) s WHERE b.wallet_id = s.wallet_id AND b.asset_symbol = 'USDC'`);
+    await client.query(
+      `UPDATE balances b SET available = b.available - s.total, held = b.held + s.total FROM (SELECT wallet_id, count(*) * 10000 AS total FROM seed GROUP BY wallet_id) s WHERE b.wallet_id = s.wallet_id AND b.asset_symbol = 'USDC'`,
+    );
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
@@ -171,7 +203,11 @@ async function seedBacklog(pool: pg.Pool, type: BacklogType, wallets: { agentId:
 
 /** `npm run worker`'s program (scripts/worker.ts, through tsx as the tests run it), resolved once its loops run. */
 async function startWorkerProcess(workerEnv: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/worker.ts'], { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...workerEnv, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/worker.ts'], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...workerEnv, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
@@ -187,7 +223,12 @@ async function startWorkerProcess(workerEnv: Record<string, string>): Promise<Ch
 }
 
 /** Target 2 (and 3): settled per second on a backlog, with `workers` worker processes. */
-async function backlogRate(ctx: { pool: pg.Pool; databaseUrl: string; env: Record<string, string>; wallets: { agentId: string; walletId: string }[] }, type: BacklogType, workers: number, count: number): Promise<number> {
+async function backlogRate(
+  ctx: { pool: pg.Pool; databaseUrl: string; env: Record<string, string>; wallets: { agentId: string; walletId: string }[] },
+  type: BacklogType,
+  workers: number,
+  count: number,
+): Promise<number> {
   const children = await Promise.all(Array.from({ length: workers }, () => startWorkerProcess(ctx.env)));
   try {
     const started = performance.now();
@@ -244,12 +285,25 @@ export async function settlementRows(opts: SettlementBenchOptions): Promise<Benc
   for (const mode of modes) {
     const r = await underLoad(opts, mode.size);
     load.push(r);
-    opts.log?.(`settlement under load (${mode.name}): ${r.accepted} accepted in ${opts.seconds ?? P2.seconds} s, ${r.executedAtStop} executed when the load stopped, p99 accept→executed ${r.p99Ms.toFixed(0)} ms, drained ${r.drainSeconds.toFixed(1)} s after`);
+    opts.log?.(
+      `settlement under load (${mode.name}): ${r.accepted} accepted in ${opts.seconds ?? P2.seconds} s, ${r.executedAtStop} executed when the load stopped, p99 accept→executed ${r.p99Ms.toFixed(0)} ms, drained ${r.drainSeconds.toFixed(1)} s after`,
+    );
   }
   for (const [i, mode] of modes.entries()) {
     const r = load[i]!;
     const share = r.accepted === 0 ? 0 : r.executedAtStop / r.accepted;
-    rows.push(row({ bench: 'settlement', what: `executed when the P2 load stops, in-process worker, ${mode.name}`, today: share * 100, unit: '%', baseline: r.accepted / (opts.seconds ?? P2.seconds), baselineName: 'accepted/s', target: '≥ 90 %', met: share >= 0.9 }));
+    rows.push(
+      row({
+        bench: 'settlement',
+        what: `executed when the P2 load stops, in-process worker, ${mode.name}`,
+        today: share * 100,
+        unit: '%',
+        baseline: r.accepted / (opts.seconds ?? P2.seconds),
+        baselineName: 'accepted/s',
+        target: '≥ 90 %',
+        met: share >= 0.9,
+      }),
+    );
     rows.push(row({ bench: 'settlement', what: `accept → executed p99 under the P2 load, ${mode.name}`, today: r.p99Ms, unit: 'ms', target: '≤ 2000 ms', met: r.p99Ms <= 2000 }));
   }
   const types: BacklogType[] = ['payment', 'withdrawal.crypto', 'one_off_payment.create'];
@@ -257,7 +311,18 @@ export async function settlementRows(opts: SettlementBenchOptions): Promise<Benc
     const rates = await backlogRates(opts, mode.size, types);
     for (const type of types) {
       const [one, two] = rates.get(type)!;
-      rows.push(row({ bench: 'settlement', what: `${type} settled, backlog of ${opts.backlog ?? BACKLOG}, two worker processes, ${mode.name}`, today: two, unit: '/s', baseline: one, baselineName: 'one worker', target: '≥ 1.6 of baseline', met: two >= 1.6 * one }));
+      rows.push(
+        row({
+          bench: 'settlement',
+          what: `${type} settled, backlog of ${opts.backlog ?? BACKLOG}, two worker processes, ${mode.name}`,
+          today: two,
+          unit: '/s',
+          baseline: one,
+          baselineName: 'one worker',
+          target: '≥ 1.6 of baseline',
+          met: two >= 1.6 * one,
+        }),
+      );
     }
   }
   return rows;

@@ -73,7 +73,11 @@ export function formatTable(rows: BenchRow[]): string {
     r.met ? 'yes' : 'NO',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => c.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd() + '\n';
+  const line = (c: string[]) =>
+    c
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd() + '\n';
   return line(header) + line(widths.map((w) => '-'.repeat(w))) + cells.map(line).join('');
 }
 

@@ -22,7 +22,10 @@ function deref<T = Json>(value: unknown): T {
   let v = value as Json;
   for (let i = 0; v && typeof v.$ref === 'string'; i++) {
     if (i > 20) throw new Error(`$ref loop at ${String(v.$ref)}`);
-    const parts = (v.$ref as string).replace(/^#\//, '').split('/').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const parts = (v.$ref as string)
+      .replace(/^#\//, '')
+      .split('/')
+      .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
     v = parts.reduce<Json>((o, p) => o[p] as Json, doc);
   }
   return v as T;
@@ -34,7 +37,10 @@ const lowerFirst = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
 
 /** `createOneOffPayment` on `/v1/agent/one-off-payments` -> `create`; the words naming the resource are dropped. */
 function methodName(operationId: string, segment: string): string {
-  const resource = segment.replace(/\.json$/, '').replace(/[-_]/g, '').toLowerCase();
+  const resource = segment
+    .replace(/\.json$/, '')
+    .replace(/[-_]/g, '')
+    .toLowerCase();
   const candidates = new Set([resource, resource.replace(/s$/, ''), resource.replace(/ies$/, 'y'), `${resource}s`]);
   const [verb, ...rest] = words(operationId);
   for (let i = 0; i < rest.length; i++) {
@@ -205,22 +211,27 @@ const operationsTs = [
   header('the runtime operation table'),
   '/** Every /v1/agent operation by route key: what the client needs to build a request. */',
   `export const OPERATIONS = ${JSON.stringify(
-    Object.fromEntries(rows.map((r) => [r.key, { operationId: r.operationId, method: r.method, path: r.path, idempotency: r.idempotency, pathParams: r.pathParams, queryParams: r.queryParams, body: r.body, paginated: r.paginated }])),
+    Object.fromEntries(
+      rows.map((r) => [
+        r.key,
+        { operationId: r.operationId, method: r.method, path: r.path, idempotency: r.idempotency, pathParams: r.pathParams, queryParams: r.queryParams, body: r.body, paginated: r.paginated },
+      ]),
+    ),
     null,
     2,
   )} as const;`,
   '',
   '/** One method per operation, grouped by the first path segment after /v1/agent: `client.payments.create`. */',
   `export const GROUPS = ${JSON.stringify(
-    rows.reduce<Record<string, Record<string, string>>>((acc, r) => ((acc[r.group] ??= {})[r.name] = r.key, acc), {}),
+    rows.reduce<Record<string, Record<string, string>>>((acc, r) => (((acc[r.group] ??= {})[r.name] = r.key), acc), {}),
     null,
     2,
   )} as const;`,
   '',
-  "/** `#/components/schemas/ErrorCode`: the closed set of error codes. */",
+  '/** `#/components/schemas/ErrorCode`: the closed set of error codes. */',
   `export const ERROR_CODES = ${JSON.stringify(enumOf('ErrorCode'))} as const;`,
   '',
-  "/** `#/components/schemas/OperationStatus`. */",
+  '/** `#/components/schemas/OperationStatus`. */',
   `export const OPERATION_STATUSES = ${JSON.stringify(enumOf('OperationStatus'))} as const;`,
   '',
 ].join('\n');
@@ -232,7 +243,18 @@ const cliTs = [
   '',
   '/** `agent-api <group> <command>`: kebab-case of the SDK method, flags named by the document (snake_case becomes kebab-case). */',
   `export const COMMANDS: readonly CommandSpec[] = ${JSON.stringify(
-    rows.map((r) => ({ group: r.command, command: kebab(r.name), key: r.key, summary: r.summary, positional: r.pathParams, idempotency: r.idempotency, paginated: r.paginated, writesOperation: r.writesOperation, flags: r.flags, ...(r.bodyDescription ? { bodyDescription: r.bodyDescription } : {}) })),
+    rows.map((r) => ({
+      group: r.command,
+      command: kebab(r.name),
+      key: r.key,
+      summary: r.summary,
+      positional: r.pathParams,
+      idempotency: r.idempotency,
+      paginated: r.paginated,
+      writesOperation: r.writesOperation,
+      flags: r.flags,
+      ...(r.bodyDescription ? { bodyDescription: r.bodyDescription } : {}),
+    })),
     null,
     2,
   )};`,

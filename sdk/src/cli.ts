@@ -76,7 +76,8 @@ function coerce(f: FlagSpec, raw: string): unknown {
     case 'integer':
     case 'number': {
       const n = Number(raw);
-      if (raw.trim() === '' || Number.isNaN(n) || (f.type === 'integer' && !Number.isInteger(n))) throw new UsageError(`--${kebab(f.name)} expects ${f.type === 'integer' ? 'an integer' : 'a number'}, got '${raw}'`);
+      if (raw.trim() === '' || Number.isNaN(n) || (f.type === 'integer' && !Number.isInteger(n)))
+        throw new UsageError(`--${kebab(f.name)} expects ${f.type === 'integer' ? 'an integer' : 'a number'}, got '${raw}'`);
       return n;
     }
     case 'boolean':
@@ -84,7 +85,11 @@ function coerce(f: FlagSpec, raw: string): unknown {
       if (raw === 'false') return false;
       throw new UsageError(`--${kebab(f.name)} expects true or false, got '${raw}'`);
     case 'array':
-      return raw.split(',').map((s) => s.trim()).filter(Boolean).map((v) => coerce({ ...f, type: f.items ?? 'string' }, v));
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+        .map((v) => coerce({ ...f, type: f.items ?? 'string' }, v));
     case 'object':
       try {
         return JSON.parse(raw);
@@ -164,7 +169,8 @@ function config(flags: Map<string, string[]>): { credentials: Credentials; optio
   if (timeoutMs !== undefined && !(timeoutMs > 0)) throw new UsageError(`timeout must be a positive number of milliseconds, got '${timeout}'`);
   const options: ClientOptions = { timeoutMs };
   if (flags.has('verbose')) {
-    options.onRetry = ({ attempt, delayMs, error }) => err(`agent-api: retry ${attempt} in ${delayMs} ms after ${error instanceof AgentApiError ? `${error.code} (HTTP ${error.status})` : `network_error: ${error.message}`}`);
+    options.onRetry = ({ attempt, delayMs, error }) =>
+      err(`agent-api: retry ${attempt} in ${delayMs} ms after ${error instanceof AgentApiError ? `${error.code} (HTTP ${error.status})` : `network_error: ${error.message}`}`);
   }
   if (bearerToken) return { credentials: { baseUrl, bearerToken }, options };
   if (agentId && apiKey) return { credentials: { baseUrl, agentId, apiKey }, options };

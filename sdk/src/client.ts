@@ -209,9 +209,24 @@ function toApiError(res: Response, parsed: unknown, text: string): AgentApiError
       body: parsed,
     });
   }
-  const byStatus: Record<number, ErrorCode> = { 400: 'validation_failed', 401: 'authentication_failed', 404: 'not_found', 405: 'method_not_allowed', 413: 'payload_too_large', 429: 'rate_limited', 502: 'upstream_error', 503: 'service_unavailable' };
+  const byStatus: Record<number, ErrorCode> = {
+    400: 'validation_failed',
+    401: 'authentication_failed',
+    404: 'not_found',
+    405: 'method_not_allowed',
+    413: 'payload_too_large',
+    429: 'rate_limited',
+    502: 'upstream_error',
+    503: 'service_unavailable',
+  };
   const code = byStatus[res.status] ?? 'internal_error';
-  return new AgentApiError({ code: KNOWN_CODES.has(code) ? code : 'internal_error', message: `HTTP ${res.status} without an error envelope: ${text.slice(0, 200)}`, status: res.status, headers, body: parsed });
+  return new AgentApiError({
+    code: KNOWN_CODES.has(code) ? code : 'internal_error',
+    message: `HTTP ${res.status} without an error envelope: ${text.slice(0, 200)}`,
+    status: res.status,
+    headers,
+    body: parsed,
+  });
 }
 
 /** `new AgentClient({ baseUrl, agentId, apiKey } | { baseUrl, bearerToken }, { timeoutMs })`, with `client.payments.create(...)` and friends. */

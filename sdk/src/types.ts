@@ -12,21 +12,24 @@ export type RouteKey = {
   [P in AgentPath]: { [M in Method]: paths[P][M] extends { responses: unknown } ? `${Uppercase<M>} ${P}` : never }[Method];
 }[AgentPath];
 
-export type OperationOf<K extends RouteKey> = K extends `${infer M} ${infer P}`
-  ? P extends keyof paths
-    ? Lowercase<M> extends keyof paths[P]
-      ? paths[P][Lowercase<M>]
-      : never
-    : never
-  : never;
+export type OperationOf<K extends RouteKey> = K extends `${infer M} ${infer P}` ? (P extends keyof paths ? (Lowercase<M> extends keyof paths[P] ? paths[P][Lowercase<M>] : never) : never) : never;
 
-type ParamsIn<Op, Where extends 'path' | 'query'> = Op extends { parameters: infer X } ? (X extends { [W in Where]?: infer V } ? ([V] extends [never] ? unknown : [V] extends [undefined] ? unknown : NonNullable<V>) : unknown) : unknown;
+type ParamsIn<Op, Where extends 'path' | 'query'> = Op extends { parameters: infer X }
+  ? X extends { [W in Where]?: infer V }
+    ? [V] extends [never]
+      ? unknown
+      : [V] extends [undefined]
+        ? unknown
+        : NonNullable<V>
+    : unknown
+  : unknown;
 type BodyOf<Op> = Op extends { requestBody?: infer RB } ? ([RB] extends [never] ? unknown : NonNullable<RB> extends { content: { 'application/json': infer B } } ? B : unknown) : unknown;
 
 /** The request body alone (a union when the document says oneOf). */
 export type RequestBody<K extends RouteKey> = BodyOf<OperationOf<K>>;
 /** What a call takes: the path parameters, the query parameters and the body fields in one object. */
-export type RequestInput<K extends RouteKey> = BodyOf<OperationOf<K>> extends infer B ? (B extends unknown ? Simplify<ParamsIn<OperationOf<K>, 'path'> & ParamsIn<OperationOf<K>, 'query'> & B> : never) : never;
+export type RequestInput<K extends RouteKey> =
+  BodyOf<OperationOf<K>> extends infer B ? (B extends unknown ? Simplify<ParamsIn<OperationOf<K>, 'path'> & ParamsIn<OperationOf<K>, 'query'> & B> : never) : never;
 
 type SuccessStatus = 200 | 201 | 202;
 type ResponsesOf<Op> = Op extends { responses: infer R } ? R : never;

@@ -51,7 +51,8 @@ function hexToBytes(hex: string): Uint8Array | null {
 export async function verifyWebhookSignature(input: VerifyWebhookInput): Promise<EventEnvelope> {
   const timestamp = header(input.headers, 'service-webhook-timestamp');
   const signature = header(input.headers, 'service-webhook-signature');
-  if (!timestamp || !signature || !/^[0-9]{1,12}$/.test(timestamp)) throw new WebhookVerificationError('missing_headers', 'Service-Webhook-Timestamp or Service-Webhook-Signature is missing or malformed');
+  if (!timestamp || !signature || !/^[0-9]{1,12}$/.test(timestamp))
+    throw new WebhookVerificationError('missing_headers', 'Service-Webhook-Timestamp or Service-Webhook-Signature is missing or malformed');
   const now = input.nowSeconds ?? Math.floor(Date.now() / 1000);
   if (Math.abs(now - Number(timestamp)) > (input.toleranceSeconds ?? 300)) throw new WebhookVerificationError('timestamp_out_of_tolerance', 'the webhook timestamp is outside the tolerance');
   const body = typeof input.payload === 'string' ? encoder.encode(input.payload) : input.payload;

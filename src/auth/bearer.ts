@@ -20,8 +20,7 @@ export type BearerResource = 'agent' | 'mcp';
 
 export const resourceUrl = (baseUrl: string, resource: BearerResource): string => `${baseUrl}/${resource === 'agent' ? 'v1/agent' : 'mcp'}`;
 
-export const resourceMetadataUrl = (baseUrl: string, resource: BearerResource): string =>
-  `${baseUrl}/.well-known/oauth-protected-resource/${resource === 'agent' ? 'v1/agent' : 'mcp'}`;
+export const resourceMetadataUrl = (baseUrl: string, resource: BearerResource): string => `${baseUrl}/.well-known/oauth-protected-resource/${resource === 'agent' ? 'v1/agent' : 'mcp'}`;
 
 /** The challenge of contract §2; with no error (no token sent) only resource_metadata is given (RFC 6750 §3). */
 export function buildWwwAuthenticate(baseUrl: string, resource: BearerResource, error?: 'invalid_token' | 'insufficient_scope' | 'invalid_request', scope?: string): string {

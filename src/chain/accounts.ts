@@ -1,7 +1,18 @@
 import type { PublicClient } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { viem } from '../lib/viem.js';
-import { OWNER_ACTION_TYPES, agentAccountAbi, agentAccountFactoryAbi, laneCallTypedData, ownerCallArgs, ownerTypedData as typedDataOf, type OnchainLimits, type OnchainPolicy, type OwnerAction as ActionName, type OwnerActionFields } from './custody.js';
+import {
+  OWNER_ACTION_TYPES,
+  agentAccountAbi,
+  agentAccountFactoryAbi,
+  laneCallTypedData,
+  ownerCallArgs,
+  ownerTypedData as typedDataOf,
+  type OnchainLimits,
+  type OnchainPolicy,
+  type OwnerAction as ActionName,
+  type OwnerActionFields,
+} from './custody.js';
 import type { Address, Hex } from './hex.js';
 
 export const NATIVE_TOKEN = '0x0000000000000000000000000000000000000000' as Address;
@@ -59,8 +70,19 @@ export type OwnerTypedData = ReturnType<typeof ownerTypedData>;
 
 /** Typed data as JSON (bigints as decimal strings), for the owner API and any wallet's eth_signTypedData_v4. */
 export function typedDataJson(data: OwnerTypedData): Record<string, unknown> {
-  const types = { EIP712Domain: [{ name: 'name', type: 'string' }, { name: 'version', type: 'string' }, { name: 'chainId', type: 'uint256' }, { name: 'verifyingContract', type: 'address' }], ...data.types };
-  return JSON.parse(JSON.stringify({ domain: data.domain, types, primaryType: data.primaryType, message: data.message }, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) as Record<string, unknown>;
+  const types = {
+    EIP712Domain: [
+      { name: 'name', type: 'string' },
+      { name: 'version', type: 'string' },
+      { name: 'chainId', type: 'uint256' },
+      { name: 'verifyingContract', type: 'address' },
+    ],
+    ...data.types,
+  };
+  return JSON.parse(JSON.stringify({ domain: data.domain, types, primaryType: data.primaryType, message: data.message }, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))) as Record<
+    string,
+    unknown
+  >;
 }
 
 /** Signs an owner action with a local key (agentctl --owner-key-file, the development owner key). */
@@ -71,7 +93,9 @@ export function signOwnerAction(signer: PrivateKeyAccount, data: OwnerTypedData)
 /** Whether `signature` is `owner`'s over `data` (an EOA signer; a contract signer is checked by the chain itself). */
 export async function verifyOwnerSignature(owner: Address, data: OwnerTypedData, signature: Hex): Promise<boolean> {
   try {
-    return await viem().verifyTypedData({ ...(data as unknown as Omit<Parameters<ReturnType<typeof viem>['verifyTypedData']>[0], 'address' | 'signature'>), address: owner, signature } as Parameters<ReturnType<typeof viem>['verifyTypedData']>[0]);
+    return await viem().verifyTypedData({ ...(data as unknown as Omit<Parameters<ReturnType<typeof viem>['verifyTypedData']>[0], 'address' | 'signature'>), address: owner, signature } as Parameters<
+      ReturnType<typeof viem>['verifyTypedData']
+    >[0]);
   } catch {
     return false;
   }
@@ -93,13 +117,16 @@ export async function relayLaneCallData(lane: PrivateKeyAccount, chainId: number
 /** Lane calls (the inner data of relayLane). */
 export const laneCall = {
   pay: (token: Address, to: Address, amount: bigint): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'pay', args: [token, to, amount] }),
-  issueCheque: (id: Hex, token: Address, to: Address, amount: bigint, unlockAt: bigint, expiresAt: bigint): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'issueCheque', args: [id, token, to, amount, unlockAt, expiresAt] }),
+  issueCheque: (id: Hex, token: Address, to: Address, amount: bigint, unlockAt: bigint, expiresAt: bigint): Hex =>
+    viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'issueCheque', args: [id, token, to, amount, unlockAt, expiresAt] }),
   confirmTrustedDestination: (destination: Address): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'confirmTrustedDestination', args: [destination] }),
-  authorizeX402: (token: Address, to: Address, value: bigint, validAfter: bigint, validBefore: bigint, nonce: Hex): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'authorizeX402', args: [token, to, value, validAfter, validBefore, nonce] }),
+  authorizeX402: (token: Address, to: Address, value: bigint, validAfter: bigint, validBefore: bigint, nonce: Hex): Hex =>
+    viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'authorizeX402', args: [token, to, value, validAfter, validBefore, nonce] }),
 };
 
 export const claimChequeCallData = (id: Hex): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'claimCheque', args: [id] });
-export const createAccountCallData = (owner: Address, lane: Address, salt: Hex): Hex => viem().encodeFunctionData({ abi: agentAccountFactoryAbi, functionName: 'createAccount', args: [owner, lane, salt] });
+export const createAccountCallData = (owner: Address, lane: Address, salt: Hex): Hex =>
+  viem().encodeFunctionData({ abi: agentAccountFactoryAbi, functionName: 'createAccount', args: [owner, lane, salt] });
 
 /** An account's state as the chain holds it (limits, usage, what remains, pause, keys, policy hash). */
 export interface AccountState {
@@ -145,7 +172,12 @@ export function policyHashOf(policy: OnchainPolicy): Hex {
   const limitsHash = v.hashStruct({ data: policy.limits as never, primaryType: 'Limits', types });
   const ruleHashes = policy.assets.map((r) => v.hashStruct({ data: r as never, primaryType: 'AssetRule', types }));
   const packed = (items: Hex[]) => v.keccak256(items.length === 0 ? '0x' : v.concat(items.map((x) => v.pad(x, { size: 32 }))));
-  return v.keccak256(v.encodeAbiParameters([{ type: 'bytes32' }, { type: 'bytes32' }, { type: 'bytes32' }, { type: 'bytes32' }, { type: 'bytes32' }], [limitsHash, packed(ruleHashes), packed(policy.protocols), packed(policy.markets), packed(policy.payees)]));
+  return v.keccak256(
+    v.encodeAbiParameters(
+      [{ type: 'bytes32' }, { type: 'bytes32' }, { type: 'bytes32' }, { type: 'bytes32' }, { type: 'bytes32' }],
+      [limitsHash, packed(ruleHashes), packed(policy.protocols), packed(policy.markets), packed(policy.payees)],
+    ),
+  );
 }
 
 /** AgentAccount's revert reasons as the API's error codes (what the database's policy would have answered). */
@@ -217,4 +249,3 @@ export function accountRevertOf(err: unknown): AccountRevert | null {
     return null;
   }
 }
-

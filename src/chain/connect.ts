@@ -69,7 +69,9 @@ export async function connectChain(deps: ConnectDeps): Promise<Chain | null> {
   const relayer = await resolveRelayer(deps, chainId);
   for (const [symbol, address] of Object.entries(config.chain.assetAddresses)) await setAssetContractAddress(db, symbol, address, await readEip712Domain(client, address as Address));
   if (chainId === DEV_CHAIN_ID && config.chain.devBootstrap && !config.chain.assetAddresses.USDC) {
-    await bootstrapDevChain({ ...deps, client, chainId, relayer }).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'development chain bootstrap failed; retry with agentctl chain bootstrap'));
+    await bootstrapDevChain({ ...deps, client, chainId, relayer }).catch((err: unknown) =>
+      log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'development chain bootstrap failed; retry with agentctl chain bootstrap'),
+    );
   }
   log.debug({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
   return createEvmChain({ config: config.chain, chainId, client, relayer, sealer: deps.sealer, clock: deps.clock, log });

@@ -125,9 +125,20 @@ const AUTH = [
 /** The EIP-712 types of every owner action, by primary type (each with the types it references). */
 export const OWNER_ACTION_TYPES = {
   SetPolicy: {
-    SetPolicy: [{ name: 'limits', type: 'Limits' }, { name: 'assets', type: 'AssetRule[]' }, { name: 'protocols', type: 'address[]' }, { name: 'markets', type: 'bytes32[]' }, { name: 'payees', type: 'address[]' }, ...AUTH],
+    SetPolicy: [
+      { name: 'limits', type: 'Limits' },
+      { name: 'assets', type: 'AssetRule[]' },
+      { name: 'protocols', type: 'address[]' },
+      { name: 'markets', type: 'bytes32[]' },
+      { name: 'payees', type: 'address[]' },
+      ...AUTH,
+    ],
     Limits: LIMITS_TYPE,
-    AssetRule: [{ name: 'token', type: 'address' }, { name: 'feed', type: 'address' }, { name: 'maxPriceAge', type: 'uint32' }],
+    AssetRule: [
+      { name: 'token', type: 'address' },
+      { name: 'feed', type: 'address' },
+      { name: 'maxPriceAge', type: 'uint32' },
+    ],
   },
   AddTrustedDestination: { AddTrustedDestination: [{ name: 'destination', type: 'address' }, { name: 'unlockAt', type: 'uint64' }, ...AUTH] },
   RemoveTrustedDestination: { RemoveTrustedDestination: [{ name: 'destination', type: 'address' }, ...AUTH] },
@@ -195,11 +206,23 @@ export function ownerCallArgs<A extends OwnerAction>(action: A, fields: OwnerAct
 export function laneCallTypedData(auth: { chainId: number; account: Address; data: Hex; nonce: Hex; deadline: bigint }) {
   return {
     domain: accountDomain(auth.chainId, auth.account),
-    types: { LaneCall: [{ name: 'data', type: 'bytes' }, { name: 'nonce', type: 'bytes32' }, { name: 'deadline', type: 'uint256' }] },
+    types: {
+      LaneCall: [
+        { name: 'data', type: 'bytes' },
+        { name: 'nonce', type: 'bytes32' },
+        { name: 'deadline', type: 'uint256' },
+      ],
+    },
     primaryType: 'LaneCall',
     message: { data: auth.data, nonce: auth.nonce, deadline: auth.deadline },
   } as const;
 }
 
 /** A Morpho market's params as the account takes them (MorphoMarket), from the lending settings' string lltv. */
-export const morphoMarket = (p: { loanToken: Address; collateralToken: Address; oracle: Address; irm: Address; lltv: string | bigint }) => ({ loanToken: p.loanToken, collateralToken: p.collateralToken, oracle: p.oracle, irm: p.irm, lltv: BigInt(p.lltv) });
+export const morphoMarket = (p: { loanToken: Address; collateralToken: Address; oracle: Address; irm: Address; lltv: string | bigint }) => ({
+  loanToken: p.loanToken,
+  collateralToken: p.collateralToken,
+  oracle: p.oracle,
+  irm: p.irm,
+  lltv: BigInt(p.lltv),
+});

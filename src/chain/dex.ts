@@ -25,8 +25,26 @@ const v2Artifact = (name: 'UniswapV2Factory' | 'UniswapV2Pair') => require(`@uni
 // function createPair(address tokenA, address tokenB) returns (address pair)
 export const uniswapV2FactoryAbi = [
   { type: 'constructor', stateMutability: 'nonpayable', inputs: [{ type: 'address', name: 'feeToSetter' }] },
-  { name: 'getPair', type: 'function', stateMutability: 'view', inputs: [{ type: 'address', name: 'tokenA' }, { type: 'address', name: 'tokenB' }], outputs: [{ type: 'address', name: 'pair' }] },
-  { name: 'createPair', type: 'function', stateMutability: 'nonpayable', inputs: [{ type: 'address', name: 'tokenA' }, { type: 'address', name: 'tokenB' }], outputs: [{ type: 'address', name: 'pair' }] },
+  {
+    name: 'getPair',
+    type: 'function',
+    stateMutability: 'view',
+    inputs: [
+      { type: 'address', name: 'tokenA' },
+      { type: 'address', name: 'tokenB' },
+    ],
+    outputs: [{ type: 'address', name: 'pair' }],
+  },
+  {
+    name: 'createPair',
+    type: 'function',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { type: 'address', name: 'tokenA' },
+      { type: 'address', name: 'tokenB' },
+    ],
+    outputs: [{ type: 'address', name: 'pair' }],
+  },
 ] as const;
 // Likewise, the pair:
 // function token0() view returns (address)
@@ -39,11 +57,32 @@ export const uniswapV2FactoryAbi = [
 export const uniswapV2PairAbi = [
   { name: 'token0', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'address' }] },
   { name: 'token1', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'address' }] },
-  { name: 'getReserves', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'uint112', name: 'reserve0' }, { type: 'uint112', name: 'reserve1' }, { type: 'uint32', name: 'blockTimestampLast' }] },
+  {
+    name: 'getReserves',
+    type: 'function',
+    stateMutability: 'view',
+    inputs: [],
+    outputs: [
+      { type: 'uint112', name: 'reserve0' },
+      { type: 'uint112', name: 'reserve1' },
+      { type: 'uint32', name: 'blockTimestampLast' },
+    ],
+  },
   { name: 'mint', type: 'function', stateMutability: 'nonpayable', inputs: [{ type: 'address', name: 'to' }], outputs: [{ type: 'uint256', name: 'liquidity' }] },
   { name: 'price0CumulativeLast', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'uint256' }] },
   { name: 'price1CumulativeLast', type: 'function', stateMutability: 'view', inputs: [], outputs: [{ type: 'uint256' }] },
-  { name: 'Swap', type: 'event', inputs: [{ type: 'address', name: 'sender', indexed: true }, { type: 'uint256', name: 'amount0In' }, { type: 'uint256', name: 'amount1In' }, { type: 'uint256', name: 'amount0Out' }, { type: 'uint256', name: 'amount1Out' }, { type: 'address', name: 'to', indexed: true }] },
+  {
+    name: 'Swap',
+    type: 'event',
+    inputs: [
+      { type: 'address', name: 'sender', indexed: true },
+      { type: 'uint256', name: 'amount0In' },
+      { type: 'uint256', name: 'amount1In' },
+      { type: 'uint256', name: 'amount0Out' },
+      { type: 'uint256', name: 'amount1Out' },
+      { type: 'address', name: 'to', indexed: true },
+    ],
+  },
 ] as const;
 
 /** Uniswap v2's fee: 0.3 % (997/1000 in the pair's invariant check), 30 bps in src/lib/defi/amm.ts. */
@@ -133,7 +172,11 @@ export function createDex(deps: { client: PublicClient; chainId: number }): Dex 
       if (!c || !c.tokens[fromSymbol] || !c.tokens[toSymbol] || fromSymbol === toSymbol) return null;
       let hops: [string, string][];
       if (c.pairs[pairKey(fromSymbol, toSymbol)]) hops = [[fromSymbol, toSymbol]];
-      else if (fromSymbol !== 'USDC' && toSymbol !== 'USDC' && c.pairs[pairKey(fromSymbol, 'USDC')] && c.pairs[pairKey('USDC', toSymbol)]) hops = [[fromSymbol, 'USDC'], ['USDC', toSymbol]];
+      else if (fromSymbol !== 'USDC' && toSymbol !== 'USDC' && c.pairs[pairKey(fromSymbol, 'USDC')] && c.pairs[pairKey('USDC', toSymbol)])
+        hops = [
+          [fromSymbol, 'USDC'],
+          ['USDC', toSymbol],
+        ];
       else return null;
       const block = await client.getBlockNumber({ cacheTime: 0 });
       const legs: DexLeg[] = [];
@@ -162,8 +205,14 @@ export function createDex(deps: { client: PublicClient; chainId: number }): Dex 
       for (const [key, pair] of Object.entries(c.pairs)) {
         const symbol = key.split('/').find((x) => x !== 'USDC');
         if (!symbol || !key.includes('USDC') || decimals[symbol] === undefined) continue;
-        const read = <F extends 'token0' | 'getReserves' | 'price0CumulativeLast' | 'price1CumulativeLast'>(functionName: F) => client.readContract({ address: pair, abi: uniswapV2PairAbi, functionName, blockNumber: head.number! } as never);
-        const [token0, [r0, r1, last], cum0, cum1] = (await Promise.all([read('token0'), read('getReserves'), read('price0CumulativeLast'), read('price1CumulativeLast')])) as [Address, [bigint, bigint, number], bigint, bigint];
+        const read = <F extends 'token0' | 'getReserves' | 'price0CumulativeLast' | 'price1CumulativeLast'>(functionName: F) =>
+          client.readContract({ address: pair, abi: uniswapV2PairAbi, functionName, blockNumber: head.number! } as never);
+        const [token0, [r0, r1, last], cum0, cum1] = (await Promise.all([read('token0'), read('getReserves'), read('price0CumulativeLast'), read('price1CumulativeLast')])) as [
+          Address,
+          [bigint, bigint, number],
+          bigint,
+          bigint,
+        ];
         const tokenIs0 = viem().getAddress(token0) === viem().getAddress(c.tokens[symbol]!);
         // price0 = reserve1/reserve0: USDC per token when the token is token0.
         const [rToken, rUsdc, cumulativeLast] = tokenIs0 ? [r0, r1, cum0] : [r1, r0, cum1];
@@ -213,7 +262,13 @@ export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: A
     tokens[t.symbol] = await deployContract(wallet, client, { abi: devTokenAbi, bytecode: devTokenBytecode, args: [t.name, t.symbol, t.decimals], account: wallet.account, chain: wallet.chain });
     decimals[t.symbol] = t.decimals;
   }
-  const factory = await deployContract(wallet, client, { abi: uniswapV2FactoryAbi, bytecode: `0x${v2Artifact('UniswapV2Factory').bytecode.replace(/^0x/, '')}`, args: [wallet.account.address], account: wallet.account, chain: wallet.chain });
+  const factory = await deployContract(wallet, client, {
+    abi: uniswapV2FactoryAbi,
+    bytecode: `0x${v2Artifact('UniswapV2Factory').bytecode.replace(/^0x/, '')}`,
+    args: [wallet.account.address],
+    account: wallet.account,
+    chain: wallet.chain,
+  });
   const router = await deployContract(wallet, client, { abi: swapRouterAbi, bytecode: swapRouterBytecode, args: [relayer], account: wallet.account, chain: wallet.chain });
   const pairs: Record<string, Address> = {};
   for (const p of DEV_POOLS) {

@@ -34,7 +34,21 @@ export interface EvmCustodyDeps {
   node<T>(call: () => Promise<T>): Promise<T>;
   nextNonce(trx: Knex.Transaction, address: Address): Promise<bigint>;
   currentFees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>;
-  record(trx: Knex.Transaction, signer: PrivateKeyAccount, tx: { to: Address; value: bigint; data?: Hex; nonce: number; gas: bigint; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }, row: { operation_id: string | null; kind: repo.ChainTxKind; attempt: number; token_address: string | null; transfer_to: string | null; transfer_value: bigint | null; authorization_nonce: string | null; valid_before: bigint | null }): Promise<Hex>;
+  record(
+    trx: Knex.Transaction,
+    signer: PrivateKeyAccount,
+    tx: { to: Address; value: bigint; data?: Hex; nonce: number; gas: bigint; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
+    row: {
+      operation_id: string | null;
+      kind: repo.ChainTxKind;
+      attempt: number;
+      token_address: string | null;
+      transfer_to: string | null;
+      transfer_value: bigint | null;
+      authorization_nonce: string | null;
+      valid_before: bigint | null;
+    },
+  ): Promise<Hex>;
 }
 
 export type LaneSubmit = { ok: true; hash: Hex } | { ok: false; code: string; message: string };
@@ -44,7 +58,13 @@ export interface EvmCustody {
   /** An account wallet's outgoing operation as a lane call (payment, crypto withdrawal, one-off cheque). */
   submitLane(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, asset: ChainAsset): Promise<LaneSubmit>;
   /** Any lane call of an operation (DeFi: swap, vault, Morpho): checked by eth_call, then recorded for broadcast. */
-  submitInner(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, inner: Hex, row: { kind: repo.ChainTxKind; gas: bigint; token: string | null; value: bigint | null }): Promise<LaneSubmit>;
+  submitInner(
+    trx: Knex.Transaction,
+    op: OperationRow,
+    wallet: AccountWallet,
+    inner: Hex,
+    row: { kind: repo.ChainTxKind; gas: bigint; token: string | null; value: bigint | null },
+  ): Promise<LaneSubmit>;
 }
 
 export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
@@ -77,13 +97,30 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
     const fees = await deps.currentFees();
     const hash = await savepoint(db, async (trx) => {
       const nonce = await deps.nextNonce(trx, relayer.address);
-      return deps.record(trx, relayer, { to, value: 0n, data, nonce: Number(nonce), gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }, { operation_id: null, kind, attempt: 0, token_address: null, transfer_to: null, transfer_value: null, authorization_nonce: null, valid_before: null });
+      return deps.record(
+        trx,
+        relayer,
+        { to, value: 0n, data, nonce: Number(nonce), gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas },
+        { operation_id: null, kind, attempt: 0, token_address: null, transfer_to: null, transfer_value: null, authorization_nonce: null, valid_before: null },
+      );
     });
     const row = (await repo.findChainTxByHash(db, hash))!;
     await node(() => client.sendRawTransaction({ serializedTransaction: row.raw_tx as Hex }));
     await repo.markChainTxBroadcast(db, row.id, clock.now());
     const receipt = await node(() => client.waitForTransactionReceipt({ hash, pollingInterval: Math.min(config.pollMs, 250), timeout: 60_000 }));
-    await repo.markChainTxMined(db, row, { block_number: receipt.blockNumber, block_hash: receipt.blockHash, receipt_status: receipt.status === 'success' ? 1 : 0, gas_used: receipt.gasUsed, effective_gas_price: receipt.effectiveGasPrice, log_index: null }, clock.now());
+    await repo.markChainTxMined(
+      db,
+      row,
+      {
+        block_number: receipt.blockNumber,
+        block_hash: receipt.blockHash,
+        receipt_status: receipt.status === 'success' ? 1 : 0,
+        gas_used: receipt.gasUsed,
+        effective_gas_price: receipt.effectiveGasPrice,
+        log_index: null,
+      },
+      clock.now(),
+    );
     return { hash, success: receipt.status === 'success' };
   }
 
@@ -170,7 +207,13 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
     submitInner: (trx, op, wallet, inner, row) => submit(trx, op, wallet, inner, { ...row, transferTo: wallet.address }),
   };
 
-  async function submit(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, inner: Hex, row: { kind: repo.ChainTxKind; gas: bigint; token: string | null; transferTo: string | null; value: bigint | null }): Promise<LaneSubmit> {
+  async function submit(
+    trx: Knex.Transaction,
+    op: OperationRow,
+    wallet: AccountWallet,
+    inner: Hex,
+    row: { kind: repo.ChainTxKind; gas: bigint; token: string | null; transferTo: string | null; value: bigint | null },
+  ): Promise<LaneSubmit> {
     const code = await node(() => client.getCode({ address: wallet.address }));
     if (!code || code === '0x') return { ok: false, code: 'permission_not_granted', message: `the agent's account ${wallet.address} is not deployed: its owner has not signed a policy yet` };
     const { data, nonce: laneNonce, deadline } = await relayed(wallet, inner);
@@ -185,7 +228,12 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
     const nonce = await deps.nextNonce(trx, relayer.address);
     // The row keeps the LaneCall's single-use nonce and deadline, as an EIP-3009 row keeps its authorization's:
     // a fee bump re-sends the same signed call, so at most one of them can ever be executed.
-    const hash = await deps.record(trx, relayer, { to: wallet.address, value: 0n, data, nonce: Number(nonce), gas: row.gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }, { operation_id: op.id, kind: row.kind, attempt: 0, token_address: row.token, transfer_to: row.transferTo, transfer_value: row.value, authorization_nonce: laneNonce, valid_before: deadline });
+    const hash = await deps.record(
+      trx,
+      relayer,
+      { to: wallet.address, value: 0n, data, nonce: Number(nonce), gas: row.gas, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas },
+      { operation_id: op.id, kind: row.kind, attempt: 0, token_address: row.token, transfer_to: row.transferTo, transfer_value: row.value, authorization_nonce: laneNonce, valid_before: deadline },
+    );
     return { ok: true, hash };
   }
 }

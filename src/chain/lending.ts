@@ -26,10 +26,50 @@ export { borrowRouterAbi, morphoAbi, oracleMockAbi };
 // event Borrow(bytes32 indexed id, address caller, address indexed onBehalf, address indexed receiver, uint256 assets, uint256 shares)
 // event Repay(bytes32 indexed id, address indexed caller, address indexed onBehalf, uint256 assets, uint256 shares)
 export const morphoEventsAbi = [
-  { name: 'SupplyCollateral', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller', indexed: true }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'uint256', name: 'assets' }] },
-  { name: 'WithdrawCollateral', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller' }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'address', name: 'receiver', indexed: true }, { type: 'uint256', name: 'assets' }] },
-  { name: 'Borrow', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller' }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'address', name: 'receiver', indexed: true }, { type: 'uint256', name: 'assets' }, { type: 'uint256', name: 'shares' }] },
-  { name: 'Repay', type: 'event', inputs: [{ type: 'bytes32', name: 'id', indexed: true }, { type: 'address', name: 'caller', indexed: true }, { type: 'address', name: 'onBehalf', indexed: true }, { type: 'uint256', name: 'assets' }, { type: 'uint256', name: 'shares' }] },
+  {
+    name: 'SupplyCollateral',
+    type: 'event',
+    inputs: [
+      { type: 'bytes32', name: 'id', indexed: true },
+      { type: 'address', name: 'caller', indexed: true },
+      { type: 'address', name: 'onBehalf', indexed: true },
+      { type: 'uint256', name: 'assets' },
+    ],
+  },
+  {
+    name: 'WithdrawCollateral',
+    type: 'event',
+    inputs: [
+      { type: 'bytes32', name: 'id', indexed: true },
+      { type: 'address', name: 'caller' },
+      { type: 'address', name: 'onBehalf', indexed: true },
+      { type: 'address', name: 'receiver', indexed: true },
+      { type: 'uint256', name: 'assets' },
+    ],
+  },
+  {
+    name: 'Borrow',
+    type: 'event',
+    inputs: [
+      { type: 'bytes32', name: 'id', indexed: true },
+      { type: 'address', name: 'caller' },
+      { type: 'address', name: 'onBehalf', indexed: true },
+      { type: 'address', name: 'receiver', indexed: true },
+      { type: 'uint256', name: 'assets' },
+      { type: 'uint256', name: 'shares' },
+    ],
+  },
+  {
+    name: 'Repay',
+    type: 'event',
+    inputs: [
+      { type: 'bytes32', name: 'id', indexed: true },
+      { type: 'address', name: 'caller', indexed: true },
+      { type: 'address', name: 'onBehalf', indexed: true },
+      { type: 'uint256', name: 'assets' },
+      { type: 'uint256', name: 'shares' },
+    ],
+  },
 ] as const;
 
 /** The chain_settings key holding the deployed lending contracts (JSON). */
@@ -64,7 +104,12 @@ const paramsTuple = (p: MarketParams) => ({ loanToken: p.loanToken, collateralTo
 export const marketTuple = paramsTuple;
 
 export const marketId = (p: MarketParams): Hex =>
-  viem().keccak256(viem().encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'uint256' }], [p.loanToken, p.collateralToken, p.oracle, p.irm, BigInt(p.lltv)]));
+  viem().keccak256(
+    viem().encodeAbiParameters(
+      [{ type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'address' }, { type: 'uint256' }],
+      [p.loanToken, p.collateralToken, p.oracle, p.irm, BigInt(p.lltv)],
+    ),
+  );
 
 type Wallet = WalletClient<Transport, ViemChain | undefined, Account>;
 

@@ -85,14 +85,26 @@ export async function deployDevVaults(wallet: Wallet, client: PublicClient, toke
   const router = await deployContract(wallet, client, { abi: earnRouterAbi, bytecode: earnRouterBytecode, args: [relayer], account: wallet.account, chain: wallet.chain });
   const vaults: Record<string, Address> = {};
   for (const v of DEV_VAULTS) {
-    vaults[v.vaultId] = await deployContract(wallet, client, { abi: devVaultAbi, bytecode: devVaultBytecode, args: [tokens[v.asset]!, v.name, v.symbol, v.decimalsOffset], account: wallet.account, chain: wallet.chain });
+    vaults[v.vaultId] = await deployContract(wallet, client, {
+      abi: devVaultAbi,
+      bytecode: devVaultBytecode,
+      args: [tokens[v.asset]!, v.name, v.symbol, v.decimalsOffset],
+      account: wallet.account,
+      chain: wallet.chain,
+    });
   }
   return { relayer, router, vaults, rewards: await deployDevRewards(wallet, client, tokens, relayer) };
 }
 
 /** Development chain only: the rewards distributor paying USDC (the seeded vaults' reward asset), funded by the faucet. */
 export async function deployDevRewards(wallet: Wallet, client: PublicClient, tokens: Record<string, Address>, relayer: Address): Promise<NonNullable<EarnContracts['rewards']>> {
-  const distributor = await deployContract(wallet, client, { abi: rewardsDistributorAbi, bytecode: rewardsDistributorBytecode, args: [tokens.USDC!, relayer], account: wallet.account, chain: wallet.chain });
+  const distributor = await deployContract(wallet, client, {
+    abi: rewardsDistributorAbi,
+    bytecode: rewardsDistributorBytecode,
+    args: [tokens.USDC!, relayer],
+    account: wallet.account,
+    chain: wallet.chain,
+  });
   await mintToken(wallet, client, tokens.USDC!, distributor, DEV_REWARDS_FUNDING);
   return { distributor, asset: 'USDC', token: tokens.USDC! };
 }

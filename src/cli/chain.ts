@@ -68,7 +68,7 @@ export const chainCommands: CliCommand[] = [
   },
   {
     name: 'vault accrue',
-    usage: 'vault accrue VAULT --amount X (development chain 31337 only: transfers X of the vault\'s asset into the ERC-4626 vault, its yield; VAULT = vault id or address)',
+    usage: "vault accrue VAULT --amount X (development chain 31337 only: transfers X of the vault's asset into the ERC-4626 vault, its yield; VAULT = vault id or address)",
     run: async (ctx, args) => {
       const ref = requirePositional(args, 0, 'VAULT');
       const vault = /^0x[0-9a-fA-F]{40}$/.test(ref) ? await findVaultByAddress(ctx.db, ref) : /^[0-9a-f-]{36}$/i.test(ref) ? await findVault(ctx.db, ref) : undefined;

@@ -75,14 +75,20 @@ export const foundationCommands: CliCommand[] = [
   },
   {
     name: 'owner create',
-    usage: 'owner create --email E [--name N] [--signer 0xADDRESS] (evm mode: the signer owns the agents\' accounts; on chain 31337 without --signer a key is generated into DATA_DIR/owner-keys/<owner_id>.key)',
+    usage:
+      "owner create --email E [--name N] [--signer 0xADDRESS] (evm mode: the signer owns the agents' accounts; on chain 31337 without --signer a key is generated into DATA_DIR/owner-keys/<owner_id>.key)",
     run: async (ctx, args) => {
       const plan = await ownerSignerPlan(ctx.config, args);
       return plan.finish({ ...(await ctx.services.agents.createOwner(ctx.db, { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name'), signerAddress: plan.signer })) });
     },
     http: async (args, config) => {
       const plan = await ownerSignerPlan(config, args);
-      return { method: 'POST', path: '/v1/admin/owners', body: { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name') ?? null, ...(plan.signer ? { signer_address: plan.signer } : {}) }, output: ({ ok: _ok, ...rest }) => plan.finish(rest) };
+      return {
+        method: 'POST',
+        path: '/v1/admin/owners',
+        body: { email: requireFlag(args, 'email'), name: optionalFlag(args, 'name') ?? null, ...(plan.signer ? { signer_address: plan.signer } : {}) },
+        output: ({ ok: _ok, ...rest }) => plan.finish(rest),
+      };
     },
   },
   {
@@ -100,7 +106,14 @@ export const foundationCommands: CliCommand[] = [
     usage: 'owner token create --owner OWNER_ID [--label L]',
     run: async (ctx, args) => {
       const created = await ctx.services.owner.createToken(ctx.db, requireFlag(args, 'owner'), optionalFlag(args, 'label') ?? null);
-      await ctx.services.owner.audit(ctx.db, { ownerId: created.owner_id, actor: 'system', action: 'adminCreateOwnerToken', targetType: 'owner_token', targetId: created.token_id, details: { via: 'agentctl' } });
+      await ctx.services.owner.audit(ctx.db, {
+        ownerId: created.owner_id,
+        actor: 'system',
+        action: 'adminCreateOwnerToken',
+        targetType: 'owner_token',
+        targetId: created.token_id,
+        details: { via: 'agentctl' },
+      });
       return { owner_id: created.owner_id, token: created.token };
     },
     http: (args) => ({ method: 'POST', path: `/v1/admin/owners/${seg(requireFlag(args, 'owner'))}/tokens`, body: optionalFlag(args, 'label') ? { label: optionalFlag(args, 'label') } : {} }),
@@ -119,7 +132,11 @@ export const foundationCommands: CliCommand[] = [
     },
     http: (args) => {
       const { startsAt, endsAt } = windowFlags(args);
-      return { method: 'POST', path: '/v1/owner/agents', body: { owner_id: requireFlag(args, 'owner'), name: requireFlag(args, 'name'), starts_at: startsAt?.toISOString() ?? null, ends_at: endsAt?.toISOString() ?? null } };
+      return {
+        method: 'POST',
+        path: '/v1/owner/agents',
+        body: { owner_id: requireFlag(args, 'owner'), name: requireFlag(args, 'name'), starts_at: startsAt?.toISOString() ?? null, ends_at: endsAt?.toISOString() ?? null },
+      };
     },
   },
   agentAction('disable'),
@@ -132,7 +149,7 @@ export const foundationCommands: CliCommand[] = [
   },
   {
     name: 'agent rotate-lane-key',
-    usage: 'agent rotate-lane-key AGENT_ID [--owner-key-file FILE] (evm mode: a new lane key for the agent\'s account; the old key\'s calls revert)',
+    usage: "agent rotate-lane-key AGENT_ID [--owner-key-file FILE] (evm mode: a new lane key for the agent's account; the old key's calls revert)",
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       if (!ctx.services.custody) throw new CliUsageError('the agent has no lane key: agent accounts exist in evm mode only (CHAIN_RPC_URL)');
@@ -151,7 +168,11 @@ export const foundationCommands: CliCommand[] = [
     },
     http: (args) => {
       const { startsAt, endsAt } = windowFlags(args);
-      return { method: 'PUT', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/window`, body: { starts_at: startsAt?.toISOString() ?? null, ends_at: endsAt?.toISOString() ?? null } };
+      return {
+        method: 'PUT',
+        path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/window`,
+        body: { starts_at: startsAt?.toISOString() ?? null, ends_at: endsAt?.toISOString() ?? null },
+      };
     },
   },
   {

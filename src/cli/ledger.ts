@@ -69,7 +69,7 @@ export const ledgerCommands: CliCommand[] = [
   },
   {
     name: 'agent set-policy',
-    usage: 'agent set-policy AGENT_ID --file policy.json [--owner-key-file FILE] (evm mode: the owner\'s key signs the change here)',
+    usage: "agent set-policy AGENT_ID --file policy.json [--owner-key-file FILE] (evm mode: the owner's key signs the change here)",
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
@@ -109,9 +109,18 @@ export const ledgerCommands: CliCommand[] = [
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
-      return ctx.services.ledger.payments.addRecipient(ctx.db, agentId, { kind: recipientKind(args), name: requireFlag(args, 'name'), address: requireFlag(args, 'address'), asset: optionalFlag(args, 'asset') ?? null });
+      return ctx.services.ledger.payments.addRecipient(ctx.db, agentId, {
+        kind: recipientKind(args),
+        name: requireFlag(args, 'name'),
+        address: requireFlag(args, 'address'),
+        asset: optionalFlag(args, 'asset') ?? null,
+      });
     },
-    http: (args) => ({ method: 'POST', path: agentPath(args, '/recipients'), body: { kind: recipientKind(args), name: requireFlag(args, 'name'), address: requireFlag(args, 'address'), asset: optionalFlag(args, 'asset') ?? null } }),
+    http: (args) => ({
+      method: 'POST',
+      path: agentPath(args, '/recipients'),
+      body: { kind: recipientKind(args), name: requireFlag(args, 'name'), address: requireFlag(args, 'address'), asset: optionalFlag(args, 'asset') ?? null },
+    }),
   },
   {
     name: 'recurring add',
@@ -119,9 +128,18 @@ export const ledgerCommands: CliCommand[] = [
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
-      return ctx.services.ledger.payments.addRecurring(ctx.db, agentId, { recipientId: requireFlag(args, 'recipient'), asset: requireFlag(args, 'asset'), amount: requireFlag(args, 'amount'), interval: requireFlag(args, 'interval') });
+      return ctx.services.ledger.payments.addRecurring(ctx.db, agentId, {
+        recipientId: requireFlag(args, 'recipient'),
+        asset: requireFlag(args, 'asset'),
+        amount: requireFlag(args, 'amount'),
+        interval: requireFlag(args, 'interval'),
+      });
     },
-    http: (args) => ({ method: 'POST', path: agentPath(args, '/recurring-payments'), body: { recipient_id: requireFlag(args, 'recipient'), asset: requireFlag(args, 'asset'), amount: requireFlag(args, 'amount'), interval: requireFlag(args, 'interval') } }),
+    http: (args) => ({
+      method: 'POST',
+      path: agentPath(args, '/recurring-payments'),
+      body: { recipient_id: requireFlag(args, 'recipient'), asset: requireFlag(args, 'asset'), amount: requireFlag(args, 'amount'), interval: requireFlag(args, 'interval') },
+    }),
   },
   {
     name: 'destination add',
@@ -129,9 +147,26 @@ export const ledgerCommands: CliCommand[] = [
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
-      return ctx.services.ledger.destinations.add(ctx.db, agentId, { kind: requireFlag(args, 'kind'), chain: optionalFlag(args, 'chain') ?? 'base', address: requireFlag(args, 'address'), label: requireFlag(args, 'label'), timelockSeconds: parseIntFlag(args, 'timelock-seconds'), signature: ctx.ownerSignature });
+      return ctx.services.ledger.destinations.add(ctx.db, agentId, {
+        kind: requireFlag(args, 'kind'),
+        chain: optionalFlag(args, 'chain') ?? 'base',
+        address: requireFlag(args, 'address'),
+        label: requireFlag(args, 'label'),
+        timelockSeconds: parseIntFlag(args, 'timelock-seconds'),
+        signature: ctx.ownerSignature,
+      });
     },
-    http: (args) => ({ method: 'POST', path: agentPath(args, '/trusted-destinations'), body: { kind: requireFlag(args, 'kind'), chain: optionalFlag(args, 'chain') ?? 'base', address: requireFlag(args, 'address'), label: requireFlag(args, 'label'), timelock_seconds: parseIntFlag(args, 'timelock-seconds') } }),
+    http: (args) => ({
+      method: 'POST',
+      path: agentPath(args, '/trusted-destinations'),
+      body: {
+        kind: requireFlag(args, 'kind'),
+        chain: optionalFlag(args, 'chain') ?? 'base',
+        address: requireFlag(args, 'address'),
+        label: requireFlag(args, 'label'),
+        timelock_seconds: parseIntFlag(args, 'timelock-seconds'),
+      },
+    }),
   },
   destinationCommand('confirm'),
   destinationCommand('cancel'),
@@ -141,9 +176,25 @@ export const ledgerCommands: CliCommand[] = [
     usage: 'withdrawal-method add AGENT_ID --kind bank --label L [--bank-name B] [--last4 NNNN] [--currency USD]',
     run: async (ctx, args) => {
       const agent = await requireAgent(ctx, requirePositional(args, 0, 'AGENT_ID'));
-      return ctx.services.ledger.withdrawals.addMethod(ctx.db, agent.owner_id, { kind: requireFlag(args, 'kind'), label: requireFlag(args, 'label'), bankName: optionalFlag(args, 'bank-name') ?? null, last4: optionalFlag(args, 'last4') ?? null, currency: optionalFlag(args, 'currency') ?? null });
+      return ctx.services.ledger.withdrawals.addMethod(ctx.db, agent.owner_id, {
+        kind: requireFlag(args, 'kind'),
+        label: requireFlag(args, 'label'),
+        bankName: optionalFlag(args, 'bank-name') ?? null,
+        last4: optionalFlag(args, 'last4') ?? null,
+        currency: optionalFlag(args, 'currency') ?? null,
+      });
     },
-    http: (args) => ({ method: 'POST', path: agentPath(args, '/withdrawal-methods'), body: { kind: requireFlag(args, 'kind'), label: requireFlag(args, 'label'), bank_name: optionalFlag(args, 'bank-name') ?? null, last4: optionalFlag(args, 'last4') ?? null, currency: optionalFlag(args, 'currency') ?? null } }),
+    http: (args) => ({
+      method: 'POST',
+      path: agentPath(args, '/withdrawal-methods'),
+      body: {
+        kind: requireFlag(args, 'kind'),
+        label: requireFlag(args, 'label'),
+        bank_name: optionalFlag(args, 'bank-name') ?? null,
+        last4: optionalFlag(args, 'last4') ?? null,
+        currency: optionalFlag(args, 'currency') ?? null,
+      },
+    }),
   },
   oneOffCommand('claim'),
   oneOffCommand('cancel'),
@@ -167,6 +218,10 @@ export const ledgerCommands: CliCommand[] = [
       const price = await ctx.services.ledger.ledger.setPrice(ctx.db, asset, usd, parseDateFlag(args, 'at') ?? ctx.clock.now());
       return { asset: price.asset, price_usd: usd, observed_at: price.observedAt?.toISOString() ?? null };
     },
-    http: (args) => ({ method: 'PUT', path: `/v1/admin/prices/${seg(requirePositional(args, 0, 'ASSET'))}`, body: { price_usd: requirePositional(args, 1, 'USD'), observed_at: (parseDateFlag(args, 'at') ?? new Date()).toISOString() } }),
+    http: (args) => ({
+      method: 'PUT',
+      path: `/v1/admin/prices/${seg(requirePositional(args, 0, 'ASSET'))}`,
+      body: { price_usd: requirePositional(args, 1, 'USD'), observed_at: (parseDateFlag(args, 'at') ?? new Date()).toISOString() },
+    }),
   },
 ];

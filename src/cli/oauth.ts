@@ -21,8 +21,7 @@ export const oauthCommands: CliCommand[] = [
   {
     name: 'oauth client add',
     usage: 'oauth client add --name N --redirect-uri U[,U2...]',
-    run: (ctx, args) =>
-      usageErrors(async () => ({ ...(await ctx.services.oauth.addClient(ctx.db, { name: requireFlag(args, 'name'), redirectUris: redirectUris(args) })) })),
+    run: (ctx, args) => usageErrors(async () => ({ ...(await ctx.services.oauth.addClient(ctx.db, { name: requireFlag(args, 'name'), redirectUris: redirectUris(args) })) })),
     http: (args) => ({ method: 'POST', path: '/v1/admin/oauth/clients', body: { name: requireFlag(args, 'name'), redirect_uris: redirectUris(args) } }),
   },
   {

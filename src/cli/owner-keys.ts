@@ -27,7 +27,8 @@ export async function ownerSignerPlan(config: Readonly<Config>, args: CliArgs): 
   }
   if (!config.chain.rpcUrl) return { signer: null, finish: (created) => created };
   const chainId = await resolveChainId(config, createLogger('silent'));
-  if (chainId !== DEV_CHAIN_ID) throw new CliUsageError(`--signer is required on chain ${chainId}: the owner keeps the key of that address (a key is generated on the development chain ${DEV_CHAIN_ID} only)`);
+  if (chainId !== DEV_CHAIN_ID)
+    throw new CliUsageError(`--signer is required on chain ${chainId}: the owner keeps the key of that address (a key is generated on the development chain ${DEV_CHAIN_ID} only)`);
   if (config.nodeEnv === 'production') throw new CliUsageError('--signer is required when NODE_ENV=production (generated owner keys are a development convenience)');
   const key = generateOwnerKey();
   return {
@@ -66,7 +67,9 @@ function typedDataOf(json: Record<string, unknown>): Parameters<PrivateKeyAccoun
   const primaryType = String(json.primaryType);
   const { EIP712Domain: _domain, ...messageTypes } = types;
   const domain = json.domain as Record<string, unknown>;
-  return { domain: { ...domain, chainId: Number(domain.chainId) }, types: messageTypes, primaryType, message: convert(primaryType, json.message) as Record<string, unknown> } as Parameters<PrivateKeyAccount['signTypedData']>[0];
+  return { domain: { ...domain, chainId: Number(domain.chainId) }, types: messageTypes, primaryType, message: convert(primaryType, json.message) as Record<string, unknown> } as Parameters<
+    PrivateKeyAccount['signTypedData']
+  >[0];
 }
 
 /**
@@ -78,7 +81,7 @@ export async function signProposal(key: PrivateKeyAccount, proposal: Record<stri
   if (signer.toLowerCase() !== key.address.toLowerCase()) throw new CliUsageError(`--owner-key-file holds the key of ${key.address}, but the agent's account is owned by ${signer}`);
   const typed = proposal.typed_data as Record<string, unknown>;
   const domain = typed.domain as { verifyingContract?: string };
-  if (String(domain.verifyingContract).toLowerCase() !== String(proposal.account).toLowerCase()) throw new CliUsageError('the proposal\'s typed data is not for the agent\'s account: not signed');
+  if (String(domain.verifyingContract).toLowerCase() !== String(proposal.account).toLowerCase()) throw new CliUsageError("the proposal's typed data is not for the agent's account: not signed");
   const signature = await key.signTypedData(typedDataOf(typed));
   return { signature, nonce: String(proposal.nonce), deadline: String(proposal.deadline), ...(proposal.unlock_at !== undefined ? { unlock_at: String(proposal.unlock_at) } : {}) };
 }

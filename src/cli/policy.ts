@@ -26,7 +26,11 @@ export const policyCommands: CliCommand[] = [
       const since = parseSince(requireFlag(args, 'since'), ctx.clock.now());
       return { ...(await ctx.services.ledger.policy.replay(ctx.db, agentId, { policy: await readPolicyFile(args), since })) };
     },
-    http: async (args) => ({ method: 'POST', path: agentPath(args, '/policy/replay'), body: { policy: await readPolicyFile(args), since: parseSince(requireFlag(args, 'since'), new Date()).toISOString() } }),
+    http: async (args) => ({
+      method: 'POST',
+      path: agentPath(args, '/policy/replay'),
+      body: { policy: await readPolicyFile(args), since: parseSince(requireFlag(args, 'since'), new Date()).toISOString() },
+    }),
   },
   {
     name: 'agent set-shadow-policy',

@@ -48,7 +48,11 @@ export function mountConsole(app: Express, deps: { config: Readonly<Config>; db:
       return fail(res, 401, 'authentication_failed', message);
     }
     const session = await services.owner.createSession(db, check.ownerId);
-    await services.owner.audit(db, { ownerId: check.ownerId, actor: { kind: 'owner', ownerId: check.ownerId, tokenId: null, clientAddress: clientAddress(req), requestId: String(res.getHeader('X-Request-Id') ?? '') }, action: 'console.sign_in' });
+    await services.owner.audit(db, {
+      ownerId: check.ownerId,
+      actor: { kind: 'owner', ownerId: check.ownerId, tokenId: null, clientAddress: clientAddress(req), requestId: String(res.getHeader('X-Request-Id') ?? '') },
+      action: 'console.sign_in',
+    });
     res.setHeader('Set-Cookie', [
       cookieHeader(OWNER_SESSION_COOKIE, session.token, { secure, maxAgeSeconds: SESSION_TTL_MS / 1000 }),
       cookieHeader(CONSOLE_LOGIN_COOKIE, '', { secure, maxAgeSeconds: 0, path: '/console/auth' }),
@@ -73,7 +77,12 @@ export function mountConsole(app: Express, deps: { config: Readonly<Config>; db:
       return fail(res, 401, 'authentication_failed', err instanceof Error ? err.message : 'The passkey was refused.');
     }
     const session = await services.owner.createSession(db, proof.ownerId);
-    await services.owner.audit(db, { ownerId: proof.ownerId, actor: { kind: 'owner', ownerId: proof.ownerId, tokenId: null, clientAddress: clientAddress(req), requestId: String(res.getHeader('X-Request-Id') ?? '') }, action: 'console.sign_in', details: { method: 'passkey', passkey_id: proof.passkeyId } });
+    await services.owner.audit(db, {
+      ownerId: proof.ownerId,
+      actor: { kind: 'owner', ownerId: proof.ownerId, tokenId: null, clientAddress: clientAddress(req), requestId: String(res.getHeader('X-Request-Id') ?? '') },
+      action: 'console.sign_in',
+      details: { method: 'passkey', passkey_id: proof.passkeyId },
+    });
     res.setHeader('Set-Cookie', cookieHeader(OWNER_SESSION_COOKIE, session.token, { secure, maxAgeSeconds: SESSION_TTL_MS / 1000 }));
     res.json({ ok: true, owner_id: proof.ownerId, csrf_token: session.csrfToken });
   });

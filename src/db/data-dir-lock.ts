@@ -73,7 +73,8 @@ export function acquireDataDirLock(dataDir: string): DataDirLock {
       continue; // someone else moved it first; look again
     }
     const moved = readPid(aside);
-    if (moved !== holder) renameSync(aside, lockFile); // a fresh lock slipped in between: put it back
+    if (moved !== holder)
+      renameSync(aside, lockFile); // a fresh lock slipped in between: put it back
     else unlinkSync(aside);
   }
   throw new Error(`could not take the lock ${lockFile}`);

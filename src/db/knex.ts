@@ -60,7 +60,6 @@ function stateOf(db: Db): StatementState {
  */
 const carried = (db: Db): Knex.TransactionConfig => ({ userParams: db.userParams });
 
-
 /** Runs `fn` in a savepoint of `trx` (or a transaction of the pool): released when it resolves, rolled back when it throws. */
 export function savepoint<T>(db: Db, fn: (sp: Knex.Transaction) => Promise<T>): Promise<T> {
   return db.transaction((sp) => (stateOf(db).parents.set(sp, db), fn(sp)), carried(db));

@@ -60,14 +60,22 @@ export function mountDocs(app: Express, deps: { document: OpenApiDocument }): vo
 
   app.get('/docs', (_req, res) => {
     // The page runs only this service's script; Redoc styles inline and starts its search worker from a blob.
-    res.setHeader('Content-Security-Policy', "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'");
+    res.setHeader(
+      'Content-Security-Policy',
+      "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+    );
     send(res, 'text/html; charset=utf-8', page);
   });
   app.get(REDOC_BUNDLE_PATH, (req, res) => {
     const { body, etag } = (served ??= redocBundleServed());
     res.setHeader('ETag', etag).setHeader('Cache-Control', 'public, max-age=86400').setHeader('X-Content-Type-Options', 'nosniff');
     // As the OpenAPI documents answer: a current If-None-Match is 304 whatever Cache-Control the request carries.
-    if (String(req.headers['if-none-match'] ?? '').split(',').some((tag) => tag.trim() === etag)) res.status(304).end();
+    if (
+      String(req.headers['if-none-match'] ?? '')
+        .split(',')
+        .some((tag) => tag.trim() === etag)
+    )
+      res.status(304).end();
     else res.status(200).type('text/javascript; charset=utf-8').send(body);
   });
   app.get('/skill.md', (_req, res) => send(res, 'text/markdown; charset=utf-8', skill));

@@ -3,7 +3,10 @@ import type { OpenApiDocument } from '../lib/contract.js';
 
 export function renderLlmsTxt(document: OpenApiDocument): string {
   const info = document.info ?? {};
-  const firstParagraph = String(info.description ?? '').split(/\n\s*\n/)[0]!.replace(/\s*\n\s*/g, ' ').trim();
+  const firstParagraph = String(info.description ?? '')
+    .split(/\n\s*\n/)[0]!
+    .replace(/\s*\n\s*/g, ' ')
+    .trim();
   return [
     `# ${info.title}`,
     '',

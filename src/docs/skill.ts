@@ -20,7 +20,11 @@ export interface McpToolName {
 
 function resolve(doc: OpenApiDocument, node: OpenApiDocument | undefined): OpenApiDocument | undefined {
   let n = node;
-  for (let i = 0; n?.$ref && i < 10; i++) n = (n.$ref as string).slice(2).split('/').reduce((acc: OpenApiDocument | undefined, k: string) => acc?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
+  for (let i = 0; n?.$ref && i < 10; i++)
+    n = (n.$ref as string)
+      .slice(2)
+      .split('/')
+      .reduce((acc: OpenApiDocument | undefined, k: string) => acc?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
   return n;
 }
 
@@ -57,7 +61,9 @@ function sessionTools(document: OpenApiDocument): { name: string; title: string 
 /** `## Heading` sections of info.description, by heading. */
 function descriptionSections(document: OpenApiDocument): Map<string, string> {
   const sections = new Map<string, string>();
-  for (const part of String(document.info?.description ?? '').split(/^## /m).slice(1)) {
+  for (const part of String(document.info?.description ?? '')
+    .split(/^## /m)
+    .slice(1)) {
     const [heading, ...body] = part.split('\n');
     sections.set(heading!.trim(), body.join('\n').trim());
   }
@@ -91,7 +97,14 @@ export function renderSkill(document: OpenApiDocument): string {
   const used = new Set(ops.flatMap((op) => (document.paths[op.path][op.method].security ?? document.security ?? []).flatMap((s: Record<string, unknown>) => Object.keys(s))));
   for (const [name, scheme] of Object.entries(document.components?.securitySchemes ?? {}) as [string, OpenApiDocument][]) {
     if (!used.has(name)) continue;
-    const how = scheme.type === 'apiKey' ? `\`${scheme.name}\` ${scheme.in}` : scheme.type === 'http' ? `\`Authorization: ${scheme.scheme === 'bearer' ? 'Bearer' : scheme.scheme} …\`` : scheme.type === 'oauth2' ? '`Authorization: Bearer <access token>`' : scheme.type;
+    const how =
+      scheme.type === 'apiKey'
+        ? `\`${scheme.name}\` ${scheme.in}`
+        : scheme.type === 'http'
+          ? `\`Authorization: ${scheme.scheme === 'bearer' ? 'Bearer' : scheme.scheme} …\``
+          : scheme.type === 'oauth2'
+            ? '`Authorization: Bearer <access token>`'
+            : scheme.type;
     push(`| ${name} | ${how} | ${cell(String(scheme.description ?? ''))} |`);
   }
   push('', '### Order of checks', '', section('Order of checks'), '');
@@ -145,7 +158,7 @@ export function renderSkill(document: OpenApiDocument): string {
     '## MCP tools',
     '',
     'The same operations are MCP tools at `/mcp` (Streamable HTTP; an OAuth bearer token issued for the resource `<base>/mcp`, ' +
-      'see `/.well-known/oauth-protected-resource/mcp`). Arguments are the route\'s path and query parameters and body fields, ' +
+      "see `/.well-known/oauth-protected-resource/mcp`). Arguments are the route's path and query parameters and body fields, " +
       'plus `idempotency_key` where the route takes an `Idempotency-Key`; errors come back as tool errors with the same codes.',
     '',
     '| tool | route | summary |',

@@ -10,4 +10,7 @@ export const listProtocols: Handler<'listProtocols'> = async (req, ctx) => ({ st
 
 export const listBalances: Handler<'listBalances'> = async (req, ctx) => ({ status: 200, body: await ctx.services.ledger.account.listBalances(ctx.db, who(ctx), req.query) });
 
-export const listCashBalances: Handler<'listCashBalances'> = async (req, ctx) => ({ status: 200, body: await ctx.services.ledger.account.listBalances(ctx.db, who(ctx), { ...req.query, cashOnly: true }) });
+export const listCashBalances: Handler<'listCashBalances'> = async (req, ctx) => ({
+  status: 200,
+  body: await ctx.services.ledger.account.listBalances(ctx.db, who(ctx), { ...req.query, cashOnly: true }),
+});

@@ -71,13 +71,31 @@ export const adminListVaults: Handler<'adminListVaults'> = async (_req, ctx) => 
 
 export const adminAddVault: Handler<'adminAddVault'> = async (req, ctx) => {
   const b = req.body;
-  const vault = await ctx.services.defi.earn.addVault(ctx.db, { name: b.name, protocol: b.protocol, asset: b.asset, apyBps: b.apy_bps, capacity: b.capacity ?? null, address: b.address, decimalsOffset: b.decimals_offset, rewardAsset: b.reward_asset ?? null, rewardBps: b.reward_bps });
+  const vault = await ctx.services.defi.earn.addVault(ctx.db, {
+    name: b.name,
+    protocol: b.protocol,
+    asset: b.asset,
+    apyBps: b.apy_bps,
+    capacity: b.capacity ?? null,
+    address: b.address,
+    decimalsOffset: b.decimals_offset,
+    rewardAsset: b.reward_asset ?? null,
+    rewardBps: b.reward_bps,
+  });
   return created({ ...vault });
 };
 
 export const adminAddMarket: Handler<'adminAddMarket'> = async (req, ctx) => {
   const b = req.body;
-  const market = await ctx.services.defi.borrow.addMarket(ctx.db, { asset: b.asset, protocol: b.protocol, ltvBps: b.ltv_bps, liquidationThresholdBps: b.liquidation_threshold_bps, borrowAprBps: b.borrow_apr_bps, collateralEnabled: b.collateral, borrowEnabled: b.borrowable });
+  const market = await ctx.services.defi.borrow.addMarket(ctx.db, {
+    asset: b.asset,
+    protocol: b.protocol,
+    ltvBps: b.ltv_bps,
+    liquidationThresholdBps: b.liquidation_threshold_bps,
+    borrowAprBps: b.borrow_apr_bps,
+    collateralEnabled: b.collateral,
+    borrowEnabled: b.borrowable,
+  });
   return created({ ...market });
 };
 

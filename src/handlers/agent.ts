@@ -18,7 +18,13 @@ const usageOf = (d: RateDecision) => ({ limit: d.limit, burst: d.burst, window_s
 export const getSelfUsage: Handler<'getSelfUsage'> = async (_req, ctx) => {
   const usage = await ctx.services.rateLimits.usage(ctx.db, ctx.principal.agentId);
   // In the document's order of the classes (RATE_CLASSES), each one required.
-  const classes = { read: usageOf(usage.read), write: usageOf(usage.write), simulate: usageOf(usage.simulate), webhook_management: usageOf(usage.webhook_management), bulk_write: usageOf(usage.bulk_write) };
+  const classes = {
+    read: usageOf(usage.read),
+    write: usageOf(usage.write),
+    simulate: usageOf(usage.simulate),
+    webhook_management: usageOf(usage.webhook_management),
+    bulk_write: usageOf(usage.bulk_write),
+  };
   return { status: 200, body: { ok: true, classes } };
 };
 

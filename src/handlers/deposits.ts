@@ -4,4 +4,7 @@ import { who } from './ledger-common.js';
 
 export const listDepositMethods: Handler<'listDepositMethods'> = async (req, ctx) => ({ status: 200, body: await ctx.services.ledger.account.listDepositMethods(ctx.db, who(ctx), req.query) });
 
-export const getDepositAddress: Handler<'getDepositAddress'> = async (req, ctx) => ({ status: 200, body: { ok: true, deposit_address: await ctx.services.ledger.account.getDepositAddress(ctx.db, who(ctx), req.query) } });
+export const getDepositAddress: Handler<'getDepositAddress'> = async (req, ctx) => ({
+  status: 200,
+  body: { ok: true, deposit_address: await ctx.services.ledger.account.getDepositAddress(ctx.db, who(ctx), req.query) },
+});

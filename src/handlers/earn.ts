@@ -4,7 +4,10 @@ import { answer } from '../lib/refusal.js';
 
 export const listEarnPositions: Handler<'listEarnPositions'> = async (req, ctx) => ({ status: 200, body: await ctx.services.defi.earn.listPositions(ctx.db, ctx.principal, req.query) });
 
-export const getEarnPosition: Handler<'getEarnPosition'> = async (req, ctx) => ({ status: 200, body: { ok: true, position: await ctx.services.defi.earn.getPosition(ctx.db, ctx.principal, req.params.id) } });
+export const getEarnPosition: Handler<'getEarnPosition'> = async (req, ctx) => ({
+  status: 200,
+  body: { ok: true, position: await ctx.services.defi.earn.getPosition(ctx.db, ctx.principal, req.params.id) },
+});
 
 export const listEarnOpportunities: Handler<'listEarnOpportunities'> = async (req, ctx) => ({ status: 200, body: await ctx.services.defi.earn.listOpportunities(ctx.db, ctx.principal, req.query) });
 

@@ -9,7 +9,8 @@ type OperationPageId = 'listPayments' | 'listOneOffPayments' | 'listWithdrawals'
 type OperationDetailId = 'getPayment' | 'getOneOffPayment' | 'getWithdrawal';
 
 /** A page of the agent's operations of `types` (the list routes of the payments and withdrawals tags). */
-export const listOperationsOf = (types: string[]) => async (req: OperationRequest<OperationPageId>, ctx: RequestContext) => ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...req.query, types }));
+export const listOperationsOf = (types: string[]) => async (req: OperationRequest<OperationPageId>, ctx: RequestContext) =>
+  ok(await ctx.services.ledger.operations.list(ctx.db, ctx.principal.agentId, { ...req.query, types }));
 
 /** One operation of `types` by id (`include=onchain`). */
 export const getOperationOf = (types: string[]) => async (req: OperationRequest<OperationDetailId>, ctx: RequestContext) => {

@@ -5,7 +5,13 @@ import type { OwnerActor } from '../services/owner.service.js';
 /** The owner-side caller as the owner service sees it. */
 export function actorOf(ctx: RequestContext): OwnerActor {
   const admin = ctx.principal.method === 'admin_token';
-  return { kind: admin ? 'admin' : 'owner', ownerId: admin ? null : ctx.principal.ownerId, tokenId: ctx.principal.ownerTokenId ?? null, clientAddress: ctx.clientAddress ?? null, requestId: ctx.requestId };
+  return {
+    kind: admin ? 'admin' : 'owner',
+    ownerId: admin ? null : ctx.principal.ownerId,
+    tokenId: ctx.principal.ownerTokenId ?? null,
+    clientAddress: ctx.clientAddress ?? null,
+    requestId: ctx.requestId,
+  };
 }
 
 /**

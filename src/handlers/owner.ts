@@ -21,7 +21,8 @@ export const ownerCreateAgent: Handler<'ownerCreateAgent'> = async (req, ctx) =>
   const ownerId = await ctx.services.owner.resolveOwner(ctx.db, actorOf(ctx), b.owner_id);
   const startsAt = date(b.starts_at);
   const endsAt = date(b.ends_at);
-  if (startsAt && endsAt && startsAt >= endsAt) throw new ApiError('validation_failed', 'starts_at must be before ends_at', { errors: [{ location: 'body', path: '/starts_at', message: 'must be before ends_at' }] });
+  if (startsAt && endsAt && startsAt >= endsAt)
+    throw new ApiError('validation_failed', 'starts_at must be before ends_at', { errors: [{ location: 'body', path: '/starts_at', message: 'must be before ends_at' }] });
   const agent = await ctx.services.agents.createAgent(ctx.db, { ownerId, name: b.name, startsAt, endsAt });
   await record(req, ctx, ownerId, { type: 'agent', id: agent.agent_id }, { name: b.name });
   return created(agent);
@@ -52,7 +53,8 @@ export const ownerSetAgentWindow: Handler<'ownerSetAgentWindow'> = async (req, c
   const b = req.body;
   const startsAt = date(b.starts_at);
   const endsAt = date(b.ends_at);
-  if (startsAt && endsAt && startsAt >= endsAt) throw new ApiError('validation_failed', 'starts_at must be before ends_at', { errors: [{ location: 'body', path: '/starts_at', message: 'must be before ends_at' }] });
+  if (startsAt && endsAt && startsAt >= endsAt)
+    throw new ApiError('validation_failed', 'starts_at must be before ends_at', { errors: [{ location: 'body', path: '/starts_at', message: 'must be before ends_at' }] });
   await ctx.services.agents.setWindow(ctx.db, agent.id, startsAt, endsAt);
   const window = { starts_at: iso(startsAt), ends_at: iso(endsAt) };
   await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, window);
@@ -119,7 +121,8 @@ export const ownerValidatePolicy: Handler<'ownerValidatePolicy'> = async (req, c
     const policy = ctx.services.ledger.policy.parse(isAllowAll(b) ? { operation_types: 'all' } : b);
     return ok({ agent_id: agent.id, valid: true, problems: [], policy: policyToJson(policy) });
   } catch (err) {
-    if (err instanceof ApiError && err.code === 'validation_failed') return ok({ agent_id: agent.id, valid: false, problems: (err.details as { problems?: string[] } | undefined)?.problems ?? [err.message], policy: null });
+    if (err instanceof ApiError && err.code === 'validation_failed')
+      return ok({ agent_id: agent.id, valid: false, problems: (err.details as { problems?: string[] } | undefined)?.problems ?? [err.message], policy: null });
     throw err;
   }
 };
@@ -225,7 +228,13 @@ export const ownerAddRecurringPayment: Handler<'ownerAddRecurringPayment'> = asy
 export const ownerAddWithdrawalMethod: Handler<'ownerAddWithdrawalMethod'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   const b = req.body;
-  const added = await ctx.services.ledger.withdrawals.addMethod(ctx.db, agent.owner_id, { kind: b.kind, label: b.label, bankName: b.bank_name ?? null, last4: b.last4 ?? null, currency: b.currency ?? null });
+  const added = await ctx.services.ledger.withdrawals.addMethod(ctx.db, agent.owner_id, {
+    kind: b.kind,
+    label: b.label,
+    bankName: b.bank_name ?? null,
+    last4: b.last4 ?? null,
+    currency: b.currency ?? null,
+  });
   await record(req, ctx, agent.owner_id, { type: 'withdrawal_method', id: added.method_id }, { kind: b.kind, label: b.label });
   return created(added);
 };
@@ -238,7 +247,14 @@ export const ownerListTrustedDestinations: Handler<'ownerListTrustedDestinations
 export const ownerAddTrustedDestination: Handler<'ownerAddTrustedDestination'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   const b = req.body;
-  const added = await ctx.services.ledger.destinations.add(ctx.db, agent.id, { kind: b.kind, chain: b.chain ?? 'base', address: b.address, label: b.label, timelockSeconds: b.timelock_seconds, signature: b.owner_signature });
+  const added = await ctx.services.ledger.destinations.add(ctx.db, agent.id, {
+    kind: b.kind,
+    chain: b.chain ?? 'base',
+    address: b.address,
+    label: b.label,
+    timelockSeconds: b.timelock_seconds,
+    signature: b.owner_signature,
+  });
   await record(req, ctx, agent.owner_id, { type: 'trusted_destination', id: added.destination_id }, { agent_id: agent.id, address: b.address, label: b.label });
   return created(added);
 };

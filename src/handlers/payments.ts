@@ -20,4 +20,5 @@ export const getOneOffPayment: Handler<'getOneOffPayment'> = getOperationOf(ONE_
 
 export const listRecurringPayments: Handler<'listRecurringPayments'> = async (req, ctx) => ok(await ctx.services.ledger.payments.listRecurring(ctx.db, ctx.principal.agentId, req.query));
 
-export const getRecurringPayment: Handler<'getRecurringPayment'> = async (req, ctx) => ok({ recurring_payment: await ctx.services.ledger.payments.getRecurring(ctx.db, ctx.principal.agentId, req.params.id) });
+export const getRecurringPayment: Handler<'getRecurringPayment'> = async (req, ctx) =>
+  ok({ recurring_payment: await ctx.services.ledger.payments.getRecurring(ctx.db, ctx.principal.agentId, req.params.id) });

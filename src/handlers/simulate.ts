@@ -31,7 +31,8 @@ function executionPathOf(stages: Stage[]): PathStage[] {
     else if (stage.outcome === 'skipped') continue;
     else if (stage.name === 'route') path.push('validate_route');
     else if (stage.name === 'validation') path.push('validate_request_body', 'validate_static_contract');
-    else if (stage.name === 'policy') path.push(...(stage.code === 'permission_not_granted' ? (['evaluate_policy_permission'] as const) : (['evaluate_policy_permission', 'evaluate_policy_limits'] as const)));
+    else if (stage.name === 'policy')
+      path.push(...(stage.code === 'permission_not_granted' ? (['evaluate_policy_permission'] as const) : (['evaluate_policy_permission', 'evaluate_policy_limits'] as const)));
   }
   return path;
 }
@@ -115,6 +116,11 @@ export const simulateRequest: Handler<'simulateRequest'> = async (req, ctx) => {
   const value = (outcome as { value: HandlerResult }).value;
   // Accepted, but held for the owner's approval (issue 27): the stage says so and why.
   const approval = (value.body as { approval?: Schema<'OperationApproval'> } | undefined)?.approval;
-  if (approval) stages.push({ name: 'approval_required', outcome: 'passed', message: `the owner must approve this operation (${approval.reasons.map((r) => (r === 'above_threshold' ? `above the approval threshold of ${approval.threshold_usd} USD` : 'first payment to this payee')).join('; ')}) before ${approval.expires_at}; until then it stays accepted with its funds held` });
+  if (approval)
+    stages.push({
+      name: 'approval_required',
+      outcome: 'passed',
+      message: `the owner must approve this operation (${approval.reasons.map((r) => (r === 'above_threshold' ? `above the approval threshold of ${approval.threshold_usd} USD` : 'first payment to this payee')).join('; ')}) before ${approval.expires_at}; until then it stays accepted with its funds held`,
+    });
   return answer(null, value);
 };

@@ -5,9 +5,11 @@ import { getOperationOf, listOperationsOf, ok, who } from './ledger-common.js';
 
 const TYPES = ['withdrawal.bank', 'withdrawal.crypto'];
 
-export const createBankWithdrawal: Handler<'createBankWithdrawal'> = async (req, ctx) => answer(await ctx.services.ledger.withdrawals.createBankWithdrawal(ctx.db, who(ctx), req.body, ctx.idempotencyKey));
+export const createBankWithdrawal: Handler<'createBankWithdrawal'> = async (req, ctx) =>
+  answer(await ctx.services.ledger.withdrawals.createBankWithdrawal(ctx.db, who(ctx), req.body, ctx.idempotencyKey));
 
-export const createCryptoWithdrawal: Handler<'createCryptoWithdrawal'> = async (req, ctx) => answer(await ctx.services.ledger.withdrawals.createCryptoWithdrawal(ctx.db, who(ctx), req.body, ctx.idempotencyKey));
+export const createCryptoWithdrawal: Handler<'createCryptoWithdrawal'> = async (req, ctx) =>
+  answer(await ctx.services.ledger.withdrawals.createCryptoWithdrawal(ctx.db, who(ctx), req.body, ctx.idempotencyKey));
 
 export const listWithdrawals: Handler<'listWithdrawals'> = listOperationsOf(TYPES);
 

@@ -29,7 +29,10 @@ export function createHealthHandlers(deps: { checks: ReadinessCheck[]; timeoutMs
       // Run concurrently: one hanging dependency costs the probe one timeout, not the sum.
       const results = await Promise.all(
         deps.checks.map(async ({ name, check }) => {
-          const status = await withTimeout(Promise.resolve().then(check), deps.timeoutMs ?? CHECK_TIMEOUT_MS).then(() => 'ok' as const, () => 'down' as const);
+          const status = await withTimeout(Promise.resolve().then(check), deps.timeoutMs ?? CHECK_TIMEOUT_MS).then(
+            () => 'ok' as const,
+            () => 'down' as const,
+          );
           return [name, status] as const;
         }),
       );

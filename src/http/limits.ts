@@ -12,12 +12,22 @@ export const MAX_HEADER_BYTES = 16 * 1024;
 export function headOverLimits(req: Request): ApiError | null {
   const urlBytes = Buffer.byteLength(req.originalUrl);
   if (urlBytes > MAX_URL_BYTES) {
-    return new ApiError('validation_failed', `The request URL is ${urlBytes} bytes; the limit is ${MAX_URL_BYTES}.`, { errors: [{ location: 'query', path: 'url', message: `exceeds ${MAX_URL_BYTES} bytes` }] }, { status: 414 });
+    return new ApiError(
+      'validation_failed',
+      `The request URL is ${urlBytes} bytes; the limit is ${MAX_URL_BYTES}.`,
+      { errors: [{ location: 'query', path: 'url', message: `exceeds ${MAX_URL_BYTES} bytes` }] },
+      { status: 414 },
+    );
   }
   let headerBytes = 0;
   for (const part of req.rawHeaders) headerBytes += Buffer.byteLength(part) + 2;
   if (headerBytes > MAX_HEADER_BYTES) {
-    return new ApiError('validation_failed', `The request headers are ${headerBytes} bytes; the limit is ${MAX_HEADER_BYTES}.`, { errors: [{ location: 'header', path: 'headers', message: `exceed ${MAX_HEADER_BYTES} bytes` }] }, { status: 431 });
+    return new ApiError(
+      'validation_failed',
+      `The request headers are ${headerBytes} bytes; the limit is ${MAX_HEADER_BYTES}.`,
+      { errors: [{ location: 'header', path: 'headers', message: `exceed ${MAX_HEADER_BYTES} bytes` }] },
+      { status: 431 },
+    );
   }
   return null;
 }

@@ -5,10 +5,7 @@ import type { OpenApiDocument, OperationMeta } from '../lib/contract.js';
 
 export type { IdempotencyMode, OpenApiDocument, OperationMeta } from '../lib/contract.js';
 
-export type MatchResult =
-  | { kind: 'operation'; op: OperationMeta; params: Record<string, string> }
-  | { kind: 'not_found' }
-  | { kind: 'method_not_allowed'; allowed: string[] };
+export type MatchResult = { kind: 'operation'; op: OperationMeta; params: Record<string, string> } | { kind: 'not_found' } | { kind: 'method_not_allowed'; allowed: string[] };
 
 export const DOCUMENT_PATH = fileURLToPath(new URL('../../generated/openapi.json', import.meta.url));
 

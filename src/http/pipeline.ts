@@ -52,45 +52,47 @@ export function createPipeline(deps: PipelineDeps) {
   }
 
   /** One entry of the pipeline; only the authenticate step differs between /v1/agent and /v1/owner. */
-  const createEntry = (authenticate: AuthenticateStep) => async (req: Request, res: Response): Promise<void> => {
-    const path = req.originalUrl.split('?')[0]!;
-    const exchange = locals(res);
-    try {
-      const match = router.match(req.method, path);
-      const op = match.kind === 'operation' ? match.op : undefined;
-      exchange.op = op;
+  const createEntry =
+    (authenticate: AuthenticateStep) =>
+    async (req: Request, res: Response): Promise<void> => {
+      const path = req.originalUrl.split('?')[0]!;
+      const exchange = locals(res);
+      try {
+        const match = router.match(req.method, path);
+        const op = match.kind === 'operation' ? match.op : undefined;
+        exchange.op = op;
 
-      // An over-long URL or header block is refused whoever sends it; a caller who authenticates
-      // gets its rate-limit headers and is charged, one who does not is not told 401 instead.
-      const oversize = headOverLimits(req);
-      if (match.kind === 'operation' && match.op.isPublic) {
-        exchange.rate = await rateLimits.chargeAddress('public', clientAddress(req), PUBLIC_RULE);
-        if (!exchange.rate.allowed) throw rateLimitedError(exchange.rate);
+        // An over-long URL or header block is refused whoever sends it; a caller who authenticates
+        // gets its rate-limit headers and is charged, one who does not is not told 401 instead.
+        const oversize = headOverLimits(req);
+        if (match.kind === 'operation' && match.op.isPublic) {
+          exchange.rate = await rateLimits.chargeAddress('public', clientAddress(req), PUBLIC_RULE);
+          if (!exchange.rate.allowed) throw rateLimitedError(exchange.rate);
+          if (oversize) throw oversize;
+          const ctx = steps.contextFor(exchange, null, { clientAddress: clientAddress(req) });
+          send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: undefined }, ctx));
+          return;
+        }
+
+        const { principal, overrides } = await authenticate(req, exchange, op).catch((err: unknown) => {
+          throw oversize && isApiError(err) && err.status === 401 ? oversize : err;
+        });
+        exchange.agentId = principal.agentId;
+        await steps.chargeRateLimit(exchange, principal.agentId, op?.rateClass ?? 'read', overrides);
         if (oversize) throw oversize;
-        const ctx = steps.contextFor(exchange, null, { clientAddress: clientAddress(req) });
-        send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: undefined }, ctx));
-        return;
+        if (match.kind === 'not_found') throw new ApiError('not_found', 'No route matches this request.');
+        if (match.kind === 'method_not_allowed') {
+          throw new ApiError('method_not_allowed', `Allowed methods: ${match.allowed.join(', ')}.`, undefined, { headers: { Allow: match.allowed.join(', ') } });
+        }
+        steps.requireScope(principal, [match.op], 'agent');
+        requireOwnerSide(principal, match.op);
+        const { idempotencyKey } = await steps.validateRequest(req, res, path);
+        const ctx = steps.contextFor(exchange, principal, { idempotencyKey, clientAddress: clientAddress(req) });
+        send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: req.body }, ctx));
+      } catch (err) {
+        send(res, steps.errorResult(exchange, err));
       }
-
-      const { principal, overrides } = await authenticate(req, exchange, op).catch((err: unknown) => {
-        throw oversize && isApiError(err) && err.status === 401 ? oversize : err;
-      });
-      exchange.agentId = principal.agentId;
-      await steps.chargeRateLimit(exchange, principal.agentId, op?.rateClass ?? 'read', overrides);
-      if (oversize) throw oversize;
-      if (match.kind === 'not_found') throw new ApiError('not_found', 'No route matches this request.');
-      if (match.kind === 'method_not_allowed') {
-        throw new ApiError('method_not_allowed', `Allowed methods: ${match.allowed.join(', ')}.`, undefined, { headers: { Allow: match.allowed.join(', ') } });
-      }
-      steps.requireScope(principal, [match.op], 'agent');
-      requireOwnerSide(principal, match.op);
-      const { idempotencyKey } = await steps.validateRequest(req, res, path);
-      const ctx = steps.contextFor(exchange, principal, { idempotencyKey, clientAddress: clientAddress(req) });
-      send(res, await router.dispatch(match.op, { path, params: match.params, query: req.query, headers: req.headers, body: req.body }, ctx));
-    } catch (err) {
-      send(res, steps.errorResult(exchange, err));
-    }
-  };
+    };
 
   const agentApi = createEntry((req, exchange) => steps.authenticate(req, exchange, 'agent'));
 
@@ -101,7 +103,8 @@ export function createPipeline(deps: PipelineDeps) {
   const adminDigest = deps.adminToken ? Buffer.from(sha256Hex(deps.adminToken)) : null;
   const authenticateOwner: AuthenticateStep = async (req, exchange, op) => {
     if (!adminDigest && (op?.scope === 'admin' || req.originalUrl.startsWith('/v1/admin'))) throw new ApiError('not_found', 'The /v1/admin routes are off: no admin token is configured.');
-    const failed = () => steps.failAuthentication(req, exchange, new ApiError('authentication_failed', 'Send an owner token or the admin token as Authorization: Bearer <token>, or sign in to the console.'));
+    const failed = () =>
+      steps.failAuthentication(req, exchange, new ApiError('authentication_failed', 'Send an owner token or the admin token as Authorization: Bearer <token>, or sign in to the console.'));
     const sessionToken = req.headers.authorization === undefined ? readCookie(req, OWNER_SESSION_COOKIE) : undefined;
     if (sessionToken !== undefined && op?.scope !== 'admin') return authenticateSession(req, exchange, sessionToken, failed);
     const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
@@ -112,7 +115,10 @@ export function createPipeline(deps: PipelineDeps) {
     }
     const owner = await deps.services.owner.authenticateToken(deps.db, token);
     if (!owner) return failed();
-    return { principal: { agentId: owner.ownerId, walletId: '', ownerId: owner.ownerId, agentName: '', method: 'owner_token', ownerTokenId: owner.tokenId, scopes: new Set(), clientId: null, grantId: null }, overrides: [] };
+    return {
+      principal: { agentId: owner.ownerId, walletId: '', ownerId: owner.ownerId, agentName: '', method: 'owner_token', ownerTokenId: owner.tokenId, scopes: new Set(), clientId: null, grantId: null },
+      overrides: [],
+    };
   };
   /** The console's session cookie; a write also needs the session's X-CSRF-Token header. */
   async function authenticateSession(req: Request, exchange: Exchange, token: string, failed: () => Promise<never>): Promise<Authenticated> {
@@ -124,7 +130,10 @@ export function createPipeline(deps: PipelineDeps) {
         return steps.failAuthentication(req, exchange, new ApiError('authentication_failed', 'A console write needs the X-CSRF-Token header of its session.'));
       }
     }
-    return { principal: { agentId: session.ownerId, walletId: '', ownerId: session.ownerId, agentName: '', method: 'owner_session', ownerTokenId: null, scopes: new Set(), clientId: null, grantId: null }, overrides: [] };
+    return {
+      principal: { agentId: session.ownerId, walletId: '', ownerId: session.ownerId, agentName: '', method: 'owner_session', ownerTokenId: null, scopes: new Set(), clientId: null, grantId: null },
+      overrides: [],
+    };
   }
   const ownerApi = createEntry(authenticateOwner);
 
@@ -139,13 +148,7 @@ export function createPipeline(deps: PipelineDeps) {
 function plainJson(res: Response, status: number, body: unknown): boolean {
   const h = res.req.headers;
   return (
-    body !== undefined &&
-    status !== 204 &&
-    status !== 304 &&
-    res.req.method !== 'HEAD' &&
-    h['if-none-match'] === undefined &&
-    h['if-modified-since'] === undefined &&
-    !res.hasHeader('Content-Type')
+    body !== undefined && status !== 204 && status !== 304 && res.req.method !== 'HEAD' && h['if-none-match'] === undefined && h['if-modified-since'] === undefined && !res.hasHeader('Content-Type')
   );
 }
 

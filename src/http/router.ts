@@ -12,13 +12,7 @@ import { createRequestValidator, type RequestValidator } from './request-validat
 
 export type { Router } from './types.js';
 
-export type Around = (
-  op: OperationMeta,
-  params: Record<string, unknown>,
-  body: unknown,
-  ctx: RequestContext,
-  next: (ctx: RequestContext) => Promise<HandlerResult>,
-) => Promise<HandlerResult>;
+export type Around = (op: OperationMeta, params: Record<string, unknown>, body: unknown, ctx: RequestContext, next: (ctx: RequestContext) => Promise<HandlerResult>) => Promise<HandlerResult>;
 
 /**
  * Binds the opaque cursors of the lists taking `#/components/parameters/Cursor` to their list and

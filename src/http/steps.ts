@@ -86,7 +86,9 @@ export function createSteps(deps: StepDeps) {
   const authenticateKey = createApiKeyAuthenticator({ db: deps.db, clock: deps.clock });
   // RFC 6750 §3.1: a request that sent no credentials at all gets the challenge without an error code.
   const invalidToken = (resource: BearerResource, message: string, from?: ApiError, credentialsSent = true) =>
-    new ApiError(from?.code ?? 'invalid_token', message, from?.details, { headers: { ...from?.headers, 'WWW-Authenticate': buildWwwAuthenticate(config.baseUrl, resource, credentialsSent ? 'invalid_token' : undefined) } });
+    new ApiError(from?.code ?? 'invalid_token', message, from?.details, {
+      headers: { ...from?.headers, 'WWW-Authenticate': buildWwwAuthenticate(config.baseUrl, resource, credentialsSent ? 'invalid_token' : undefined) },
+    });
 
   /** Charges the per-address failure bucket; a refused charge turns the failure into 429. */
   async function failAuthentication(req: Request, exchange: Exchange, err: ApiError): Promise<never> {
@@ -217,9 +219,14 @@ export function requireScope(baseUrl: string, principal: Principal, ops: Operati
   for (const op of ops) if (!scopeAllows(principal, op)) missing.add(op.scope!);
   if (missing.size === 0) return;
   const scope = [...missing].join(' ');
-  throw new ApiError('insufficient_scope', `This ${noun} requires the scope ${scope}.`, { required_scope: scope }, {
-    headers: { 'WWW-Authenticate': buildWwwAuthenticate(baseUrl, resource, 'insufficient_scope', scope) },
-  });
+  throw new ApiError(
+    'insufficient_scope',
+    `This ${noun} requires the scope ${scope}.`,
+    { required_scope: scope },
+    {
+      headers: { 'WWW-Authenticate': buildWwwAuthenticate(baseUrl, resource, 'insufficient_scope', scope) },
+    },
+  );
 }
 
 /**

@@ -21,7 +21,11 @@ type Json<T> = T extends { content: { 'application/json': infer B } } ? B : unde
 
 export type PathParams<K extends OperationId> = Present<Parameters<K>['path']>;
 export type QueryParams<K extends OperationId> = Partial<Present<Parameters<K>['query']>>;
-export type RequestBody<K extends OperationId> = operations[K] extends { requestBody: infer R } ? Json<R> : operations[K] extends { requestBody?: infer R } ? Json<Exclude<R, undefined>> | undefined : undefined;
+export type RequestBody<K extends OperationId> = operations[K] extends { requestBody: infer R }
+  ? Json<R>
+  : operations[K] extends { requestBody?: infer R }
+    ? Json<Exclude<R, undefined>> | undefined
+    : undefined;
 
 /** What a handler receives: the request after openapi-backend validated and coerced it. */
 export interface OperationRequest<K extends OperationId> {
@@ -34,9 +38,11 @@ export interface OperationRequest<K extends OperationId> {
 
 type Responses<K extends OperationId> = operations[K]['responses'];
 /** The statuses below 400 the document declares for an operation, each with its body. */
-type Answers<K extends OperationId> = {
-  [S in keyof Responses<K>]: S extends number ? (`${S}` extends `${1 | 2 | 3}${string}` ? { status: S; body: Json<Responses<K>[S]>; headers?: Record<string, string> } : never) : never;
-}[keyof Responses<K>] | Refused<K>;
+type Answers<K extends OperationId> =
+  | {
+      [S in keyof Responses<K>]: S extends number ? (`${S}` extends `${1 | 2 | 3}${string}` ? { status: S; body: Json<Responses<K>[S]>; headers?: Record<string, string> } : never) : never;
+    }[keyof Responses<K>]
+  | Refused<K>;
 /** The 403 of an operation that declares one: a refusal the service returned (src/lib/refusal.ts `answer`). */
 type Refused<K extends OperationId> = 403 extends keyof Responses<K> ? { status: 403; body: Json<Responses<K>[403]> } : never;
 

@@ -51,7 +51,7 @@ export function alternativesOf(schema: Json | undefined, resolve?: Resolve): { f
   const fields: string[] = [];
   const words: string[] = [];
   for (const raw of branches) {
-    const branch: Json = (typeof raw?.$ref === "string" && resolve ? resolve(raw.$ref as string) : raw) ?? {};
+    const branch: Json = (typeof raw?.$ref === 'string' && resolve ? resolve(raw.$ref as string) : raw) ?? {};
     const required = branch?.required as string[] | undefined;
     if (!Array.isArray(required) || required.length !== 1) return null;
     const field = required[0]!;
@@ -137,7 +137,10 @@ export function describeIssues(issues: AjvIssue[]): WordedProblem[] {
 }
 
 function toProblem(e: AjvIssue): WordedProblem {
-  const segments = (e.instancePath ?? '').split('/').filter(Boolean).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const segments = (e.instancePath ?? '')
+    .split('/')
+    .filter(Boolean)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   const missing = e.keyword === 'required' && e.params?.missingProperty ? String(e.params.missingProperty) : undefined;
   // A missing top-level part (`requestBody`, a required header) is reported at the root.
   if (segments.length === 0 && missing === 'requestBody') return { location: 'body', path: '/', field: 'body', message: 'a JSON request body is required' };

@@ -87,7 +87,14 @@ export function createIdempotency(deps: { db: Knex; clock: Clock; sealer: Sealer
   const claim = async (trx: Knex.Transaction, run: IdempotentRun): Promise<IdempotencyOutcome | null> => {
     const at = deps.clock.now();
     // Claim: the lock and the record in one statement (repo.claimRecord says why it sees a run that just committed).
-    const { locked, claimed } = await repo.claimRecord(trx, { agent_id: run.agentId, key: run.key, fingerprint: run.fingerprint, operation_id: run.operationId, created_at: at, expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS) });
+    const { locked, claimed } = await repo.claimRecord(trx, {
+      agent_id: run.agentId,
+      key: run.key,
+      fingerprint: run.fingerprint,
+      operation_id: run.operationId,
+      created_at: at,
+      expires_at: new Date(at.getTime() + IDEMPOTENCY_TTL_MS),
+    });
     if (!locked) {
       count('request_in_progress');
       throw new ApiError('idempotency_request_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
@@ -189,4 +196,3 @@ class ThrownRefusal extends Error {
 }
 
 export type Idempotency = ReturnType<typeof createIdempotency>;
-

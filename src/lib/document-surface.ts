@@ -74,7 +74,11 @@ export function surfaceDocument(document: OpenApiDocument, prefix: Surface): Ope
     }
     const names = kept[section];
     if (!names) continue;
-    outComponents[section] = Object.fromEntries(Object.keys(components[section]!).filter((name) => name in names).map((name) => [name, components[section]![name]]));
+    outComponents[section] = Object.fromEntries(
+      Object.keys(components[section]!)
+        .filter((name) => name in names)
+        .map((name) => [name, components[section]![name]]),
+    );
   }
 
   const out: OpenApiDocument = {};

@@ -41,4 +41,3 @@ export const loadSdk = ((load) => () => ({
   ...(load('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js') as typeof SdkWebTransport),
   ...(load('@modelcontextprotocol/sdk/types.js') as typeof SdkTypes),
 }))(createRequire(import.meta.url));
-

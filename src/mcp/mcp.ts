@@ -24,9 +24,9 @@ import { authed, authOf, loadSdk, requestIdOf, sendApiAnswer, sendJsonRpcError, 
 export { MCP_PATH };
 const SERVER_INFO = { name: 'agent-api', title: 'Agent API', version: '1.0.0' };
 const INSTRUCTIONS =
-  'Tools act for the one agent and wallet your token was issued for; each agent_* tool mirrors a /v1/agent route (named from its path) and needs that route\'s OAuth scope. ' +
+  "Tools act for the one agent and wallet your token was issued for; each agent_* tool mirrors a /v1/agent route (named from its path) and needs that route's OAuth scope. " +
   'Money is a decimal string in asset units. Mutating tools require an idempotency_key: reuse it to retry safely. ' +
-  'Writes settle asynchronously: agent_operations_wait_for_status waits for an operation; mcp_subscribe streams the agent\'s events on the session\'s GET stream.';
+  "Writes settle asynchronously: agent_operations_wait_for_status waits for an operation; mcp_subscribe streams the agent's events on the session's GET stream.";
 
 /** The pipeline steps' dependencies, plus the document the tools are generated from. */
 export interface McpDeps extends StepDeps {
@@ -78,7 +78,16 @@ export function mountMcp(app: Express, deps: McpDeps): Pick<McpEndpoint, 'close'
 
 /** The endpoint `mountMcp` serves (built on the first request to MCP_PATH). */
 export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
-  const { Server: SdkServerClass, StreamableHTTPServerTransport, WebStandardStreamableHTTPServerTransport, CallToolRequestSchema, ErrorCode, isInitializeRequest, ListToolsRequestSchema, McpError } = loadSdk();
+  const {
+    Server: SdkServerClass,
+    StreamableHTTPServerTransport,
+    WebStandardStreamableHTTPServerTransport,
+    CallToolRequestSchema,
+    ErrorCode,
+    isInitializeRequest,
+    ListToolsRequestSchema,
+    McpError,
+  } = loadSdk();
   const { config, log } = deps;
   const steps = createSteps(deps);
   const document = deps.document ?? loadDocument();

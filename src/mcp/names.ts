@@ -41,7 +41,12 @@ function routeToolName(method: string, path: string, isCollection: boolean): str
     .slice(API_PREFIX.length)
     .split('/')
     .filter((s) => s !== '' && !/^\{[^}]+\}$/.test(s))
-    .map((s) => s.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, ''));
+    .map((s) =>
+      s
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, '_')
+        .replace(/^_+|_+$/g, ''),
+    );
   return [...segments, verbOf(method, path, isCollection)].join('_');
 }
 
@@ -120,4 +125,3 @@ export function listedResourcesOf(operationIds: Iterable<string>): Set<string> {
   }
   return listed;
 }
-

@@ -70,7 +70,15 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
   });
 
-const definition = (name: string, title: string, description: string, op: OperationMeta, inputSchema: JsonSchema, outputSchema: JsonSchema, hints: { readOnlyHint: boolean; idempotentHint: boolean }): ToolDefinition => ({
+const definition = (
+  name: string,
+  title: string,
+  description: string,
+  op: OperationMeta,
+  inputSchema: JsonSchema,
+  outputSchema: JsonSchema,
+  hints: { readOnlyHint: boolean; idempotentHint: boolean },
+): ToolDefinition => ({
   name,
   title,
   description: `${description}\n\nRequires the OAuth scope ${op.scope}.`,
@@ -99,7 +107,10 @@ export function buildSessionTools(document: OpenApiDocument): SessionTool[] {
   const unsubscribe = metaOf('mcpUnsubscribe');
 
   const needSession = (call: SessionToolCall, name: string): McpSession => {
-    if (!call.session) throw new ApiError('validation_failed', `${name} needs an MCP session: initialize and send its Mcp-Session-Id on every request, and open GET /mcp for the stream.`, { errors: [{ location: 'header', path: 'Mcp-Session-Id', message: 'is required for this tool' }] });
+    if (!call.session)
+      throw new ApiError('validation_failed', `${name} needs an MCP session: initialize and send its Mcp-Session-Id on every request, and open GET /mcp for the stream.`, {
+        errors: [{ location: 'header', path: 'Mcp-Session-Id', message: 'is required for this tool' }],
+      });
     return call.session;
   };
 
@@ -116,7 +127,13 @@ export function buildSessionTools(document: OpenApiDocument): SessionTool[] {
           required: ['operation_id'],
           properties: {
             operation_id: { type: 'string', format: 'uuid', description: 'The operation_id a write returned.' },
-            terminal_statuses: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: [...OPERATION_STATUSES] }, description: `Statuses to wait for (default ${DEFAULT_TERMINAL.join(', ')}).` },
+            terminal_statuses: {
+              type: 'array',
+              minItems: 1,
+              uniqueItems: true,
+              items: { type: 'string', enum: [...OPERATION_STATUSES] },
+              description: `Statuses to wait for (default ${DEFAULT_TERMINAL.join(', ')}).`,
+            },
             timeout_seconds: { type: 'number', minimum: 0, maximum: WAIT_MAX_SECONDS, description: `How long to wait at most (default ${WAIT_DEFAULT_SECONDS}).` },
           },
         },

@@ -69,7 +69,8 @@ export function createSessionRegistry(opts: {
 
   async function end(id: string, why: EndReason): Promise<void> {
     const session = sessions.get(id);
-    if (shared && (why === 'deleted' || why === 'evicted' || why === 'initialize failed')) await shared.store.remove({ id, grantKey: session?.grantKey ?? '' }).catch((err: unknown) => log.warn({ err, sessionId: id }, 'mcp session record not removed'));
+    if (shared && (why === 'deleted' || why === 'evicted' || why === 'initialize failed'))
+      await shared.store.remove({ id, grantKey: session?.grantKey ?? '' }).catch((err: unknown) => log.warn({ err, sessionId: id }, 'mcp session record not removed'));
     if (!session) return;
     sessions.delete(id);
     opts.onEnd?.(session);
@@ -139,7 +140,16 @@ export function createSessionRegistry(opts: {
     async add(session, initialize) {
       sessions.set(session.id, session);
       if (shared) {
-        await shared.store.save({ id: session.id, grantKey: session.grantKey, agentId: session.agentId, walletId: session.walletId, initialize, confirmed: false, createdAt: now(), subscription: null });
+        await shared.store.save({
+          id: session.id,
+          grantKey: session.grantKey,
+          agentId: session.agentId,
+          walletId: session.walletId,
+          initialize,
+          confirmed: false,
+          createdAt: now(),
+          subscription: null,
+        });
       }
     },
     async confirm(session) {

@@ -194,7 +194,9 @@ export function buildTools(document: OpenApiDocument, ops: OperationMeta[]): Mcp
         name,
         ...(title ? { title } : {}),
         description: describe(op, operation),
-        inputSchema: portableSchema({ type: 'object', properties, ...(required.length ? { required: [...new Set(required)] } : {}), additionalProperties: false, ...extra }) as JsonSchema & { type: 'object' },
+        inputSchema: portableSchema({ type: 'object', properties, ...(required.length ? { required: [...new Set(required)] } : {}), additionalProperties: false, ...extra }) as JsonSchema & {
+          type: 'object';
+        },
         outputSchema: portableSchema(outputSchema) as JsonSchema & { type: 'object' },
         annotations: {
           ...(title ? { title } : {}),
@@ -226,8 +228,7 @@ export function toolMeta(op: Pick<OperationMeta, 'operationId' | 'scope' | 'altS
   };
 }
 
-const invalidArgument = (path: string, message: string) =>
-  new ApiError('validation_failed', `Invalid tool arguments: ${path.slice(1)} ${message}.`, { errors: [{ location: 'body', path, message }] });
+const invalidArgument = (path: string, message: string) => new ApiError('validation_failed', `Invalid tool arguments: ${path.slice(1)} ${message}.`, { errors: [{ location: 'body', path, message }] });
 
 const queryValue = (value: unknown): string | string[] => (Array.isArray(value) ? value.map((v) => String(v)) : String(value));
 

@@ -10,7 +10,10 @@ import type { Sealer } from '../lib/crypto.js';
 type Payload = Record<string, unknown>;
 
 /** oidc-provider's error classes, loaded when first needed (only the provider, built on the first OAuth request, calls the adapter). */
-const oidcErrors = ((load) => () => (load('oidc-provider') as typeof Oidc).errors)(createRequire(import.meta.url));
+const oidcErrors = (
+  (load) => () =>
+    (load('oidc-provider') as typeof Oidc).errors
+)(createRequire(import.meta.url));
 
 export interface AdapterDeps {
   db: Db;

@@ -48,8 +48,7 @@ export function createConnectRouter(deps: OAuthDeps & { runtime: OAuthRuntime })
 <dt>Asks for</dt><dd>${view.scopes.map((s) => `<code>${escapeHtml(s)}</code>`).join(', ')}</dd></dl>`;
   }
 
-  const hidden = (view: View, action: string) =>
-    `<input type="hidden" name="csrf" value="${escapeHtml(view.csrf)}"><input type="hidden" name="action" value="${action}">`;
+  const hidden = (view: View, action: string) => `<input type="hidden" name="csrf" value="${escapeHtml(view.csrf)}"><input type="hidden" name="action" value="${action}">`;
 
   function emailStep(view: View, error?: string): string {
     return page(
@@ -75,10 +74,7 @@ export function createConnectRouter(deps: OAuthDeps & { runtime: OAuthRuntime })
   function consentStep(view: View, agents: { id: string; name: string; enabled: boolean }[], error?: string): string {
     const agentInputs = agents.length
       ? agents
-          .map(
-            (a, i) =>
-              `<label><input type="radio" name="agent_id" value="${escapeHtml(a.id)}"${i === 0 ? ' checked' : ''} required> ${escapeHtml(a.name)}${a.enabled ? '' : ' (disabled)'}</label>`,
-          )
+          .map((a, i) => `<label><input type="radio" name="agent_id" value="${escapeHtml(a.id)}"${i === 0 ? ' checked' : ''} required> ${escapeHtml(a.name)}${a.enabled ? '' : ' (disabled)'}</label>`)
           .join('')
       : '<p class="error">You have no agents to connect.</p>';
     const scopeInputs = view.scopes
@@ -111,7 +107,9 @@ export function createConnectRouter(deps: OAuthDeps & { runtime: OAuthRuntime })
     }
     const params = details.params;
     const client = await provider.Client.find(String(params.client_id));
-    const requested = String(params.scope ?? '').split(' ').filter((s) => (ALL_SCOPES as readonly string[]).includes(s));
+    const requested = String(params.scope ?? '')
+      .split(' ')
+      .filter((s) => (ALL_SCOPES as readonly string[]).includes(s));
     const view: View = {
       uid: details.uid,
       csrf: csrfFor(details.uid),
@@ -209,7 +207,12 @@ export function createConnectRouter(deps: OAuthDeps & { runtime: OAuthRuntime })
     const grant = new provider.Grant({ accountId: agentId, clientId });
     grant.addResourceScope(resource, approved.join(' '));
     if (rejected.length > 0) grant.rejectResourceScope(resource, rejected.join(' '));
-    if (String(details.params.scope ?? '').split(' ').includes('openid')) (grant as unknown as { addOIDCScope(s: string): void }).addOIDCScope('openid');
+    if (
+      String(details.params.scope ?? '')
+        .split(' ')
+        .includes('openid')
+    )
+      (grant as unknown as { addOIDCScope(s: string): void }).addOIDCScope('openid');
     const grantId = await grant.save();
     try {
       await services.oauth.bindGrant(db, { grantId, clientId, ownerId, agentId, resource, scopes: approved });

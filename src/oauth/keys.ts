@@ -11,7 +11,10 @@ import type { Sealer } from '../lib/crypto.js';
 import { SIGNING_ALG } from '../auth/signing-keys.js';
 
 /** jose loads on first use (the first bearer token or key operation), not at start: ~0.8 MB of heap. */
-const jose = ((load) => () => load('jose') as typeof Jose)(createRequire(import.meta.url));
+const jose = (
+  (load) => () =>
+    load('jose') as typeof Jose
+)(createRequire(import.meta.url));
 
 export { loadPublicJwks, SIGNING_ALG } from '../auth/signing-keys.js';
 

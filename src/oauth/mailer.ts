@@ -24,15 +24,14 @@ export function createLoginCodeMailer(deps: { smtpUrl: string | null; from?: str
   const transportOf = () => (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport(smtpUrl, { from })));
   return {
     async sendLoginCode(to, code, context) {
-      await (await transportOf()).sendMail({
+      await (
+        await transportOf()
+      ).sendMail({
         to,
         subject: `Your sign-in code: ${code}`,
-        text: [
-          `Your one-time code is: ${code}`,
-          '',
-          `It connects "${context.clientName}" to one of your agents and expires in 10 minutes.`,
-          'If you did not ask for it, ignore this message.',
-        ].join('\n'),
+        text: [`Your one-time code is: ${code}`, '', `It connects "${context.clientName}" to one of your agents and expires in 10 minutes.`, 'If you did not ask for it, ignore this message.'].join(
+          '\n',
+        ),
       });
     },
     close() {

@@ -40,8 +40,14 @@ const KEY_CHECK_MS = 1000;
  * oidc-provider and its Koa stack (~3 MB of heap) load when the first OAuth request builds the provider, not
  * at start (synchronously: Node's require of an ES module, the same module instance an import would give).
  */
-const loadOidc = ((load) => () => load('oidc-provider') as typeof Oidc)(createRequire(import.meta.url));
-const loadJose = ((load) => () => load('jose') as typeof Jose)(createRequire(import.meta.url));
+const loadOidc = (
+  (load) => () =>
+    load('oidc-provider') as typeof Oidc
+)(createRequire(import.meta.url));
+const loadJose = (
+  (load) => () =>
+    load('jose') as typeof Jose
+)(createRequire(import.meta.url));
 
 export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Sealer): Provider {
   const { config, db, clock, log } = deps;
@@ -61,11 +67,13 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Seale
 
   const policy = interactionPolicy.base();
   // Consent (the agent choice) is asked on every authorization, even when an earlier grant would cover it.
-  policy.get('consent')!.checks.add(
-    new interactionPolicy.Check('agent_choice_required', 'the user picks an agent on every authorization', 'consent_required', (ctx: KoaContextWithOIDC) =>
-      ctx.oidc.result?.consent ? interactionPolicy.Check.NO_NEED_TO_PROMPT : interactionPolicy.Check.REQUEST_PROMPT,
-    ),
-  );
+  policy
+    .get('consent')!
+    .checks.add(
+      new interactionPolicy.Check('agent_choice_required', 'the user picks an agent on every authorization', 'consent_required', (ctx: KoaContextWithOIDC) =>
+        ctx.oidc.result?.consent ? interactionPolicy.Check.NO_NEED_TO_PROMPT : interactionPolicy.Check.REQUEST_PROMPT,
+      ),
+    );
 
   const cookieKey = (n: number) => createHmac('sha256', config.masterKey).update(`agent-api:oauth:cookies:${n}`).digest('base64url');
 
@@ -202,7 +210,10 @@ export function buildProvider(deps: OAuthDeps, keys: SigningKey[], sealer: Seale
     const token = String(ctx.oidc.params?.token ?? '');
     const options = { issuer: config.baseUrl, audience: [...resources.keys()], typ: 'at+jwt', algorithms: [SIGNING_ALG], currentDate: clock.now() };
     // An invalid or expired token has nothing to revoke (RFC 7009 §2.2 still answers 200).
-    const payload = await jwtVerify(token, publicKeys, options).then((r) => r.payload, () => null);
+    const payload = await jwtVerify(token, publicKeys, options).then(
+      (r) => r.payload,
+      () => null,
+    );
     // A client revokes only its own tokens; another client's token is ignored like an unknown one.
     if (payload && payload.client_id === ctx.oidc.client.clientId && typeof payload.gid === 'string') {
       await revokeGrantEverywhere(db, payload.gid, clock.now(), 'client');

@@ -26,7 +26,10 @@ export interface Metrics {
 const noop = () => {};
 
 /** prom-client (~1.7 MB of heap with what it imports) loads only when metrics are on (synchronously: createMetrics is). */
-const promClient = ((load) => () => load('prom-client') as typeof PromClient)(createRequire(import.meta.url));
+const promClient = (
+  (load) => () =>
+    load('prom-client') as typeof PromClient
+)(createRequire(import.meta.url));
 
 /** Metrics off: every method does nothing, so the hot paths pay one call. */
 export const noMetrics: Metrics = { registry: null, observeRequest: noop, rateLimitRefused: noop, idempotency: noop, webhookAttempt: noop, watch: noop };
@@ -74,7 +77,12 @@ export function createMetrics(enabled: boolean): Metrics {
       watchPool(registry, deps.db);
       // Counted where the rows change, after their commit: a scrape reads no table for it. Per process from 0 at start
       // (Prometheus counter semantics): sum the processes' rates, e.g. sum by (type, status) (increase(...[1h])).
-      const operations = new Counter({ name: 'agentapi_operations_total', help: 'Operations that entered a status (created in it or moved to it) in this process, by type and status', labelNames: ['type', 'status'], registers });
+      const operations = new Counter({
+        name: 'agentapi_operations_total',
+        help: 'Operations that entered a status (created in it or moved to it) in this process, by type and status',
+        labelNames: ['type', 'status'],
+        registers,
+      });
       observeOperationEntries(deps.db, (entered) => {
         for (const e of entered) operations.inc({ type: e.type, status: e.status });
       });
@@ -108,7 +116,12 @@ function watchPool(registry: Registry, db: Knex): void {
       this.set({ state: 'waiting' }, p.numPendingAcquires());
     },
   });
-  const timeouts = new Counter({ name: 'agentapi_db_timeouts_total', help: 'Pool acquire timeouts (kind=acquire) and statements cancelled by statement_timeout (kind=statement)', labelNames: ['kind'], registers });
+  const timeouts = new Counter({
+    name: 'agentapi_db_timeouts_total',
+    help: 'Pool acquire timeouts (kind=acquire) and statements cancelled by statement_timeout (kind=statement)',
+    labelNames: ['kind'],
+    registers,
+  });
   timeouts.inc({ kind: 'acquire' }, 0);
   timeouts.inc({ kind: 'statement' }, 0);
   pool()?.on('acquireFail', (_id, err) => {

@@ -42,7 +42,8 @@ export function createAgentService(deps: { clock: Clock; onAgentCreated?: AgentC
     async createOwner(db, input) {
       const id = newId();
       const signer = input.signerAddress ?? null;
-      if (signer !== null && !/^0x[0-9a-fA-F]{40}$/.test(signer)) throw new ApiError('validation_failed', 'signer_address must be a 0x EVM address', { errors: [{ location: 'body', path: '/signer_address', message: 'must be a 0x EVM address' }] });
+      if (signer !== null && !/^0x[0-9a-fA-F]{40}$/.test(signer))
+        throw new ApiError('validation_failed', 'signer_address must be a 0x EVM address', { errors: [{ location: 'body', path: '/signer_address', message: 'must be a 0x EVM address' }] });
       await repo.insertOwner(db, { id, email: input.email, name: input.name ?? null, signer_address: signer });
       return signer === null ? { owner_id: id } : { owner_id: id, signer_address: signer };
     },

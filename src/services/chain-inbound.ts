@@ -49,14 +49,30 @@ export function createChainInbound(deps: {
   isDeployed(address: Address): Promise<boolean>;
 }): ChainInbound {
   const { db, chain, config, clock, log } = deps;
-  const deposits = createDepositWatcher({ db, chain, ledger: deps.ledger, operations: deps.operations, clock, log, confirmations: config.confirmations, startBlock: config.depositStartBlock, isDeployed: deps.isDeployed });
+  const deposits = createDepositWatcher({
+    db,
+    chain,
+    ledger: deps.ledger,
+    operations: deps.operations,
+    clock,
+    log,
+    confirmations: config.confirmations,
+    startBlock: config.depositStartBlock,
+    isDeployed: deps.isDeployed,
+  });
   const reconciler = createReconciler({ db, chain, clock, isDeployed: deps.isDeployed });
   return {
     chain,
     deposits,
     reconciler,
     loops() {
-      const loops = [createPollingLoop('chain-deposits', quietWhileDown('chain-deposits', () => deposits.tick(), log), { idleMs: config.pollMs, log })];
+      const loops = [
+        createPollingLoop(
+          'chain-deposits',
+          quietWhileDown('chain-deposits', () => deposits.tick(), log),
+          { idleMs: config.pollMs, log },
+        ),
+      ];
       if (config.reconcileIntervalMs > 0) {
         loops.push(
           createPollingLoop(

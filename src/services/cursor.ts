@@ -39,7 +39,8 @@ export function decodeKey(cursor: string | undefined | null): string | undefined
 export function pageLimit(limit: unknown): number {
   if (limit === undefined || limit === null || limit === '') return DEFAULT_LIMIT;
   const n = Number(limit);
-  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT) throw validationFailed(`limit must be an integer in [1, ${MAX_LIMIT}]`, [{ location: 'query', path: 'limit', message: `must be an integer in [1, ${MAX_LIMIT}]` }]);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT)
+    throw validationFailed(`limit must be an integer in [1, ${MAX_LIMIT}]`, [{ location: 'query', path: 'limit', message: `must be an integer in [1, ${MAX_LIMIT}]` }]);
   return n;
 }
 

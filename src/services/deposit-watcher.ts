@@ -104,16 +104,29 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
    * captures the payer's hold to `external:onchain` and leaves crediting the recipient to the chain (this watcher).
    * Swaps and vault actions are the exception: their settlement books what the wallet receives from the receipt.
    */
-  async function creditsOf(block: BlockRef, logs: TransferLog[], natives: NativeTransfer[], assets: Awaited<ReturnType<typeof chainAssets>>): Promise<{ credits: Credit[]; wallets: Map<string, { id: string; agent_id: string }> }> {
+  async function creditsOf(
+    block: BlockRef,
+    logs: TransferLog[],
+    natives: NativeTransfer[],
+    assets: Awaited<ReturnType<typeof chainAssets>>,
+  ): Promise<{ credits: Credit[]; wallets: Map<string, { id: string; agent_id: string }> }> {
     const candidates: Credit[] = [];
     for (const l of logs) {
       const asset = assets.tokens.get(l.token.toLowerCase());
       if (asset && l.value > 0n) candidates.push({ txHash: l.txHash, logIndex: l.logIndex, asset, from: l.from, to: l.to, value: l.value });
     }
     if (assets.native) for (const t of natives) candidates.push({ txHash: t.txHash, logIndex: NATIVE_LOG_INDEX, asset: assets.native, from: t.from, to: t.to, value: t.value });
-    const wallets = await repo.findWalletsByAddresses(db, candidates.map((c) => c.to));
+    const wallets = await repo.findWalletsByAddresses(
+      db,
+      candidates.map((c) => c.to),
+    );
     const ours = candidates.filter((c) => wallets.has(c.to.toLowerCase()));
-    const selfBooked = await repo.selfBookedTransactionHashes(db, chain.chainId, ours.map((c) => c.txHash), SELF_BOOKED_KINDS);
+    const selfBooked = await repo.selfBookedTransactionHashes(
+      db,
+      chain.chainId,
+      ours.map((c) => c.txHash),
+      SELF_BOOKED_KINDS,
+    );
     if (ours.length > 0) log.debug({ block: block.number.toString(), deposits: ours.length }, 'deposits seen');
     return { credits: ours.filter((c) => !selfBooked.has(c.txHash.toLowerCase())), wallets };
   }
@@ -186,7 +199,15 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
       const locked = await repo.lockCursor(trx, chain.chainId, DEPOSIT_CURSOR);
       if (!locked || locked.block_number !== cursor.block_number || locked.block_hash !== cursor.block_hash) return;
       const exposed = await repo.listDepositsAfter(trx, chain.chainId, target);
-      log.error({ chain_id: chain.chainId, from_block: cursor.block_number, to_block: target.toString(), credited_after: exposed.map((d) => ({ tx_hash: d.tx_hash, log_index: d.log_index, block_hash: d.block_hash })) }, 'chain reorganised below the confirmation depth; deposit cursor rewound');
+      log.error(
+        {
+          chain_id: chain.chainId,
+          from_block: cursor.block_number,
+          to_block: target.toString(),
+          credited_after: exposed.map((d) => ({ tx_hash: d.tx_hash, log_index: d.log_index, block_hash: d.block_hash })),
+        },
+        'chain reorganised below the confirmation depth; deposit cursor rewound',
+      );
       await repo.forgetBlocksAbove(trx, chain.chainId, DEPOSIT_CURSOR, target);
       await repo.moveCursor(trx, chain.chainId, DEPOSIT_CURSOR, target, hash, clock.now());
     });
@@ -220,7 +241,14 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
           return done + 1;
         }
         const assets = await chainAssets();
-        const [logs, natives] = await Promise.all([chain.transferLogs([...assets.tokens.values()].map((a) => a.contract_address as Address), number, number), chain.nativeTransfers(number)]);
+        const [logs, natives] = await Promise.all([
+          chain.transferLogs(
+            [...assets.tokens.values()].map((a) => a.contract_address as Address),
+            number,
+            number,
+          ),
+          chain.nativeTransfers(number),
+        ]);
         // Every read must describe the same block: a reorganisation between the reads is retried next tick.
         if (logs.some((l) => l.blockHash !== block.hash) || natives.some((t) => t.blockHash !== block.hash)) break;
         const { credits, wallets } = await creditsOf(block, logs, natives, assets);

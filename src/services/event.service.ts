@@ -26,7 +26,8 @@ export function createEventService(): EventService {
     async list(db, agentId, query) {
       const limit = pageLimit(query.limit);
       const beforeSeq = decodeKey(query.cursor);
-      if (beforeSeq !== undefined && !/^[0-9]{1,19}$/.test(beforeSeq)) throw new ApiError('validation_failed', 'cursor is malformed', { errors: [{ location: 'query', path: 'cursor', message: 'is malformed' }] });
+      if (beforeSeq !== undefined && !/^[0-9]{1,19}$/.test(beforeSeq))
+        throw new ApiError('validation_failed', 'cursor is malformed', { errors: [{ location: 'query', path: 'cursor', message: 'is malformed' }] });
       const rows = await repo.listEvents(db, agentId, { type: query.type, since: query.since ? new Date(query.since) : undefined, beforeSeq, limit: limit + 1 });
       return toPage(rows, limit, envelope, (r) => encodeKey(String(r.seq)));
     },

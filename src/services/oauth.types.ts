@@ -7,9 +7,7 @@ export interface ThrottleDecision {
   retryAfterSeconds: number;
 }
 
-export type CodeCheck =
-  | { ok: true; ownerId: string }
-  | { ok: false; reason: 'no_code' | 'invalid' | 'locked' | 'expired'; attemptsLeft: number };
+export type CodeCheck = { ok: true; ownerId: string } | { ok: false; reason: 'no_code' | 'invalid' | 'locked' | 'expired'; attemptsLeft: number };
 
 export interface GrantSummary {
   grant_id: string;

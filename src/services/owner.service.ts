@@ -183,7 +183,8 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
         if (requested !== undefined && requested !== actor.ownerId) throw notFound('owner');
         return actor.ownerId!;
       }
-      if (requested === undefined) throw new ApiError('validation_failed', 'owner_id is required with the admin token', { errors: [{ location: 'body', path: '/owner_id', message: 'is required with the admin token' }] });
+      if (requested === undefined)
+        throw new ApiError('validation_failed', 'owner_id is required with the admin token', { errors: [{ location: 'body', path: '/owner_id', message: 'is required with the admin token' }] });
       const owner = await findOwner(db, requested);
       if (!owner || owner.deleted_at) throw notFound('owner');
       return requested;
@@ -193,7 +194,12 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
       const limit = pageLimit(query.limit);
       if (query.owner_id !== undefined && actor.ownerId !== null && query.owner_id !== actor.ownerId) throw notFound('owner');
       const rows = await repo.listLiveAgents(db, actor.ownerId ?? query.owner_id ?? null, { before: decodeKeyset(query.cursor), limit: limit + 1 });
-      const page = toPage(rows, limit, (r) => r, (r) => encodeKeyset(r));
+      const page = toPage(
+        rows,
+        limit,
+        (r) => r,
+        (r) => encodeKeyset(r),
+      );
       const items = [];
       for (const row of page.items) items.push(await agentView(db, row));
       return { ...page, items };
@@ -202,7 +208,12 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
     async listOwners(db, query) {
       const limit = pageLimit(query.limit);
       const rows = await repo.listLiveOwners(db, { before: decodeKeyset(query.cursor), limit: limit + 1 });
-      return toPage(rows, limit, (r) => ({ owner_id: r.id, email: r.email, name: r.name, agent_count: Number(r.agent_count), created_at: iso(r.created_at)! }), (r) => encodeKeyset(r));
+      return toPage(
+        rows,
+        limit,
+        (r) => ({ owner_id: r.id, email: r.email, name: r.name, agent_count: Number(r.agent_count), created_at: iso(r.created_at)! }),
+        (r) => encodeKeyset(r),
+      );
     },
 
     async getAgent(db, actor, agentId) {
@@ -218,22 +229,27 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
     async listEndpoints(db, actor, query) {
       const limit = pageLimit(query.limit);
       const rows = await repo.listEndpointsOfOwner(db, actor.ownerId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
-      return toPage(rows, limit, (r) => ({
-        id: r.id,
-        agent_id: r.agent_id,
-        agent_name: r.agent_name,
-        url: r.url,
-        description: r.description ?? '',
-        event_types: r.event_types,
-        enabled: r.enabled,
-        disabled_reason: r.disabled_reason,
-        consecutive_failures: r.consecutive_failures,
-        failing_since: iso(r.failing_since),
-        last_delivered_at: iso(r.last_delivered_at),
-        last_failure_at: iso(r.last_failure_at),
-        last_error: (r as { last_error?: string | null }).last_error ?? null,
-        created_at: iso(r.created_at),
-      }), (r) => encodeKeyset(r));
+      return toPage(
+        rows,
+        limit,
+        (r) => ({
+          id: r.id,
+          agent_id: r.agent_id,
+          agent_name: r.agent_name,
+          url: r.url,
+          description: r.description ?? '',
+          event_types: r.event_types,
+          enabled: r.enabled,
+          disabled_reason: r.disabled_reason,
+          consecutive_failures: r.consecutive_failures,
+          failing_since: iso(r.failing_since),
+          last_delivered_at: iso(r.last_delivered_at),
+          last_failure_at: iso(r.last_failure_at),
+          last_error: (r as { last_error?: string | null }).last_error ?? null,
+          created_at: iso(r.created_at),
+        }),
+        (r) => encodeKeyset(r),
+      );
     },
 
     async audit(db, entry) {
@@ -256,19 +272,24 @@ export function createOwnerService(deps: { clock: Clock; account: AccountService
     async listAudit(db, actor, query) {
       const limit = pageLimit(query.limit);
       const rows = await repo.listAudit(db, actor.ownerId, { before: decodeKeyset(query.cursor), since: query.since ? new Date(query.since) : undefined, limit: limit + 1 });
-      return toPage(rows, limit, (r) => ({
-        id: r.id,
-        owner_id: r.owner_id,
-        actor: r.actor as AuditEntryView['actor'],
-        action: r.action,
-        target_type: r.target_type,
-        target_id: r.target_id,
-        // The document declares `details` an object without listing its fields.
-        details: (typeof r.details === 'string' ? JSON.parse(r.details) : r.details) as AuditEntryView['details'],
-        client_address: r.client_address,
-        request_id: r.request_id,
-        created_at: iso(r.created_at)!,
-      }), (r) => encodeKeyset(r));
+      return toPage(
+        rows,
+        limit,
+        (r) => ({
+          id: r.id,
+          owner_id: r.owner_id,
+          actor: r.actor as AuditEntryView['actor'],
+          action: r.action,
+          target_type: r.target_type,
+          target_id: r.target_id,
+          // The document declares `details` an object without listing its fields.
+          details: (typeof r.details === 'string' ? JSON.parse(r.details) : r.details) as AuditEntryView['details'],
+          client_address: r.client_address,
+          request_id: r.request_id,
+          created_at: iso(r.created_at)!,
+        }),
+        (r) => encodeKeyset(r),
+      );
     },
   };
   return service;

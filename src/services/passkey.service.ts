@@ -11,7 +11,17 @@ import {
   type RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import type { Db } from '../db/knex.js';
-import { consumeChallenge, findOwnerEmail, findPasskey, insertChallenge, insertPasskey, listPasskeys, recordPasskeyUse, type ChallengePurpose, type PasskeyRow } from '../db/repositories/passkey.repository.js';
+import {
+  consumeChallenge,
+  findOwnerEmail,
+  findPasskey,
+  insertChallenge,
+  insertPasskey,
+  listPasskeys,
+  recordPasskeyUse,
+  type ChallengePurpose,
+  type PasskeyRow,
+} from '../db/repositories/passkey.repository.js';
 import { uniqueViolationOf } from '../db/unique-violation.js';
 import type { Clock } from '../lib/clock.js';
 import type { Schema } from '../lib/contract.js';
@@ -34,7 +44,11 @@ export interface PasskeyService {
   /** Options for an assertion: `sign_in` (any owner's discoverable passkey) or `approve` (the owner's, for one operation). */
   assertionOptions(db: Db, request: { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string }): Promise<CeremonyOptions>;
   /** Verifies an assertion for `expect`; the owner and passkey it proves. Throws authentication_failed otherwise. */
-  verifyAssertion(db: Db, response: unknown, expect: { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string }): Promise<{ ownerId: string; passkeyId: string; credentialId: string }>;
+  verifyAssertion(
+    db: Db,
+    response: unknown,
+    expect: { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string },
+  ): Promise<{ ownerId: string; passkeyId: string; credentialId: string }>;
 }
 
 const denied = (why: string) => new ApiError('authentication_failed', `the passkey assertion was refused: ${why}`);
@@ -91,7 +105,13 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       if (!row || row.owner_id !== ownerId) throw new ApiError('validation_failed', 'the registration answers no live challenge of this owner: ask for new options', { field: 'response' });
       let verified;
       try {
-        verified = await verifyRegistrationResponse({ response: response as RegistrationResponseJSON, expectedChallenge: row.challenge, expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: false });
+        verified = await verifyRegistrationResponse({
+          response: response as RegistrationResponseJSON,
+          expectedChallenge: row.challenge,
+          expectedOrigin: origins,
+          expectedRPID: rpId,
+          requireUserVerification: false,
+        });
       } catch (err) {
         throw new ApiError('validation_failed', `the registration was refused: ${err instanceof Error ? err.message : String(err)}`, { field: 'response' });
       }
@@ -100,7 +120,16 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       const now = clock.now();
       const id = newId();
       try {
-        await insertPasskey(db, { id, owner_id: ownerId, credential_id: credential.id, public_key: Buffer.from(credential.publicKey), counter: credential.counter, transports: credential.transports ?? [], name, created_at: now });
+        await insertPasskey(db, {
+          id,
+          owner_id: ownerId,
+          credential_id: credential.id,
+          public_key: Buffer.from(credential.publicKey),
+          counter: credential.counter,
+          transports: credential.transports ?? [],
+          name,
+          created_at: now,
+        });
       } catch (err) {
         if (uniqueViolationOf(err)) throw new ApiError('invalid_state_transition', 'this passkey is already registered', { field: 'response' });
         throw err;

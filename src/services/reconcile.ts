@@ -76,7 +76,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
       const fromWallet = t.from_address.toLowerCase() === address.toLowerCase();
       if (fromWallet && t.gas_used !== null && t.effective_gas_price !== null) add(eth, BigInt(t.gas_used) * BigInt(t.effective_gas_price));
       if (t.receipt_status !== 1) continue;
-      if (t.kind === 'native' && fromWallet) add(eth, t.transfer_value !== null ? BigInt(t.transfer_value) : viem().parseTransaction(t.raw_tx as Hex).value ?? 0n);
+      if (t.kind === 'native' && fromWallet) add(eth, t.transfer_value !== null ? BigInt(t.transfer_value) : (viem().parseTransaction(t.raw_tx as Hex).value ?? 0n));
       if (t.kind === 'eip3009' && t.token_address && t.transfer_value !== null) add(bySymbolOfToken.get(t.token_address.toLowerCase()), BigInt(t.transfer_value));
       // A swap or a vault deposit mined before its operation settles: its input already left the wallet.
       if ((t.kind === 'swap' || t.kind === 'vault') && t.token_address && t.transfer_value !== null) add(bySymbolOfToken.get(t.token_address.toLowerCase()), BigInt(t.transfer_value));

@@ -98,7 +98,13 @@ export function createSelfService(deps: { document: OpenApiDocument; ops: Operat
   const capabilities = (rules: Record<RateClass, RateRule>): CapabilitiesDocument => ({
     ...fixed,
     // In the order of RATE_CLASSES (the document's), one key per class: the schema requires each.
-    rate_classes: { read: definition(rules.read), write: definition(rules.write), simulate: definition(rules.simulate), webhook_management: definition(rules.webhook_management), bulk_write: definition(rules.bulk_write) },
+    rate_classes: {
+      read: definition(rules.read),
+      write: definition(rules.write),
+      simulate: definition(rules.simulate),
+      webhook_management: definition(rules.webhook_management),
+      bulk_write: definition(rules.bulk_write),
+    },
   });
   // Built on first request: the agent's surface is ~0.3 MB of JSON to walk, the others are rarer still.
   const documents: Partial<Record<'agent' | 'owner' | 'full', ServedDocument>> = {};
@@ -136,7 +142,13 @@ export function createSelfService(deps: { document: OpenApiDocument; ops: Operat
         auth: { method, scopes: [...principal.scopes].filter(isScope), client_id: principal.clientId },
         // Hightop's members (issue 26, item 4): the global catalogue, the rate-limit classes, two reserved members.
         permissions: { operation_types: [...OPERATION_TYPES], webhook_event_types: [...EVENT_TYPES] },
-        limits: { read: selfRule(rules.read), write: selfRule(rules.write), simulate: selfRule(rules.simulate), webhook_management: selfRule(rules.webhook_management), bulk_write: selfRule(rules.bulk_write) },
+        limits: {
+          read: selfRule(rules.read),
+          write: selfRule(rules.write),
+          simulate: selfRule(rules.simulate),
+          webhook_management: selfRule(rules.webhook_management),
+          bulk_write: selfRule(rules.bulk_write),
+        },
         cannot: [],
         current_usage: {},
       };

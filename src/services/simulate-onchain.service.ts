@@ -17,7 +17,10 @@ export interface SimulationService {
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 
 export function createSimulationService(deps: { chain: Pick<Chain, 'mode' | 'head' | 'callTransfer'> | null; ledger: Pick<LedgerService, 'requireAsset'> }): SimulationService {
-  const unavailable = (err: unknown) => new ApiError('agent_api_chain_unavailable', 'The chain node did not answer; nothing was simulated on chain. Retry later.', { reason: err instanceof Error ? err.message.split('\n')[0] : String(err) });
+  const unavailable = (err: unknown) =>
+    new ApiError('agent_api_chain_unavailable', 'The chain node did not answer; nothing was simulated on chain. Retry later.', {
+      reason: err instanceof Error ? err.message.split('\n')[0] : String(err),
+    });
   return {
     async onchain(db, agentId, body) {
       const chain = deps.chain;

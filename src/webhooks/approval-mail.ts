@@ -26,10 +26,13 @@ export function createApprovalMailer(deps: { smtpUrl: string | null; log: Logger
   if (!deps.smtpUrl) return { send: async (n) => deps.log.warn({ to: n.to, what: n.what, url: n.consoleUrl }, 'SMTP_URL is not set: approval request written to the log') };
   const smtpUrl = deps.smtpUrl;
   let transport: Promise<Transporter> | undefined;
-  const transportOf = () => (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport(smtpUrl, { from: deps.from ?? 'Agent API <no-reply@agent-api.invalid>' })));
+  const transportOf = () =>
+    (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport(smtpUrl, { from: deps.from ?? 'Agent API <no-reply@agent-api.invalid>' })));
   return {
     async send(n) {
-      await (await transportOf()).sendMail({
+      await (
+        await transportOf()
+      ).sendMail({
         to: n.to,
         subject: `Approval needed: ${n.agentName} — ${n.what}`,
         text: [
@@ -52,8 +55,17 @@ export function createApprovalNotices(deps: { db: Knex; clock: Clock; log: Logge
       const due = await claimUnnotifiedApprovals(trx, 20);
       for (const op of due) {
         const r = op.approval_reasons ?? {};
-        const reasons = [r.threshold_usd ? `it is above your approval threshold of ${r.threshold_usd} USD` : null, r.new_payee ? 'it is the first payment to this payee' : null].filter(Boolean).join(' and ');
-        await deps.mailer.send({ to: op.owner_email, agentName: op.agent_name, what: op.human_message, reasons: reasons || 'your policy asks for it', expiresAt: op.approval_expires_at!, consoleUrl: `${deps.baseUrl}/console/#/approvals/${op.id}` });
+        const reasons = [r.threshold_usd ? `it is above your approval threshold of ${r.threshold_usd} USD` : null, r.new_payee ? 'it is the first payment to this payee' : null]
+          .filter(Boolean)
+          .join(' and ');
+        await deps.mailer.send({
+          to: op.owner_email,
+          agentName: op.agent_name,
+          what: op.human_message,
+          reasons: reasons || 'your policy asks for it',
+          expiresAt: op.approval_expires_at!,
+          consoleUrl: `${deps.baseUrl}/console/#/approvals/${op.id}`,
+        });
         await markNotified(trx, op.id, deps.clock.now());
       }
       return due.length;
@@ -62,9 +74,14 @@ export function createApprovalNotices(deps: { db: Knex; clock: Clock; log: Logge
   return {
     sendDue,
     loop: () =>
-      createPollingLoop('approval-mail', async () => sendDue().catch((err: unknown) => {
-        deps.log.error({ err: err instanceof Error ? err.message : String(err) }, 'approval mail failed; retried on the next pass');
-        return 0;
-      }), { idleMs: 1000, log: deps.log }),
+      createPollingLoop(
+        'approval-mail',
+        async () =>
+          sendDue().catch((err: unknown) => {
+            deps.log.error({ err: err instanceof Error ? err.message : String(err) }, 'approval mail failed; retried on the next pass');
+            return 0;
+          }),
+        { idleMs: 1000, log: deps.log },
+      ),
   };
 }

@@ -82,7 +82,12 @@ export function createRecorder(deps: RecorderDeps): Recorder {
           walletId: wallet?.id ?? '',
           operationId: null,
           resource: { type: 'webhook_endpoint', id: endpoint.id },
-          data: { webhook_id: endpoint.id, url: endpoint.url, disabled_reason: 'sustained_failures', failing_since: endpoint.failing_since ? new Date(endpoint.failing_since).toISOString() : now.toISOString() },
+          data: {
+            webhook_id: endpoint.id,
+            url: endpoint.url,
+            disabled_reason: 'sustained_failures',
+            failing_since: endpoint.failing_since ? new Date(endpoint.failing_since).toISOString() : now.toISOString(),
+          },
           createdAt: now,
         });
         log.warn({ endpointId: endpoint.id, failedDeliveries: failed }, 'webhook endpoint disabled after sustained failures');

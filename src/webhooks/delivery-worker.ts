@@ -358,7 +358,6 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         // are running and each one finishing wakes the loop, as do NOTIFY and slow attempts.
         const woken = await waker.wait(cycling === 0 && room > 0 && foundNothing ? await untilNextDue() : idleMs, signal);
         if (!woken) wantClaim = true; // a due time, or the poll fallback
-
       }
       await Promise.allSettled([...cycles]); // their claims start attempts, awaited below
       // SIGTERM: no new claims; attempts in flight finish within their deadline and are recorded.

@@ -37,10 +37,13 @@ export function createWarningMailer(deps: { smtpUrl: string | null; log: Logger;
   // nodemailer (~3 MB of heap) loads on the first message, not at start.
   const smtpUrl = deps.smtpUrl;
   let transport: Promise<Transporter> | undefined;
-  const transportOf = () => (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport(smtpUrl, { from: deps.from ?? 'Agent API <no-reply@agent-api.invalid>' })));
+  const transportOf = () =>
+    (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport(smtpUrl, { from: deps.from ?? 'Agent API <no-reply@agent-api.invalid>' })));
   return {
     async send(w) {
-      await (await transportOf()).sendMail({
+      await (
+        await transportOf()
+      ).sendMail({
         to: w.to,
         subject: `Webhook endpoint failing for ${w.hours} hours: ${w.url}`,
         text: [

@@ -100,7 +100,10 @@ export function createSender(options: SenderOptions = {}): Sender {
   // evicted unless over MAX_AGENTS other pools were used since it was.
   const agents = new Map<string, https.Agent>();
   const agentFor = (target: SafeTarget, poolKey: string): https.Agent => {
-    const key = `${poolKey}|${target.hostname}|${target.port}|${target.addresses.map((a) => a.address).sort().join(',')}`;
+    const key = `${poolKey}|${target.hostname}|${target.port}|${target.addresses
+      .map((a) => a.address)
+      .sort()
+      .join(',')}`;
     let agent = agents.get(key);
     if (agent) agents.delete(key);
     else {

@@ -52,7 +52,10 @@ export const NOT_REACHABLE_REASON = 'the host is not reachable';
 
 /** The name could not be resolved (NXDOMAIN, timeout): a network error, retryable at delivery. */
 export class DnsResolutionError extends Error {
-  constructor(readonly hostname: string, cause?: unknown) {
+  constructor(
+    readonly hostname: string,
+    cause?: unknown,
+  ) {
     super(NOT_REACHABLE_REASON, { cause });
     this.name = 'DnsResolutionError';
   }
@@ -317,7 +320,12 @@ export function createPinnedLookup(addresses: readonly ResolvedAddress[]): Looku
       const err = Object.assign(new Error(`no validated address for ${hostname}`), { code: 'ENOTFOUND' });
       return process.nextTick(callback, err);
     }
-    if (opts.all) return process.nextTick(callback, null, set.map((a) => ({ address: a.address, family: a.family })));
+    if (opts.all)
+      return process.nextTick(
+        callback,
+        null,
+        set.map((a) => ({ address: a.address, family: a.family })),
+      );
     return process.nextTick(callback, null, set[0]!.address, set[0]!.family);
   }) as LookupFunction;
 }

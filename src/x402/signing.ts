@@ -76,14 +76,26 @@ export async function signTransferAuthorization(input: SignInput): Promise<{ aut
  * v1 `{ x402Version: 1, scheme, network: "base", payload: { signature, authorization } }`;
  * v2 `{ x402Version: 2, resource?, accepted: <the requirement verbatim>, payload: { signature, authorization } }`.
  */
-export function encodePaymentHeader(input: { version: X402Version; authorization: Authorization; signature: Hex; requirement?: RawRequirement | null; resource?: unknown; payable?: PayableNetwork }): { name: (typeof PAYMENT_HEADER_NAMES)[X402Version]; value: string; payload: Record<string, unknown> } {
+export function encodePaymentHeader(input: { version: X402Version; authorization: Authorization; signature: Hex; requirement?: RawRequirement | null; resource?: unknown; payable?: PayableNetwork }): {
+  name: (typeof PAYMENT_HEADER_NAMES)[X402Version];
+  value: string;
+  payload: Record<string, unknown>;
+} {
   const inner = { signature: input.signature, authorization: input.authorization };
   const payable = input.payable ?? BASE_PAYABLE;
   let payload: Record<string, unknown>;
   if (input.version === 1) {
     payload = { x402Version: 1, scheme: 'exact', network: payable.networks[1], payload: inner };
   } else {
-    const accepted = input.requirement ?? { scheme: 'exact', network: payable.networks[2], asset: payable.usdc, amount: input.authorization.value, payTo: input.authorization.to, maxTimeoutSeconds: 60, extra: { ...payable.eip712 } };
+    const accepted = input.requirement ?? {
+      scheme: 'exact',
+      network: payable.networks[2],
+      asset: payable.usdc,
+      amount: input.authorization.value,
+      payTo: input.authorization.to,
+      maxTimeoutSeconds: 60,
+      extra: { ...payable.eip712 },
+    };
     payload = { x402Version: 2, ...(input.resource ? { resource: input.resource } : {}), accepted, payload: inner };
   }
   return { name: PAYMENT_HEADER_NAMES[input.version], value: encodeBase64Json(payload), payload };

@@ -64,7 +64,8 @@ export function createUpstreamFetcher(options: UpstreamOptions): UpstreamFetcher
       target = await assertPublicHttpsUrl(req.url, { allowLoopback: options.allowLoopback, resolver: options.resolver, signal });
     } catch (err) {
       if (err instanceof UrlRejectedError || err instanceof DnsResolutionError) options.log?.info({ detail: err.detail }, 'x402 target refused');
-      if (err instanceof UrlRejectedError) throw new ApiError('validation_failed', `url is not a public HTTPS URL: ${err.reason}`, { field: 'url', errors: [{ location: 'body', path: '/url', message: err.reason }] });
+      if (err instanceof UrlRejectedError)
+        throw new ApiError('validation_failed', `url is not a public HTTPS URL: ${err.reason}`, { field: 'url', errors: [{ location: 'body', path: '/url', message: err.reason }] });
       if (err instanceof DnsResolutionError) throw upstreamError(err.message, { reason: 'dns_error' });
       throw err;
     }
@@ -77,7 +78,9 @@ export function createUpstreamFetcher(options: UpstreamOptions): UpstreamFetcher
     } catch (err) {
       const code = String((err as { code?: unknown }).code ?? '');
       const timedOut = signal.aborted || code === 'ETIMEDOUT';
-      throw upstreamError(timedOut ? `the target did not answer within ${req.timeoutMs} ms` : `the request to the target failed${code ? ` (${code})` : ''}`, { reason: timedOut ? 'timeout' : 'network_error' });
+      throw upstreamError(timedOut ? `the target did not answer within ${req.timeoutMs} ms` : `the request to the target failed${code ? ` (${code})` : ''}`, {
+        reason: timedOut ? 'timeout' : 'network_error',
+      });
     } finally {
       agent.destroy();
     }

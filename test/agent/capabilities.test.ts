@@ -23,7 +23,9 @@ describe('getCapabilities', () => {
       expect(byId.get('listWebhookDeliveries')).to.deep.include({ rate_class: 'read', scope: 'agent:read' });
       expect(res.body.rate_classes.webhook_management).to.deep.equal({ limit: 10, burst: 5, window_seconds: 60 });
       expect(res.body.scopes).to.have.length(9);
-      expect(res.body.scopes.find((s: { scope: string }) => s.scope === 'agent:read').description).to.be.a('string').and.not.equal('agent:read');
+      expect(res.body.scopes.find((s: { scope: string }) => s.scope === 'agent:read').description)
+        .to.be.a('string')
+        .and.not.equal('agent:read');
       expect(res.body.event_types.subscribable).to.include('trusted_destination.confirmed');
       expect(res.body.event_types.subscribable).not.to.include('payment.submitted');
       expect(res.body.event_types.reserved).to.include('payment.submitted');
@@ -31,7 +33,7 @@ describe('getCapabilities', () => {
     });
   }
 
-  it('shows the caller\'s effective rate limits, overrides included', async () => {
+  it("shows the caller's effective rate limits, overrides included", async () => {
     const tuned = await server.createAgent();
     await server.services.agents.setRateLimit(server.db, tuned.agentId, { class: 'write', limit: 7, burst: 3, windowSeconds: 30 });
     const res = await server.request('GET', '/v1/agent/capabilities', { agent: tuned });

@@ -17,7 +17,7 @@ describe('audit: money core', () => {
 
   describe('idempotency.run', () => {
     const sealer = createSealer(MASTER_KEY);
-    it('holds the key from its claim: a record of the same key written meanwhile waits, then fails, and the run\'s response is stored', async () => {
+    it("holds the key from its claim: a record of the same key written meanwhile waits, then fails, and the run's response is stored", async () => {
       // The claim inserts the record (placeholder response) in the statement that takes the lock, so no other
       // response of the key can commit between the look and the store (the race the old look-then-upsert had to undo).
       const agent = await makeAgent(f);
@@ -27,8 +27,19 @@ describe('audit: money core', () => {
       let competingSettled = false;
       const outcome = await idem.run({ agentId: agent.agentId, key, fingerprint: 'fp-1', operationId: 'createPayment' }, async () => {
         const now = f.clock.now();
-        competing = f.db('idempotency_keys')
-          .insert({ agent_id: agent.agentId, key, fingerprint: 'fp-1', operation_id: 'createPayment', status_code: 200, sealed_response: sealer.seal(JSON.stringify({ ok: true, first: true })), response_headers: '{}', created_at: now, expires_at: new Date(now.getTime() + 86_400_000) })
+        competing = f
+          .db('idempotency_keys')
+          .insert({
+            agent_id: agent.agentId,
+            key,
+            fingerprint: 'fp-1',
+            operation_id: 'createPayment',
+            status_code: 200,
+            sealed_response: sealer.seal(JSON.stringify({ ok: true, first: true })),
+            response_headers: '{}',
+            created_at: now,
+            expires_at: new Date(now.getTime() + 86_400_000),
+          })
           .finally(() => {
             competingSettled = true;
           });
@@ -38,7 +49,10 @@ describe('audit: money core', () => {
         return { status: 200, body: { ok: true, first: false } };
       });
       expect(outcome.replayed).to.equal(false);
-      const err = await competing!.then(() => null, (e: unknown) => e);
+      const err = await competing!.then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect((err as { code?: string } | null)?.code).to.equal('23505');
       const stored = await f.db('idempotency_keys').where({ agent_id: agent.agentId, key }).first();
       expect(JSON.parse(sealer.open(stored.sealed_response))).to.deep.equal({ ok: true, first: false });
@@ -110,7 +124,13 @@ describe('audit: money core', () => {
       try {
         h.clock.set(g.clock.now());
         const agents = await Promise.all(Array.from({ length: 6 }, () => makeAgent(g, { fund: { USDC: '100', EURC: '100' } })));
-        const wallets = await g.db('wallets').whereIn('id', agents.map((a) => a.walletId)).select('id', 'address');
+        const wallets = await g
+          .db('wallets')
+          .whereIn(
+            'id',
+            agents.map((a) => a.walletId),
+          )
+          .select('id', 'address');
         const addressOf = (walletId: string) => wallets.find((w) => w.id === walletId)!.address as string;
         const ids: string[] = [];
         for (let i = 0; i < 180; i++) {
@@ -134,7 +154,10 @@ describe('audit: money core', () => {
         expect(errors.map((e) => String(e))).to.deep.equal([]);
         const left = await g.db('operations').whereIn('id', ids).whereNot('status', 'executed').count('* as n').first();
         expect(Number(left?.n)).to.equal(0);
-        await assertBooksBalance(g.db, agents.map((a) => a.walletId));
+        await assertBooksBalance(
+          g.db,
+          agents.map((a) => a.walletId),
+        );
       } finally {
         await h.close();
         await g.close();

@@ -10,7 +10,23 @@ import { SELLER_PAY_TO, startSeller, type Seller } from '../x402/seller.js';
 
 const addr = (n: number) => `0x${n.toString(16).padStart(40, '0')}`;
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
-const OPERATION_KEYS = ['id', 'type', 'status', 'resource', 'asset_symbol', 'amount', 'amount_usd', 'fee_usd', 'human_message', 'idempotency_key_hash', 'error', 'created_at', 'submitted_at', 'executed_at', 'failed_at'].sort();
+const OPERATION_KEYS = [
+  'id',
+  'type',
+  'status',
+  'resource',
+  'asset_symbol',
+  'amount',
+  'amount_usd',
+  'fee_usd',
+  'human_message',
+  'idempotency_key_hash',
+  'error',
+  'created_at',
+  'submitted_at',
+  'executed_at',
+  'failed_at',
+].sort();
 const WRITE_KEYS = ['ok', 'operation_id', 'status', 'resource', 'fee_usd', 'human_message'].sort();
 
 describe('audit: money routes', () => {
@@ -96,7 +112,10 @@ describe('audit: money routes', () => {
       for (const [path, id, types] of families) {
         const list = await s.request('GET', path, { agent });
         expect(list.status).to.equal(200);
-        expect(list.body.items.map((o: { id: string }) => o.id), path).to.deep.equal([id]);
+        expect(
+          list.body.items.map((o: { id: string }) => o.id),
+          path,
+        ).to.deep.equal([id]);
         expect(list.body.items.map((o: { type: string }) => o.type)).to.deep.equal(types);
         for (const [otherPath, otherId] of families) {
           const detail = await s.request('GET', `${path}/${otherId}`, { agent });
@@ -156,7 +175,11 @@ describe('audit: money routes', () => {
       const { owner_id } = await s.services.agents.createOwner(s.db, { email: `audit-${newKey()}@example.com` });
       const stranger = await s.createAgent({ ownerId: owner_id });
       await s.services.ledger.policy.allowAll(s.db, stranger.agentId);
-      const foreign = await s.request('POST', '/v1/agent/withdrawals/to-bank', { agent: stranger, idempotencyKey: newKey(), body: { method_id: (await s.services.ledger.withdrawals.addMethod(s.db, agent.ownerId, { kind: 'bank', label: 'X' })).method_id, asset: 'USDC', amount: '1' } });
+      const foreign = await s.request('POST', '/v1/agent/withdrawals/to-bank', {
+        agent: stranger,
+        idempotencyKey: newKey(),
+        body: { method_id: (await s.services.ledger.withdrawals.addMethod(s.db, agent.ownerId, { kind: 'bank', label: 'X' })).method_id, asset: 'USDC', amount: '1' },
+      });
       expect(foreign.status).to.equal(404);
     });
   });
@@ -164,7 +187,8 @@ describe('audit: money routes', () => {
   describe('conversions', () => {
     it('quotes are single use, expire after 60 s, and execution re-prices', async () => {
       const agent = await s.agent({ funds: { USDC: '10000' } });
-      const q = async (extra: Record<string, unknown> = {}) => s.request('POST', '/v1/agent/conversions/quote', { agent, idempotencyKey: newKey(), body: { from_asset: 'USDC', to_asset: 'ETH', amount: '300', ...extra } });
+      const q = async (extra: Record<string, unknown> = {}) =>
+        s.request('POST', '/v1/agent/conversions/quote', { agent, idempotencyKey: newKey(), body: { from_asset: 'USDC', to_asset: 'ETH', amount: '300', ...extra } });
       const first = await q();
       expect(first.status).to.equal(200);
       expect(first.body.quote.expires_in_seconds).to.equal(60);
@@ -202,7 +226,11 @@ describe('audit: money routes', () => {
       expect((await s.request('POST', '/v1/agent/earn/deposit', { agent, idempotencyKey: newKey(), body: { asset: 'USDC', vault_id: vault.vault_id, amount: '500' } })).status).to.equal(200);
       const position = async () => (await s.request('GET', '/v1/agent/earn', { agent })).body.items[0].shares;
       const shares = await position();
-      const quote = await s.request('POST', '/v1/agent/conversions/quote', { agent, idempotencyKey: newKey(), body: { from_asset: 'USDC', to_asset: 'ETH', from_vault_address: vault.vault_address, amount: '300' } });
+      const quote = await s.request('POST', '/v1/agent/conversions/quote', {
+        agent,
+        idempotencyKey: newKey(),
+        body: { from_asset: 'USDC', to_asset: 'ETH', from_vault_address: vault.vault_address, amount: '300' },
+      });
       expect(quote.status, JSON.stringify(quote.body)).to.equal(200);
       await s.services.ledger.policy.set(s.db, agent.agentId, { operation_types: 'all', per_tx_usd: '100' });
       const res = await s.request('POST', '/v1/agent/conversions', { agent, idempotencyKey: newKey(), body: { quote_id: quote.body.quote.quote_id } });
@@ -327,7 +355,10 @@ describe('audit: money routes', () => {
 
   describe('policy precedence', () => {
     it('decides type, then asset, then recipient, then caps', async () => {
-      const agent = await s.agent({ policy: { operation_types: ['payment', 'conversion', 'earn.deposit'], allowed_assets: ['USDC'], allowed_recipients: [addr(5)], allowed_protocols: ['morpho'], per_tx_usd: '2' }, funds: { USDC: '100', ETH: '1' } });
+      const agent = await s.agent({
+        policy: { operation_types: ['payment', 'conversion', 'earn.deposit'], allowed_assets: ['USDC'], allowed_recipients: [addr(5)], allowed_protocols: ['morpho'], per_tx_usd: '2' },
+        funds: { USDC: '100', ETH: '1' },
+      });
       const pay = (body: Record<string, unknown>) => s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body });
       expect((await pay({ to: addr(6), asset: 'ETH', amount: '1' })).body.error.code).to.equal('asset_not_allowed');
       expect((await pay({ to: addr(6), asset: 'USDC', amount: '5' })).body.error.code).to.equal('recipient_not_allowed');
@@ -346,7 +377,11 @@ describe('audit: money routes', () => {
   describe('one-off payments', () => {
     it('hold funds at creation and release them at expiry', async () => {
       const agent = await s.agent({ funds: { USDC: '10' } });
-      const r = await s.request('POST', '/v1/agent/one-off-payments', { agent, idempotencyKey: newKey(), body: { to: addr(0x99), asset: 'USDC', amount: '4', unlock_delay_seconds: 10, expires_in_seconds: 120 } });
+      const r = await s.request('POST', '/v1/agent/one-off-payments', {
+        agent,
+        idempotencyKey: newKey(),
+        body: { to: addr(0x99), asset: 'USDC', amount: '4', unlock_delay_seconds: 10, expires_in_seconds: 120 },
+      });
       expect(r.status).to.equal(200);
       expect(r.body.resource.type).to.equal('one_off_payment');
       const usdc = async () => (await s.request('GET', '/v1/agent/balances', { agent })).body.items.find((b: { asset_symbol: string }) => b.asset_symbol === 'USDC');

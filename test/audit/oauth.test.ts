@@ -44,7 +44,10 @@ describe('audit: OAuth and MCP negative checklist', function () {
   });
 
   beforeEach(async () => {
-    await server.db('oauth_throttles').where({ key: `code:${sha256Hex(email)}` }).delete();
+    await server
+      .db('oauth_throttles')
+      .where({ key: `code:${sha256Hex(email)}` })
+      .delete();
   });
 
   after(async () => {
@@ -71,7 +74,13 @@ describe('audit: OAuth and MCP negative checklist', function () {
     const { verifier, challenge } = pkcePair();
     const url = authorizationUrl(
       server.baseUrl,
-      authParams({ code_challenge: challenge, resource: opts.resource ?? agentResource, client_id: opts.client ?? clientId, ...(opts.scope ? { scope: opts.scope } : {}), ...(opts.state ? { state: opts.state } : {}) }),
+      authParams({
+        code_challenge: challenge,
+        resource: opts.resource ?? agentResource,
+        client_id: opts.client ?? clientId,
+        ...(opts.scope ? { scope: opts.scope } : {}),
+        ...(opts.state ? { state: opts.state } : {}),
+      }),
     );
     const callback = await authorizeThroughConnect(opts.browser ?? new Browser(), url, mail, { email, agentId });
     const code = callback.searchParams.get('code');
@@ -99,12 +108,7 @@ describe('audit: OAuth and MCP negative checklist', function () {
 
   describe('authorization request', () => {
     it('refuses a challenge without a method, and challenges that are too short, too long or use illegal characters', async () => {
-      for (const overrides of [
-        { code_challenge_method: undefined },
-        { code_challenge: 'a'.repeat(42) },
-        { code_challenge: 'a'.repeat(129) },
-        { code_challenge: `${'a'.repeat(42)}!` },
-      ]) {
+      for (const overrides of [{ code_challenge_method: undefined }, { code_challenge: 'a'.repeat(42) }, { code_challenge: 'a'.repeat(129) }, { code_challenge: `${'a'.repeat(42)}!` }]) {
         const res = await new Browser().fetch(authorizationUrl(server.baseUrl, authParams(overrides)));
         expect(res.status, JSON.stringify(overrides)).to.be.oneOf([302, 303]);
         const location = new URL(res.location!);
@@ -131,7 +135,16 @@ describe('audit: OAuth and MCP negative checklist', function () {
     });
 
     it('never redirects for a redirect URI that differs by query, fragment, case, scheme, port or userinfo', async () => {
-      for (const uri of ['http://127.0.0.1:9/cb?x=1', 'http://127.0.0.1:9/cb#f', 'http://127.0.0.1:9/CB', 'https://127.0.0.1:9/cb', 'http://127.0.0.1:10/cb', 'http://localhost:9/cb', 'http://u@127.0.0.1:9/cb', 'javascript:alert(1)']) {
+      for (const uri of [
+        'http://127.0.0.1:9/cb?x=1',
+        'http://127.0.0.1:9/cb#f',
+        'http://127.0.0.1:9/CB',
+        'https://127.0.0.1:9/cb',
+        'http://127.0.0.1:10/cb',
+        'http://localhost:9/cb',
+        'http://u@127.0.0.1:9/cb',
+        'javascript:alert(1)',
+      ]) {
         const res = await new Browser().fetch(authorizationUrl(server.baseUrl, authParams({ redirect_uri: uri })));
         expect(res.status, uri).to.equal(400);
         expect(res.location, uri).to.equal(null);
@@ -219,14 +232,28 @@ describe('audit: OAuth and MCP negative checklist', function () {
   describe('token endpoint', () => {
     it('refuses a redirect_uri at the token endpoint that differs from the authorization request', async () => {
       const { code, verifier } = await obtainCode();
-      const res = await tokenRequest(server.baseUrl, { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: 'http://127.0.0.1:9/cb2', client_id: clientId, resource: agentResource });
+      const res = await tokenRequest(server.baseUrl, {
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: verifier,
+        redirect_uri: 'http://127.0.0.1:9/cb2',
+        client_id: clientId,
+        resource: agentResource,
+      });
       expect(res.status).to.equal(400);
       expect(res.body.error).to.be.oneOf(['invalid_grant', 'invalid_request']);
     });
 
     it("refuses client A's code redeemed by client B", async () => {
       const { code, verifier } = await obtainCode();
-      const res = await tokenRequest(server.baseUrl, { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT_URI, client_id: otherClientId, resource: agentResource });
+      const res = await tokenRequest(server.baseUrl, {
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: verifier,
+        redirect_uri: REDIRECT_URI,
+        client_id: otherClientId,
+        resource: agentResource,
+      });
       expect(res.status).to.equal(400);
       expect(res.body.error).to.equal('invalid_grant');
     });
@@ -464,7 +491,9 @@ describe('audit: OAuth and MCP negative checklist', function () {
       expect(res.headers.get('www-authenticate')).to.include('scope="agent:payments:write"');
       expect(res.headers.get('www-authenticate')).to.include('resource_metadata=');
       const mcp = await obtainTokens({ resource: mcpResource, scope: 'agent:read' });
-      const tool = await postMcp(server, toolCall('agent_payments_create', { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount: '1', idempotency_key: `audit-${Date.now()}` }), { authorization: `Bearer ${mcp.access_token}` });
+      const tool = await postMcp(server, toolCall('agent_payments_create', { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount: '1', idempotency_key: `audit-${Date.now()}` }), {
+        authorization: `Bearer ${mcp.access_token}`,
+      });
       expect(tool.status).to.equal(403);
       expect(tool.headers.get('www-authenticate')).to.include('scope="agent:payments:write"');
     });

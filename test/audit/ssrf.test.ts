@@ -105,13 +105,28 @@ describe('audit D: SSRF and outbound-request safety', function () {
     it('normalises upper case, trailing dots, IDN and full-width forms before judging the host', async () => {
       expect(parsePublicHttpsUrl('https://HOOKS.Example.COM./x').hostname).to.equal('hooks.example.com');
       expect(parsePublicHttpsUrl('https://b\u00fccher.example.com/x').hostname).to.equal('xn--bcher-kva.example.com');
-      for (const url of ['https://LOCALHOST./x', 'https://Metadata.Google.Internal./x', 'https://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/x', 'https://loc%61lhost/x', 'https://127.0.0.1../x', 'https://metadata/x']) {
+      for (const url of [
+        'https://LOCALHOST./x',
+        'https://Metadata.Google.Internal./x',
+        'https://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/x',
+        'https://loc%61lhost/x',
+        'https://127.0.0.1../x',
+        'https://metadata/x',
+      ]) {
         expect(() => parsePublicHttpsUrl(url), url).to.throw(UrlRejectedError);
       }
     });
 
     it('refuses every userinfo and backslash trick but treats @ in the path or query as path', () => {
-      for (const url of ['https://evil@127.0.0.1/', 'https://hooks.example.com@127.0.0.1/', 'https:evil@127.0.0.1/', 'https://127.0.0.1:443@hooks.example.com/', 'https://hooks.example.com%2f@127.0.0.1/', 'https:\\\\127.0.0.1/', 'https://hooks.example.com\\@127.0.0.1/']) {
+      for (const url of [
+        'https://evil@127.0.0.1/',
+        'https://hooks.example.com@127.0.0.1/',
+        'https:evil@127.0.0.1/',
+        'https://127.0.0.1:443@hooks.example.com/',
+        'https://hooks.example.com%2f@127.0.0.1/',
+        'https:\\\\127.0.0.1/',
+        'https://hooks.example.com\\@127.0.0.1/',
+      ]) {
         expect(() => parsePublicHttpsUrl(url), url).to.throw(UrlRejectedError);
       }
       const target = parsePublicHttpsUrl('https://hooks.example.com/a@127.0.0.1?next=@10.0.0.1');
@@ -120,7 +135,13 @@ describe('audit D: SSRF and outbound-request safety', function () {
     });
 
     it('refuses raw CR, LF, tab and space (header injection) and keeps encoded ones encoded', () => {
-      for (const url of ['https://hooks.example.com/\r\nX-Injected: 1', 'https://hooks.example.com/a\nb', 'https://hooks.example.com/\tx', 'https://hooks.example.com/a b', 'https://hooks.example.com\r\n.evil/']) {
+      for (const url of [
+        'https://hooks.example.com/\r\nX-Injected: 1',
+        'https://hooks.example.com/a\nb',
+        'https://hooks.example.com/\tx',
+        'https://hooks.example.com/a b',
+        'https://hooks.example.com\r\n.evil/',
+      ]) {
         expect(() => parsePublicHttpsUrl(url), JSON.stringify(url)).to.throw(UrlRejectedError);
       }
       expect(parsePublicHttpsUrl('https://hooks.example.com/%0d%0aX-Injected:1').url.pathname).to.equal('/%0d%0aX-Injected:1');
@@ -136,12 +157,39 @@ describe('audit D: SSRF and outbound-request safety', function () {
 
     it('classifies the boundaries of every denied range', () => {
       const denied = [
-        '0.0.0.0', '0.255.255.255', '100.64.0.0', '100.127.255.255', '169.254.169.254', '198.18.0.0', '198.19.255.255',
-        '240.0.0.1', '255.255.255.255', '224.0.0.1', '192.0.0.170', '192.88.99.1',
-        '::', '::1', 'fe80::1', 'febf:ffff::1', 'fc00::', 'fdff:ffff::1', 'fec0::1', 'ff02::1',
-        '::ffff:169.254.169.254', '::ffff:a9fe:a9fe', '::a9fe:a9fe', '::ffff:0:a9fe:a9fe',
-        '64:ff9b::7f00:1', '64:ff9b::808:808', '64:ff9b:1::a9fe:a9fe', '2002:a9fe:a9fe::1', '2002:808:808::1',
-        '2001::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '2001:db8::1', 'fd00:ec2::254',
+        '0.0.0.0',
+        '0.255.255.255',
+        '100.64.0.0',
+        '100.127.255.255',
+        '169.254.169.254',
+        '198.18.0.0',
+        '198.19.255.255',
+        '240.0.0.1',
+        '255.255.255.255',
+        '224.0.0.1',
+        '192.0.0.170',
+        '192.88.99.1',
+        '::',
+        '::1',
+        'fe80::1',
+        'febf:ffff::1',
+        'fc00::',
+        'fdff:ffff::1',
+        'fec0::1',
+        'ff02::1',
+        '::ffff:169.254.169.254',
+        '::ffff:a9fe:a9fe',
+        '::a9fe:a9fe',
+        '::ffff:0:a9fe:a9fe',
+        '64:ff9b::7f00:1',
+        '64:ff9b::808:808',
+        '64:ff9b:1::a9fe:a9fe',
+        '2002:a9fe:a9fe::1',
+        '2002:808:808::1',
+        '2001::1',
+        '2001:0:4136:e378:8000:63bf:3fff:fdd2',
+        '2001:db8::1',
+        'fd00:ec2::254',
       ];
       for (const address of denied) expect(isPublicAddress(address), address).to.equal(false);
       for (const address of ['1.1.1.1', '99.255.255.255', '100.63.255.255', '100.128.0.0', '198.17.255.255', '198.20.0.0', '223.255.255.255', '::ffff:8.8.8.8', '2606:4700::1111', '2a00:1450::1']) {
@@ -167,7 +215,16 @@ describe('audit D: SSRF and outbound-request safety', function () {
         expect((await assertPublicHttpsUrl(url, { allowLoopback: true, resolver: noDns })).addresses).to.have.length(1);
       }
       const loopbackByName = table({ 'loop.example.com': [v4('127.0.0.1')] });
-      for (const url of ['https://loop.example.com/x', 'https://localhost/x', 'https://10.0.0.1/x', 'https://169.254.169.254/x', 'https://[::ffff:127.0.0.1]/x', 'https://0.0.0.0/x', 'https://[::]/x', 'http://127.0.0.1/x']) {
+      for (const url of [
+        'https://loop.example.com/x',
+        'https://localhost/x',
+        'https://10.0.0.1/x',
+        'https://169.254.169.254/x',
+        'https://[::ffff:127.0.0.1]/x',
+        'https://0.0.0.0/x',
+        'https://[::]/x',
+        'http://127.0.0.1/x',
+      ]) {
         const err = await failure(assertPublicHttpsUrl(url, { allowLoopback: true, resolver: loopbackByName }));
         expect(err, url).to.be.instanceOf(UrlRejectedError);
       }
@@ -184,7 +241,11 @@ describe('audit D: SSRF and outbound-request safety', function () {
     it('answers 200 for a public name that does not resolve from here (delivery resolves and checks it again)', async () => {
       const agent = await server.createAgent();
       // RFC 2606: .example never resolves anywhere, so this holds with or without DNS.
-      const res = await server.request('POST', '/v1/agent/webhooks', { agent, body: { url: 'https://hooks.partner.example/agent-events', event_types: ['payment.executed'] }, idempotencyKey: newKey() });
+      const res = await server.request('POST', '/v1/agent/webhooks', {
+        agent,
+        body: { url: 'https://hooks.partner.example/agent-events', event_types: ['payment.executed'] },
+        idempotencyKey: newKey(),
+      });
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       expect(res.body.webhook.url).to.equal('https://hooks.partner.example/agent-events');
       const patched = await server.request('PATCH', `/v1/agent/webhooks/${res.body.webhook.id}`, { agent, body: { url: 'https://other.partner.example/x' }, idempotencyKey: newKey() });
@@ -319,7 +380,14 @@ describe('audit D: SSRF and outbound-request safety', function () {
 
     it('refuses private targets, names resolving to any non-public address, and loopback names even with the flag', async () => {
       const mixed = createUpstreamFetcher({ allowLoopback: true, ca: pki.ca, resolver: table({ 'mixed.example.com': [v4('8.8.8.8'), v4('127.0.0.1')], 'loop.example.com': [v4('127.0.0.1')] }) });
-      for (const url of [`https://mixed.example.com:${target.port}/x402-private`, `https://loop.example.com:${target.port}/x402-private`, 'https://10.0.0.1/x402-private', 'https://169.254.169.254/latest', 'https://127.0.0.1.nip.io/x402-private', `http://127.0.0.1:${target.port}/x402-private`]) {
+      for (const url of [
+        `https://mixed.example.com:${target.port}/x402-private`,
+        `https://loop.example.com:${target.port}/x402-private`,
+        'https://10.0.0.1/x402-private',
+        'https://169.254.169.254/latest',
+        'https://127.0.0.1.nip.io/x402-private',
+        `http://127.0.0.1:${target.port}/x402-private`,
+      ]) {
         const err = await failure(mixed({ url, method: 'GET', timeoutMs: 2000 }));
         expect(err, url).to.be.instanceOf(ApiError);
         expect((err as ApiError).code, url).to.equal('validation_failed');

@@ -30,7 +30,9 @@ describe('chain settlement: concurrency', function () {
     const payments = agents.flatMap((agent, a) =>
       Array.from({ length: 10 }, (_, i) => ({ agent, to: recipients[(a + i) % 5]!, asset: i % 2 === 0 ? 'USDC' : 'ETH', amount: i % 2 === 0 ? `${i + 1}.25` : `0.0${i}` })),
     );
-    const responses = await Promise.all(payments.map((p) => s.request('POST', '/v1/agent/payments', { agent: p.agent, idempotencyKey: randomUUID(), body: { to: p.to, asset: p.asset, amount: p.amount } })));
+    const responses = await Promise.all(
+      payments.map((p) => s.request('POST', '/v1/agent/payments', { agent: p.agent, idempotencyKey: randomUUID(), body: { to: p.to, asset: p.asset, amount: p.amount } })),
+    );
     expect(responses.map((r) => r.status)).to.deep.equal(payments.map(() => 200));
     const ids = responses.map((r) => r.body.operation_id as string);
 

@@ -41,12 +41,16 @@ describe('chain settlement: crash safety', function () {
 
       worker = startWorkerProcess(node, s.databaseUrl);
       // Broadcast: the transaction is in the node's pool, not mined (automine is off).
-      const hash = await waitUntil('the broadcast', async () => {
-        const row = await s.db('chain_transactions').where({ operation_id: res.body.operation_id }).first();
-        if (!row) return null;
-        const tx = await node.client.getTransaction({ hash: row.tx_hash }).catch(() => null);
-        return tx ? (row.tx_hash as `0x${string}`) : null;
-      }, 30_000);
+      const hash = await waitUntil(
+        'the broadcast',
+        async () => {
+          const row = await s.db('chain_transactions').where({ operation_id: res.body.operation_id }).first();
+          if (!row) return null;
+          const tx = await node.client.getTransaction({ hash: row.tx_hash }).catch(() => null);
+          return tx ? (row.tx_hash as `0x${string}`) : null;
+        },
+        30_000,
+      );
       await worker.stop('SIGKILL');
       worker = null;
       await node.mine(1);

@@ -181,7 +181,17 @@ describe('chain deposits (Anvil)', function () {
     const start = early.blockNumber + 1n;
     await s.db('chain_cursors').where({ chain_id: 31337, name: 'deposits' }).delete();
     const { ledger } = s.services;
-    const watcher = createDepositWatcher({ db: s.db, chain: s.built.chain!, ledger: ledger.ledger, operations: ledger.operations, clock: s.clock, log: s.built.log, confirmations: 3, startBlock: Number(start), isDeployed: async () => true });
+    const watcher = createDepositWatcher({
+      db: s.db,
+      chain: s.built.chain!,
+      ledger: ledger.ledger,
+      operations: ledger.operations,
+      clock: s.clock,
+      log: s.built.log,
+      confirmations: 3,
+      startBlock: Number(start),
+      isDeployed: async () => true,
+    });
     await watcher.ensureCursor();
     const created = (await cursor())!;
     expect(created.block_number).to.equal(Number(start) - 1);

@@ -9,11 +9,15 @@ describe('inbound chain loops while the node is down', () => {
     const seen: Array<[string, string]> = [];
     const log = { warn: (_o: unknown, msg: string) => seen.push(['warn', msg]), info: (_o: unknown, msg: string) => seen.push(['info', msg]) } as unknown as Logger;
     const script: Array<number | Error> = [new ChainUnavailableError(new Error('ECONNREFUSED')), new ChainUnavailableError(new Error('ECONNREFUSED')), 3, new Error('bug')];
-    const tick = quietWhileDown('test', async () => {
-      const next = script.shift()!;
-      if (next instanceof Error) throw next;
-      return next;
-    }, log);
+    const tick = quietWhileDown(
+      'test',
+      async () => {
+        const next = script.shift()!;
+        if (next instanceof Error) throw next;
+        return next;
+      },
+      log,
+    );
     expect(await tick()).to.equal(0);
     expect(await tick()).to.equal(0);
     expect(await tick()).to.equal(3);

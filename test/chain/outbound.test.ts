@@ -54,7 +54,20 @@ describe('chain settlement: outbound', function () {
       expect(read.status).to.equal(200);
       const onchain = read.body.operation.onchain;
       // Issue 24: the transaction goes to the agent's account (its lane), which moves the token.
-      expect(onchain).to.include({ chain_id: 31337, tx_hash: op!.tx_hash, block_number: Number(receipt.blockNumber), block_hash: receipt.blockHash, to: agent.address, token_address: s.token, to_address: to, wallet_address: agent.address, agent_wrapper_address: agent.address, agent_sender_address: getAddress(receipt.from), gas_used: receipt.gasUsed.toString(), effective_gas_price: receipt.effectiveGasPrice.toString() });
+      expect(onchain).to.include({
+        chain_id: 31337,
+        tx_hash: op!.tx_hash,
+        block_number: Number(receipt.blockNumber),
+        block_hash: receipt.blockHash,
+        to: agent.address,
+        token_address: s.token,
+        to_address: to,
+        wallet_address: agent.address,
+        agent_wrapper_address: agent.address,
+        agent_sender_address: getAddress(receipt.from),
+        gas_used: receipt.gasUsed.toString(),
+        effective_gas_price: receipt.effectiveGasPrice.toString(),
+      });
       // Sent by the relayer, not the wallet.
       expect(onchain.from).to.equal(getAddress(receipt.from));
       expect(onchain.from).to.not.equal(agent.address);
@@ -142,7 +155,16 @@ describe('chain settlement: outbound', function () {
       expect(await s.usdcBalance(to)).to.equal(0n);
       expect(await balance(agent, 'USDC')).to.include({ available: '30', held: '0' });
 
-      const worker = createDeliveryWorker({ db: s.db, clock: s.clock, log: createLogger('silent'), sealer: createSealer(s.config.masterKey), leaseMs: 30_000, attemptTimeoutMs: 5000, allowLoopback: true, ca: pki.ca });
+      const worker = createDeliveryWorker({
+        db: s.db,
+        clock: s.clock,
+        log: createLogger('silent'),
+        sealer: createSealer(s.config.masterKey),
+        leaseMs: 30_000,
+        attemptTimeoutMs: 5000,
+        allowLoopback: true,
+        ca: pki.ca,
+      });
       try {
         for (let i = 0; i < 20 && receiver.requests.length === 0; i++) await worker.runOnce();
       } finally {

@@ -58,7 +58,11 @@ describe('chain reconcile (Anvil)', function () {
     const a = await s.agent({ USDC: '100', ETH: '1' });
     const b = await s.agent({ USDC: '5' });
     await sendUsdc(node, s.token, 3, a.address, '20');
-    await waitFor(async () => (await s.services.ledger.ledger.balance(s.db, a.walletId, 'USDC')).available === 120_000_000n || (await s.services.inbound!.deposits.tick(), false), 20_000, 'the outside deposit');
+    await waitFor(
+      async () => (await s.services.ledger.ledger.balance(s.db, a.walletId, 'USDC')).available === 120_000_000n || (await s.services.inbound!.deposits.tick(), false),
+      20_000,
+      'the outside deposit',
+    );
     const paid = await s.request('POST', '/v1/agent/payments', { agent: a, idempotencyKey: randomUUID(), body: { to: randomAddress(), asset: 'USDC', amount: '12.5' } });
     expect(paid.status).to.equal(200);
     const [op] = await s.settle([paid.body.operation_id]);
@@ -68,7 +72,11 @@ describe('chain reconcile (Anvil)', function () {
     expect(toB.status).to.equal(200);
     const [opB] = await s.settle([toB.body.operation_id]);
     expect(opB!.status).to.equal('executed');
-    await waitFor(async () => (await s.services.ledger.ledger.balance(s.db, b.walletId, 'USDC')).available === 7_000_000n || (await s.services.inbound!.deposits.tick(), false), 20_000, 'the payee credited');
+    await waitFor(
+      async () => (await s.services.ledger.ledger.balance(s.db, b.walletId, 'USDC')).available === 7_000_000n || (await s.services.inbound!.deposits.tick(), false),
+      20_000,
+      'the payee credited',
+    );
     await s.services.inbound!.deposits.tick();
     expect((await s.services.ledger.ledger.balance(s.db, b.walletId, 'USDC')).available).to.equal(7_000_000n);
     expect(await s.db('chain_deposits').whereRaw('lower(tx_hash) = lower(?)', [opB!.tx_hash])).to.have.length(1);
@@ -102,7 +110,11 @@ describe('chain reconcile (Anvil)', function () {
     // The other wallet is untouched.
     expect((await agentctl(['chain', 'reconcile', '--agent', b.agentId])).out.drift_count).to.equal(0);
     // An unknown agent is a usage error.
-    const unknown = spawn(process.execPath, ['--import', 'tsx', 'scripts/agentctl.ts', 'chain', 'reconcile', '--agent', randomUUID()], { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...testConfigEnv(chainEnv(node, s.databaseUrl)) }, stdio: 'ignore' });
+    const unknown = spawn(process.execPath, ['--import', 'tsx', 'scripts/agentctl.ts', 'chain', 'reconcile', '--agent', randomUUID()], {
+      cwd: repoRoot,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...testConfigEnv(chainEnv(node, s.databaseUrl)) },
+      stdio: 'ignore',
+    });
     expect(await new Promise((resolve) => unknown.on('exit', resolve))).to.equal(2);
 
     // The worker's periodic run warns with the differences.

@@ -23,7 +23,18 @@ describe('npm start on the development chain', function () {
   let dataDir: string;
   let current: ServerProcess | null = null;
   const relayerKey = generatePrivateKey();
-  const env = () => ({ DATABASE_URL: undefined, REDIS_URL: undefined, REDIS_PREFIX: undefined, MASTER_KEY: undefined, DATA_DIR: dataDir, NODE_ENV: 'development', LOG_LEVEL: 'debug', CHAIN_RPC_URL: node.rpcUrl, CHAIN_POLL_MS: '100', CHAIN_RELAYER_KEY: relayerKey });
+  const env = () => ({
+    DATABASE_URL: undefined,
+    REDIS_URL: undefined,
+    REDIS_PREFIX: undefined,
+    MASTER_KEY: undefined,
+    DATA_DIR: dataDir,
+    NODE_ENV: 'development',
+    LOG_LEVEL: 'debug',
+    CHAIN_RPC_URL: node.rpcUrl,
+    CHAIN_POLL_MS: '100',
+    CHAIN_RELAYER_KEY: relayerKey,
+  });
   const logs: string[] = [];
 
   before(async () => {
@@ -63,7 +74,11 @@ describe('npm start on the development chain', function () {
     expect(balances.find((b) => b.asset_symbol === 'ETH')).to.include({ available: '1' });
 
     const to = randomAddress();
-    const paid = await fetch(`${current.baseUrl}/v1/agent/payments`, { method: 'POST', headers: { ...headers, 'Idempotency-Key': 'readme-payment-1' }, body: JSON.stringify({ to, asset: 'USDC', amount: '12.5' }) });
+    const paid = await fetch(`${current.baseUrl}/v1/agent/payments`, {
+      method: 'POST',
+      headers: { ...headers, 'Idempotency-Key': 'readme-payment-1' },
+      body: JSON.stringify({ to, asset: 'USDC', amount: '12.5' }),
+    });
     const { operation_id } = (await paid.json()) as { operation_id: string };
     expect(paid.status).to.equal(200);
     let status = 'accepted';
@@ -128,7 +143,16 @@ describe('npm start on the development chain', function () {
   });
 
   it('refuses the development bootstrap and fewer than one confirmation in production', () => {
-    const production = { NODE_ENV: 'production', BASE_URL: 'https://api.example.com', DATABASE_URL: 'postgres://x@127.0.0.1/db', REDIS_URL: 'redis://127.0.0.1:6379', MASTER_KEY: 'k'.repeat(40), SMTP_URL: 'smtp://mail.example.com:25', CHAIN_RPC_URL: 'http://127.0.0.1:8545', CHAIN_RELAYER_KEY: ANVIL_DEV_KEYS[1] };
+    const production = {
+      NODE_ENV: 'production',
+      BASE_URL: 'https://api.example.com',
+      DATABASE_URL: 'postgres://x@127.0.0.1/db',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      MASTER_KEY: 'k'.repeat(40),
+      SMTP_URL: 'smtp://mail.example.com:25',
+      CHAIN_RPC_URL: 'http://127.0.0.1:8545',
+      CHAIN_RELAYER_KEY: ANVIL_DEV_KEYS[1],
+    };
     const problems = (extra: Record<string, string>) => {
       try {
         loadConfig({ ...production, ...extra }, () => {});

@@ -59,7 +59,10 @@ describe('x402 on chain (Anvil)', function () {
     app.use(
       paymentMiddleware(
         {
-          'GET /weather': { accepts: { scheme: 'exact', price: { amount: '10000', asset: s.token, extra: { name: 'USD Coin', version: '2' } }, network: 'eip155:31337', payTo, maxTimeoutSeconds: 120 }, description: 'Weather report' },
+          'GET /weather': {
+            accepts: { scheme: 'exact', price: { amount: '10000', asset: s.token, extra: { name: 'USD Coin', version: '2' } }, network: 'eip155:31337', payTo, maxTimeoutSeconds: 120 },
+            description: 'Weather report',
+          },
         },
         resourceServer,
       ),
@@ -72,7 +75,14 @@ describe('x402 on chain (Anvil)', function () {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     sellerUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
     // The service trusts the seller's test CA; it signs for the chain's token and tracks authorizations on it.
-    (s.services as { x402: unknown }).x402 = createX402Service({ config: s.config, sealer: createSealer(s.config.masterKey), clock: s.clock, ledger: s.services.ledger, ca: pki.ca, chain: s.built.chain });
+    (s.services as { x402: unknown }).x402 = createX402Service({
+      config: s.config,
+      sealer: createSealer(s.config.masterKey),
+      clock: s.clock,
+      ledger: s.services.ledger,
+      ca: pki.ca,
+      chain: s.built.chain,
+    });
   });
 
   after(async () => {

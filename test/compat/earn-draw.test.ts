@@ -53,7 +53,9 @@ describe('createPayment drawing on Earn (issue 26)', function () {
     expect(res.status, res.text).to.equal(200);
     const op = await s.db('operations').where({ id: res.body.operation_id }).first();
     const { address } = await s.db('earn_vaults').where({ id: v.vault_id }).first();
-    expect(op.details.drawn_from_earn).to.deep.equal([{ position_id: agent.positionIds[0], vault_id: v.vault_id, vault: address, amount: (30n * USDC).toString(), shares: op.details.drawn_from_earn[0].shares }]);
+    expect(op.details.drawn_from_earn).to.deep.equal([
+      { position_id: agent.positionIds[0], vault_id: v.vault_id, vault: address, amount: (30n * USDC).toString(), shares: op.details.drawn_from_earn[0].shares },
+    ]);
     expect(await balance(agent)).to.deep.equal({ available: 0n, held: 80n * USDC });
     expect(await positionWorth(agent, agent.positionIds[0]!)).to.equal('10');
 
@@ -92,7 +94,10 @@ describe('createPayment drawing on Earn (issue 26)', function () {
 
   it('draws on the best position first and pays from the wallet alone when it suffices', async () => {
     const [low, high] = [await vault(300), await vault(900)];
-    const agent = await agentWith('10', [{ vaultId: low.vault_id, amount: '20' }, { vaultId: high.vault_id, amount: '5' }]);
+    const agent = await agentWith('10', [
+      { vaultId: low.vault_id, amount: '20' },
+      { vaultId: high.vault_id, amount: '5' },
+    ]);
     const res = await pay(agent, '30');
     expect(res.status, res.text).to.equal(200);
     const op = await s.db('operations').where({ id: res.body.operation_id }).first();
@@ -119,7 +124,10 @@ describe('createPayment drawing on Earn (issue 26)', function () {
     expect(await positionWorth(agent, agent.positionIds[0]!)).to.equal('30');
     const position = await s.db('earn_positions').where({ id: agent.positionIds[0] }).first();
     expect(BigInt(position.shares) >= 0n).to.equal(true);
-    const negative = await s.db('balances').where({ wallet_id: agent.walletId }).andWhere((q) => q.where('available', '<', 0).orWhere('held', '<', 0));
+    const negative = await s
+      .db('balances')
+      .where({ wallet_id: agent.walletId })
+      .andWhere((q) => q.where('available', '<', 0).orWhere('held', '<', 0));
     expect(negative).to.have.length(0);
   });
 });

@@ -43,7 +43,11 @@ describe('Hightop compatibility (issue 26)', function () {
 
     it('sign: amount "1000000" is 1 USDC in base units; the answer carries payment_header, payment_header_name and payment_headers', async () => {
       const agent = await s.agent({ fund: { USDC: '5' } });
-      const res = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: `x402-${newKey()}`, body: { target_url: 'https://example.com/paid-api', pay_to: SELLER_PAY_TO, amount: '1000000' } });
+      const res = await s.request('POST', '/v1/agent/x402/sign', {
+        agent,
+        idempotencyKey: `x402-${newKey()}`,
+        body: { target_url: 'https://example.com/paid-api', pay_to: SELLER_PAY_TO, amount: '1000000' },
+      });
       expect(res.status, res.text).to.equal(200);
       expect(res.body.payment_header).to.be.a('string').and.not.equal('');
       expect(res.body.payment_headers).to.deep.equal({ [res.body.payment_header_name]: res.body.payment_header });
@@ -119,7 +123,10 @@ describe('Hightop compatibility (issue 26)', function () {
 
   describe('page api-reference/get-self-limits', () => {
     it('GET /self/limits answers spend_limits, swap_limits, permissions (always lists) and current_usage; null is no cap', async () => {
-      const agent = await s.agent({ policy: { operation_types: ['payment', 'conversion'], per_tx_usd: '100', per_period_usd: '500', period: 'day', max_slippage_bps: 50, allowed_recipients: 'all' }, fund: { USDC: '50' } });
+      const agent = await s.agent({
+        policy: { operation_types: ['payment', 'conversion'], per_tx_usd: '100', per_period_usd: '500', period: 'day', max_slippage_bps: 50, allowed_recipients: 'all' },
+        fund: { USDC: '50' },
+      });
       const pay = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '5' } });
       expect(pay.status, pay.text).to.equal(200);
       const res = await s.request('GET', '/v1/agent/self/limits', { agent });
@@ -230,7 +237,10 @@ describe('Hightop compatibility (issue 26)', function () {
 
     it('depth onchain on the simulated chain reports simulate_onchain_not_run', async () => {
       const agent = await s.agent({ fund: { USDC: '10' } });
-      const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/payments', body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1' }, depth: 'onchain' } });
+      const res = await s.request('POST', '/v1/agent/simulate', {
+        agent,
+        body: { method: 'POST', path: '/v1/agent/payments', body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1' }, depth: 'onchain' },
+      });
       expect(res.status, res.text).to.equal(200);
       expect(res.body).to.include({ would_succeed: true, depth: 'onchain' });
       expect(res.body.execution_path).to.include('simulate_onchain_not_run');
@@ -245,7 +255,10 @@ describe('Hightop compatibility (issue 26)', function () {
       };
       services.simulation = createSimulationService({ chain: { mode: 'evm', head: down, callTransfer: down }, ledger: s.services.ledger.ledger });
       try {
-        const res = await s.request('POST', '/v1/agent/simulate', { agent, body: { method: 'POST', path: '/v1/agent/payments', body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1' }, depth: 'onchain' } });
+        const res = await s.request('POST', '/v1/agent/simulate', {
+          agent,
+          body: { method: 'POST', path: '/v1/agent/payments', body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1' }, depth: 'onchain' },
+        });
         expect(res.status, res.text).to.equal(503);
         expect(res.body.error.code).to.equal('agent_api_chain_unavailable');
       } finally {
@@ -287,13 +300,45 @@ describe('Hightop compatibility (issue 26)', function () {
     const HIGHTOP_CODES: Record<number, string[]> = {
       400: ['validation_failed', 'signature_expired', 'signature_invalid_s'],
       401: ['authentication_failed', 'agent_disabled', 'agent_not_yet_active', 'agent_expired', 'invalid_token'],
-      403: ['owner_only_action', 'identity_gated_action', 'permission_not_granted', 'asset_not_allowed', 'recipient_not_allowed', 'protocol_not_allowed', 'limit_exceeded', 'ltv_too_high', 'insufficient_scope', 'operation_feature_disabled', 'cooldown_active'],
+      403: [
+        'owner_only_action',
+        'identity_gated_action',
+        'permission_not_granted',
+        'asset_not_allowed',
+        'recipient_not_allowed',
+        'protocol_not_allowed',
+        'limit_exceeded',
+        'ltv_too_high',
+        'insufficient_scope',
+        'operation_feature_disabled',
+        'cooldown_active',
+      ],
       404: ['not_found', 'cheque_not_found'],
       409: [
-        'quote_expired', 'quote_already_consumed', 'idempotency_key_reuse_mismatch', 'idempotency_request_in_progress', 'operation_not_cancellable', 'operation_not_supported_for_wrapper_version',
-        'ltv_target_unreachable', 'signature_invalid_nonce', 'time_delay_not_reached', 'cheque_replaced', 'loot_not_available', 'starter_agent_not_removable', 'owner_changed_pending_state',
-        'one_off_payment_already_paid', 'one_off_payment_not_active', 'one_off_payment_replaced', 'one_off_payment_stale', 'pending_one_off_payment_settings_exists', 'pending_one_off_payment_settings_missing',
-        'pending_time_lock_exists', 'migration_blocked_pending_one_off_payment_settings', 'migration_blocked_pending_time_lock', 'timelock_not_elapsed', 'rule_changed_during_execution',
+        'quote_expired',
+        'quote_already_consumed',
+        'idempotency_key_reuse_mismatch',
+        'idempotency_request_in_progress',
+        'operation_not_cancellable',
+        'operation_not_supported_for_wrapper_version',
+        'ltv_target_unreachable',
+        'signature_invalid_nonce',
+        'time_delay_not_reached',
+        'cheque_replaced',
+        'loot_not_available',
+        'starter_agent_not_removable',
+        'owner_changed_pending_state',
+        'one_off_payment_already_paid',
+        'one_off_payment_not_active',
+        'one_off_payment_replaced',
+        'one_off_payment_stale',
+        'pending_one_off_payment_settings_exists',
+        'pending_one_off_payment_settings_missing',
+        'pending_time_lock_exists',
+        'migration_blocked_pending_one_off_payment_settings',
+        'migration_blocked_pending_time_lock',
+        'timelock_not_elapsed',
+        'rule_changed_during_execution',
       ],
       422: ['insufficient_funds', 'slippage_exceeded', 'price_stale', 'invalid_pull_one_off_payment_flags'],
       429: ['rate_limited'],
@@ -302,7 +347,7 @@ describe('Hightop compatibility (issue 26)', function () {
       503: ['agent_api_cutover_in_progress', 'agent_api_chain_unavailable'],
     };
 
-    it('the served document declares every Hightop code with Hightop\'s status, the unreachable ones as reserved', async () => {
+    it("the served document declares every Hightop code with Hightop's status, the unreachable ones as reserved", async () => {
       const agent = await s.agent();
       const doc = (await s.request('GET', '/v1/agent/openapi.json', { agent })).body;
       const errorCode = doc.components.schemas.ErrorCode;
@@ -373,9 +418,13 @@ describe('Hightop compatibility (issue 26)', function () {
   });
 
   describe('page api-reference/post-payments', () => {
-    it('the page\'s body (deliver_as and prefer auto, note null, slippage_percent 1) creates a payment', async () => {
+    it("the page's body (deliver_as and prefer auto, note null, slippage_percent 1) creates a payment", async () => {
       const agent = await s.agent({ fund: { USDC: '10' } });
-      const res = await s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1', deliver_as: 'auto', prefer: 'auto', note: null, slippage_percent: 1 } });
+      const res = await s.request('POST', '/v1/agent/payments', {
+        agent,
+        idempotencyKey: newKey(),
+        body: { to: SELLER_PAY_TO, asset: 'USDC', amount: '1', deliver_as: 'auto', prefer: 'auto', note: null, slippage_percent: 1 },
+      });
       expect(res.status, res.text).to.equal(200);
       expect(res.body).to.include({ ok: true, fee_usd: '0' });
       expect(res.body.resource.type).to.equal('payment');

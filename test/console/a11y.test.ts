@@ -126,12 +126,29 @@ describe('owner console accessibility (axe-core, keyboard)', function () {
     });
     expect(hook.status, hook.text).to.equal(200);
     const webhookId = hook.body.webhook.id as string;
-    await env.srv.db.transaction((trx) => appendEvent(trx, { type: 'payment.executed', agentId: alpha.agent_id, walletId: detail.agent.wallet_id, operationId: null, resource: { type: 'operation', id: randomUUID() }, data: {}, createdAt: new Date() }));
+    await env.srv.db.transaction((trx) =>
+      appendEvent(trx, {
+        type: 'payment.executed',
+        agentId: alpha.agent_id,
+        walletId: detail.agent.wallet_id,
+        operationId: null,
+        resource: { type: 'operation', id: randomUUID() },
+        data: {},
+        createdAt: new Date(),
+      }),
+    );
     await env.srv.db.transaction(async (trx) => {
       await disableEndpointForFailures(trx, webhookId, new Date());
       await failWaitingDeliveries(trx, webhookId, 'endpoint_disabled', new Date());
     });
-    await env.srv.services.oauth.bindGrant(env.srv.db, { grantId: `grant-${randomUUID()}`, clientId: 'a11y-client', ownerId: owner.owner_id, agentId: alpha.agent_id, resource: `${env.srv.baseUrl}/v1/agent`, scopes: ['agent:read'] });
+    await env.srv.services.oauth.bindGrant(env.srv.db, {
+      grantId: `grant-${randomUUID()}`,
+      clientId: 'a11y-client',
+      ownerId: owner.owner_id,
+      agentId: alpha.agent_id,
+      resource: `${env.srv.baseUrl}/v1/agent`,
+      scopes: ['agent:read'],
+    });
 
     const pages: [string, string, (p: Page) => Promise<unknown>][] = [
       ['agents', '#/', (p) => p.getByRole('link', { name: 'beta bot' }).waitFor()],
@@ -160,7 +177,10 @@ describe('owner console accessibility (axe-core, keyboard)', function () {
         await shot(page, `a11y-${size}-${name}`);
         const summary = await expectAccessible(page, `${size} ${name}`);
         // Stricter here than the serious-or-critical bar: no moderate or minor violation either.
-        expect(summary.violations.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`), `${size} ${name}`).to.deep.equal([]);
+        expect(
+          summary.violations.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`),
+          `${size} ${name}`,
+        ).to.deep.equal([]);
         // axe only marks duplicate ids "incomplete"; a label must name its own field, so every id is
         // unique and every field has exactly one label.
         expect(await page.evaluate(LABELLING), `${size} ${name}`).to.deep.equal({ dupIds: [], badFields: [] });

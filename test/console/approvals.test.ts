@@ -29,7 +29,12 @@ describe('owner approvals in headless Chromium', function () {
     srv.clock.set(new Date());
     browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
     const ownerId = (await srv.services.agents.createOwner(srv.db, { email: `o-${randomUUID()}@example.com` })).owner_id;
-    agent = await srv.createAgent({ ownerId, name: 'shopper', policy: { operation_types: 'all', allowed_recipients: 'all', approval_threshold_usd: '100', approval_ttl_seconds: 3600 }, fund: { USDC: '1000' } });
+    agent = await srv.createAgent({
+      ownerId,
+      name: 'shopper',
+      policy: { operation_types: 'all', allowed_recipients: 'all', approval_threshold_usd: '100', approval_ttl_seconds: 3600 },
+      fund: { USDC: '1000' },
+    });
     mkdirSync(`${repoRoot}/docs/console`, { recursive: true });
   });
   after(async () => {
@@ -37,13 +42,16 @@ describe('owner approvals in headless Chromium', function () {
     await srv?.close();
   });
 
-  const pay = async (amount: string) => (await srv.request('POST', '/v1/agent/payments', { agent, body: { to: PAYEE, asset: 'USDC', amount }, idempotencyKey: randomUUID() })).body.operation_id as string;
+  const pay = async (amount: string) =>
+    (await srv.request('POST', '/v1/agent/payments', { agent, body: { to: PAYEE, asset: 'USDC', amount }, idempotencyKey: randomUUID() })).body.operation_id as string;
   const status = async (id: string) => (await srv.request('GET', `/v1/agent/operations/${id}`, { agent })).body.operation;
 
   async function withAuthenticator(page: Page) {
     const cdp = await page.context().newCDPSession(page);
     await cdp.send('WebAuthn.enable');
-    await cdp.send('WebAuthn.addVirtualAuthenticator', { options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true } });
+    await cdp.send('WebAuthn.addVirtualAuthenticator', {
+      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+    });
   }
 
   async function tabTo(page: Page, name: RegExp) {
@@ -67,7 +75,9 @@ describe('owner approvals in headless Chromium', function () {
     await page.getByLabel('Name (optional)').fill('Virtual key');
     await page.getByRole('button', { name: 'Add a passkey' }).click();
     await page.getByText('Passkey added.').waitFor();
-    expect((await srv.request('GET', '/v1/owner/passkeys', { headers: { authorization: `Bearer ${(await srv.services.owner.createToken(srv.db, agent.ownerId)).token}` } })).body.items).to.have.length(1);
+    expect((await srv.request('GET', '/v1/owner/passkeys', { headers: { authorization: `Bearer ${(await srv.services.owner.createToken(srv.db, agent.ownerId)).token}` } })).body.items).to.have.length(
+      1,
+    );
     await expectAccessible(page, 'passkeys');
 
     // Signed out, then in with the passkey alone.
@@ -84,16 +94,23 @@ describe('owner approvals in headless Chromium', function () {
 
     await page.goto(`${origin}/console/#/approvals`);
     await page.getByRole('table', { name: 'Waiting for your approval' }).waitFor();
-    await page.getByText('300 USDC from shopper').first().waitFor({ state: 'attached' }).catch(() => undefined);
+    await page
+      .getByText('300 USDC from shopper')
+      .first()
+      .waitFor({ state: 'attached' })
+      .catch(() => undefined);
     await expectAccessible(page, 'approvals');
     await page.screenshot({ path: `${repoRoot}/docs/console/approvals-desktop.png`, fullPage: true });
 
     // Keyboard only: Tab to the approve button of the 300 USDC payment and press Enter.
     await tabTo(page, /Approve 300 USDC from shopper/);
     await page.keyboard.press('Enter');
-    await page.getByText('Approved: 300 USDC from shopper.').waitFor({ timeout: 10_000 }).catch(async (err: unknown) => {
-      throw new Error(`not approved: ${(await page.locator('[role=alert]').allTextContents()).join(' | ')} (${String(err)})`);
-    });
+    await page
+      .getByText('Approved: 300 USDC from shopper.')
+      .waitFor({ timeout: 10_000 })
+      .catch(async (err: unknown) => {
+        throw new Error(`not approved: ${(await page.locator('[role=alert]').allTextContents()).join(' | ')} (${String(err)})`);
+      });
     await srv.settle();
     expect((await status(approveMe)).status).to.equal('executed');
 
@@ -101,7 +118,10 @@ describe('owner approvals in headless Chromium', function () {
     await page.getByText('Rejected: 200 USDC from shopper.').waitFor();
     srv.clock.advance(3601_000);
     await srv.settle();
-    for (const [id, state] of [[rejectMe, 'rejected'], [expireMe, 'expired']] as const) {
+    for (const [id, state] of [
+      [rejectMe, 'rejected'],
+      [expireMe, 'expired'],
+    ] as const) {
       const op = await status(id);
       expect(op.status).to.equal('cancelled');
       expect(op.approval.state).to.equal(state);

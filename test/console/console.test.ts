@@ -119,7 +119,17 @@ describe('owner console in headless Chromium', function () {
     const webhookId = hook.body.webhook.id as string;
     const eventIds: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const event = await srv.db.transaction((trx) => appendEvent(trx, { type: 'payment.executed', agentId, walletId: created.agent.wallet_id, operationId: null, resource: { type: 'operation', id: randomUUID() }, data: { i }, createdAt: new Date() }));
+      const event = await srv.db.transaction((trx) =>
+        appendEvent(trx, {
+          type: 'payment.executed',
+          agentId,
+          walletId: created.agent.wallet_id,
+          operationId: null,
+          resource: { type: 'operation', id: randomUUID() },
+          data: { i },
+          createdAt: new Date(),
+        }),
+      );
       eventIds.push(event.id);
     }
     await srv.db.transaction(async (trx) => {
@@ -136,7 +146,17 @@ describe('owner console in headless Chromium', function () {
     await page.getByText('Endpoint re-enabled.').waitFor();
     await page.getByRole('button', { name: 'Recover events' }).click();
     await page.getByText('3 events queued again, in their original order.').waitFor();
-    const worker = createDeliveryWorker({ db: srv.db, clock: systemClock, log: createLogger('silent'), sealer: createSealer(TEST_MASTER_KEY), leaseMs: 30_000, attemptTimeoutMs: 2_000, allowLoopback: true, ca, idleMs: 10 });
+    const worker = createDeliveryWorker({
+      db: srv.db,
+      clock: systemClock,
+      log: createLogger('silent'),
+      sealer: createSealer(TEST_MASTER_KEY),
+      leaseMs: 30_000,
+      attemptTimeoutMs: 2_000,
+      allowLoopback: true,
+      ca,
+      idleMs: 10,
+    });
     await waitUntil('recovered deliveries', async () => {
       await worker.runOnce();
       return receiver.requests.filter((r) => r.path === '/console').length >= 3;
@@ -167,11 +187,28 @@ describe('owner console in headless Chromium', function () {
     await expectAccessible(page, 'audit');
     const audit = await srv.request('GET', '/v1/owner/audit?limit=100', { headers: admin });
     const mine = audit.body.items.filter((e: { owner_id: string; actor: string }) => e.owner_id === owner.owner_id && e.actor === 'owner').map((e: { action: string }) => e.action);
-    expect(mine).to.include.members(['console.sign_in', 'ownerCreateAgent', 'ownerFundWallet', 'ownerReplacePolicy', 'ownerConfirmTrustedDestination', 'ownerEnableWebhook', 'ownerRecoverWebhook', 'ownerRevokeConnectedApp']);
+    expect(mine).to.include.members([
+      'console.sign_in',
+      'ownerCreateAgent',
+      'ownerFundWallet',
+      'ownerReplacePolicy',
+      'ownerConfirmTrustedDestination',
+      'ownerEnableWebhook',
+      'ownerRecoverWebhook',
+      'ownerRevokeConnectedApp',
+    ]);
 
     // Readable on a phone-sized screen: no page scrolls sideways.
     await page.setViewportSize({ width: 375, height: 740 });
-    for (const [name, hash] of [['agents', '#/'], ['agent', `#/agents/${agentId}`], ['destinations', '#/destinations'], ['webhooks', '#/webhooks'], ['webhook', `#/webhooks/${webhookId}`], ['apps', '#/apps'], ['audit', '#/audit']] as const) {
+    for (const [name, hash] of [
+      ['agents', '#/'],
+      ['agent', `#/agents/${agentId}`],
+      ['destinations', '#/destinations'],
+      ['webhooks', '#/webhooks'],
+      ['webhook', `#/webhooks/${webhookId}`],
+      ['apps', '#/apps'],
+      ['audit', '#/audit'],
+    ] as const) {
       await page.goto(`${base}${hash}`);
       await page.locator('main h1').first().waitFor();
       expect(await page.evaluate('document.documentElement.scrollWidth'), name).to.be.at.most(375);
@@ -181,7 +218,7 @@ describe('owner console in headless Chromium', function () {
     await page.close();
   });
 
-  it('refuses a console write without the session\'s CSRF token', async () => {
+  it("refuses a console write without the session's CSRF token", async () => {
     const email = `csrf-${randomUUID()}@example.com`;
     await api('POST', '/v1/admin/owners', { email });
     const page = await browser.newPage();

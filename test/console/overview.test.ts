@@ -41,7 +41,10 @@ describe('owner console: overview, policy form and spending chart (Chromium)', f
   }
   const axeClean = async (page: Page, where: string) => {
     const summary = await expectAccessible(page, where);
-    expect(summary.violations.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`), where).to.deep.equal([]);
+    expect(
+      summary.violations.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`),
+      where,
+    ).to.deep.equal([]);
   };
 
   it('shows the overview, edits a cap through the policy form and draws 30 days of spending against the cap', async () => {
@@ -54,7 +57,16 @@ describe('owner console: overview, policy form and spending chart (Chromium)', f
     const research = await api('POST', '/v1/owner/agents', { owner_id: owner.owner_id, name: 'research bot' });
     await api('POST', `/v1/owner/agents/${treasury.agent_id}/fund`, { asset: 'USDC', amount: '12500' });
     await api('POST', `/v1/owner/agents/${research.agent_id}/fund`, { asset: 'USDC', amount: '40.5' });
-    const policy = { operation_types: ['payment', 'conversion'], allowed_assets: ['USDC'], allowed_recipients: 'all', per_tx_usd: '250', per_period_usd: '300', period: 'day', lifetime_usd: '5000', approval_threshold_usd: '200' };
+    const policy = {
+      operation_types: ['payment', 'conversion'],
+      allowed_assets: ['USDC'],
+      allowed_recipients: 'all',
+      per_tx_usd: '250',
+      per_period_usd: '300',
+      period: 'day',
+      lifetime_usd: '5000',
+      approval_threshold_usd: '200',
+    };
     await api('PUT', `/v1/owner/agents/${treasury.agent_id}/policy`, policy);
     const agent = { 'x-agent-id': treasury.agent_id, 'x-api-key': treasury.api_key };
     const pay = async (amount: string) => {
@@ -89,10 +101,15 @@ describe('owner console: overview, policy form and spending chart (Chromium)', f
     const failingSince = new Date(now.getTime() - 3 * 3600_000);
     await env.srv.db('webhook_endpoints').where({ id: endpointId }).update({ failing_since: failingSince, consecutive_failures: 4, last_failure_at: now });
     const wallet = (await api('GET', `/v1/owner/agents/${treasury.agent_id}`)).agent.wallet_id as string;
-    const event = await env.srv.db.transaction((trx) => appendEvent(trx, { type: 'payment.executed', agentId: treasury.agent_id, walletId: wallet, operationId: null, resource: { type: 'operation', id: randomUUID() }, data: {}, createdAt: now }));
+    const event = await env.srv.db.transaction((trx) =>
+      appendEvent(trx, { type: 'payment.executed', agentId: treasury.agent_id, walletId: wallet, operationId: null, resource: { type: 'operation', id: randomUUID() }, data: {}, createdAt: now }),
+    );
     // The event's delivery to the endpoint (appended with the event), its fourth attempt answered 503.
     const deliveryId = (await env.srv.db('webhook_deliveries').where({ event_id: event.id, endpoint_id: endpointId }).first('id')).id as string;
-    await env.srv.db('webhook_deliveries').where({ id: deliveryId }).update({ status: 'retrying', attempt: 4, http_status: 503, next_attempt_at: new Date(now.getTime() + 600_000), last_attempt_at: now });
+    await env.srv
+      .db('webhook_deliveries')
+      .where({ id: deliveryId })
+      .update({ status: 'retrying', attempt: 4, http_status: 503, next_attempt_at: new Date(now.getTime() + 600_000), last_attempt_at: now });
     await env.srv.db('webhook_delivery_attempts').insert({ delivery_id: deliveryId, attempt: 4, attempted_at: now, finished_at: now, outcome: 'retrying', http_status: 503 });
 
     for (const [size, viewport] of VIEWPORTS) {
@@ -124,7 +141,9 @@ describe('owner console: overview, policy form and spending chart (Chromium)', f
       await page.goto(`${env.srv.baseUrl}/console/#/agents/${treasury.agent_id}`);
       const chart = page.getByRole('img', { name: /^USD spent per day over the last 30 days: / });
       await chart.waitFor();
-      expect(await chart.getAttribute('aria-label')).to.contain(`$${(spent + 300).toLocaleString('en-US', { minimumFractionDigits: 2 })} in all`).and.to.contain('cap $300.00 a day');
+      expect(await chart.getAttribute('aria-label'))
+        .to.contain(`$${(spent + 300).toLocaleString('en-US', { minimumFractionDigits: 2 })} in all`)
+        .and.to.contain('cap $300.00 a day');
       expect(await chart.locator('canvas').count()).to.be.greaterThan(0);
       await page.getByText('daily cap $300.00').waitFor();
       await page.evaluate('document.querySelector(".chart").scrollIntoView({ block: "center" })');

@@ -32,19 +32,61 @@ describe('owner console: policy replay and shadow policy (Chromium)', function (
     const seeded = [];
     for (let d = 15; d >= 2; d--) {
       const day = new Date(Date.now() - d * 86_400_000).toISOString().slice(0, 10);
-      for (const [hour, usd] of [[9, ((d * 13) % 50) + 20], [12, ((d * 7) % 40) + 25], [15, ((d * 11) % 30) + 15]] as const) {
+      for (const [hour, usd] of [
+        [9, ((d * 13) % 50) + 20],
+        [12, ((d * 7) % 40) + 25],
+        [15, ((d * 11) % 30) + 15],
+      ] as const) {
         const at = new Date(`${day}T${String(hour).padStart(2, '0')}:00:00.000Z`);
         const id = randomUUID();
         const usdE8 = String(BigInt(usd) * 100_000_000n);
-        const facts = { v: 1, at: at.toISOString(), type: 'payment', asset: 'USDC', usd_e8: usdE8, counts: true, recipient: { ids: [], address: '0x000000000000000000000000000000000000dead' }, protocol: null, slippage_bps: null, ltv_bps: null, allowed: true, code: null, key: null };
-        seeded.push({ id, agent_id: agent.agent_id, wallet_id: wallet, type: 'payment', status: 'executed', resource_type: 'payment', resource_id: id, asset_symbol: 'USDC', amount: String(usd * 1_000_000), amount_usd_e8: usdE8, fee_usd_e8: '0', counts_toward_limits: true, human_message: `Paying ${usd} USDC`, details: JSON.stringify({}), to_address: '0x000000000000000000000000000000000000dEaD', created_at: at, updated_at: at, executed_at: at, policy_facts: JSON.stringify(facts) });
+        const facts = {
+          v: 1,
+          at: at.toISOString(),
+          type: 'payment',
+          asset: 'USDC',
+          usd_e8: usdE8,
+          counts: true,
+          recipient: { ids: [], address: '0x000000000000000000000000000000000000dead' },
+          protocol: null,
+          slippage_bps: null,
+          ltv_bps: null,
+          allowed: true,
+          code: null,
+          key: null,
+        };
+        seeded.push({
+          id,
+          agent_id: agent.agent_id,
+          wallet_id: wallet,
+          type: 'payment',
+          status: 'executed',
+          resource_type: 'payment',
+          resource_id: id,
+          asset_symbol: 'USDC',
+          amount: String(usd * 1_000_000),
+          amount_usd_e8: usdE8,
+          fee_usd_e8: '0',
+          counts_toward_limits: true,
+          human_message: `Paying ${usd} USDC`,
+          details: JSON.stringify({}),
+          to_address: '0x000000000000000000000000000000000000dEaD',
+          created_at: at,
+          updated_at: at,
+          executed_at: at,
+          policy_facts: JSON.stringify(facts),
+        });
       }
     }
     await env.srv.db('operations').insert(seeded);
     // Stricter shadow: 40 USD a payment.
     await api('PUT', `/v1/owner/agents/${agent.agent_id}/shadow-policy`, { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_tx_usd: '40', period: 'day' });
     for (const amount of ['60', '50', '30', '10']) {
-      const res = await env.srv.request('POST', '/v1/agent/payments', { headers: { 'x-agent-id': agent.agent_id, 'x-api-key': agent.api_key }, body: { to: '0x000000000000000000000000000000000000dEaD', asset: 'USDC', amount }, idempotencyKey: randomUUID() });
+      const res = await env.srv.request('POST', '/v1/agent/payments', {
+        headers: { 'x-agent-id': agent.agent_id, 'x-api-key': agent.api_key },
+        body: { to: '0x000000000000000000000000000000000000dEaD', asset: 'USDC', amount },
+        idempotencyKey: randomUUID(),
+      });
       expect(res.status, res.text).to.equal(200);
     }
     const candidate = { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_period_usd: '100', period: 'day' };
@@ -94,7 +136,10 @@ describe('owner console: policy replay and shadow policy (Chromium)', function (
       await chart.scrollIntoViewIfNeeded();
       await page.screenshot({ path: `docs/console/replay-${size}.png`, fullPage: false });
       const summary = await expectAccessible(page, `${size} agent page with a replay`);
-      expect(summary.violations.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`), size).to.deep.equal([]);
+      expect(
+        summary.violations.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`),
+        size,
+      ).to.deep.equal([]);
       await context.close();
     }
   });

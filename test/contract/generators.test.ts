@@ -9,7 +9,11 @@ import { loadDocument, type OpenApiDocument } from '../../src/http/operations.js
  * default flags make those required. (Schemas written inline in a requestBody are exempt there.)
  */
 function requestPropertiesWithDefaults(doc: OpenApiDocument): string[] {
-  const resolve = (ref: string) => ref.slice(2).split('/').reduce((a: OpenApiDocument | undefined, k) => a?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
+  const resolve = (ref: string) =>
+    ref
+      .slice(2)
+      .split('/')
+      .reduce((a: OpenApiDocument | undefined, k) => a?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
   const seen = new Set<string>();
   const found: string[] = [];
   const walk = (s: OpenApiDocument | undefined, at: string | null): void => {

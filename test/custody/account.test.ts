@@ -11,7 +11,25 @@ import { agentAccountAbi, devPriceFeedAbi } from '../../src/chain/custody.js';
 import { mintToken, usdCoinAbi } from '../../src/chain/token.js';
 import { devVaultAbi } from '../../src/chain/vaults.js';
 import type { Address, Hex } from '../../src/chain/port.js';
-import { advance, allowanceOf, buildWorld, chainNow, createAgent, devMarket, erc20BalanceOf, laneCall, mined, ownerCall, randomNonce, reverted, testPolicy, USD, USDC, type Agent, type World } from './world.js';
+import {
+  advance,
+  allowanceOf,
+  buildWorld,
+  chainNow,
+  createAgent,
+  devMarket,
+  erc20BalanceOf,
+  laneCall,
+  mined,
+  ownerCall,
+  randomNonce,
+  reverted,
+  testPolicy,
+  USD,
+  USDC,
+  type Agent,
+  type World,
+} from './world.js';
 
 const stranger = () => privateKeyToAccount(generatePrivateKey()).address;
 
@@ -220,10 +238,23 @@ describe('AgentAccount on chain (Anvil)', function () {
 
   it('computes calendar periods exactly as the database policy does (day, week from Monday, month; UTC)', async () => {
     const a = await createAgent(w);
-    const samples = ['1970-01-05T00:00:00Z', '2024-02-29T23:59:59Z', '2024-03-01T00:00:00Z', '2026-11-26T17:00:00Z', '2026-11-30T00:00:00Z', '2026-12-31T23:59:59Z', '2100-03-01T12:00:00Z', '2027-01-04T00:00:01Z'];
+    const samples = [
+      '1970-01-05T00:00:00Z',
+      '2024-02-29T23:59:59Z',
+      '2024-03-01T00:00:00Z',
+      '2026-11-26T17:00:00Z',
+      '2026-11-30T00:00:00Z',
+      '2026-12-31T23:59:59Z',
+      '2100-03-01T12:00:00Z',
+      '2027-01-04T00:00:01Z',
+    ];
     for (const iso of samples) {
       const at = new Date(iso);
-      for (const [code, period] of [[1, 'day'], [2, 'week'], [3, 'month']] as const) {
+      for (const [code, period] of [
+        [1, 'day'],
+        [2, 'week'],
+        [3, 'month'],
+      ] as const) {
         const onchain = await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'periodStart', args: [code, BigInt(at.getTime() / 1000)] });
         expect(Number(onchain) * 1000, `${period} of ${iso}`).to.equal(periodStart(period, at).getTime());
       }
@@ -265,7 +296,9 @@ describe('AgentAccount on chain (Anvil)', function () {
     const a = await createAgent(w);
     expect(await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'owner' })).to.equal(a.owner.address);
     expect(await reverted(w, { address: a.account, abi: agentAccountAbi, functionName: 'initialize', args: [w.relayer.account.address, w.relayer.account.address] })).to.equal('AlreadyInitialized');
-    expect(await reverted(w, { address: w.custody.implementation, abi: agentAccountAbi, functionName: 'initialize', args: [w.relayer.account.address, w.relayer.account.address] })).to.equal('AlreadyInitialized');
+    expect(await reverted(w, { address: w.custody.implementation, abi: agentAccountAbi, functionName: 'initialize', args: [w.relayer.account.address, w.relayer.account.address] })).to.equal(
+      'AlreadyInitialized',
+    );
     await mintToken(w.faucet, w.client, w.usdc, a.account, 1n);
   });
 });

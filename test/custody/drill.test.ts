@@ -20,7 +20,11 @@ describe('npm run drill (compromised server against the chain)', function () {
   });
 
   it('attempts every attack of the threat model directly against the chain; each fails', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/drill.ts', '--database-url', database.url], { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/drill.ts', '--database-url', database.url], {
+      cwd: repoRoot,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -49,7 +53,10 @@ describe('npm run drill (compromised server against the chain)', function () {
       'cancel the pause',
       'rotate the lane key',
     ])
-      expect(attacks.some((l) => l.includes(named)), named).to.equal(true);
+      expect(
+        attacks.some((l) => l.includes(named)),
+        named,
+      ).to.equal(true);
     const exposures = stdout.split('\n').filter((l) => /^agent \d+ 0x[0-9a-fA-F]{40} {2}exposure /.test(l));
     expect(exposures).to.have.length(4);
     // The drained agent has nothing left this period; the paused one exposes nothing.

@@ -16,7 +16,7 @@ import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
 import type { TestAgent } from '../helpers/server.js';
 
-describe('custody: the account enforces the owner\'s limits, not the database', function () {
+describe("custody: the account enforces the owner's limits, not the database", function () {
   this.timeout(180_000);
   let node: AnvilNode;
   let s: ChainServer & { dropDatabase(): Promise<void> };
@@ -48,7 +48,7 @@ describe('custody: the account enforces the owner\'s limits, not the database', 
     await node?.stop();
   });
 
-  it('/self/limits shows the account\'s caps and usage; exactly the remaining allowance executes, one unit more is refused', async () => {
+  it("/self/limits shows the account's caps and usage; exactly the remaining allowance executes, one unit more is refused", async () => {
     const first = await limits();
     expect(first.limits).to.include({ per_tx_usd: '10', per_period_usd: '30' });
     expect(first.usage).to.include({ period_usd: '0', period_txs: 0 });
@@ -79,8 +79,14 @@ describe('custody: the account enforces the owner\'s limits, not the database', 
     const { destination_id } = await s.services.ledger.destinations.add(s.db, agent.agentId, { kind: 'crypto', chain: 'base', address: outsider, label: 'Unconfirmed', timelockSeconds: 86_400 });
     expect(await s.services.ledger.policy.chainDrift(s.db, agent.agentId)).to.deep.equal([]);
     // The attacker raises the caps, widens the recipients and marks the destination confirmed, by SQL.
-    await s.db('agent_policies').where({ agent_id: agent.agentId }).update({ policy: JSON.stringify({ operation_types: 'all', allowed_assets: 'all', per_tx_usd: '1000000', per_period_usd: '1000000', allowed_recipients: 'all' }) });
-    await s.db('trusted_destinations').where({ id: destination_id }).update({ status: 'confirmed', confirmed_at: new Date(), confirmable_at: new Date(Date.now() - 1000) });
+    await s
+      .db('agent_policies')
+      .where({ agent_id: agent.agentId })
+      .update({ policy: JSON.stringify({ operation_types: 'all', allowed_assets: 'all', per_tx_usd: '1000000', per_period_usd: '1000000', allowed_recipients: 'all' }) });
+    await s
+      .db('trusted_destinations')
+      .where({ id: destination_id })
+      .update({ status: 'confirmed', confirmed_at: new Date(), confirmable_at: new Date(Date.now() - 1000) });
     const usdcBefore = await s.usdcBalance(account);
 
     const paid = await pay({ to: outsider, asset: 'USDC', amount: '500' });

@@ -6,7 +6,23 @@ import { randomBytes } from 'node:crypto';
 import { createWalletClient, decodeErrorResult, encodeFunctionData, http, type Abi, type PublicClient, type WalletClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { foundry } from 'viem/chains';
-import { agentAccountAbi, agentAccountFactoryAbi, deployDevCustody, devPriceFeedAbi, laneCallTypedData, morphoMarket, NO_TX_CAP, ownerCallArgs, ownerTypedData, PERIOD_CODE, type CustodyContracts, type OnchainLimits, type OnchainPolicy, type OwnerAction, type OwnerActionFields } from '../../src/chain/custody.js';
+import {
+  agentAccountAbi,
+  agentAccountFactoryAbi,
+  deployDevCustody,
+  devPriceFeedAbi,
+  laneCallTypedData,
+  morphoMarket,
+  NO_TX_CAP,
+  ownerCallArgs,
+  ownerTypedData,
+  PERIOD_CODE,
+  type CustodyContracts,
+  type OnchainLimits,
+  type OnchainPolicy,
+  type OwnerAction,
+  type OwnerActionFields,
+} from '../../src/chain/custody.js';
 import { ANVIL_DEV_KEYS } from '../../src/chain/dev-accounts.js';
 import { deployDevDex, swapRouterAbi, type DexContracts } from '../../src/chain/dex.js';
 import { deployDevLending, morphoAbi, type LendingContracts } from '../../src/chain/lending.js';
@@ -74,7 +90,20 @@ export function worldOf(node: AnvilNode, c: { usdc: Address; dex: DexContracts; 
 /** The test policy: 10 USD per transaction, 30 USD per day, 1000 USD lifetime, USDC/WETH/EURC/ETH, the dev venues. */
 export function testPolicy(w: World, payees: Address[], limits: Partial<OnchainLimits> = {}): OnchainPolicy {
   return {
-    limits: { perTxUsd: USD(10), perPeriodUsd: USD(30), lifetimeUsd: USD(1000), maxTxsPerPeriod: NO_TX_CAP, cooldownBlocks: 0, period: PERIOD_CODE.day, maxSlippageBps: 200, maxLtvBps: 5000, failOnZeroPrice: true, anyRecipient: false, minChequeDelay: 3600, ...limits },
+    limits: {
+      perTxUsd: USD(10),
+      perPeriodUsd: USD(30),
+      lifetimeUsd: USD(1000),
+      maxTxsPerPeriod: NO_TX_CAP,
+      cooldownBlocks: 0,
+      period: PERIOD_CODE.day,
+      maxSlippageBps: 200,
+      maxLtvBps: 5000,
+      failOnZeroPrice: true,
+      anyRecipient: false,
+      minChequeDelay: 3600,
+      ...limits,
+    },
     assets: [
       { token: w.usdc, feed: w.custody.feeds.USDC!, maxPriceAge: 0 },
       { token: w.dex.tokens.WETH!, feed: w.custody.feeds.WETH!, maxPriceAge: 0 },

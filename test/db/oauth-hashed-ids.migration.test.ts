@@ -36,7 +36,14 @@ describe('migration 0011_oauth_hashed_ids', function () {
       model('Interaction', 'interaction-plain', { jti: 'interaction-plain', kind: 'Interaction', session: { cookie: 'session-plain' } }),
       model('Client', 'client-1', { client_id: 'client-1', client_name: 'Old app' }, { expires_at: null }),
     ]);
-    await db('oauth_login_codes').insert({ id: '00000000-0000-4000-8000-0000000000aa', interaction_uid: 'interaction-plain', email_hash: 'e', code_hash: 'c', expires_at: later, created_at: new Date() });
+    await db('oauth_login_codes').insert({
+      id: '00000000-0000-4000-8000-0000000000aa',
+      interaction_uid: 'interaction-plain',
+      email_hash: 'e',
+      code_hash: 'c',
+      expires_at: later,
+      created_at: new Date(),
+    });
 
     await db.migrate.latest({ migrationSource });
 

@@ -73,7 +73,10 @@ describe('hand-written SQL (sql, rows, batch)', () => {
         await trx.raw('DEALLOCATE ALL');
         await rows(trx, byA(1));
       })
-      .then(() => null, (err: { code?: string }) => err.code);
+      .then(
+        () => null,
+        (err: { code?: string }) => err.code,
+      );
     expect(failed).to.equal('26000');
     expect(await db.transaction((trx) => rows(trx, byA(2)))).to.deep.equal([{ a: 2 }]);
     // Outside a transaction the failed call itself runs once more.
@@ -84,7 +87,11 @@ describe('hand-written SQL (sql, rows, batch)', () => {
   it('sends a batch in one round trip, in order, each statement with its own snapshot', async () => {
     const { result, roundTrips } = await statementsOf(() =>
       db.transaction((trx) =>
-        batch(trx, [sql`UPDATE ${t()} SET label = ${'first'} WHERE a = ${1}`, prepared(sql<{ label: string }>`SELECT label FROM ${t()} WHERE a = ${1}`), sql<{ n: number }>`SELECT ${7}::int AS n`] as const),
+        batch(trx, [
+          sql`UPDATE ${t()} SET label = ${'first'} WHERE a = ${1}`,
+          prepared(sql<{ label: string }>`SELECT label FROM ${t()} WHERE a = ${1}`),
+          sql<{ n: number }>`SELECT ${7}::int AS n`,
+        ] as const),
       ),
     );
     expect(result[1]).to.deep.equal([{ label: 'first' }]);
@@ -108,7 +115,10 @@ describe('hand-written SQL (sql, rows, batch)', () => {
       db,
       (trx) => rows(trx, sql`UPDATE ${t()} SET label = ${'lost'} WHERE a = ${2}`),
       () => sql`SELECT 1 / ${0}::int`,
-    ).then(() => null, (err: { code?: string }) => err.code);
+    ).then(
+      () => null,
+      (err: { code?: string }) => err.code,
+    );
     expect(failed).to.equal('22012');
     expect((await db.raw(`SELECT label FROM ${table} WHERE a = 2`)).rows).to.deep.equal([{ label: 'second' }]);
   });

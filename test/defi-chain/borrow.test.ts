@@ -134,7 +134,19 @@ describe('DeFi on chain: borrow on Morpho Blue', function () {
     const p = lending.market.params;
     const auth = { authorizer: agent.address, authorized: lending.router, isAuthorized: true, nonce: 0n, deadline: BigInt(Math.floor(Date.now() / 1000) + 600) };
     const stolen = await node.client
-      .simulateContract({ account: outsider.account, address: lending.router, abi: borrowRouterAbi, functionName: 'borrowWithSig', args: [agent.address, { loanToken: p.loanToken, collateralToken: p.collateralToken, oracle: p.oracle, irm: p.irm, lltv: BigInt(p.lltv) }, 1n, auth, { v: 27, r: `0x${'11'.repeat(32)}`, s: `0x${'22'.repeat(32)}` }] })
+      .simulateContract({
+        account: outsider.account,
+        address: lending.router,
+        abi: borrowRouterAbi,
+        functionName: 'borrowWithSig',
+        args: [
+          agent.address,
+          { loanToken: p.loanToken, collateralToken: p.collateralToken, oracle: p.oracle, irm: p.irm, lltv: BigInt(p.lltv) },
+          1n,
+          auth,
+          { v: 27, r: `0x${'11'.repeat(32)}`, s: `0x${'22'.repeat(32)}` },
+        ],
+      })
       .then(
         () => 'accepted',
         (err: Error) => err.message,
@@ -166,7 +178,7 @@ describe('DeFi on chain: borrow on Morpho Blue', function () {
     expect(await s.usdcBalance(lending.router)).to.equal(0n);
     const left = parseUnits('700', 6) - repaid;
     expect(await s.usdcBalance(agent.address)).to.equal(left);
-    expect((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC'))).to.deep.equal({ available: left, held: 0n });
+    expect(await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).to.deep.equal({ available: left, held: 0n });
     const debtRow = await s.db('borrow_debts').where({ wallet_id: agent.walletId, asset_symbol: 'USDC' }).first();
     expect(debtRow.scaled_amount).to.equal('0');
     const b = await summary(agent);
@@ -208,10 +220,28 @@ describe('DeFi on chain: borrow on Morpho Blue', function () {
     // Someone else repays 100 USDC of this wallet's debt directly on Morpho.
     const outsider = node.devWallet(3);
     await mintToken(node.devWallet(0), node.client, s.token, outsider.account.address, parseUnits('100', 6));
-    const approveAbi = [{ type: 'function', name: 'approve', stateMutability: 'nonpayable', inputs: [{ name: 's', type: 'address' }, { name: 'v', type: 'uint256' }], outputs: [{ name: '', type: 'bool' }] }] as const;
+    const approveAbi = [
+      {
+        type: 'function',
+        name: 'approve',
+        stateMutability: 'nonpayable',
+        inputs: [
+          { name: 's', type: 'address' },
+          { name: 'v', type: 'uint256' },
+        ],
+        outputs: [{ name: '', type: 'bool' }],
+      },
+    ] as const;
     await node.client.waitForTransactionReceipt({ hash: await outsider.writeContract({ address: s.token, abi: approveAbi, functionName: 'approve', args: [lending.morpho, parseUnits('100', 6)] }) });
     const p = lending.market.params;
-    await node.client.waitForTransactionReceipt({ hash: await outsider.writeContract({ address: lending.morpho, abi: morphoAbi, functionName: 'repay', args: [{ loanToken: p.loanToken, collateralToken: p.collateralToken, oracle: p.oracle, irm: p.irm, lltv: BigInt(p.lltv) }, parseUnits('100', 6), 0n, agent.address, '0x'] }) });
+    await node.client.waitForTransactionReceipt({
+      hash: await outsider.writeContract({
+        address: lending.morpho,
+        abi: morphoAbi,
+        functionName: 'repay',
+        args: [{ loanToken: p.loanToken, collateralToken: p.collateralToken, oracle: p.oracle, irm: p.irm, lltv: BigInt(p.lltv) }, parseUnits('100', 6), 0n, agent.address, '0x'],
+      }),
+    });
     const ledgerShares = BigInt((await s.db('borrow_debts').where({ wallet_id: agent.walletId, asset_symbol: 'USDC' }).first()).scaled_amount);
     const chainShares = (await morphoView(agent.address)).borrowShares;
     const drifted = await reconcile();

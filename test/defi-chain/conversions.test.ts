@@ -16,7 +16,16 @@ import { testConfigEnv } from '../helpers/server.js';
 
 const erc20Abi = [
   { type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] },
-  { type: 'function', name: 'approve', stateMutability: 'nonpayable', inputs: [{ name: 's', type: 'address' }, { name: 'v', type: 'uint256' }], outputs: [{ name: '', type: 'bool' }] },
+  {
+    type: 'function',
+    name: 'approve',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 's', type: 'address' },
+      { name: 'v', type: 'uint256' },
+    ],
+    outputs: [{ name: '', type: 'bool' }],
+  },
 ] as const;
 
 describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
@@ -83,10 +92,18 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     // Only the relayer acts on a wallet's permit (a permit does not name the route).
     const outsider = node.devWallet(4);
     const permit = { deadline: BigInt(Math.floor(Date.now() / 1000) + 600), v: 27, r: `0x${'11'.repeat(32)}` as const, s: `0x${'22'.repeat(32)}` as const };
-    const stolen = node.client.simulateContract({ account: outsider.account, address: dex.router, abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args: [agent.address, [pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], 1n, 0n, permit] }).then(
-      () => 'accepted',
-      (err: Error) => err.message,
-    );
+    const stolen = node.client
+      .simulateContract({
+        account: outsider.account,
+        address: dex.router,
+        abi: swapRouterAbi,
+        functionName: 'swapExactInWithPermit',
+        args: [agent.address, [pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], 1n, 0n, permit],
+      })
+      .then(
+        () => 'accepted',
+        (err: Error) => err.message,
+      );
     expect(await stolen).to.match(/NotRelayer/);
     const sorted = (xs: bigint[]) => [...xs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     expect(sorted([r0, r1])).to.deep.equal(sorted([parseUnits('1000', 18), parseUnits('3000000', 6)]));
@@ -131,7 +148,12 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
     await mintToken(node.devWallet(0), node.client, s.token, whale.account.address, parseUnits('300000', 6));
     await node.client.waitForTransactionReceipt({ hash: await whale.writeContract({ address: s.token, abi: erc20Abi, functionName: 'approve', args: [dex.router, maxUint256] }) });
     const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
-    const swap = await whale.writeContract({ address: dex.router, abi: swapRouterAbi, functionName: 'swapExactIn', args: [[pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], parseUnits('300000', 6), 0n, whale.account.address, deadline] });
+    const swap = await whale.writeContract({
+      address: dex.router,
+      abi: swapRouterAbi,
+      functionName: 'swapExactIn',
+      args: [[pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], parseUnits('300000', 6), 0n, whale.account.address, deadline],
+    });
     expect((await node.client.waitForTransactionReceipt({ hash: swap })).status).to.equal('success');
 
     const operationsBefore = await s.db('operations').where({ agent_id: agent.agentId }).count<{ count: string }[]>('* as count');
@@ -166,7 +188,15 @@ describe('DeFi on chain: conversions through Uniswap v2 pairs', function () {
       // Another account's large swap with a much higher tip lands first in the same block.
       const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
       const tip = 100_000_000_000n;
-      await whale.writeContract({ address: dex.router, abi: swapRouterAbi, functionName: 'swapExactIn', args: [[pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], parseUnits('300000', 6), 0n, whale.account.address, deadline], gas: 300_000n, maxPriorityFeePerGas: tip, maxFeePerGas: tip * 2n });
+      await whale.writeContract({
+        address: dex.router,
+        abi: swapRouterAbi,
+        functionName: 'swapExactIn',
+        args: [[pairOf('USDC', 'WETH')], [s.token, dex.tokens.WETH!], parseUnits('300000', 6), 0n, whale.account.address, deadline],
+        gas: 300_000n,
+        maxPriorityFeePerGas: tip,
+        maxFeePerGas: tip * 2n,
+      });
       await node.rpc('evm_mine');
     } finally {
       await node.rpc('evm_setAutomine', [true]);

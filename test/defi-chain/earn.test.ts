@@ -11,7 +11,18 @@ import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '.
 import { agentctl } from '../helpers/process.js';
 import { testConfigEnv } from '../helpers/server.js';
 
-const erc20ApproveAbi = [{ type: 'function', name: 'approve', stateMutability: 'nonpayable', inputs: [{ name: 's', type: 'address' }, { name: 'v', type: 'uint256' }], outputs: [{ name: '', type: 'bool' }] }] as const;
+const erc20ApproveAbi = [
+  {
+    type: 'function',
+    name: 'approve',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 's', type: 'address' },
+      { name: 'v', type: 'uint256' },
+    ],
+    outputs: [{ name: '', type: 'bool' }],
+  },
+] as const;
 const PRIME = '6f1d2a10-0000-4000-8000-000000000001';
 const AAVE = '6f1d2a10-0000-4000-8000-000000000002';
 
@@ -37,7 +48,6 @@ describe('DeFi on chain: earn in ERC-4626 vaults', function () {
   const usdcAvailable = async (agent: ChainAgent) => (await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available;
 
   const vaultAccrue = (args: string[]) => agentctl(testConfigEnv(chainEnv(node, s.databaseUrl)), ['vault', 'accrue', ...args]);
-
 
   it('shows each opportunity with its on-chain vault address and the vault’s own totalAssets as TVL', async () => {
     const agent = await s.agent();
@@ -128,7 +138,9 @@ describe('DeFi on chain: earn in ERC-4626 vaults', function () {
     await mintToken(node.devWallet(0), node.client, s.token, outsider.account.address, parseUnits('10', 6));
     await node.client.waitForTransactionReceipt({ hash: await outsider.writeContract({ address: s.token, abi: erc20ApproveAbi, functionName: 'approve', args: [vault, parseUnits('10', 6)] }) });
     await node.client.waitForTransactionReceipt({ hash: await outsider.writeContract({ address: vault, abi: devVaultAbi, functionName: 'deposit', args: [parseUnits('10', 6), agent.address] }) });
-    await s.db('earn_positions').insert({ id: randomUUID(), agent_id: agent.agentId, wallet_id: agent.walletId, vault_id: PRIME, reward_checkpoint_ray: '0', created_at: new Date(), updated_at: new Date() });
+    await s
+      .db('earn_positions')
+      .insert({ id: randomUUID(), agent_id: agent.agentId, wallet_id: agent.walletId, vault_id: PRIME, reward_checkpoint_ray: '0', created_at: new Date(), updated_at: new Date() });
     const drifted = await reconcile();
     expect(drifted.code, drifted.stderr).to.equal(0);
     const rows = JSON.parse(drifted.stdout).drift;

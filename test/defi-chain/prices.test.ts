@@ -11,7 +11,18 @@ import { createPoolPriceRecorder } from '../../src/services/defi/pool-prices.js'
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { startChainServer, type ChainServer } from '../helpers/chain.js';
 
-const approveAbi = [{ type: 'function', name: 'approve', stateMutability: 'nonpayable', inputs: [{ name: 's', type: 'address' }, { name: 'v', type: 'uint256' }], outputs: [{ name: '', type: 'bool' }] }] as const;
+const approveAbi = [
+  {
+    type: 'function',
+    name: 'approve',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 's', type: 'address' },
+      { name: 'v', type: 'uint256' },
+    ],
+    outputs: [{ name: '', type: 'bool' }],
+  },
+] as const;
 
 describe('DeFi on chain: USD prices from the pools', function () {
   this.timeout(120_000);
@@ -47,7 +58,12 @@ describe('DeFi on chain: USD prices from the pools', function () {
     await mintToken(node.devWallet(0), node.client, s.token, whale.account.address, parseUnits('500000', 6));
     await node.client.waitForTransactionReceipt({ hash: await whale.writeContract({ address: s.token, abi: approveAbi, functionName: 'approve', args: [dex.router, maxUint256] }) });
     const pair = dex.pairs['USDC/WETH']!;
-    const swap = await whale.writeContract({ address: dex.router, abi: swapRouterAbi, functionName: 'swapExactIn', args: [[pair], [s.token, dex.tokens.WETH!], parseUnits('500000', 6), 0n, whale.account.address, BigInt(Math.floor(Date.now() / 1000) + 3600)] });
+    const swap = await whale.writeContract({
+      address: dex.router,
+      abi: swapRouterAbi,
+      functionName: 'swapExactIn',
+      args: [[pair], [s.token, dex.tokens.WETH!], parseUnits('500000', 6), 0n, whale.account.address, BigInt(Math.floor(Date.now() / 1000) + 3600)],
+    });
     await node.client.waitForTransactionReceipt({ hash: swap });
     await node.rpc('evm_increaseTime', [300]);
     await node.mine(1);

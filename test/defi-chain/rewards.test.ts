@@ -50,7 +50,7 @@ describe('DeFi on chain: earn rewards paid by the rewards distributor', function
     expect(d.asset).to.equal('USDC');
     expect((await node.client.readContract({ address: d.distributor, abi: rewardsDistributorAbi, functionName: 'token' })).toLowerCase()).to.equal(s.token.toLowerCase());
     expect((await node.client.readContract({ address: d.distributor, abi: rewardsDistributorAbi, functionName: 'relayer' })).toLowerCase()).to.equal(earn.relayer.toLowerCase());
-    expect(await s.usdcBalance(d.distributor) > 0n).to.equal(true);
+    expect((await s.usdcBalance(d.distributor)) > 0n).to.equal(true);
     // /protocols names it beside Morpho's vaults (Morpho USDC Prime pays USDC rewards); Aave's on-chain vault pays none.
     const protocols = await s.request('GET', '/v1/agent/protocols?limit=100', { agent: await s.agent() });
     expect(protocols.status).to.equal(200);
@@ -131,7 +131,7 @@ describe('DeFi on chain: earn rewards paid by the rewards distributor', function
     expect(failed!.status).to.equal('execution_failed');
     expect(await s.usdcBalance(agent.address)).to.equal(0n);
     expect(await usdcAvailable(agent)).to.equal(0n);
-    expect(await pendingOf() >= BigInt(failed!.amount!)).to.equal(true);
+    expect((await pendingOf()) >= BigInt(failed!.amount!)).to.equal(true);
 
     await setTokenBalance(s.token, distributor, held);
     const claim = await post(agent, 'rewards/claim', { protocols: ['morpho'] });

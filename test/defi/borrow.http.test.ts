@@ -12,7 +12,8 @@ describe('borrow routes', () => {
     await s.close();
   });
 
-  const post = (agent: Awaited<ReturnType<DefiServer['agent']>>, path: string, body: Record<string, unknown>) => s.request('POST', `/v1/agent/borrow${path}`, { agent, body, idempotencyKey: newKey() });
+  const post = (agent: Awaited<ReturnType<DefiServer['agent']>>, path: string, body: Record<string, unknown>) =>
+    s.request('POST', `/v1/agent/borrow${path}`, { agent, body, idempotencyKey: newKey() });
 
   it('answers the summary of an empty account', async () => {
     const agent = await s.agent();

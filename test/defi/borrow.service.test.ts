@@ -22,7 +22,14 @@ describe('borrow (service)', () => {
 
   /** Spends wallet funds outside the DeFi area (a balanced journal entry to an external sink). */
   const drain = (walletId: string, asset: string, amount: bigint) =>
-    h.ledger.ledger.post(h.db, { operationId: null, entryType: 'test', postings: [{ account: { kind: 'available', walletId }, asset, amount: -amount }, { account: { kind: 'external', name: 'test-sink' }, asset, amount }] });
+    h.ledger.ledger.post(h.db, {
+      operationId: null,
+      entryType: 'test',
+      postings: [
+        { account: { kind: 'available', walletId }, asset, amount: -amount },
+        { account: { kind: 'external', name: 'test-sink' }, asset, amount },
+      ],
+    });
 
   /** An agent with 1 WETH of collateral at $3000 and `cash` USDC in the wallet. */
   async function collateralised(cash = '0', policy?: Record<string, unknown>) {

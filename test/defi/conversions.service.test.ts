@@ -141,7 +141,10 @@ describe('conversions (service)', () => {
       const who = await h.newAgent();
       await h.ledger.ledger.setPrice(h.db, 'WETH', '3000');
       const q = await h.defi.conversions.quote(h.db, who, { from_asset: 'USDC', to_asset: 'WETH', amount: '10' });
-      await h.db('prices').where({ asset_symbol: 'WETH' }).update({ observed_at: new Date(h.clock.now().getTime() - 3601_000) });
+      await h
+        .db('prices')
+        .where({ asset_symbol: 'WETH' })
+        .update({ observed_at: new Date(h.clock.now().getTime() - 3601_000) });
       expect(await errorCode(() => h.defi.conversions.execute(h.db, who, { quote_id: q.quote_id }, 'k'))).to.equal('price_stale');
     });
 
@@ -214,7 +217,10 @@ describe('conversions (service)', () => {
         await h.db('prices').where({ asset_symbol: 'WETH' }).update({ usd_e8: '300000000000', observed_at: null, source: 'configured' });
         const q = await h.defi.conversions.quote(h.db, who, { from_asset: 'USDC', to_asset: 'WETH', amount: '100', slippage_percent: slippageBps / 100 });
         const newPrice = (300_000_000_000n * BigInt(moveBps)) / 10_000n;
-        await h.db('prices').where({ asset_symbol: 'WETH' }).update({ usd_e8: newPrice.toString(), observed_at: new Date(h.clock.now().getTime() - ageSeconds * 1000), source: 'agentctl' });
+        await h
+          .db('prices')
+          .where({ asset_symbol: 'WETH' })
+          .update({ usd_e8: newPrice.toString(), observed_at: new Date(h.clock.now().getTime() - ageSeconds * 1000), source: 'agentctl' });
         const out = convertAtPrice(100n * E6, { symbol: 'USDC', decimals: 6, priceE8: 100_000_000n }, { symbol: 'WETH', decimals: 18, priceE8: newPrice }, 30n).netOut;
         const expected = ageSeconds > 3600 ? 'price_stale' : out < parseAmount(q.min_amount_out, 18) ? 'slippage_exceeded' : 'ok';
         let got = 'ok';

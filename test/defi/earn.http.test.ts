@@ -16,7 +16,15 @@ describe('earn routes', () => {
   });
 
   const vault = (opts: { apyBps?: number; capacity?: string; rewardBps?: number; protocol?: string } = {}) =>
-    s.services.defi.earn.addVault(s.db, { name: `http ${Math.random().toString(36).slice(2, 8)}`, protocol: opts.protocol ?? 'morpho', asset: 'USDC', apyBps: opts.apyBps ?? 500, capacity: opts.capacity ?? null, rewardAsset: opts.rewardBps ? 'USDC' : null, rewardBps: opts.rewardBps });
+    s.services.defi.earn.addVault(s.db, {
+      name: `http ${Math.random().toString(36).slice(2, 8)}`,
+      protocol: opts.protocol ?? 'morpho',
+      asset: 'USDC',
+      apyBps: opts.apyBps ?? 500,
+      capacity: opts.capacity ?? null,
+      rewardAsset: opts.rewardBps ? 'USDC' : null,
+      rewardBps: opts.rewardBps,
+    });
   const post = (agent: Awaited<ReturnType<DefiServer['agent']>>, path: string, body: Record<string, unknown>) => s.request('POST', `/v1/agent/earn/${path}`, { agent, body, idempotencyKey: newKey() });
 
   it('deposits, reads, accrues, moves, claims and withdraws through the routes', async () => {

@@ -20,7 +20,15 @@ describe('earn (service)', () => {
   });
 
   const vault = (opts: { apyBps?: number; capacity?: string; rewardBps?: number; protocol?: string; asset?: string } = {}) =>
-    h.defi.earn.addVault(h.db, { name: `test ${Math.random().toString(36).slice(2, 8)}`, protocol: opts.protocol ?? 'morpho', asset: opts.asset ?? 'USDC', apyBps: opts.apyBps ?? 500, capacity: opts.capacity ?? null, rewardAsset: opts.rewardBps ? 'USDC' : null, rewardBps: opts.rewardBps });
+    h.defi.earn.addVault(h.db, {
+      name: `test ${Math.random().toString(36).slice(2, 8)}`,
+      protocol: opts.protocol ?? 'morpho',
+      asset: opts.asset ?? 'USDC',
+      apyBps: opts.apyBps ?? 500,
+      capacity: opts.capacity ?? null,
+      rewardAsset: opts.rewardBps ? 'USDC' : null,
+      rewardBps: opts.rewardBps,
+    });
 
   describe('createEarnDeposit', () => {
     it('mints shares 1:10^6 into an empty vault and shows the position', async () => {
@@ -163,29 +171,35 @@ describe('earn (service)', () => {
     });
   });
 
-  it('never pays more than the deposit plus the vault\'s accrued interest on deposit then withdraw_all (property)', async () => {
+  it("never pays more than the deposit plus the vault's accrued interest on deposit then withdraw_all (property)", async () => {
     const who = await h.newAgent({ funds: { USDC: '100000000' } });
     const other = await h.newAgent({ funds: { USDC: '100000000' } });
     let n = 0;
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 50_000_000 }), fc.integer({ min: 0, max: 5000 }), fc.integer({ min: 0, max: 3 * 365 * 24 * 3600 }), fc.integer({ min: 0, max: 5_000_000 }), async (cents, apyBps, seconds, otherCents) => {
-        n += 1;
-        const v = await vault({ apyBps });
-        // Another depositor first, so the share price is not 1:10^6.
-        if (otherCents > 0) await h.defi.earn.deposit(h.db, other, { asset: 'USDC', vault_id: v.vault_id, amount: (otherCents / 100).toFixed(2) }, `o${n}`);
-        const before = await h.balance(who.walletId, 'USDC');
-        const deposit = parseAmount((cents / 100).toFixed(2), 6);
-        const dep = await h.defi.earn.deposit(h.db, who, { asset: 'USDC', vault_id: v.vault_id, amount: (cents / 100).toFixed(2) }, `d${n}`);
-        h.clock.advance(seconds * 1000);
-        const [row] = await h.db('earn_vaults').where({ id: v.vault_id });
-        const tvlBefore = BigInt(row.total_assets);
-        const tvlAfter = h.defi.earn.accruedVault(row).state.totalAssets;
-        await h.defi.earn.withdraw(h.db, who, { position_id: dep.resource.id, withdraw_all: true }, `w${n}`);
-        const paid = (await h.balance(who.walletId, 'USDC')) - (before - deposit);
-        // paid ≤ deposit · (A' + 1) / (A + 1): at most the deposit's share of the vault's growth.
-        expect(paid * (tvlBefore + 1n) <= deposit * (tvlAfter + 1n), `paid ${paid} for ${deposit}`).to.equal(true);
-        if (apyBps === 0 || seconds === 0) expect(paid <= deposit).to.equal(true);
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 50_000_000 }),
+        fc.integer({ min: 0, max: 5000 }),
+        fc.integer({ min: 0, max: 3 * 365 * 24 * 3600 }),
+        fc.integer({ min: 0, max: 5_000_000 }),
+        async (cents, apyBps, seconds, otherCents) => {
+          n += 1;
+          const v = await vault({ apyBps });
+          // Another depositor first, so the share price is not 1:10^6.
+          if (otherCents > 0) await h.defi.earn.deposit(h.db, other, { asset: 'USDC', vault_id: v.vault_id, amount: (otherCents / 100).toFixed(2) }, `o${n}`);
+          const before = await h.balance(who.walletId, 'USDC');
+          const deposit = parseAmount((cents / 100).toFixed(2), 6);
+          const dep = await h.defi.earn.deposit(h.db, who, { asset: 'USDC', vault_id: v.vault_id, amount: (cents / 100).toFixed(2) }, `d${n}`);
+          h.clock.advance(seconds * 1000);
+          const [row] = await h.db('earn_vaults').where({ id: v.vault_id });
+          const tvlBefore = BigInt(row.total_assets);
+          const tvlAfter = h.defi.earn.accruedVault(row).state.totalAssets;
+          await h.defi.earn.withdraw(h.db, who, { position_id: dep.resource.id, withdraw_all: true }, `w${n}`);
+          const paid = (await h.balance(who.walletId, 'USDC')) - (before - deposit);
+          // paid ≤ deposit · (A' + 1) / (A + 1): at most the deposit's share of the vault's growth.
+          expect(paid * (tvlBefore + 1n) <= deposit * (tvlAfter + 1n), `paid ${paid} for ${deposit}`).to.equal(true);
+          if (apyBps === 0 || seconds === 0) expect(paid <= deposit).to.equal(true);
+        },
+      ),
       { numRuns: 20 },
     );
   });

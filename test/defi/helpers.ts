@@ -13,7 +13,11 @@ export interface DefiHarness {
   db: Knex;
   clock: FakeClock;
   ledger: LedgerArea;
-  defi: Omit<DefiArea, 'earn' | 'borrow' | 'conversions'> & { earn: RefusalsRejected<DefiArea['earn']>; borrow: RefusalsRejected<DefiArea['borrow']>; conversions: RefusalsRejected<DefiArea['conversions']> };
+  defi: Omit<DefiArea, 'earn' | 'borrow' | 'conversions'> & {
+    earn: RefusalsRejected<DefiArea['earn']>;
+    borrow: RefusalsRejected<DefiArea['borrow']>;
+    conversions: RefusalsRejected<DefiArea['conversions']>;
+  };
   agents: AgentService;
   newAgent(opts?: { policy?: Record<string, unknown>; funds?: Record<string, string> }): Promise<{ agentId: string; walletId: string }>;
   balance(walletId: string, asset: string): Promise<bigint>;
@@ -32,7 +36,10 @@ export async function createDefiHarness(): Promise<DefiHarness> {
     defi: { ...defi, earn: rejectingRefusals(defi.earn), borrow: rejectingRefusals(defi.borrow), conversions: rejectingRefusals(defi.conversions) },
     agents,
     async newAgent(opts = {}) {
-      const { agentId, walletId } = await createTestAgent({ db, agents, ledger }, { name: 'defi agent', emailPrefix: 'defi', policy: opts.policy ?? 'all', fund: opts.funds ?? { USDC: '10000' }, fundVia: 'deposit' });
+      const { agentId, walletId } = await createTestAgent(
+        { db, agents, ledger },
+        { name: 'defi agent', emailPrefix: 'defi', policy: opts.policy ?? 'all', fund: opts.funds ?? { USDC: '10000' }, fundVia: 'deposit' },
+      );
       return { agentId, walletId };
     },
     async balance(walletId, asset) {

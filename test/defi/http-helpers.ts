@@ -16,7 +16,12 @@ export async function startDefiServer(): Promise<DefiServer> {
   return Object.assign(server, {
     clock,
     agent: (opts: { policy?: Record<string, unknown> | null; funds?: Record<string, string> } = {}) =>
-      server.createAgent({ policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.funds ?? { USDC: '10000' }, fundVia: 'deposit', rateLimit: { limit: 1000, classes: ['write', 'simulate', 'read'] } }),
+      server.createAgent({
+        policy: opts.policy === undefined ? 'all' : opts.policy,
+        fund: opts.funds ?? { USDC: '10000' },
+        fundVia: 'deposit',
+        rateLimit: { limit: 1000, classes: ['write', 'simulate', 'read'] },
+      }),
     settle: () => ledger.operations.settleDue(server.db),
   });
 }

@@ -62,24 +62,32 @@ describe('defi properties', () => {
     );
   });
 
-  const collateralArb = fc.record({
-    amount: fc.bigInt({ min: 0n, max: 10n ** 24n }),
-    decimals: fc.constantFrom(6, 8, 18),
-    priceE8: fc.bigInt({ min: 1n, max: 200_000n * E8 }),
-    ltvBps: fc.bigInt({ min: 0n, max: 9000n }),
-  }).map((c) => ({ ...c, liquidationThresholdBps: c.ltvBps + 300n }));
+  const collateralArb = fc
+    .record({
+      amount: fc.bigInt({ min: 0n, max: 10n ** 24n }),
+      decimals: fc.constantFrom(6, 8, 18),
+      priceE8: fc.bigInt({ min: 1n, max: 200_000n * E8 }),
+      ltvBps: fc.bigInt({ min: 0n, max: 9000n }),
+    })
+    .map((c) => ({ ...c, liquidationThresholdBps: c.ltvBps + 300n }));
   const debtArb = fc.record({ amount: fc.bigInt({ min: 0n, max: 10n ** 24n }), decimals: fc.constantFrom(6, 18), priceE8: fc.bigInt({ min: 1n, max: 5000n * E8 }) });
 
   it('keeps the LTV within the limit after any accepted borrow', () => {
     fc.assert(
-      fc.property(fc.array(collateralArb, { minLength: 1, maxLength: 3 }), debtArb, fc.bigInt({ min: 1n, max: 10n ** 24n }), fc.option(fc.bigInt({ min: 0n, max: 9999n })), (collaterals, debt, borrow, cap) => {
-        const check = aave.checkPosition(collaterals, [{ ...debt, amount: debt.amount + borrow }], cap);
-        if (!check.ok) return;
-        const { totalCollateralUsd, totalDebtUsd, currentLtvWad } = check.data;
-        expect(totalDebtUsd * aave.BPS <= totalCollateralUsd * check.limitBps).to.equal(true);
-        expect(currentLtvWad <= check.limitBps * 10n ** 14n).to.equal(true);
-        if (cap !== null) expect(check.limitBps <= cap).to.equal(true);
-      }),
+      fc.property(
+        fc.array(collateralArb, { minLength: 1, maxLength: 3 }),
+        debtArb,
+        fc.bigInt({ min: 1n, max: 10n ** 24n }),
+        fc.option(fc.bigInt({ min: 0n, max: 9999n })),
+        (collaterals, debt, borrow, cap) => {
+          const check = aave.checkPosition(collaterals, [{ ...debt, amount: debt.amount + borrow }], cap);
+          if (!check.ok) return;
+          const { totalCollateralUsd, totalDebtUsd, currentLtvWad } = check.data;
+          expect(totalDebtUsd * aave.BPS <= totalCollateralUsd * check.limitBps).to.equal(true);
+          expect(currentLtvWad <= check.limitBps * 10n ** 14n).to.equal(true);
+          if (cap !== null) expect(check.limitBps <= cap).to.equal(true);
+        },
+      ),
       { numRuns: 1000 },
     );
   });

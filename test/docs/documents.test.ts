@@ -8,17 +8,23 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 /** Every `$ref` under `value`, with where it was found. */
 function refsOf(value: unknown, at = '#', into: [string, string][] = []): [string, string][] {
   if (Array.isArray(value)) value.forEach((v, i) => refsOf(v, `${at}/${i}`, into));
-  else if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) (k === '$ref' && typeof v === 'string' ? into.push([at, v]) : refsOf(v, `${at}/${k}`, into));
+  else if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) k === '$ref' && typeof v === 'string' ? into.push([at, v]) : refsOf(v, `${at}/${k}`, into);
   return into;
 }
 
 const resolve = (doc: OpenApiDocument, ref: string): unknown =>
-  ref.startsWith('#/') ? ref.slice(2).split('/').reduce((o: OpenApiDocument | undefined, k) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc) : undefined;
+  ref.startsWith('#/')
+    ? ref
+        .slice(2)
+        .split('/')
+        .reduce((o: OpenApiDocument | undefined, k) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc)
+    : undefined;
 
 /** The security scheme names the operations of `doc` require. */
 function schemesUsed(doc: OpenApiDocument): Set<string> {
   const used = new Set<string>();
-  for (const item of Object.values(doc.paths as Record<string, OpenApiDocument>)) for (const op of Object.values(item)) for (const req of (op?.security ?? []) as object[]) for (const k of Object.keys(req)) used.add(k);
+  for (const item of Object.values(doc.paths as Record<string, OpenApiDocument>))
+    for (const op of Object.values(item)) for (const req of (op?.security ?? []) as object[]) for (const k of Object.keys(req)) used.add(k);
   return used;
 }
 
@@ -46,7 +52,11 @@ describe('the public OpenAPI documents', function () {
       it(`has no path outside ${surface}, and every ${surface} path of the whole document`, () => {
         const paths = Object.keys(doc.paths);
         expect(paths.filter((p) => !p.startsWith(`${surface}/`))).to.deep.equal([]);
-        expect(paths.sort()).to.deep.equal(Object.keys(full.paths).filter((p) => p.startsWith(`${surface}/`)).sort());
+        expect(paths.sort()).to.deep.equal(
+          Object.keys(full.paths)
+            .filter((p) => p.startsWith(`${surface}/`))
+            .sort(),
+        );
         expect(JSON.stringify(doc.paths)).to.not.match(other);
       });
 

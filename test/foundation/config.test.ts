@@ -27,13 +27,18 @@ describe('loadConfig', () => {
     const problems = problemsOf({ PORT: 'eighty', RUN_WORKER: 'maybe', DATABASE_URL: 'mysql://x/y', LOG_LEVEL: 'loud', NODE_ENV: 'staging', MASTER_KEY: 'short' });
     expect(problems).to.have.length(6);
     for (const name of ['PORT', 'RUN_WORKER', 'DATABASE_URL', 'LOG_LEVEL', 'NODE_ENV', 'MASTER_KEY']) {
-      expect(problems.some((p) => p.startsWith(name)), `a problem naming ${name}`).to.equal(true);
+      expect(
+        problems.some((p) => p.startsWith(name)),
+        `a problem naming ${name}`,
+      ).to.equal(true);
     }
     // The message lists them all too (it is what the server prints before exiting).
     try {
       loadConfig({ PORT: 'eighty', RUN_WORKER: 'maybe' }, () => {});
     } catch (err) {
-      expect((err as Error).message).to.contain('PORT').and.to.contain('RUN_WORKER');
+      expect((err as Error).message)
+        .to.contain('PORT')
+        .and.to.contain('RUN_WORKER');
     }
   });
 
@@ -59,7 +64,10 @@ describe('loadConfig', () => {
   it('refuses to start in production without secrets or stores', () => {
     const problems = problemsOf({ NODE_ENV: 'production', MASTER_KEY: '', DATABASE_URL: '' });
     for (const name of ['MASTER_KEY', 'DATABASE_URL', 'REDIS_URL', 'BASE_URL']) {
-      expect(problems.some((p) => p.startsWith(name)), `a problem naming ${name}`).to.equal(true);
+      expect(
+        problems.some((p) => p.startsWith(name)),
+        `a problem naming ${name}`,
+      ).to.equal(true);
     }
   });
 

@@ -48,7 +48,10 @@ describe('embedded mode', function () {
     current = null;
 
     current = await startServerProcess(env(), { timeoutMs: 90_000 });
-    expect(current.stdoutLines.filter((l) => l.startsWith('demo agent:')), current.stdoutLines.join('\n')).to.have.length(0);
+    expect(
+      current.stdoutLines.filter((l) => l.startsWith('demo agent:')),
+      current.stdoutLines.join('\n'),
+    ).to.have.length(0);
     const second = await fetch(`${current.baseUrl}/v1/agent/self`, { headers });
     const secondBody = (await second.json()) as { ok: boolean; agent: { id: string } };
     expect(second.status, JSON.stringify(secondBody)).to.equal(200);

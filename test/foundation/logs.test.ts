@@ -13,9 +13,7 @@ describe('server logs', function () {
   });
 
   it('writes only JSON lines and one access line per request when NODE_ENV is production', async () => {
-    proc = await startServerProcess(
-      testConfigEnv({ NODE_ENV: 'production', LOG_LEVEL: 'info', RUN_WORKER: 'false', BASE_URL: 'http://127.0.0.1:1', SMTP_URL: 'smtp://127.0.0.1:1' }),
-    );
+    proc = await startServerProcess(testConfigEnv({ NODE_ENV: 'production', LOG_LEVEL: 'info', RUN_WORKER: 'false', BASE_URL: 'http://127.0.0.1:1', SMTP_URL: 'smtp://127.0.0.1:1' }));
     const requests: Array<[string, string, string | undefined]> = [
       ['GET', '/healthz', undefined],
       ['GET', '/readyz', undefined],

@@ -45,8 +45,15 @@ describe('rotate-master-key', () => {
     // One sealed idempotency response and one sealed OAuth secret, so every registered column holds a value.
     const now = new Date();
     await db('idempotency_keys').insert({
-      agent_id: owner.owner_id, key: 'rotation', fingerprint: 'f', operation_id: 'createWebhook', status_code: 200,
-      response_body: null, sealed_response: createSealer(OLD_KEY).seal('{"ok":true}'), created_at: now, expires_at: now,
+      agent_id: owner.owner_id,
+      key: 'rotation',
+      fingerprint: 'f',
+      operation_id: 'createWebhook',
+      status_code: 200,
+      response_body: null,
+      sealed_response: createSealer(OLD_KEY).seal('{"ok":true}'),
+      created_at: now,
+      expires_at: now,
     });
     await db('oauth_models').insert({ model: 'Client', id: 'rotation-client', payload: {}, sealed_secrets: createSealer(OLD_KEY).seal('{"client_secret":"s"}') });
   });

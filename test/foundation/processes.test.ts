@@ -42,7 +42,12 @@ describe('API processes', function () {
       const results = await Promise.all(
         Array.from({ length: 30 }, async (_, i) => {
           const res = await fetch(`${(i % 2 === 0 ? a : b)!.baseUrl}/v1/agent/self`, { headers: agent.headers });
-          return { process: i % 2, status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as { ok: boolean; error?: { code: string; details?: Record<string, number> } } };
+          return {
+            process: i % 2,
+            status: res.status,
+            retryAfter: res.headers.get('retry-after'),
+            body: (await res.json()) as { ok: boolean; error?: { code: string; details?: Record<string, number> } },
+          };
         }),
       );
       const ok = results.filter((r) => r.status === 200);

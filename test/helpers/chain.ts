@@ -39,7 +39,10 @@ export interface ChainServer extends TestServer {
   usdcBalance(address: Address): Promise<bigint>;
 }
 
-export async function startChainServer(node: AnvilNode, opts: { env?: Record<string, string>; worker?: boolean; clock?: Clock; database?: { url: string; drop(): Promise<void> } } = {}): Promise<ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> }> {
+export async function startChainServer(
+  node: AnvilNode,
+  opts: { env?: Record<string, string>; worker?: boolean; clock?: Clock; database?: { url: string; drop(): Promise<void> } } = {},
+): Promise<ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> }> {
   const database = opts.database ?? (await createIsolatedDatabase());
   const server = await startTestServer({ env: chainEnv(node, database.url, opts.env), worker: opts.worker, clock: opts.clock });
   const usdc = await server.db('assets').where({ symbol: 'USDC' }).first();
@@ -69,7 +72,10 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
       for (;;) {
         const balances = await Promise.all(expected.map(([asset]) => ledger.ledger.balance(server.db, agent.walletId, asset)));
         if (expected.every(([, units], i) => balances[i]!.available === units)) break;
-        if (Date.now() > deadline) throw new Error(`deposits to ${address} not credited within 20 s (cursor ${JSON.stringify(await server.db('chain_cursors').first())}, head ${await node.client.getBlockNumber()}, deposits ${JSON.stringify(await server.db('chain_deposits').select('to_address', 'asset_symbol', 'block_number'))})`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `deposits to ${address} not credited within 20 s (cursor ${JSON.stringify(await server.db('chain_cursors').first())}, head ${await node.client.getBlockNumber()}, deposits ${JSON.stringify(await server.db('chain_deposits').select('to_address', 'asset_symbol', 'block_number'))})`,
+          );
         if ((await server.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 30));
       }
       return { ...agent, address };
@@ -84,7 +90,13 @@ export async function startChainServer(node: AnvilNode, opts: { env?: Record<str
         await new Promise((r) => setTimeout(r, 30));
       }
     },
-    usdcBalance: (address: Address) => node.client.readContract({ address: token, abi: [{ type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] }] as const, functionName: 'balanceOf', args: [address] }),
+    usdcBalance: (address: Address) =>
+      node.client.readContract({
+        address: token,
+        abi: [{ type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] }] as const,
+        functionName: 'balanceOf',
+        args: [address],
+      }),
     async close() {
       await close();
     },

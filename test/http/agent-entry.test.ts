@@ -66,7 +66,14 @@ describe('the /v1/agent entry without the router', () => {
     { name: 'If-None-Match: *', method: 'GET', path: '/v1/agent/self', auth: true, headers: { 'if-none-match': '*' } },
     { name: 'the public document', method: 'GET', path: '/v1/agent/openapi.json', auth: false },
     { name: 'malformed JSON', method: 'POST', path: '/v1/agent/payments', auth: true, headers: { 'content-type': 'application/json', 'idempotency-key': 'k-malformed' }, body: '{"to":' },
-    { name: 'a refused payment', method: 'POST', path: '/v1/agent/payments', auth: true, headers: { 'content-type': 'application/json' }, body: { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount: '1000' } },
+    {
+      name: 'a refused payment',
+      method: 'POST',
+      path: '/v1/agent/payments',
+      auth: true,
+      headers: { 'content-type': 'application/json' },
+      body: { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount: '1000' },
+    },
   ];
 
   for (const c of cases) {

@@ -38,7 +38,14 @@ const leaf = fc.oneof(
 const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 6, arbitrary: leaf },
   { weight: 1, arbitrary: fc.array(leaf, { maxLength: 4 }) },
-  { weight: 1, arbitrary: fc.dictionary(hostileString.map((k) => k.slice(0, 40)), leaf, { maxKeys: 3 }) },
+  {
+    weight: 1,
+    arbitrary: fc.dictionary(
+      hostileString.map((k) => k.slice(0, 40)),
+      leaf,
+      { maxKeys: 3 },
+    ),
+  },
   { weight: 1, arbitrary: fc.constant(nest(60)) },
 );
 
@@ -88,7 +95,11 @@ interface FuzzOp {
 function readFuzzOps(doc: OpenApiDocument): FuzzOp[] {
   const deref = (node: OpenApiDocument | undefined): OpenApiDocument | undefined => {
     let n = node;
-    for (let i = 0; n?.$ref && i < 10; i++) n = n.$ref.split('/').slice(1).reduce((acc: OpenApiDocument, k: string) => acc?.[k], doc);
+    for (let i = 0; n?.$ref && i < 10; i++)
+      n = n.$ref
+        .split('/')
+        .slice(1)
+        .reduce((acc: OpenApiDocument, k: string) => acc?.[k], doc);
     return n;
   };
   const propsOf = (schema: OpenApiDocument | undefined, seen = new Set<unknown>()): string[] => {
@@ -160,7 +171,8 @@ type FuzzCase =
   | { target: 'raw'; text: string };
 
 function caseFor(op: FuzzOp): fc.Arbitrary<FuzzCase> {
-  const pick = (names: string[], fallback: string) => fc.oneof({ weight: 4, arbitrary: names.length ? fc.constantFrom(...names) : fc.constant(fallback) }, { weight: 1, arbitrary: hostileString.map((s) => s.slice(0, 40)) });
+  const pick = (names: string[], fallback: string) =>
+    fc.oneof({ weight: 4, arbitrary: names.length ? fc.constantFrom(...names) : fc.constant(fallback) }, { weight: 1, arbitrary: hostileString.map((s) => s.slice(0, 40)) });
   const targets: Array<fc.Arbitrary<FuzzCase>> = [fc.record({ target: fc.constant('query' as const), name: pick(op.queryParams, 'q'), value: hostileValue })];
   if (op.pathParams.length) targets.push(fc.record({ target: fc.constant('path' as const), index: fc.nat(op.pathParams.length - 1), value: hostileValue }));
   if (op.method !== 'get' && op.method !== 'delete') {
@@ -190,7 +202,7 @@ function sweepFor(op: FuzzOp): FuzzCase[] {
 
 function buildRequest(op: FuzzOp, c: FuzzCase, uuid: string): { path: string; body?: string; contentType?: string } {
   let i = 0;
-  let path = op.path.replace(/\{[^}]+\}/g, () => encodeURIComponent((c.target === 'path' && c.index === i++ ? asText(c.value) : uuid)));
+  let path = op.path.replace(/\{[^}]+\}/g, () => encodeURIComponent(c.target === 'path' && c.index === i++ ? asText(c.value) : uuid));
   if (c.target === 'query') path += `?${new URLSearchParams([[c.name, asText(c.value)]]).toString()}`;
   if (op.method === 'get' || op.method === 'delete') return { path };
   const contentType = op.bodyType === 'form' ? 'application/x-www-form-urlencoded' : 'application/json';
@@ -263,7 +275,11 @@ describe('fuzz of every operation', function () {
     }
     expect(wrongAnswers, wrongAnswers.join('\n')).to.deep.equal([]);
     // At the limit itself the body is read (and answered by each route's own validation, never a 5xx).
-    const atLimit = await fetch(`${server.baseUrl}/v1/agent/recipients/resolve`, { method: 'POST', headers: { ...agent.headers, 'content-type': 'application/json' }, body: `{"x":${nestedText(MAX_BODY_DEPTH - 1)}}` });
+    const atLimit = await fetch(`${server.baseUrl}/v1/agent/recipients/resolve`, {
+      method: 'POST',
+      headers: { ...agent.headers, 'content-type': 'application/json' },
+      body: `{"x":${nestedText(MAX_BODY_DEPTH - 1)}}`,
+    });
     expect(atLimit.status).to.equal(400);
     expect(await atLimit.text()).to.not.include('levels deep');
   });
@@ -304,7 +320,9 @@ describe('fuzz of every operation', function () {
         }
       }
     }
-    expect(sent).to.equal(expected).and.be.at.least(ops.length * RUNS);
+    expect(sent)
+      .to.equal(expected)
+      .and.be.at.least(ops.length * RUNS);
     expect(failures, failures.join('\n')).to.deep.equal([]);
   });
 });

@@ -21,7 +21,11 @@ describe('input edge', () => {
 
   describe('NUL characters', () => {
     it('answers 400 validation_failed naming the body field when a webhook description holds U+0000', async () => {
-      const res = await server.request('POST', '/v1/agent/webhooks', { agent, idempotencyKey: newKey(), body: { url: 'https://example.com/hook', event_types: ['payment.executed'], description: 'a\u0000b' } });
+      const res = await server.request('POST', '/v1/agent/webhooks', {
+        agent,
+        idempotencyKey: newKey(),
+        body: { url: 'https://example.com/hook', event_types: ['payment.executed'], description: 'a\u0000b' },
+      });
       expectNulRefused(res, 'body', '/description');
     });
 

@@ -203,7 +203,10 @@ describe('request pipeline', () => {
         const results = await Promise.all(Array.from({ length: 50 }, () => server.request('POST', '/v1/agent/payments', { agent: a, idempotencyKey: key, body: paymentBody })));
         const statuses = results.map((r) => r.status);
         expect(statuses.filter((s) => s === 200).length).to.be.at.least(1);
-        expect(statuses.every((s) => s === 200 || s === 409), statuses.join(',')).to.equal(true);
+        expect(
+          statuses.every((s) => s === 200 || s === 409),
+          statuses.join(','),
+        ).to.equal(true);
         const conflicts = results.filter((r) => r.status === 409);
         expect(conflicts.length).to.be.at.least(1);
         for (const r of conflicts) expect(r.body.error.code).to.equal('idempotency_request_in_progress');
@@ -335,13 +338,22 @@ describe('hostile request edges', () => {
   });
 
   it('answers 400 validation_failed for a body that cannot be inflated', async () => {
-    const res = await server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), rawBody: 'not gzip', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+    const res = await server.request('POST', '/v1/agent/payments', {
+      agent,
+      idempotencyKey: newKey(),
+      rawBody: 'not gzip',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    });
     expect(res.status).to.equal(400);
     expect(res.body.error.code).to.equal('validation_failed');
   });
 
   it('refuses prototype keys and non-object bodies as unknown fields or wrong types', async () => {
-    const proto = await server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), rawBody: '{"__proto__":{"polluted":1},"to":"0x1111111111111111111111111111111111111111","asset":"USDC","amount":"1"}' });
+    const proto = await server.request('POST', '/v1/agent/payments', {
+      agent,
+      idempotencyKey: newKey(),
+      rawBody: '{"__proto__":{"polluted":1},"to":"0x1111111111111111111111111111111111111111","asset":"USDC","amount":"1"}',
+    });
     expect(proto.status).to.equal(400);
     expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
     const array = await server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), rawBody: '[1,2]' });

@@ -19,7 +19,8 @@ describe('router: operations with nothing to validate', () => {
     const ids = bareOperations(document);
     bare = [];
     for (const [path, item] of Object.entries(document.paths as Record<string, Record<string, { operationId?: string }>>)) {
-      for (const [method, op] of Object.entries(item)) if (op?.operationId && ids.has(op.operationId) && method === 'get' && path.startsWith('/v1/agent')) bare.push({ operationId: op.operationId, method, path });
+      for (const [method, op] of Object.entries(item))
+        if (op?.operationId && ids.has(op.operationId) && method === 'get' && path.startsWith('/v1/agent')) bare.push({ operationId: op.operationId, method, path });
     }
     // Each handler records what it was given and answers with it.
     const recorder = (into: unknown[]) => async (req: unknown, ctx: RequestContext) => {
@@ -33,7 +34,11 @@ describe('router: operations with nothing to validate', () => {
 
   it('finds the bare operations of /v1/agent: no parameter, or only optional query parameters, and no body', () => {
     expect(bare.map((o) => o.operationId)).to.include.members(['getSelf', 'listBalances', 'listOperations', 'listActivity']);
-    for (const kept of ['getOperation', 'getOpenApi']) expect(bare.map((o) => o.operationId), kept).to.not.include(kept);
+    for (const kept of ['getOperation', 'getOpenApi'])
+      expect(
+        bare.map((o) => o.operationId),
+        kept,
+      ).to.not.include(kept);
     expect(bare.length).to.be.at.least(20);
   });
 

@@ -89,7 +89,12 @@ describe('unique violations', function () {
       expect(rows.map((r) => r.constraint)).to.include.members([IDEMPOTENCY_KEY_CONSTRAINT, 'owners_email_live', 'earn_vaults_address_unique', 'borrow_markets_asset_symbol_unique']);
       const wrong: string[] = [];
       for (const r of rows) {
-        const err = Object.assign(new Error(`duplicate key value violates unique constraint "${r.constraint}"`), { code: '23505', constraint: r.constraint, table: r.table, detail: `Key (${r.key})=(x) already exists.` });
+        const err = Object.assign(new Error(`duplicate key value violates unique constraint "${r.constraint}"`), {
+          code: '23505',
+          constraint: r.constraint,
+          table: r.table,
+          detail: `Key (${r.key})=(x) already exists.`,
+        });
         if (r.constraint === IDEMPOTENCY_KEY_CONSTRAINT) {
           if (!isIdempotencyKeyViolation(err) || conflictErrorOf(err) !== null) wrong.push(`${r.constraint}: not the idempotency layer's`);
           continue;
@@ -104,10 +109,13 @@ describe('unique violations', function () {
     it('maps a real violation raised by Postgres through knex (wrapped or not)', async () => {
       const email = `raw-${randomUUID()}@example.com`;
       await srv.db('owners').insert({ id: randomUUID(), email });
-      const err = await srv.db('owners').insert({ id: randomUUID(), email: email.toUpperCase() }).then(
-        () => null,
-        (e: unknown) => e,
-      );
+      const err = await srv
+        .db('owners')
+        .insert({ id: randomUUID(), email: email.toUpperCase() })
+        .then(
+          () => null,
+          (e: unknown) => e,
+        );
       expect(conflictErrorOf(err)?.details).to.deep.equal({ field: 'email' });
       expect(conflictErrorOf(new Error('wrapped', { cause: err }))?.status).to.equal(409);
     });

@@ -24,7 +24,14 @@ function schemasWith(key: string): [string, Record<string, unknown>][] {
     if (!v || typeof v !== 'object') return;
     const o = v as Record<string, unknown>;
     // `enum` and `pattern` as keywords, not as property names inside `properties`.
-    if (key in o && at[at.length - 1] !== 'properties' && (key !== 'enum' || Array.isArray(o.enum)) && (key !== 'pattern' || typeof o.pattern === 'string') && (key !== 'oneOf' || Array.isArray(o.oneOf))) found.push([pointer(at), o]);
+    if (
+      key in o &&
+      at[at.length - 1] !== 'properties' &&
+      (key !== 'enum' || Array.isArray(o.enum)) &&
+      (key !== 'pattern' || typeof o.pattern === 'string') &&
+      (key !== 'oneOf' || Array.isArray(o.oneOf))
+    )
+      found.push([pointer(at), o]);
     for (const [k, x] of Object.entries(o)) walk(x, [...at, k]);
   };
   walk(document.paths, ['paths']);
@@ -36,7 +43,11 @@ function schemasWith(key: string): [string, Record<string, unknown>][] {
 const ajv = new Ajv2020({ strict: false, allErrors: true, verbose: true });
 addFormats(ajv);
 ajv.addSchema(document, 'doc');
-const resolve = (ref: string) => ref.slice(2).split('/').reduce((o: Record<string, unknown> | undefined, k) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')] as Record<string, unknown> | undefined, document);
+const resolve = (ref: string) =>
+  ref
+    .slice(2)
+    .split('/')
+    .reduce((o: Record<string, unknown> | undefined, k) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')] as Record<string, unknown> | undefined, document);
 const errorsOf = (at: string, value: unknown): AjvIssue[] => {
   const validate = ajv.compile({ $ref: `doc${at}` });
   return validate(value) ? [] : (validate.errors ?? []);
@@ -80,7 +91,9 @@ describe('validation messages in words', () => {
         continue;
       }
       const message = expectationOf(issue, resolve);
-      const want = alternatives ? `give exactly one of ${alternatives.words.length === 2 ? alternatives.words.join(' or ') : `${alternatives.words.slice(0, -1).join(', ')} or ${alternatives.words.at(-1)}`}` : `must be ${schema['x-expected'] as string}`;
+      const want = alternatives
+        ? `give exactly one of ${alternatives.words.length === 2 ? alternatives.words.join(' or ') : `${alternatives.words.slice(0, -1).join(', ')} or ${alternatives.words.at(-1)}`}`
+        : `must be ${schema['x-expected'] as string}`;
       if (message !== want) problems.push(`${at}: ${message}`);
       if (/schema|oneOf/.test(message)) problems.push(`${at}: speaks of schemas: ${message}`);
     }
@@ -112,7 +125,12 @@ describe('validation_failed from the router', () => {
     router = await createRouter({ document, handlers: {} });
   });
 
-  async function answer(method: string, path: string, body: unknown, query: Record<string, string> = {}): Promise<{ code: string; message: string; details: { field?: string; fields?: string[]; errors: { location: string; path: string; message: string }[] } }> {
+  async function answer(
+    method: string,
+    path: string,
+    body: unknown,
+    query: Record<string, string> = {},
+  ): Promise<{ code: string; message: string; details: { field?: string; fields?: string[]; errors: { location: string; path: string; message: string }[] } }> {
     try {
       await router.handle({ method, path, body, query, headers: { 'content-type': 'application/json', 'idempotency-key': 'k' } } as never, { principal: { agentId: 'a' } } as never);
     } catch (e) {
@@ -139,7 +157,7 @@ describe('validation_failed from the router', () => {
     expect(err.message).to.include('address must be an address: 0x and 40 hex digits');
   });
 
-  it('lists an enum\'s values and says what a query parameter must be', async () => {
+  it("lists an enum's values and says what a query parameter must be", async () => {
     const err = await answer('get', '/v1/agent/operations', undefined, { limit: '0', status: 'nope' });
     expect(err.details.errors).to.deep.include({ location: 'query', path: 'limit', message: 'must be at least 1' });
     const status = err.details.errors.find((e) => e.path === 'status')!;

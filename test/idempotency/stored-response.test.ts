@@ -17,7 +17,12 @@ describe('idempotency records', function () {
 
   before(async () => {
     server = await startTestServer();
-    (server.services as { webhooks: unknown }).webhooks = createWebhookService({ clock: server.clock, sealer: createSealer(server.config.masterKey), allowLoopback: false, resolver: createTableResolver() });
+    (server.services as { webhooks: unknown }).webhooks = createWebhookService({
+      clock: server.clock,
+      sealer: createSealer(server.config.masterKey),
+      allowLoopback: false,
+      resolver: createTableResolver(),
+    });
     agent = await server.createAgent();
     await server.services.agents.setRateLimit(server.db, agent.agentId, { class: 'webhook_management', limit: 1000, burst: 1000, windowSeconds: 60 });
   });
@@ -41,7 +46,11 @@ describe('idempotency records', function () {
     const other = await server.createAgent();
     await server.services.agents.setRateLimit(server.db, other.agentId, { class: 'webhook_management', limit: 1000, burst: 1000, windowSeconds: 60 });
     const createKey = newKey();
-    const created = await server.request('POST', '/v1/agent/webhooks', { agent: other, body: { url: 'https://hooks.example.com/sealed', event_types: ['payment.executed'] }, idempotencyKey: createKey });
+    const created = await server.request('POST', '/v1/agent/webhooks', {
+      agent: other,
+      body: { url: 'https://hooks.example.com/sealed', event_types: ['payment.executed'] },
+      idempotencyKey: createKey,
+    });
     expect(created.status, created.text).to.equal(200);
     const rotateKey = newKey();
     const rotated = await server.request('POST', `/v1/agent/webhooks/${created.body.webhook.id}/rotate-secret`, { agent: other, idempotencyKey: rotateKey });

@@ -38,7 +38,9 @@ describe('agentctl ledger commands', () => {
     const agent = await makeAgent(f, { fund: { USDC: '10' } });
     const { recipient_id } = (await run(`recipient add ${agent.agentId}`, { kind: 'recurring', name: 'Bob', address: addr(0xb0b) })) as { recipient_id: string };
     expect(await run(`recurring add ${agent.agentId}`, { recipient: recipient_id, asset: 'USDC', amount: '1', interval: 'month' })).to.have.property('recurring_payment_id');
-    const { destination_id } = (await run(`destination add ${agent.agentId}`, { kind: 'crypto', chain: 'base', address: addr(0xde), label: 'Cold', 'timelock-seconds': '0' })) as { destination_id: string };
+    const { destination_id } = (await run(`destination add ${agent.agentId}`, { kind: 'crypto', chain: 'base', address: addr(0xde), label: 'Cold', 'timelock-seconds': '0' })) as {
+      destination_id: string;
+    };
     expect(await run(`destination confirm ${destination_id}`)).to.include({ status: 'executed' });
     expect(await run(`withdrawal-method add ${agent.agentId}`, { kind: 'bank', label: 'Checking' })).to.have.property('method_id');
     const res = await f.area.payments.createOneOffPayment(f.db, agent, { to: addr(0xb0b), asset: 'USDC', amount: '2' }, null);

@@ -35,7 +35,11 @@ export function rejectingRefusals<S extends object>(service: S): RefusalsRejecte
   return view as RefusalsRejected<S>;
 }
 
-export type TestLedgerArea = Omit<LedgerArea, 'payments' | 'withdrawals' | 'destinations'> & { payments: RefusalsRejected<LedgerArea['payments']>; withdrawals: RefusalsRejected<LedgerArea['withdrawals']>; destinations: RefusalsRejected<LedgerArea['destinations']> };
+export type TestLedgerArea = Omit<LedgerArea, 'payments' | 'withdrawals' | 'destinations'> & {
+  payments: RefusalsRejected<LedgerArea['payments']>;
+  withdrawals: RefusalsRejected<LedgerArea['withdrawals']>;
+  destinations: RefusalsRejected<LedgerArea['destinations']>;
+};
 
 export interface LedgerFixture {
   db: Knex;
@@ -60,7 +64,10 @@ export interface TestAgent {
 }
 
 export async function makeAgent(f: LedgerFixture, opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}): Promise<TestAgent> {
-  const { agentId, walletId, ownerId } = await createTestAgent({ db: f.db, agents: f.agents, ledger: f.area }, { name: 'ledger test agent', policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.fund });
+  const { agentId, walletId, ownerId } = await createTestAgent(
+    { db: f.db, agents: f.agents, ledger: f.area },
+    { name: 'ledger test agent', policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.fund },
+  );
   return { agentId, walletId, ownerId };
 }
 
@@ -71,7 +78,11 @@ export async function assertBooksBalance(db: Knex, walletIds: string[]): Promise
   const sums = (await db('journal_entries').select('asset_symbol').sum({ total: 'amount' }).groupBy('asset_symbol')) as unknown as { asset_symbol: string; total: string }[];
   for (const s of sums) if (BigInt(s.total as string) !== 0n) throw new Error(`journal for ${s.asset_symbol} sums to ${s.total}`);
   for (const walletId of walletIds) {
-    const journal = (await db('journal_entries').where({ wallet_id: walletId }).select('account', 'asset_symbol').sum({ total: 'amount' }).groupBy('account', 'asset_symbol')) as unknown as { account: string; asset_symbol: string; total: string }[];
+    const journal = (await db('journal_entries').where({ wallet_id: walletId }).select('account', 'asset_symbol').sum({ total: 'amount' }).groupBy('account', 'asset_symbol')) as unknown as {
+      account: string;
+      asset_symbol: string;
+      total: string;
+    }[];
     const balances = await db('balances').where({ wallet_id: walletId });
     for (const b of balances) {
       const avail = journal.find((j) => j.account === `wallet:${walletId}:available` && j.asset_symbol === b.asset_symbol);

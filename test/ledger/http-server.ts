@@ -21,7 +21,8 @@ export async function startLedgerServer(env: Record<string, string> = {}): Promi
   return Object.assign(server, {
     ledger,
     clock,
-    agent: (opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}) => server.createAgent({ policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.fund }),
+    agent: (opts: { policy?: Record<string, unknown> | 'all' | null; fund?: Record<string, string> } = {}) =>
+      server.createAgent({ policy: opts.policy === undefined ? 'all' : opts.policy, fund: opts.fund }),
     async settle() {
       for (let i = 0; i < 50; i++) if ((await runSettlementTick({ db: server.db, ledger })) === 0) return;
     },

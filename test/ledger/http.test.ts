@@ -94,7 +94,9 @@ describe('ledger routes over HTTP (responses validated against the document)', (
       this.timeout(60_000);
       const agent = await s.agent({ fund: { USDC: '50' } });
       await s.services.agents.setRateLimit(s.db, agent.agentId, { class: 'write', limit: 1000, burst: 1000, windowSeconds: 60 });
-      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: addr(0x5000 + i), asset: 'USDC', amount: '1' } })));
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: addr(0x5000 + i), asset: 'USDC', amount: '1' } })),
+      );
       expect(results.filter((r) => r.status === 200)).to.have.length(50);
       const refused = results.filter((r) => r.status !== 200);
       expect(refused.every((r) => r.status === 422 && r.body.error.code === 'insufficient_funds')).to.equal(true);

@@ -51,13 +51,19 @@ describe('ledger core', () => {
 
   it('rejects an unbalanced journal entry', async () => {
     const agent = await makeAgent(f);
-    const err = await f.area.ledger.post(f.db, { operationId: null, entryType: 'test', postings: [{ account: { kind: 'available', walletId: agent.walletId }, asset: 'USDC', amount: 10n }] }).catch((e: unknown) => e);
+    const err = await f.area.ledger
+      .post(f.db, { operationId: null, entryType: 'test', postings: [{ account: { kind: 'available', walletId: agent.walletId }, asset: 'USDC', amount: 10n }] })
+      .catch((e: unknown) => e);
     expect(String(err)).to.include('unbalanced');
   });
 
   it('keeps the journal append-only', async () => {
     const agent = await makeAgent(f, { fund: { USDC: '1' } });
-    const err = await f.db('journal_entries').where({ wallet_id: agent.walletId }).update({ amount: '0' }).catch((e: unknown) => e);
+    const err = await f
+      .db('journal_entries')
+      .where({ wallet_id: agent.walletId })
+      .update({ amount: '0' })
+      .catch((e: unknown) => e);
     expect(String(err)).to.include('append-only');
   });
 

@@ -22,7 +22,18 @@ describe('payments on PGlite', function () {
 
   before(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'agent-api-pay-embedded-'));
-    built = await createApp(loadConfig({ NODE_ENV: 'development', DATA_DIR: dataDir, MASTER_KEY: randomBytes(32).toString('hex'), AUTO_MIGRATE: 'true', LOG_LEVEL: 'warn', RUN_WORKER: 'false', BASE_URL: 'http://127.0.0.1:3000', SMTP_URL: 'smtp://127.0.0.1:2525' }));
+    built = await createApp(
+      loadConfig({
+        NODE_ENV: 'development',
+        DATA_DIR: dataDir,
+        MASTER_KEY: randomBytes(32).toString('hex'),
+        AUTO_MIGRATE: 'true',
+        LOG_LEVEL: 'warn',
+        RUN_WORKER: 'false',
+        BASE_URL: 'http://127.0.0.1:3000',
+        SMTP_URL: 'smtp://127.0.0.1:2525',
+      }),
+    );
     server = createServer(built.listener);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -35,10 +46,17 @@ describe('payments on PGlite', function () {
 
   it('accepts payments up to the count and lifetime caps, refuses the next, and replays an answer byte for byte', async () => {
     expect(isEmbedded(built.db), 'the app runs on PGlite').to.equal(true);
-    const agent = await createTestAgent({ db: built.db, agents: built.services.agents, ledger: built.services.ledger }, { policy: { operation_types: ['payment'], allowed_recipients: 'all', max_txs_per_period: 3, lifetime_usd: '100' }, fund: { USDC: '10' } });
+    const agent = await createTestAgent(
+      { db: built.db, agents: built.services.agents, ledger: built.services.ledger },
+      { policy: { operation_types: ['payment'], allowed_recipients: 'all', max_txs_per_period: 3, lifetime_usd: '100' }, fund: { USDC: '10' } },
+    );
     const headers = { 'x-agent-id': agent.agentId, 'x-api-key': agent.apiKey, 'content-type': 'application/json' };
     const pay = async (key: string, amount = '1') => {
-      const res = await fetch(`${base}/v1/agent/payments`, { method: 'POST', headers: { ...headers, 'idempotency-key': key }, body: JSON.stringify({ to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount }) });
+      const res = await fetch(`${base}/v1/agent/payments`, {
+        method: 'POST',
+        headers: { ...headers, 'idempotency-key': key },
+        body: JSON.stringify({ to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount }),
+      });
       return { status: res.status, text: await res.text(), replayed: res.headers.get('x-idempotency-replayed') };
     };
     const first = await pay('k-1');

@@ -14,7 +14,11 @@ describe('createPayment', () => {
   after(async () => s.close());
 
   it('takes at most 6 round trips to Postgres for one accepted payment with period caps', async () => {
-    const agent = await s.createAgent({ policy: { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000', period: 'day', max_txs_per_period: 100 }, fund: { USDC: '100' }, rateLimit: { limit: 1000, classes: ['write'] } });
+    const agent = await s.createAgent({
+      policy: { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000', period: 'day', max_txs_per_period: 100 },
+      fund: { USDC: '100' },
+      rateLimit: { limit: 1000, classes: ['write'] },
+    });
     const body = { to: '0x000000000000000000000000000000000000bEEF', asset: 'USDC', amount: '0.01' };
     // A first payment warms what is cached per process (assets, the router), as in steady state.
     expect((await s.request('POST', '/v1/agent/payments', { agent, body, idempotencyKey: newKey() })).status).to.equal(200);
@@ -28,8 +32,14 @@ describe('createPayment', () => {
     // auth, BEGIN, claim, payees + price + policy lock + usage (one round trip), hold + operation, stored response + COMMIT
     expect(roundTrips, roundTrips.join('\n---\n')).to.have.length.at.most(6);
     expect(statements.filter((q) => /^(BEGIN|COMMIT)/i.test(q.trim()))).to.have.length(2);
-    expect(roundTrips.filter((q) => /agent_policies WHERE agent_id = \$1::uuid FOR UPDATE/.test(q) && /AS period/.test(q) && /LEFT JOIN prices p/.test(q)), 'the policy round trip: payees, price, lock and usage').to.have.length(1);
-    expect(roundTrips.filter((q) => /UPDATE idempotency_keys SET status_code.*;\s*COMMIT/s.test(q)), 'the stored answer goes with the COMMIT').to.have.length(1);
+    expect(
+      roundTrips.filter((q) => /agent_policies WHERE agent_id = \$1::uuid FOR UPDATE/.test(q) && /AS period/.test(q) && /LEFT JOIN prices p/.test(q)),
+      'the policy round trip: payees, price, lock and usage',
+    ).to.have.length(1);
+    expect(
+      roundTrips.filter((q) => /UPDATE idempotency_keys SET status_code.*;\s*COMMIT/s.test(q)),
+      'the stored answer goes with the COMMIT',
+    ).to.have.length(1);
   });
 
   it('stores a refusal thrown after the effects began (insufficient funds) with nothing of the effects, and replays it', async () => {

@@ -159,7 +159,12 @@ describe('policy', () => {
     this.timeout(60_000);
     const agent = await makeAgent(f, { policy: { operation_types: 'all', per_period_usd: '10', period: 'day', allowed_recipients: 'all' }, fund: { USDC: '1000' } });
     const results = await Promise.all(
-      Array.from({ length: 100 }, (_, i) => f.area.payments.createPayment(f.db, agent, { to: addr(i + 1), asset: 'USDC', amount: '1' }, `cap-${i}`).then(() => 'accepted', (e: unknown) => codeOf(e))),
+      Array.from({ length: 100 }, (_, i) =>
+        f.area.payments.createPayment(f.db, agent, { to: addr(i + 1), asset: 'USDC', amount: '1' }, `cap-${i}`).then(
+          () => 'accepted',
+          (e: unknown) => codeOf(e),
+        ),
+      ),
     );
     expect(results.filter((r) => r === 'accepted')).to.have.length(10);
     expect(results.filter((r) => r === 'limit_exceeded')).to.have.length(90);
@@ -173,7 +178,14 @@ describe('policy', () => {
     const lifetime = await makeAgent(f, { policy: { operation_types: 'all', lifetime_usd: '7', allowed_recipients: 'all' }, fund: { USDC: '1000' } });
     const counted = await makeAgent(f, { policy: { operation_types: 'all', max_txs_per_period: 6, period: 'month', allowed_recipients: 'all' }, fund: { USDC: '1000' } });
     const burst = (agent: typeof lifetime, tag: string) =>
-      Promise.all(Array.from({ length: 60 }, (_, i) => f.area.payments.createPayment(f.db, agent, { to: addr(i + 1), asset: 'USDC', amount: '1' }, `${tag}-${i}`).then(() => 'accepted', (e: unknown) => codeOf(e))));
+      Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          f.area.payments.createPayment(f.db, agent, { to: addr(i + 1), asset: 'USDC', amount: '1' }, `${tag}-${i}`).then(
+            () => 'accepted',
+            (e: unknown) => codeOf(e),
+          ),
+        ),
+      );
     const [a, b] = await Promise.all([burst(lifetime, 'life'), burst(counted, 'count')]);
     expect(a.filter((r) => r === 'accepted')).to.have.length(7);
     expect(a.filter((r) => r === 'limit_exceeded')).to.have.length(53);

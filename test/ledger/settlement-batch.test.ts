@@ -44,8 +44,14 @@ async function settleUntilIdle(core: TestCore): Promise<void> {
 async function recordsOf(db: Knex, opId: string, names: Map<string, string>) {
   const name = (s: string | null) => (s === null ? null : [...names].reduce((acc, [id, n]) => acc.split(id).join(n), s));
   const op = await db('operations').where({ id: opId }).first();
-  const journal = (await db('journal_entries').where({ operation_id: opId }).orderBy('id').select('account', 'wallet_id', 'asset_symbol', 'amount', 'entry_type')).map((j) => ({ ...j, account: name(j.account), wallet_id: name(j.wallet_id) }));
-  const activity = (await db('activity').where({ operation_id: opId }).select('type', 'status', 'direction', 'asset_symbol', 'amount', 'amount_usd_e8', 'counterparty', 'description', 'wallet_id')).map((a) => ({ ...a, wallet_id: name(a.wallet_id), counterparty: name(a.counterparty), description: name(a.description) }));
+  const journal = (await db('journal_entries').where({ operation_id: opId }).orderBy('id').select('account', 'wallet_id', 'asset_symbol', 'amount', 'entry_type')).map((j) => ({
+    ...j,
+    account: name(j.account),
+    wallet_id: name(j.wallet_id),
+  }));
+  const activity = (
+    await db('activity').where({ operation_id: opId }).select('type', 'status', 'direction', 'asset_symbol', 'amount', 'amount_usd_e8', 'counterparty', 'description', 'wallet_id')
+  ).map((a) => ({ ...a, wallet_id: name(a.wallet_id), counterparty: name(a.counterparty), description: name(a.description) }));
   const events = (await db('events').where({ operation_id: opId }).select('type', 'payload')).map((e) => {
     const data = JSON.parse(e.payload).data as { operation: Record<string, unknown> };
     const { id: _id, created_at: _c, submitted_at: s, executed_at: x, failed_at: f, human_message: h, idempotency_key_hash: _k, resource: _r, ...operation } = data.operation;
@@ -74,8 +80,19 @@ describe('batch settlement', () => {
       const core = await createTestCore({ clock: createFakeClock('2026-03-02T10:00:00.000Z'), env: { MASTER_KEY, SETTLEMENT_DELAY_MS: '0', SETTLEMENT_BATCH_SIZE: batchSize } });
       try {
         const [payer, payee] = [await agentOf(core, { USDC: '100', ETH: '1' }), await agentOf(core, { USDC: '1' })];
-        const names = new Map([[payer.walletId, 'PAYER'], [payee.walletId, 'PAYEE'], [payer.address.toLowerCase(), 'PAYER_ADDRESS'], [payee.address.toLowerCase(), 'PAYEE_ADDRESS'], [payer.address, 'PAYER_ADDRESS'], [payee.address, 'PAYEE_ADDRESS']]);
-        for (const [a, n] of [[payer.address, 'PAYER_SHORT'], [payee.address, 'PAYEE_SHORT']] as const) names.set(`${a.slice(0, 6)}…${a.slice(-4)}`, n);
+        const names = new Map([
+          [payer.walletId, 'PAYER'],
+          [payee.walletId, 'PAYEE'],
+          [payer.address.toLowerCase(), 'PAYER_ADDRESS'],
+          [payee.address.toLowerCase(), 'PAYEE_ADDRESS'],
+          [payer.address, 'PAYER_ADDRESS'],
+          [payee.address, 'PAYEE_ADDRESS'],
+        ]);
+        for (const [a, n] of [
+          [payer.address, 'PAYER_SHORT'],
+          [payee.address, 'PAYEE_SHORT'],
+        ] as const)
+          names.set(`${a.slice(0, 6)}…${a.slice(-4)}`, n);
         const failing = addr(0xdead);
         await core.services.ledger.ledger.setFailingAddress(core.db, failing, true);
         names.set(failing, 'FAILING');
@@ -122,7 +139,17 @@ describe('batch settlement', () => {
   it('settles in one batch on the embedded database (PGlite), with the same balances and events', async function () {
     this.timeout(180_000);
     const dataDir = mkdtempSync(join(tmpdir(), 'agent-api-settle-embedded-'));
-    const built = await buildCore(loadConfig({ NODE_ENV: 'development', DATA_DIR: dataDir, MASTER_KEY: randomBytes(32).toString('hex'), AUTO_MIGRATE: 'true', LOG_LEVEL: 'warn', BASE_URL: 'http://127.0.0.1:3000', SMTP_URL: 'smtp://127.0.0.1:2525' }));
+    const built = await buildCore(
+      loadConfig({
+        NODE_ENV: 'development',
+        DATA_DIR: dataDir,
+        MASTER_KEY: randomBytes(32).toString('hex'),
+        AUTO_MIGRATE: 'true',
+        LOG_LEVEL: 'warn',
+        BASE_URL: 'http://127.0.0.1:3000',
+        SMTP_URL: 'smtp://127.0.0.1:2525',
+      }),
+    );
     try {
       const core = built as unknown as TestCore;
       const [payer, payee] = [await agentOf(core, { USDC: '50' }), await agentOf(core, { USDC: '1' })];
@@ -216,7 +243,10 @@ describe('batch settlement', () => {
       // Every journal entry sums to zero per asset, and each wallet's balances equal its journal.
       const unbalanced = await core.db.raw('SELECT journal_id, asset_symbol, sum(amount) AS total FROM journal_entries GROUP BY journal_id, asset_symbol HAVING sum(amount) <> 0');
       expect(unbalanced.rows).to.deep.equal([]);
-      await assertBooksBalance(core.db, agents.map((a) => a.walletId));
+      await assertBooksBalance(
+        core.db,
+        agents.map((a) => a.walletId),
+      );
       for (const a of agents) expect((await core.services.ledger.ledger.balance(core.db, a.walletId, 'USDC')).held).to.equal(0n);
 
       // Each event once per subscribed endpoint of its agent.

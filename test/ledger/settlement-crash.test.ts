@@ -64,7 +64,12 @@ describe('batch settlement: crash safety', function () {
               const res =
                 kind === 9
                   ? await payments.createOneOffPayment(core.db, payer, { to: addr(0x0ff), asset: 'USDC', amount: '0.02', unlock_delay_seconds: 0, expires_in_seconds: 3600 }, null)
-                  : await payments.createPayment(core.db, payer, { to: kind === 8 ? failing : kind === 7 ? addr(0xbeef) : agents[(n + 1 + (n % 3)) % 4]!.address, asset: 'USDC', amount: '0.01' }, null);
+                  : await payments.createPayment(
+                      core.db,
+                      payer,
+                      { to: kind === 8 ? failing : kind === 7 ? addr(0xbeef) : agents[(n + 1 + (n % 3)) % 4]!.address, asset: 'USDC', amount: '0.01' },
+                      null,
+                    );
               ids.push((res as { operation_id: string }).operation_id);
             }
           }),
@@ -128,6 +133,9 @@ describe('batch settlement: crash safety', function () {
     expect(wrong).to.deep.equal([]);
     const unbalanced = await core.db.raw('SELECT journal_id, asset_symbol FROM journal_entries GROUP BY journal_id, asset_symbol HAVING sum(amount) <> 0');
     expect(unbalanced.rows).to.deep.equal([]);
-    await assertBooksBalance(core.db, agents.map((a) => a.walletId));
+    await assertBooksBalance(
+      core.db,
+      agents.map((a) => a.walletId),
+    );
   });
 });

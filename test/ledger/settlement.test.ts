@@ -24,7 +24,10 @@ describe('settlement loop', () => {
     }
     const log = createLogger('silent');
     const second = await createLedgerFixture();
-    const workers = [createWorker({ loops: [createSettlementLoop({ db: f.db, ledger: f.area, log, idleMs: 10 })], log }), createWorker({ loops: [createSettlementLoop({ db: second.db, ledger: second.area, log, idleMs: 10 })], log })];
+    const workers = [
+      createWorker({ loops: [createSettlementLoop({ db: f.db, ledger: f.area, log, idleMs: 10 })], log }),
+      createWorker({ loops: [createSettlementLoop({ db: second.db, ledger: second.area, log, idleMs: 10 })], log }),
+    ];
     second.clock.set(f.clock.now());
     workers.forEach((w) => w.start());
     const deadline = Date.now() + 30_000;
@@ -44,7 +47,10 @@ describe('settlement loop', () => {
     expect(events).to.have.length(120);
     expect(new Set(events.map((e) => e.operation_id)).size).to.equal(120);
     for (const a of agents) expect(await f.area.ledger.balance(f.db, a.walletId, 'USDC')).to.deep.equal({ available: 85_000_000n, held: 0n });
-    await assertBooksBalance(f.db, agents.map((a) => a.walletId));
+    await assertBooksBalance(
+      f.db,
+      agents.map((a) => a.walletId),
+    );
   });
 
   it('shows accepted, then submitted, then executed when a settlement delay is configured', async () => {

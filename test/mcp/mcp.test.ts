@@ -169,7 +169,10 @@ describe('MCP endpoint /mcp', function () {
 
     it('passes path and query arguments to the route', async () => {
       const created = resultBody(
-        await client.callTool({ name: 'agent_webhooks_create', arguments: { url: 'https://hooks.example.com/path', event_types: ['payment.executed'], description: 'before', idempotency_key: newKey() } }),
+        await client.callTool({
+          name: 'agent_webhooks_create',
+          arguments: { url: 'https://hooks.example.com/path', event_types: ['payment.executed'], description: 'before', idempotency_key: newKey() },
+        }),
       );
       const updated = await client.callTool({ name: 'agent_webhooks_update', arguments: { id: created.webhook.id, description: 'after', idempotency_key: newKey() } });
       expect(updated.isError, JSON.stringify(updated)).to.not.equal(true);
@@ -291,7 +294,10 @@ describe('MCP endpoint /mcp', function () {
 
     it('checks every message of a JSON-RPC batch against the scopes', async () => {
       const readToken = await mintAccessToken(server, agent, { scopes: ['agent:read'] });
-      const batch = [toolCall('agent_self_get', {}, 1), toolCall('agent_payments_create', { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount: '1', idempotency_key: newKey() }, 2)];
+      const batch = [
+        toolCall('agent_self_get', {}, 1),
+        toolCall('agent_payments_create', { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount: '1', idempotency_key: newKey() }, 2),
+      ];
       const res = await postMcp(server, batch, { authorization: `Bearer ${readToken}` });
       expect(res.status).to.equal(403);
       expect(res.headers.get('www-authenticate')).to.equal(challenge('insufficient_scope', 'agent:payments:write'));

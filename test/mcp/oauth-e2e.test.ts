@@ -30,16 +30,11 @@ describe('MCP with a token from the OAuth flow', function () {
   });
 
   async function obtainAccessToken(resource: string, scope: string): Promise<string> {
-    const config = await oidc.dynamicClientRegistration(
-      new URL(server.baseUrl),
-      { redirect_uris: [REDIRECT_URI], client_name: 'MCP test client', token_endpoint_auth_method: 'none' },
-      oidc.None(),
-      {
-        algorithm: 'oauth2',
-        execute: [oidc.allowInsecureRequests],
-        [oidc.customFetch]: (url: string, init: RequestInit) => fetch(url, { ...init, headers: { ...Object.fromEntries(new Headers(init.headers)), 'x-forwarded-for': uniqueAddress() } }),
-      },
-    );
+    const config = await oidc.dynamicClientRegistration(new URL(server.baseUrl), { redirect_uris: [REDIRECT_URI], client_name: 'MCP test client', token_endpoint_auth_method: 'none' }, oidc.None(), {
+      algorithm: 'oauth2',
+      execute: [oidc.allowInsecureRequests],
+      [oidc.customFetch]: (url: string, init: RequestInit) => fetch(url, { ...init, headers: { ...Object.fromEntries(new Headers(init.headers)), 'x-forwarded-for': uniqueAddress() } }),
+    });
     const verifier = oidc.randomPKCECodeVerifier();
     const state = oidc.randomState();
     const url = oidc.buildAuthorizationUrl(config, {

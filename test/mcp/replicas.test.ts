@@ -42,7 +42,9 @@ describe('MCP sessions across replicas', function () {
     return result.structuredContent as Record<string, unknown>;
   };
   const stream = (server: TestServer, sessionId: string, lastEventId?: string) =>
-    fetch(`${server.baseUrl}/mcp`, { headers: { authorization: `Bearer ${bearer}`, accept: 'text/event-stream', 'mcp-session-id': sessionId, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) } });
+    fetch(`${server.baseUrl}/mcp`, {
+      headers: { authorization: `Bearer ${bearer}`, accept: 'text/event-stream', 'mcp-session-id': sessionId, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+    });
   const pay = async () => {
     const res = await a.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: RECIPIENT, asset: 'USDC', amount: '1.25' } });
     expect(res.status, res.text).to.equal(200);
@@ -67,7 +69,10 @@ describe('MCP sessions across replicas', function () {
     const onA = await readSse(await stream(a, id), (events) => [first, second].every((op) => events.some((e) => operationOf(e) === op)), 15_000);
     const firstEvent = onA.find((e) => operationOf(e) === first);
     expect(firstEvent?.id, 'first event on A').to.be.a('string');
-    expect(onA.some((e) => operationOf(e) === second), 'second event on A').to.equal(true);
+    expect(
+      onA.some((e) => operationOf(e) === second),
+      'second event on A',
+    ).to.equal(true);
 
     // The client lost the second one: B replays it from the shared history, after the cursor only.
     const resumed = await stream(b, id, firstEvent!.id);

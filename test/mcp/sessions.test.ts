@@ -23,7 +23,6 @@ const RECIPIENT = '0x1111111111111111111111111111111111111111';
 const initialize = (id = 1) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw-test', version: '1.0.0' } } });
 const initialized = { jsonrpc: '2.0', method: 'notifications/initialized' };
 
-
 describe('MCP parity: names, schemas, sessions, streams', function () {
   this.timeout(60_000);
   let server: TestServer;
@@ -78,7 +77,13 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
 
   describe('tools/list', () => {
     it('names tools from the route path and verb', () => {
-      expect([...tools.keys()]).to.include.members(['agent_balances_cash_list', 'agent_borrow_collateral_add_create', 'agent_account_get', 'agent_webhooks_update', 'agent_trusted_destinations_delete']);
+      expect([...tools.keys()]).to.include.members([
+        'agent_balances_cash_list',
+        'agent_borrow_collateral_add_create',
+        'agent_account_get',
+        'agent_webhooks_update',
+        'agent_trusted_destinations_delete',
+      ]);
       for (const name of tools.keys()) expect(name).to.match(/^(agent_[a-z0-9_]+_(get|list|create|update|delete)|agent_operations_wait_for_status|mcp_subscribe|mcp_unsubscribe)$/);
     });
 
@@ -94,7 +99,14 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
       expect(hook._meta).to.include({ 'agent-api/rate_limit_class': 'webhook_management', 'agent-api/required_scope': 'agent:webhooks:manage' });
       for (const tool of tools.values()) {
         expect(tool.outputSchema?.type, tool.name).to.equal('object');
-        expect(tool._meta, tool.name).to.have.keys(['agent-api/operation_id', 'agent-api/route', 'agent-api/required_scope', 'agent-api/alternative_scopes', 'agent-api/rate_limit_class', 'agent-api/idempotency_key_required']);
+        expect(tool._meta, tool.name).to.have.keys([
+          'agent-api/operation_id',
+          'agent-api/route',
+          'agent-api/required_scope',
+          'agent-api/alternative_scopes',
+          'agent-api/rate_limit_class',
+          'agent-api/idempotency_key_required',
+        ]);
       }
     });
 
@@ -111,7 +123,9 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
 
   describe('tools/call', () => {
     it('returns structuredContent matching the outputSchema on every read tool without required arguments', async () => {
-      const reads = [...tools.values()].filter((t) => t.annotations?.readOnlyHint && !(t.inputSchema.required ?? []).length && t.name.startsWith('agent_') && t.name !== 'agent_operations_wait_for_status');
+      const reads = [...tools.values()].filter(
+        (t) => t.annotations?.readOnlyHint && !(t.inputSchema.required ?? []).length && t.name.startsWith('agent_') && t.name !== 'agent_operations_wait_for_status',
+      );
       expect(reads.length).to.be.at.least(25);
       for (const tool of reads) {
         const result = await call(tool.name);
@@ -159,7 +173,7 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
   describe('mcp_subscribe', () => {
     const eventsOf = (operationId: string) => notifications.filter((n) => n.method === 'notifications/agent_api/event' && n.params?.operation_id === operationId);
     const waitFor = async (check: () => boolean, ms = 10_000) => {
-      for (const deadline = Date.now() + ms; !check() && Date.now() < deadline; ) await sleep(50);
+      for (const deadline = Date.now() + ms; !check() && Date.now() < deadline;) await sleep(50);
       return check();
     };
 
@@ -185,7 +199,11 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
     });
 
     it('needs a session: a stateless call is refused', async () => {
-      const res = await postMcp(server, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'mcp_subscribe', arguments: { event_types: ['payment.executed'] } } }, { authorization: `Bearer ${token}` });
+      const res = await postMcp(
+        server,
+        { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'mcp_subscribe', arguments: { event_types: ['payment.executed'] } } },
+        { authorization: `Bearer ${token}` },
+      );
       expect(res.status).to.equal(200);
       const result = (res.body as { result: CallToolResult }).result;
       expect(result.isError).to.equal(true);
@@ -207,7 +225,9 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
     const rawCall = (bearer: string, sessionId: string, name: string, args: Record<string, unknown>, id = 2) =>
       postMcp(server, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }, { authorization: `Bearer ${bearer}`, 'mcp-session-id': sessionId });
     const openStream = (bearer: string, sessionId: string, lastEventId?: string) =>
-      fetch(`${server.baseUrl}/mcp`, { headers: { authorization: `Bearer ${bearer}`, accept: 'text/event-stream', 'mcp-session-id': sessionId, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) } });
+      fetch(`${server.baseUrl}/mcp`, {
+        headers: { authorization: `Bearer ${bearer}`, accept: 'text/event-stream', 'mcp-session-id': sessionId, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+      });
     const payOverHttp = async () => {
       const res = await server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: RECIPIENT, asset: 'USDC', amount: '1.25' } });
       expect(res.status, res.text).to.equal(200);
@@ -228,7 +248,9 @@ describe('MCP parity: names, schemas, sessions, streams', function () {
       const listed = await postMcp(server, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { authorization: `Bearer ${bearer}`, 'mcp-session-id': id });
       expect(listed.status).to.equal(200);
       expect(listed.headers.get('mcp-session-id')).to.equal(id);
-      expect((await postMcp(server, { jsonrpc: '2.0', id: 4, method: 'tools/list' }, { authorization: `Bearer ${bearer}`, 'mcp-session-id': '00000000-0000-4000-8000-000000000000' })).status).to.equal(404);
+      expect((await postMcp(server, { jsonrpc: '2.0', id: 4, method: 'tools/list' }, { authorization: `Bearer ${bearer}`, 'mcp-session-id': '00000000-0000-4000-8000-000000000000' })).status).to.equal(
+        404,
+      );
       const other = await mintAccessToken(server, agent, { scopes: ['agent:read'] });
       expect((await postMcp(server, { jsonrpc: '2.0', id: 5, method: 'tools/list' }, { authorization: `Bearer ${other}`, 'mcp-session-id': id })).status).to.equal(404);
     });

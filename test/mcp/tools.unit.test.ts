@@ -130,7 +130,11 @@ describe('MCP tools', () => {
     });
 
     it('carries scope, rate class and whether idempotency_key is required in _meta', () => {
-      expect(tool('agent_payments_create').definition._meta).to.include({ 'agent-api/rate_limit_class': 'write', 'agent-api/idempotency_key_required': true, 'agent-api/route': 'POST /v1/agent/payments' });
+      expect(tool('agent_payments_create').definition._meta).to.include({
+        'agent-api/rate_limit_class': 'write',
+        'agent-api/idempotency_key_required': true,
+        'agent-api/route': 'POST /v1/agent/payments',
+      });
       expect(tool('agent_simulate_create').definition._meta).to.include({ 'agent-api/required_scope': 'agent:simulate', 'agent-api/idempotency_key_required': false });
       expect(tool('agent_webhooks_get').definition._meta['agent-api/alternative_scopes']).to.deep.equal(['agent:webhooks:manage']);
     });
@@ -182,7 +186,8 @@ describe('MCP tools', () => {
       const rows = readme.split('\n').filter((line) => /^\| `(agent|mcp)_/.test(line));
       const code = (text: string | null) => (text ? `\`${text}\`` : '');
       const expected = toolCatalog(document).map(
-        (t) => `| \`${t.name}\` | ${t.route ? code(t.route) : '(session tool)'} | ${[t.scope, ...t.alternativeScopes].join(' or ')} | ${t.rateClass} | ${t.idempotencyKey === 'none' ? '' : t.idempotencyKey} | ${code(t.earlierName)} |`,
+        (t) =>
+          `| \`${t.name}\` | ${t.route ? code(t.route) : '(session tool)'} | ${[t.scope, ...t.alternativeScopes].join(' or ')} | ${t.rateClass} | ${t.idempotencyKey === 'none' ? '' : t.idempotencyKey} | ${code(t.earlierName)} |`,
       );
       expect(rows).to.deep.equal(expected);
       expect(toolCatalog(document).map((t) => t.name)).to.deep.equal([...tools.map((t) => t.name), 'agent_operations_wait_for_status', 'mcp_subscribe', 'mcp_unsubscribe']);

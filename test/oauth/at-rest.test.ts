@@ -39,7 +39,12 @@ describe('OAuth artefacts and secrets at rest', function () {
   before(async () => {
     mail = await startMailSink();
     server = await startTestServer({ clock: createFakeClock(new Date()), env: { SMTP_URL: mail.url, TRUST_PROXY: 'true' } });
-    (server.services as { webhooks: unknown }).webhooks = createWebhookService({ clock: server.clock, sealer: createSealer(server.config.masterKey), allowLoopback: false, resolver: createTableResolver() });
+    (server.services as { webhooks: unknown }).webhooks = createWebhookService({
+      clock: server.clock,
+      sealer: createSealer(server.config.masterKey),
+      allowLoopback: false,
+      resolver: createTableResolver(),
+    });
     const email = `at-rest-${Date.now()}@example.com`;
     const { owner_id } = await server.services.agents.createOwner(server.db, { email });
     agent = await server.createAgent({ ownerId: owner_id, name: 'at rest' });
@@ -71,7 +76,13 @@ describe('OAuth artefacts and secrets at rest', function () {
 
     const verifier = oidc.randomPKCECodeVerifier();
     const resource = `${server.baseUrl}/v1/agent`;
-    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT_URI, scope: ALL_SCOPES.join(' '), code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256', resource });
+    const url = oidc.buildAuthorizationUrl(config, {
+      redirect_uri: REDIRECT_URI,
+      scope: ALL_SCOPES.join(' '),
+      code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+      resource,
+    });
     const browser = new RecordingBrowser();
     const callback = await authorizeThroughConnect(browser, url.href, mail, { email, agentId: agent.agentId });
     const code = callback.searchParams.get('code')!;
@@ -106,7 +117,10 @@ describe('OAuth artefacts and secrets at rest', function () {
     expect(byHash.get(artefactHash(tokens.code))).to.equal('AuthorizationCode');
     expect(byHash.get(artefactHash(tokens.refresh))).to.equal('RefreshToken');
     expect(byHash.get(artefactHash(tokens.rotated))).to.equal('RefreshToken');
-    expect(tokens.sessions.some((s) => byHash.get(artefactHash(s)) === 'Session'), 'the session row').to.equal(true);
+    expect(
+      tokens.sessions.some((s) => byHash.get(artefactHash(s)) === 'Session'),
+      'the session row',
+    ).to.equal(true);
     const stored = JSON.stringify(rows);
     for (const value of [tokens.code, tokens.refresh, tokens.rotated, ...tokens.sessions, ...tokens.interactions]) expect(stored).not.to.include(value);
     const codes = await server.db('oauth_login_codes').select('interaction_uid');
@@ -142,9 +156,20 @@ describe('OAuth artefacts and secrets at rest', function () {
     const sealer = createSealer(server.config.masterKey);
     const clientId = `legacy-${newKey()}`;
     const secret = `legacy-secret-${newKey()}`;
-    await upsertModel(server.db, { model: 'Client', id: clientId, payload: { client_id: clientId, client_secret: secret, redirect_uris: [REDIRECT_URI] }, grant_id: null, uid: null, user_code: null, expires_at: null });
+    await upsertModel(server.db, {
+      model: 'Client',
+      id: clientId,
+      payload: { client_id: clientId, client_secret: secret, redirect_uris: [REDIRECT_URI] },
+      grant_id: null,
+      uid: null,
+      user_code: null,
+      expires_at: null,
+    });
     while ((await sealLegacySecrets(server.db, sealer)) > 0);
-    const row = await server.db('oauth_models').where({ model: 'Client', id: artefactHash(clientId) }).first();
+    const row = await server
+      .db('oauth_models')
+      .where({ model: 'Client', id: artefactHash(clientId) })
+      .first();
     expect(JSON.stringify(row.payload)).not.to.include(secret);
     expect(row.sealed_secrets).to.match(/^v1\./);
     const Adapter = createAdapterClass({ db: server.db, clock: server.clock, sealer });

@@ -32,17 +32,12 @@ describe('OAuth authorization code flow (openid-client)', function () {
   });
 
   async function register(): Promise<oidc.Configuration> {
-    return oidc.dynamicClientRegistration(
-      new URL(server.baseUrl),
-      { redirect_uris: [REDIRECT_URI], client_name: 'Flow test app', token_endpoint_auth_method: 'none' },
-      oidc.None(),
-      {
-        algorithm: 'oauth2',
-        execute: [oidc.allowInsecureRequests],
-        // Each registration from its own address, so the per-address registration throttle never bites here.
-        [oidc.customFetch]: (url: string, init: RequestInit) => fetch(url, { ...init, headers: { ...Object.fromEntries(new Headers(init.headers)), 'x-forwarded-for': uniqueAddress() } }),
-      },
-    );
+    return oidc.dynamicClientRegistration(new URL(server.baseUrl), { redirect_uris: [REDIRECT_URI], client_name: 'Flow test app', token_endpoint_auth_method: 'none' }, oidc.None(), {
+      algorithm: 'oauth2',
+      execute: [oidc.allowInsecureRequests],
+      // Each registration from its own address, so the per-address registration throttle never bites here.
+      [oidc.customFetch]: (url: string, init: RequestInit) => fetch(url, { ...init, headers: { ...Object.fromEntries(new Headers(init.headers)), 'x-forwarded-for': uniqueAddress() } }),
+    });
   }
 
   async function connect(config: oidc.Configuration, opts: { scope?: string; resource?: string; agent?: string; scopes?: string[] } = {}) {

@@ -71,7 +71,10 @@ export async function startMailSink(): Promise<MailSink> {
 export class Browser {
   readonly cookies = new Map<string, string>();
 
-  async fetch(url: string, init: { method?: string; form?: Record<string, string | string[]>; headers?: Record<string, string> } = {}): Promise<{ status: number; location: string | null; text: string; headers: Headers }> {
+  async fetch(
+    url: string,
+    init: { method?: string; form?: Record<string, string | string[]>; headers?: Record<string, string> } = {},
+  ): Promise<{ status: number; location: string | null; text: string; headers: Headers }> {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
     if (this.cookies.size) headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
     let body: string | undefined;

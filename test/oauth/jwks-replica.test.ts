@@ -56,10 +56,26 @@ describe('bearer tokens on an API replica apart from the authorization server', 
   async function obtainAccessToken(): Promise<string> {
     const resource = `${authServer.baseUrl}/v1/agent`;
     const { verifier, challenge } = pkcePair();
-    const params = { client_id: clientId, response_type: 'code', redirect_uri: REDIRECT_URI, scope: ALL_SCOPES.join(' '), resource, code_challenge: challenge, code_challenge_method: 'S256', state: 'st' };
+    const params = {
+      client_id: clientId,
+      response_type: 'code',
+      redirect_uri: REDIRECT_URI,
+      scope: ALL_SCOPES.join(' '),
+      resource,
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      state: 'st',
+    };
     await authServer.db('oauth_throttles').delete();
     const callback = await authorizeThroughConnect(new Browser(), authorizationUrl(authServer.baseUrl, params), mail, { email, agentId });
-    const res = await tokenRequest(authServer.baseUrl, { grant_type: 'authorization_code', code: callback.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT_URI, client_id: clientId, resource });
+    const res = await tokenRequest(authServer.baseUrl, {
+      grant_type: 'authorization_code',
+      code: callback.searchParams.get('code')!,
+      code_verifier: verifier,
+      redirect_uri: REDIRECT_URI,
+      client_id: clientId,
+      resource,
+    });
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     return res.body.access_token as string;
   }

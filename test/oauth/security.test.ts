@@ -40,7 +40,10 @@ describe('OAuth security', function () {
 
   // Most tests sign in as the same owner; the per-e-mail code throttle has its own test.
   beforeEach(async () => {
-    await server.db('oauth_throttles').where({ key: `code:${sha256Hex(email)}` }).delete();
+    await server
+      .db('oauth_throttles')
+      .where({ key: `code:${sha256Hex(email)}` })
+      .delete();
   });
 
   after(async () => {
@@ -144,7 +147,10 @@ describe('OAuth security', function () {
       const address = uniqueAddress();
       const statuses: number[] = [];
       for (let i = 0; i < 21; i += 1) statuses.push((await registerClient(server.baseUrl, { redirect_uris: [REDIRECT_URI] }, address)).status);
-      expect(statuses.slice(0, 20).every((s) => s === 201), statuses.join(',')).to.equal(true);
+      expect(
+        statuses.slice(0, 20).every((s) => s === 201),
+        statuses.join(','),
+      ).to.equal(true);
       expect(statuses[20]).to.equal(429);
       // Another address is unaffected.
       expect((await registerClient(server.baseUrl, { redirect_uris: [REDIRECT_URI] })).status).to.equal(201);
@@ -212,7 +218,14 @@ describe('OAuth security', function () {
 
     it('refuses a wrong code_verifier', async () => {
       const { code } = await obtainCode();
-      const res = await tokenRequest(server.baseUrl, { grant_type: 'authorization_code', code, code_verifier: pkcePair().verifier, redirect_uri: REDIRECT_URI, client_id: clientId, resource: agentResource });
+      const res = await tokenRequest(server.baseUrl, {
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: pkcePair().verifier,
+        redirect_uri: REDIRECT_URI,
+        client_id: clientId,
+        resource: agentResource,
+      });
       expect(res.status).to.equal(400);
       expect(res.body.error).to.equal('invalid_grant');
     });
@@ -330,7 +343,14 @@ describe('OAuth security', function () {
       const agent2 = (await server.createAgent({ ownerId: owner2 })).agentId;
       const { verifier, challenge } = pkcePair();
       const callback = await authorizeThroughConnect(new Browser(), authorizationUrl(server.baseUrl, authParams({ code_challenge: challenge })), mail, { email: email2, agentId: agent2 });
-      const t2 = await tokenRequest(server.baseUrl, { grant_type: 'authorization_code', code: callback.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT_URI, client_id: clientId, resource: agentResource });
+      const t2 = await tokenRequest(server.baseUrl, {
+        grant_type: 'authorization_code',
+        code: callback.searchParams.get('code')!,
+        code_verifier: verifier,
+        redirect_uri: REDIRECT_URI,
+        client_id: clientId,
+        resource: agentResource,
+      });
       expect((await self(t2.body.access_token as string)).status).to.equal(200);
       await server.services.agents.deleteOwner(server.db, owner2);
       const gone = await self(t2.body.access_token as string);

@@ -26,8 +26,7 @@ export function parseExposition(text: string): Sample[] {
   return samples;
 }
 
-const matching = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
-  samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+const matching = (samples: Sample[], name: string, labels: Record<string, string> = {}) => samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
 const total = (samples: Sample[], name: string, labels: Record<string, string> = {}) => matching(samples, name, labels).reduce((sum, s) => sum + s.value, 0);
 
 describe('GET /metrics', () => {
@@ -76,10 +75,14 @@ describe('GET /metrics', () => {
     const agent = await createDemoAgent(server);
     const counted = async () => {
       const samples = await scrape();
-      return { accepted: total(samples, 'agentapi_operations_total', { type: 'payment', status: 'accepted' }), executed: total(samples, 'agentapi_operations_total', { type: 'payment', status: 'executed' }) };
+      return {
+        accepted: total(samples, 'agentapi_operations_total', { type: 'payment', status: 'accepted' }),
+        executed: total(samples, 'agentapi_operations_total', { type: 'payment', status: 'executed' }),
+      };
     };
     const before = await counted();
-    const pay = (amount: string) => server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount } });
+    const pay = (amount: string) =>
+      server.request('POST', '/v1/agent/payments', { agent, idempotencyKey: newKey(), body: { to: '0x1111111111111111111111111111111111111111', asset: 'USDC', amount } });
     for (let i = 0; i < 3; i++) expect((await pay('1.25')).status).to.equal(200);
     // More than the balance: the hold fails, the insert rolls back with it.
     expect((await pay('999999999')).status).to.not.equal(200);
@@ -138,8 +141,16 @@ describe('GET /metrics', () => {
     expect(outcomes.every((o) => ['delivered', 'retrying', 'failed'].includes(o!))).to.equal(true);
 
     expect(total(samples, 'agentapi_redis_up')).to.equal(1);
-    expect(matching(samples, 'agentapi_db_pool_connections').map((s) => s.labels.state).sort()).to.deep.equal(['free', 'used', 'waiting']);
-    expect(matching(samples, 'agentapi_db_timeouts_total').map((s) => s.labels.kind).sort()).to.deep.equal(['acquire', 'statement']);
+    expect(
+      matching(samples, 'agentapi_db_pool_connections')
+        .map((s) => s.labels.state)
+        .sort(),
+    ).to.deep.equal(['free', 'used', 'waiting']);
+    expect(
+      matching(samples, 'agentapi_db_timeouts_total')
+        .map((s) => s.labels.kind)
+        .sort(),
+    ).to.deep.equal(['acquire', 'statement']);
     expect(matching(samples, 'process_cpu_user_seconds_total')).to.have.length(1);
     expect(matching(samples, 'nodejs_eventloop_lag_seconds')).to.have.length(1);
   });
@@ -173,7 +184,11 @@ describe('GET /metrics', () => {
         });
         const samples = parseExposition(await fresh.built.metrics.registry!.metrics());
         expect(total(samples, 'agentapi_settlement_lag_seconds')).to.be.at.least(3000);
-        expect(matching(samples, 'agentapi_webhook_oldest_due_age_seconds').map((s) => s.labels.endpoint_state).sort()).to.deep.equal(['disabled', 'enabled']);
+        expect(
+          matching(samples, 'agentapi_webhook_oldest_due_age_seconds')
+            .map((s) => s.labels.endpoint_state)
+            .sort(),
+        ).to.deep.equal(['disabled', 'enabled']);
       } finally {
         await fresh.db('operations').where({ human_message: 'metrics probe' }).delete();
         await fresh.close();

@@ -48,8 +48,18 @@ describe('agentctl through the server', function () {
     const agent = await json('agent', 'create', '--owner', ownerId, '--name', 'remote bot', '--json');
     expect(agent).to.have.all.keys('agent_id', 'wallet_id', 'api_key');
     const agentId = agent.agent_id as string;
-    expect(await json('agent', 'set-rate-limit', agentId, '--class', 'read', '--limit', '7', '--burst', '7')).to.deep.equal({ agent_id: agentId, class: 'read', limit: 7, burst: 7, window_seconds: 60 });
-    expect(await json('agent', 'set-window', agentId, '--starts-at', '2020-01-01T00:00:00.000Z', '--ends-at', '2099-01-01T00:00:00.000Z')).to.deep.equal({ agent_id: agentId, starts_at: '2020-01-01T00:00:00.000Z', ends_at: '2099-01-01T00:00:00.000Z' });
+    expect(await json('agent', 'set-rate-limit', agentId, '--class', 'read', '--limit', '7', '--burst', '7')).to.deep.equal({
+      agent_id: agentId,
+      class: 'read',
+      limit: 7,
+      burst: 7,
+      window_seconds: 60,
+    });
+    expect(await json('agent', 'set-window', agentId, '--starts-at', '2020-01-01T00:00:00.000Z', '--ends-at', '2099-01-01T00:00:00.000Z')).to.deep.equal({
+      agent_id: agentId,
+      starts_at: '2020-01-01T00:00:00.000Z',
+      ends_at: '2099-01-01T00:00:00.000Z',
+    });
     expect(await json('agent', 'rotate-key', agentId)).to.have.all.keys('api_key');
     expect(await json('agent', 'allow', agentId, '--all')).to.have.all.keys('agent_id', 'policy');
     const file = join(dir, 'policy.json');
@@ -63,7 +73,9 @@ describe('agentctl through the server', function () {
     expect(await json('wallet', 'fund', agentId, '--asset', 'USDC', '--amount', '12.5')).to.include({ agent_id: agentId, asset: 'USDC', amount: '12.5', available: '12.5' });
     const recipient = await json('recipient', 'add', agentId, '--kind', 'recurring', '--name', 'Rent', '--address', '0x1212121212121212121212121212121212121212');
     expect(recipient).to.have.all.keys('recipient_id');
-    expect(await json('recurring', 'add', agentId, '--recipient', recipient.recipient_id as string, '--asset', 'USDC', '--amount', '1', '--interval', 'month')).to.have.all.keys('recurring_payment_id');
+    expect(await json('recurring', 'add', agentId, '--recipient', recipient.recipient_id as string, '--asset', 'USDC', '--amount', '1', '--interval', 'month')).to.have.all.keys(
+      'recurring_payment_id',
+    );
     const dest = await json('destination', 'add', agentId, '--kind', 'crypto', '--address', '0x3434343434343434343434343434343434343434', '--label', 'cold', '--timelock-seconds', '0');
     expect(dest).to.have.all.keys('destination_id');
     expect(await json('destination', 'confirm', dest.destination_id as string)).to.include({ ok: true, status: 'executed' });
@@ -79,7 +91,15 @@ describe('agentctl through the server', function () {
 
     const audit = await srv.request('GET', '/v1/owner/audit?limit=100', { headers: { authorization: `Bearer ${token.token as string}` } });
     const actions = audit.body.items.map((e: { action: string; actor: string }) => `${e.actor}:${e.action}`);
-    expect(actions).to.include.members(['admin:adminCreateOwner', 'admin:ownerCreateAgent', 'admin:ownerSetRateLimit', 'admin:ownerReplacePolicy', 'admin:ownerFundWallet', 'admin:ownerConfirmTrustedDestination', 'admin:ownerDisableAgent']);
+    expect(actions).to.include.members([
+      'admin:adminCreateOwner',
+      'admin:ownerCreateAgent',
+      'admin:ownerSetRateLimit',
+      'admin:ownerReplacePolicy',
+      'admin:ownerFundWallet',
+      'admin:ownerConfirmTrustedDestination',
+      'admin:ownerDisableAgent',
+    ]);
   });
 
   it('lists owners and agents and shows an agent (owner list, agent list --owner, agent show), without secrets', async () => {

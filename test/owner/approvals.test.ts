@@ -31,7 +31,11 @@ describe('owner approvals', function () {
   }
 
   const owner = async (policy: Record<string, unknown>): Promise<Owner> => {
-    const agent = await srv.createAgent({ ownerId: (await srv.services.agents.createOwner(srv.db, { email: `o-${randomUUID()}@example.com` })).owner_id, policy: { operation_types: 'all', allowed_recipients: 'all', ...policy }, fund: { USDC: '1000' } });
+    const agent = await srv.createAgent({
+      ownerId: (await srv.services.agents.createOwner(srv.db, { email: `o-${randomUUID()}@example.com` })).owner_id,
+      policy: { operation_types: 'all', allowed_recipients: 'all', ...policy },
+      fund: { USDC: '1000' },
+    });
     const { token } = await srv.services.owner.createToken(srv.db, agent.ownerId);
     const auth = { authorization: `Bearer ${token}` };
     const base = new URL(srv.baseUrl);
@@ -43,7 +47,8 @@ describe('owner approvals', function () {
     return { agent, auth, key };
   };
 
-  const call = (method: string, path: string, headers: Record<string, string>, body?: unknown) => srv.request(method, path, { headers, body, idempotencyKey: method === 'GET' ? undefined : randomUUID() });
+  const call = (method: string, path: string, headers: Record<string, string>, body?: unknown) =>
+    srv.request(method, path, { headers, body, idempotencyKey: method === 'GET' ? undefined : randomUUID() });
   const pay = (o: Owner, amount: string, to = PAYEE) => srv.request('POST', '/v1/agent/payments', { agent: o.agent, body: { to, asset: 'USDC', amount }, idempotencyKey: randomUUID() });
   const operation = async (o: Owner, id: string) => (await srv.request('GET', `/v1/agent/operations/${id}`, { agent: o.agent })).body.operation;
   const usdc = async (o: Owner) => (await srv.request('GET', '/v1/agent/balances', { agent: o.agent })).body.items.find((b: { asset_symbol: string }) => b.asset_symbol === 'USDC');
@@ -60,8 +65,17 @@ describe('owner approvals', function () {
       const o = await owner({});
       const bad = await call('PUT', `/v1/owner/agents/${o.agent.agentId}/policy`, o.auth, { operation_types: 'all', approval_threshold_usd: 100, approve_new_payees: 'yes', approval_ttl_seconds: 5 });
       expect(bad.status, bad.text).to.equal(400);
-      expect(bad.body.error.details.problems).to.include.members(['approval_threshold_usd must be a decimal string', 'approve_new_payees must be true or false', 'approval_ttl_seconds must be at least 60']);
-      const good = await call('PUT', `/v1/owner/agents/${o.agent.agentId}/policy`, o.auth, { operation_types: 'all', approval_threshold_usd: '100', approve_new_payees: true, approval_ttl_seconds: 3600 });
+      expect(bad.body.error.details.problems).to.include.members([
+        'approval_threshold_usd must be a decimal string',
+        'approve_new_payees must be true or false',
+        'approval_ttl_seconds must be at least 60',
+      ]);
+      const good = await call('PUT', `/v1/owner/agents/${o.agent.agentId}/policy`, o.auth, {
+        operation_types: 'all',
+        approval_threshold_usd: '100',
+        approve_new_payees: true,
+        approval_ttl_seconds: 3600,
+      });
       expect(good.status, good.text).to.equal(200);
       expect(good.body.policy).to.include({ approval_threshold_usd: '100', approve_new_payees: true, approval_ttl_seconds: 3600 });
       const limits = await srv.request('GET', '/v1/agent/self/limits', { agent: o.agent });
@@ -149,7 +163,9 @@ describe('owner approvals', function () {
       expect(await usdc(o)).to.include({ available: '1000', held: '0' });
       for (const id of [rejected, expiring]) expect(await events(o, id)).to.deep.equal(['operation.approval_requested', 'operation.approval_decided']);
       const activity = await srv.request('GET', '/v1/agent/activity', { agent: o.agent });
-      expect(activity.body.items.filter((a: { operation_id: string; description: string }) => [rejected, expiring].includes(a.operation_id) && /cancelled: approval/.test(a.description))).to.have.length(2);
+      expect(
+        activity.body.items.filter((a: { operation_id: string; description: string }) => [rejected, expiring].includes(a.operation_id) && /cancelled: approval/.test(a.description)),
+      ).to.have.length(2);
       expect((await approve(o, expiring)).status).to.equal(409);
     });
   });

@@ -52,11 +52,37 @@ describe('webhook failure warnings', function () {
     const hook = await write('/v1/agent/webhooks', agentHeaders, { url: receiver.url('/flaky'), event_types: ['payment.executed'] });
     const webhookId = hook.body.webhook.id as string;
     await srv.db.transaction((trx) =>
-      appendEvent(trx, { type: 'payment.executed', agentId: agent.body.agent_id, walletId: agent.body.wallet_id, operationId: null, resource: { type: 'operation', id: randomUUID() }, data: {}, createdAt: clock.now() }),
+      appendEvent(trx, {
+        type: 'payment.executed',
+        agentId: agent.body.agent_id,
+        walletId: agent.body.wallet_id,
+        operationId: null,
+        resource: { type: 'operation', id: randomUUID() },
+        data: {},
+        createdAt: clock.now(),
+      }),
     );
-    const worker = createDeliveryWorker({ db: srv.db, clock, log: createLogger('silent'), sealer: createSealer(TEST_MASTER_KEY), leaseMs: 30_000, attemptTimeoutMs: 2_000, allowLoopback: true, ca, idleMs: 10, random: () => 0.5 });
+    const worker = createDeliveryWorker({
+      db: srv.db,
+      clock,
+      log: createLogger('silent'),
+      sealer: createSealer(TEST_MASTER_KEY),
+      leaseMs: 30_000,
+      attemptTimeoutMs: 2_000,
+      allowLoopback: true,
+      ca,
+      idleMs: 10,
+      random: () => 0.5,
+    });
     expect(await worker.runOnce()).to.equal(1);
-    const warnings = createFailureWarnings({ db: srv.db, clock, log: createLogger('silent'), mailer: createWarningMailer({ smtpUrl: sink.url, log: createLogger('silent') }), owner: srv.services.owner, baseUrl: srv.baseUrl });
+    const warnings = createFailureWarnings({
+      db: srv.db,
+      clock,
+      log: createLogger('silent'),
+      mailer: createWarningMailer({ smtpUrl: sink.url, log: createLogger('silent') }),
+      owner: srv.services.owner,
+      baseUrl: srv.baseUrl,
+    });
 
     clock.advance(23 * 3600_000);
     expect(await warnings.runOnce()).to.equal(0);

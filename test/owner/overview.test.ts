@@ -15,7 +15,8 @@ describe('owner overview', function () {
   });
   after(async () => srv.close());
 
-  const call = (method: string, path: string, headers: Record<string, string>, body?: unknown) => srv.request(method, path, { headers, body, idempotencyKey: method === 'GET' ? undefined : randomUUID() });
+  const call = (method: string, path: string, headers: Record<string, string>, body?: unknown) =>
+    srv.request(method, path, { headers, body, idempotencyKey: method === 'GET' ? undefined : randomUUID() });
 
   async function setUp() {
     srv.clock.set('2026-03-02T10:00:00.000Z');
@@ -26,7 +27,8 @@ describe('owner overview', function () {
     const { token } = await srv.services.owner.createToken(srv.db, ownerId);
     return { spender, idle, auth: { authorization: `Bearer ${token}` } };
   }
-  const pay = (agent: Awaited<ReturnType<typeof setUp>>['spender'], amount: string) => srv.request('POST', '/v1/agent/payments', { agent, body: { to: PAYEE, asset: 'USDC', amount }, idempotencyKey: randomUUID() });
+  const pay = (agent: Awaited<ReturnType<typeof setUp>>['spender'], amount: string) =>
+    srv.request('POST', '/v1/agent/payments', { agent, body: { to: PAYEE, asset: 'USDC', amount }, idempotencyKey: randomUUID() });
 
   describe('ownerGetOverview', () => {
     it('lists each agent with USD balances, a total, the caps left, pending approvals and no exposure off chain', async () => {
@@ -41,7 +43,18 @@ describe('owner overview', function () {
       const s = byName.spender;
       // The 90 held for approval counts toward the caps, as an accepted write does.
       expect(s.agent_id).to.equal(spender.agentId);
-      expect(s).to.include({ status: 'active', period: 'day', per_period_usd: '200', period_spent_usd: '120', period_remaining_usd: '80', lifetime_usd: '1000', lifetime_spent_usd: '120', lifetime_remaining_usd: '880', pending_approvals: 1, exposure_usd: null });
+      expect(s).to.include({
+        status: 'active',
+        period: 'day',
+        per_period_usd: '200',
+        period_spent_usd: '120',
+        period_remaining_usd: '80',
+        lifetime_usd: '1000',
+        lifetime_spent_usd: '120',
+        lifetime_remaining_usd: '880',
+        pending_approvals: 1,
+        exposure_usd: null,
+      });
       expect(s.balances).to.have.length(1);
       expect(s.balances[0].asset).to.equal('USDC');
       expect(Number(s.balances[0].value_usd)).to.equal(Number(s.balances[0].amount));

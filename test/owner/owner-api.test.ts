@@ -130,7 +130,7 @@ describe('owner API', function () {
   });
 
   describe('cross-owner isolation', () => {
-    it('answers 404 on every /v1/owner route given another owner\'s ids', async () => {
+    it("answers 404 on every /v1/owner route given another owner's ids", async () => {
       const a = await newOwner();
       const b = await newOwner();
       const bAgent = await call('POST', '/v1/owner/agents', b.auth, { name: 'b-bot' });
@@ -140,9 +140,17 @@ describe('owner API', function () {
       await call('POST', `/v1/owner/agents/${agentId}/fund`, b.auth, { asset: 'USDC', amount: '100' });
       const dest = await call('POST', `/v1/owner/agents/${agentId}/trusted-destinations`, b.auth, { kind: 'crypto', address: '0x2222222222222222222222222222222222222222', label: 'cold' });
       expect(dest.status, dest.text).to.equal(201);
-      const hook = await srv.request('POST', '/v1/agent/webhooks', { headers: agentHeaders, body: { url: 'https://127.0.0.1:9/hook', event_types: ['payment.executed'] }, idempotencyKey: randomUUID() });
+      const hook = await srv.request('POST', '/v1/agent/webhooks', {
+        headers: agentHeaders,
+        body: { url: 'https://127.0.0.1:9/hook', event_types: ['payment.executed'] },
+        idempotencyKey: randomUUID(),
+      });
       expect(hook.status, hook.text).to.equal(200);
-      const oneOff = await srv.request('POST', '/v1/agent/one-off-payments', { headers: agentHeaders, body: { to: '0x3333333333333333333333333333333333333333', asset: 'USDC', amount: '1' }, idempotencyKey: randomUUID() });
+      const oneOff = await srv.request('POST', '/v1/agent/one-off-payments', {
+        headers: agentHeaders,
+        body: { to: '0x3333333333333333333333333333333333333333', asset: 'USDC', amount: '1' },
+        idempotencyKey: randomUUID(),
+      });
       expect(oneOff.status, oneOff.text).to.equal(200);
       const grantId = `grant-${randomUUID()}`;
       await srv.services.oauth.bindGrant(srv.db, { grantId, clientId: 'client-x', ownerId: b.ownerId, agentId, resource: `${srv.baseUrl}/v1/agent`, scopes: ['agent:read'] });
@@ -202,7 +210,15 @@ describe('owner API', function () {
       expect(bAgents.body.items).to.deep.equal([]);
       expect((await call('GET', '/v1/owner/webhooks', a.auth)).body.items).to.deep.equal([]);
       expect((await call('GET', '/v1/owner/webhooks', b.auth)).body.items.map((w: { id: string }) => w.id)).to.deep.equal([hook.body.webhook.id]);
-      expect(checked).to.include.members(['ownerListRecipients', 'ownerListWithdrawalMethods', 'ownerGetAgent', 'ownerConfirmTrustedDestination', 'ownerEnableWebhook', 'ownerRevokeConnectedApp', 'ownerCancelOneOffPayment']);
+      expect(checked).to.include.members([
+        'ownerListRecipients',
+        'ownerListWithdrawalMethods',
+        'ownerGetAgent',
+        'ownerConfirmTrustedDestination',
+        'ownerEnableWebhook',
+        'ownerRevokeConnectedApp',
+        'ownerCancelOneOffPayment',
+      ]);
     });
   });
 });
@@ -236,7 +252,12 @@ describe('every /v1/owner and /v1/admin operation', function () {
   it('answers 401 in the envelope, with X-Request-Id and rate-limit headers, without credentials', async () => {
     // The public documents (/v1/owner/openapi.json, /v1/admin/openapi.json) take none: test/docs/documents.test.ts.
     const ops = srv.built.router.ops.filter((op) => /^\/v1\/(owner|admin)\//.test(op.path) && !op.isPublic);
-    expect(srv.built.router.ops.filter((op) => /^\/v1\/(owner|admin)\//.test(op.path) && op.isPublic).map((op) => op.operationId).sort()).to.deep.equal(['getAdminOpenApi', 'getOwnerOpenApi']);
+    expect(
+      srv.built.router.ops
+        .filter((op) => /^\/v1\/(owner|admin)\//.test(op.path) && op.isPublic)
+        .map((op) => op.operationId)
+        .sort(),
+    ).to.deep.equal(['getAdminOpenApi', 'getOwnerOpenApi']);
     for (const [i, op] of ops.entries()) {
       // More operations than one window of the unauthenticated budget (60 a minute): the next window every 50.
       if (i > 0 && i % 50 === 0) clock.advance(61_000);
@@ -252,11 +273,20 @@ describe('every /v1/owner and /v1/admin operation', function () {
   it('requires the Idempotency-Key header on every write, naming it, before anything happens', async () => {
     const writes = srv.built.router.ops.filter((op) => /^\/v1\/(owner|admin)\//.test(op.path) && op.method !== 'get');
     // The POSTs that write nothing (validate, replay: issue 28) take no key.
-    expect(writes.filter((op) => op.idempotency !== 'required').map((op) => op.operationId).sort()).to.deep.equal(['ownerReplayPolicy', 'ownerValidatePolicy']);
+    expect(
+      writes
+        .filter((op) => op.idempotency !== 'required')
+        .map((op) => op.operationId)
+        .sort(),
+    ).to.deep.equal(['ownerReplayPolicy', 'ownerValidatePolicy']);
     // Spread over several owners so no caller exhausts its write budget (burst 20).
     const tokens: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const owner = await srv.request('POST', '/v1/admin/owners', { headers: { authorization: `Bearer ${ADMIN}` }, body: { email: `sweep-${randomUUID()}@example.com` }, idempotencyKey: randomUUID() });
+      const owner = await srv.request('POST', '/v1/admin/owners', {
+        headers: { authorization: `Bearer ${ADMIN}` },
+        body: { email: `sweep-${randomUUID()}@example.com` },
+        idempotencyKey: randomUUID(),
+      });
       const token = await srv.request('POST', `/v1/admin/owners/${owner.body.owner_id}/tokens`, { headers: { authorization: `Bearer ${ADMIN}` }, body: {}, idempotencyKey: randomUUID() });
       tokens.push(token.body.token as string);
     }
@@ -266,7 +296,10 @@ describe('every /v1/owner and /v1/admin operation', function () {
       const res = await srv.request(op.method.toUpperCase(), pathOf(op.path), { headers: { authorization: `Bearer ${token}` }, body: op.method === 'delete' ? undefined : {} });
       expect(res.status, `${op.operationId}: ${res.text}`).to.equal(400);
       expect(res.body.error.code).to.equal('validation_failed');
-      expect(res.body.error.details.errors.map((e: { path: string }) => e.path), op.operationId).to.include('Idempotency-Key');
+      expect(
+        res.body.error.details.errors.map((e: { path: string }) => e.path),
+        op.operationId,
+      ).to.include('Idempotency-Key');
       expect(res.headers.get('x-ratelimit-remaining'), op.operationId).to.match(/^\d+$/);
     }
     expect(n).to.be.at.least(20);

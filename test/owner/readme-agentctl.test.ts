@@ -87,7 +87,14 @@ describe('README agentctl examples against a running npm start', function () {
       expect(JSON.stringify(limits)).to.contain('"25"');
       // The owner token reads the same through the owner API, and the audit log holds every action.
       const audit = (await (await fetch(`${base}/v1/owner/audit`, { headers: { authorization: `Bearer ${token.token}` } })).json()) as { items: { action: string; actor: string }[] };
-      expect(audit.items.map((e) => e.action)).to.include.members(['adminCreateOwner', 'ownerCreateAgent', 'ownerReplacePolicy', 'ownerFundWallet', 'ownerAddTrustedDestination', 'adminCreateOwnerToken']);
+      expect(audit.items.map((e) => e.action)).to.include.members([
+        'adminCreateOwner',
+        'ownerCreateAgent',
+        'ownerReplacePolicy',
+        'ownerFundWallet',
+        'ownerAddTrustedDestination',
+        'adminCreateOwnerToken',
+      ]);
       expect(audit.items.every((e) => e.actor === 'admin')).to.equal(true);
     };
     await check(first.baseUrl);

@@ -40,7 +40,18 @@ describe('ownerRecoverWebhook', function () {
   });
 
   const worker = () =>
-    createDeliveryWorker({ db: srv.db, clock, log: createLogger('silent'), sealer: createSealer(TEST_MASTER_KEY), leaseMs: 30_000, attemptTimeoutMs: 2_000, allowLoopback: true, ca, idleMs: 10, random: () => 0.5 });
+    createDeliveryWorker({
+      db: srv.db,
+      clock,
+      log: createLogger('silent'),
+      sealer: createSealer(TEST_MASTER_KEY),
+      leaseMs: 30_000,
+      attemptTimeoutMs: 2_000,
+      allowLoopback: true,
+      ca,
+      idleMs: 10,
+      random: () => 0.5,
+    });
   const write = (path: string, headers: Record<string, string>, body?: unknown) => srv.request('POST', path, { headers, body, idempotencyKey: randomUUID() });
 
   it('delivers all 30 failed or skipped events once, in their original order, to a receiver that now answers 200', async () => {
@@ -57,7 +68,15 @@ describe('ownerRecoverWebhook', function () {
     const emitted: string[] = [];
     const emit = async () => {
       const event = await srv.db.transaction((trx) =>
-        appendEvent(trx, { type: 'payment.executed', agentId: agent.body.agent_id, walletId: agent.body.wallet_id, operationId: null, resource: { type: 'operation', id: randomUUID() }, data: { n: emitted.length }, createdAt: clock.now() }),
+        appendEvent(trx, {
+          type: 'payment.executed',
+          agentId: agent.body.agent_id,
+          walletId: agent.body.wallet_id,
+          operationId: null,
+          resource: { type: 'operation', id: randomUUID() },
+          data: { n: emitted.length },
+          createdAt: clock.now(),
+        }),
       );
       emitted.push(event.id);
     };

@@ -100,7 +100,7 @@ describe('policy replay (property, acceptance 1)', () => {
           expect(o.exact).to.equal(true);
           expect(o.candidate, `operation ${o.operation_id}`).to.deep.equal(o.recorded);
         }
-        stats.push(...outcomes.map((o) => o.code ?? "allowed"));
+        stats.push(...outcomes.map((o) => o.code ?? 'allowed'));
         expect(replay.counts).to.include({ operations: outcomes.length, unchanged: outcomes.length, newly_refused: 0, newly_allowed: 0 });
       }),
       { numRuns: 40 },

@@ -35,7 +35,10 @@ describe('replay (policy replay)', () => {
     //   50: used 60, 60 + 50 = 110 > 100     refused: limit_exceeded by per_period_usd (does not count)
     //   30: used 60 (not 110), 90 <= 100     allowed  (under the recorded usage, 110 + 30 would be refused)
     //   80: the next day, used 0             allowed
-    const replay = await f.area.policy.replay(f.db, agent.agentId, { policy: { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_period_usd: '100', period: 'day' }, since });
+    const replay = await f.area.policy.replay(f.db, agent.agentId, {
+      policy: { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_period_usd: '100', period: 'day' },
+      since,
+    });
     expect(replay.operations.map((o) => o.operation_id)).to.deep.equal(ids);
     expect(replay.operations.map((o) => o.candidate)).to.deep.equal([
       { allowed: true, code: null, key: null },
@@ -71,7 +74,10 @@ describe('replay (policy replay)', () => {
 
     // A count cap of 2 a day and a lifetime cap of 150: 60 ok; 50 would make 110 <= 150 ok (2 txs);
     // 30: the count cap (2 used) refuses; 80: next day, lifetime 110 + 80 > 150 refuses.
-    const counted = await f.area.policy.replay(f.db, agent.agentId, { policy: { operation_types: ['payment'], allowed_recipients: 'all', max_txs_per_period: 2, lifetime_usd: '150', period: 'day' }, since });
+    const counted = await f.area.policy.replay(f.db, agent.agentId, {
+      policy: { operation_types: ['payment'], allowed_recipients: 'all', max_txs_per_period: 2, lifetime_usd: '150', period: 'day' },
+      since,
+    });
     expect(counted.operations.map((o) => o.candidate.key)).to.deep.equal([null, null, 'max_txs_per_period', 'lifetime_usd']);
     expect(counted.operations[3]!.usage.lifetime_usd).to.equal('110');
 

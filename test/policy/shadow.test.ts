@@ -22,7 +22,9 @@ describe('shadow policy', () => {
     const shadow = { operation_types: ['payment'], allowed_recipients: 'all', allowed_assets: ['USDC'], per_tx_usd: '5', per_period_usd: '150', lifetime_usd: '200', period: 'day' };
     await f.area.policy.setShadow(f.db, agent.agentId, shadow);
     const amounts = Array.from({ length: 100 }, (_, i) => (i % 10) + 1);
-    const results = await Promise.all(amounts.map((n, i) => f.area.payments.createPayment(f.db, agent, { to: addr(0x100 + i), asset: 'USDC', amount: String(n) }, `race-${i}`).then((r) => r.status, codeOf)));
+    const results = await Promise.all(
+      amounts.map((n, i) => f.area.payments.createPayment(f.db, agent, { to: addr(0x100 + i), asset: 'USDC', amount: String(n) }, `race-${i}`).then((r) => r.status, codeOf)),
+    );
     expect(results.filter((r) => r === 'accepted')).to.have.length(100);
 
     // What the shadow must have decided for each write, in lock order, against the live usage before it.
@@ -68,7 +70,10 @@ describe('shadow policy', () => {
     const agent = await makeAgent(f, { policy: 'all', fund: { USDC: '100' } });
     await f.area.policy.setShadow(f.db, agent.agentId, { operation_types: ['payment'], allowed_recipients: 'all', per_tx_usd: '1' });
     // A stored shadow that no longer parses (an unknown key): the evaluation throws inside its savepoint.
-    await f.db('agent_policies').where({ agent_id: agent.agentId }).update({ shadow_policy: JSON.stringify({ operation_types: 'all', surprise: 1 }) });
+    await f
+      .db('agent_policies')
+      .where({ agent_id: agent.agentId })
+      .update({ shadow_policy: JSON.stringify({ operation_types: 'all', surprise: 1 }) });
     const res = await f.area.payments.createPayment(f.db, agent, { to: addr(0x56), asset: 'USDC', amount: '3' }, 'broken-shadow');
     expect(res.status).to.equal('accepted');
     expect(await f.db('shadow_decisions').where({ agent_id: agent.agentId })).to.have.length(0);

@@ -120,12 +120,22 @@ describe('README examples', function () {
         else values.set('AGENT_ID', json.agent_id!);
       }
     }
-    expect(ran.filter((c) => /^npm run --silent call -- POST/.test(c)), 'the payment example ran').to.have.length(1);
-    expect(ran.filter((c) => /agentctl -- wallet fund/.test(c)), 'the agentctl examples ran').to.have.length(1);
+    expect(
+      ran.filter((c) => /^npm run --silent call -- POST/.test(c)),
+      'the payment example ran',
+    ).to.have.length(1);
+    expect(
+      ran.filter((c) => /agentctl -- wallet fund/.test(c)),
+      'the agentctl examples ran',
+    ).to.have.length(1);
     // Nothing is left out silently: every line ran or carries the README's visible mark with its reason.
     expect(ran.length + skipped.length).to.equal(lines.length);
     expect(ran.length, 'most of the README runs').to.be.greaterThan(skipped.length);
-    for (const line of ['owner list', 'agent list', 'agent show']) expect(ran.some((c) => c.includes(`agentctl -- ${line}`)), line).to.equal(true);
+    for (const line of ['owner list', 'agent list', 'agent show'])
+      expect(
+        ran.some((c) => c.includes(`agentctl -- ${line}`)),
+        line,
+      ).to.equal(true);
   });
 });
 

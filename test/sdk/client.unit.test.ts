@@ -19,7 +19,11 @@ function scripted(steps: Step[]) {
 }
 
 const creds = { baseUrl: 'http://api.test/', agentId: 'a', apiKey: 'k' };
-const rateLimited = (retryAfter: string) => ({ status: 429, headers: { 'retry-after': retryAfter, 'x-request-id': 'req-1' }, body: { ok: false, error: { code: 'rate_limited', message: 'slow down', details: { limit_count: 1, attempted_count: 2 } } } });
+const rateLimited = (retryAfter: string) => ({
+  status: 429,
+  headers: { 'retry-after': retryAfter, 'x-request-id': 'req-1' },
+  body: { ok: false, error: { code: 'rate_limited', message: 'slow down', details: { limit_count: 1, attempted_count: 2 } } },
+});
 const written = { status: 200, body: { ok: true, operation_id: 'op-1', status: 'accepted' } };
 
 describe('AgentClient (scripted fetch)', () => {
@@ -89,8 +93,7 @@ describe('AgentClient (scripted fetch)', () => {
   });
 
   it('reports a deadline as a timed-out AgentNetworkError', async () => {
-    const slow: typeof fetch = (_input, init) =>
-      new Promise((_resolve, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal!.reason), { once: true }));
+    const slow: typeof fetch = (_input, init) => new Promise((_resolve, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal!.reason), { once: true }));
     const err = await new AgentClient(creds, { fetch: slow, timeoutMs: 100 }).self.get().catch((e: unknown) => e);
     expect(err).to.be.instanceOf(AgentNetworkError);
     expect((err as AgentNetworkError).timedOut).to.equal(true);

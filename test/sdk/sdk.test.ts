@@ -130,7 +130,7 @@ describe('SDK package (packed tarball) against the live server', function () {
         '    throw e;',
         '  }',
         '}',
-        "// @ts-expect-error `asset` is required",
+        '// @ts-expect-error `asset` is required',
         "export const bad = () => client.payments.create({ to: '0x1', amount: '1' });",
         "export const handler = createWebhookHandler({ secret: 's', onEvent: (event) => event.type });",
         '',
@@ -138,7 +138,20 @@ describe('SDK package (packed tarball) against the live server', function () {
     );
     writeFileSync(
       join(project, 'tsconfig.json'),
-      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, noEmit: true, skipLibCheck: true, lib: ['ES2022', 'DOM'], types: ['node'], typeRoots: [join(repoRoot, 'node_modules', '@types')] }, files: ['consumer.ts'] }),
+      JSON.stringify({
+        compilerOptions: {
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          target: 'ES2022',
+          strict: true,
+          noEmit: true,
+          skipLibCheck: true,
+          lib: ['ES2022', 'DOM'],
+          types: ['node'],
+          typeRoots: [join(repoRoot, 'node_modules', '@types')],
+        },
+        files: ['consumer.ts'],
+      }),
     );
     const r = await run(join(repoRoot, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: project });
     expect(r.code, r.stdout + r.stderr).to.equal(0);
@@ -246,7 +259,8 @@ describe('SDK package (packed tarball) against the live server', function () {
     }
     const retries: { delayMs: number; code: string; retryAfterMs: number }[] = [];
     const patient = client(limited, {
-      onRetry: (r) => retries.push({ delayMs: r.delayMs, code: (r.error as { code?: string }).code ?? '', retryAfterMs: Number((r.error as { headers?: Record<string, string> }).headers?.['retry-after']) * 1000 }),
+      onRetry: (r) =>
+        retries.push({ delayMs: r.delayMs, code: (r.error as { code?: string }).code ?? '', retryAfterMs: Number((r.error as { headers?: Record<string, string> }).headers?.['retry-after']) * 1000 }),
     });
     const started = Date.now();
     const self = await patient.self.get();
@@ -260,7 +274,16 @@ describe('SDK package (packed tarball) against the live server', function () {
   });
 
   it('verifies webhook signatures (rotation header included) and serves them through the node:http helper', async () => {
-    const payload = JSON.stringify({ id: '11111111-1111-4111-8111-111111111111', type: 'webhook.test', created_at: new Date().toISOString(), agent_id: agent.agentId, wallet_id: agent.walletId, operation_id: null, resource: { type: 'webhook', id: '22222222-2222-4222-8222-222222222222' }, data: { message: 'hi' } });
+    const payload = JSON.stringify({
+      id: '11111111-1111-4111-8111-111111111111',
+      type: 'webhook.test',
+      created_at: new Date().toISOString(),
+      agent_id: agent.agentId,
+      wallet_id: agent.walletId,
+      operation_id: null,
+      resource: { type: 'webhook', id: '22222222-2222-4222-8222-222222222222' },
+      data: { message: 'hi' },
+    });
     const ts = Math.floor(Date.now() / 1000);
     const headers = { 'Service-Webhook-Timestamp': String(ts), 'Service-Webhook-Signature': `v1=${computeSignature('whsec_new', ts, payload)},v1=${computeSignature('whsec_old', ts, payload)}` };
     const event = await sdk.verifyWebhookSignature({ payload, headers, secret: 'whsec_old' });
@@ -315,7 +338,17 @@ describe('SDK package (packed tarball) against the live server', function () {
     const PATH = systemNode ? `${dirname(systemNode)}:${process.env.PATH}` : process.env.PATH;
     const r = await run('bash', [join(sdkDir, 'test', 'cli-smoke.sh')], {
       cwd: tmp,
-      env: { ...process.env, PATH, AGENT_API_BASE_URL: server.baseUrl, AGENT_API_AGENT_ID: cliAgent.agentId, AGENT_API_KEY: cliAgent.apiKey, AGENT_API_BIN: join(tmp, 'project', 'node_modules', '.bin', 'agent-api'), PAY_TO, LIMITED_AGENT_ID: limited.agentId, LIMITED_API_KEY: limited.apiKey },
+      env: {
+        ...process.env,
+        PATH,
+        AGENT_API_BASE_URL: server.baseUrl,
+        AGENT_API_AGENT_ID: cliAgent.agentId,
+        AGENT_API_KEY: cliAgent.apiKey,
+        AGENT_API_BIN: join(tmp, 'project', 'node_modules', '.bin', 'agent-api'),
+        PAY_TO,
+        LIMITED_AGENT_ID: limited.agentId,
+        LIMITED_API_KEY: limited.apiKey,
+      },
     });
     expect(r.code, `${r.stdout}\n${r.stderr}`).to.equal(0);
     expect(r.stdout).to.contain('cli smoke: ok');
@@ -328,7 +361,16 @@ describe('SDK package (packed tarball) against the live server', function () {
     const { build } = await import('esbuild');
     const project = join(tmp, 'project');
     writeFileSync(join(project, 'browser.mjs'), "import * as sdk from '@agent-api/sdk';\nwindow.sdk = sdk;\n");
-    const result = await build({ entryPoints: [join(project, 'browser.mjs')], bundle: true, platform: 'browser', format: 'esm', write: false, metafile: true, absWorkingDir: project, logLevel: 'silent' });
+    const result = await build({
+      entryPoints: [join(project, 'browser.mjs')],
+      bundle: true,
+      platform: 'browser',
+      format: 'esm',
+      write: false,
+      metafile: true,
+      absWorkingDir: project,
+      logLevel: 'silent',
+    });
     const inputs = Object.keys(result.metafile.inputs);
     expect(inputs.filter((i) => i.startsWith('node:') || /(^|\/)node\.js$/.test(i))).to.deep.equal([]);
     const code = result.outputFiles[0]!.text;

@@ -47,12 +47,32 @@ export function createSoftAuthenticator(rpId: string, origin: string): SoftAuthe
   return {
     credentialId: b64url(credId),
     register(options) {
-      const cose = cbor(new Map<Cbor, Cbor>([[1, 2], [3, -7], [-1, 1], [-2, Buffer.from(jwk.x, 'base64url')], [-3, Buffer.from(jwk.y, 'base64url')]]));
+      const cose = cbor(
+        new Map<Cbor, Cbor>([
+          [1, 2],
+          [3, -7],
+          [-1, 1],
+          [-2, Buffer.from(jwk.x, 'base64url')],
+          [-3, Buffer.from(jwk.y, 'base64url')],
+        ]),
+      );
       const len = Buffer.alloc(2);
       len.writeUInt16BE(credId.length);
       const authData = Buffer.concat([sha256(rpId), Buffer.from([0x45]), counterBytes(), Buffer.alloc(16), len, credId, cose]);
-      const attestationObject = cbor(new Map<Cbor, Cbor>([['fmt', 'none'], ['attStmt', new Map()], ['authData', authData]]));
-      return { id: b64url(credId), rawId: b64url(credId), type: 'public-key', response: { clientDataJSON: b64url(clientData('webauthn.create', options.challenge)), attestationObject: b64url(attestationObject), transports: ['internal'] }, clientExtensionResults: {} };
+      const attestationObject = cbor(
+        new Map<Cbor, Cbor>([
+          ['fmt', 'none'],
+          ['attStmt', new Map()],
+          ['authData', authData],
+        ]),
+      );
+      return {
+        id: b64url(credId),
+        rawId: b64url(credId),
+        type: 'public-key',
+        response: { clientDataJSON: b64url(clientData('webauthn.create', options.challenge)), attestationObject: b64url(attestationObject), transports: ['internal'] },
+        clientExtensionResults: {},
+      };
     },
     assert(options, opts = {}) {
       counter += 1;
@@ -60,7 +80,13 @@ export function createSoftAuthenticator(rpId: string, origin: string): SoftAuthe
       const cd = clientData('webauthn.get', options.challenge, opts.origin);
       const signature = signWith(privateKey, Buffer.concat([authData, sha256(cd)]));
       if (opts.tamper) signature.writeUInt8(signature.readUInt8(signature.length - 1) ^ 0xff, signature.length - 1);
-      return { id: b64url(credId), rawId: b64url(credId), type: 'public-key', response: { clientDataJSON: b64url(cd), authenticatorData: b64url(authData), signature: b64url(signature) }, clientExtensionResults: {} };
+      return {
+        id: b64url(credId),
+        rawId: b64url(credId),
+        type: 'public-key',
+        response: { clientDataJSON: b64url(cd), authenticatorData: b64url(authData), signature: b64url(signature) },
+        clientExtensionResults: {},
+      };
     },
   };
 }

@@ -116,7 +116,10 @@ describe('listWebhookDeliveryAttempts', function () {
     await ctx.worker().runOnce();
     const [row] = await ctx.deliveriesOf(webhookId);
     // A worker claims attempt 2 and dies: its lease lapses with the row in flight.
-    await ctx.db('webhook_deliveries').where({ id: row!.id }).update({ status: 'in_flight', attempt: 2, claim_token: crypto.randomUUID(), lease_until: new Date(ctx.clock.now().getTime() - 1), last_attempt_at: ctx.clock.now() });
+    await ctx
+      .db('webhook_deliveries')
+      .where({ id: row!.id })
+      .update({ status: 'in_flight', attempt: 2, claim_token: crypto.randomUUID(), lease_until: new Date(ctx.clock.now().getTime() - 1), last_attempt_at: ctx.clock.now() });
     ctx.clock.advance(60_000);
     await ctx.worker().runOnce();
     const page = await attemptsOver(agent, webhookId, row!.id);

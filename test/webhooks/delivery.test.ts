@@ -65,7 +65,15 @@ describe('webhook delivery', function () {
       await ctx.db
         .transaction(async (trx) => {
           const { appendEvent } = await import('../../src/db/repositories/event.repository.js');
-          await appendEvent(trx, { type: 'payment.executed', agentId: caller.agentId, walletId: caller.walletId, operationId: null, resource: { type: 'operation', id: 'x' }, data: {}, createdAt: ctx.clock.now() });
+          await appendEvent(trx, {
+            type: 'payment.executed',
+            agentId: caller.agentId,
+            walletId: caller.walletId,
+            operationId: null,
+            resource: { type: 'operation', id: 'x' },
+            data: {},
+            createdAt: ctx.clock.now(),
+          });
           throw new Error('rollback');
         })
         .catch(() => undefined);
@@ -162,10 +170,12 @@ describe('webhook delivery', function () {
       const [row] = await ctx.deliveriesOf(webhook.id);
       return { row: row!, before, webhook };
     }
-    const status = (code: number, headers: Record<string, string> = {}, body = 'nope') => (_req: ReceivedRequest, res: ServerResponse) => {
-      res.writeHead(code, headers);
-      res.end(body);
-    };
+    const status =
+      (code: number, headers: Record<string, string> = {}, body = 'nope') =>
+      (_req: ReceivedRequest, res: ServerResponse) => {
+        res.writeHead(code, headers);
+        res.end(body);
+      };
 
     it('retries a 500 after the first scheduled delay', async () => {
       const { row, before } = await attemptOnce('/c/500', status(500));
@@ -505,10 +515,7 @@ describe('webhook delivery', function () {
       }
 
       // The agent cannot undo it; the owner can.
-      const refusals = await Promise.allSettled([
-        ctx.service.update(ctx.db, caller, failing.webhook.id, { enabled: true }),
-        ctx.service.rotateSecret(ctx.db, caller, failing.webhook.id),
-      ]);
+      const refusals = await Promise.allSettled([ctx.service.update(ctx.db, caller, failing.webhook.id, { enabled: true }), ctx.service.rotateSecret(ctx.db, caller, failing.webhook.id)]);
       for (const r of refusals) {
         expect(r.status).to.equal('rejected');
         expect((r as PromiseRejectedResult).reason).to.include({ code: 'owner_only_action', status: 403 });
@@ -539,7 +546,8 @@ describe('webhook delivery claims', () => {
     // Leave only this endpoint's delivery due, whatever earlier tests left behind.
     await ctx.db('webhook_deliveries').whereNot({ endpoint_id: webhook.id }).whereIn('status', ['pending', 'retrying', 'in_flight']).update({ status: 'failed' });
     const claim = async (token: string) =>
-      (await recordAndClaimDeliveries(ctx.db, { now: ctx.clock.now(), leaseUntil: new Date(ctx.clock.now().getTime() + 30_000), token, batch: 10, perEndpointCap: 4, deadlineMs: RETRY_HORIZON_MS })).claimed;
+      (await recordAndClaimDeliveries(ctx.db, { now: ctx.clock.now(), leaseUntil: new Date(ctx.clock.now().getTime() + 30_000), token, batch: 10, perEndpointCap: 4, deadlineMs: RETRY_HORIZON_MS }))
+        .claimed;
     const first = await claim('00000000-0000-4000-8000-00000000000a');
     expect(first.map((d) => d.endpoint_id)).to.deep.equal([webhook.id]);
     expect(await claim('00000000-0000-4000-8000-00000000000b')).to.have.length(0); // leased
@@ -575,7 +583,12 @@ describe('webhook delivery claims', () => {
     // One stale attempt (a token that does not hold it) is fenced out and frees nothing.
     delivered[0] = { ...delivered[0]!, token: '00000000-0000-4000-8000-0000000001ff' };
     const next = await recordAndClaimDeliveries(ctx.db, options('00000000-0000-4000-8000-000000000110'), { attempts: delivered, at: ctx.clock.now() });
-    expect(next.recorded.sort()).to.deep.equal(held.slice(1).map((d) => d.id).sort());
+    expect(next.recorded.sort()).to.deep.equal(
+      held
+        .slice(1)
+        .map((d) => d.id)
+        .sort(),
+    );
     expect(next.claimed).to.have.length(3);
     expect(next.claimed.every((d) => d.payload.length > 0 && d.endpoint.url === 'https://hooks.example.com/cap')).to.equal(true);
     const counts = await ctx.db('webhook_deliveries').where({ endpoint_id: webhook.id }).select('status').count<{ status: string; count: string }[]>('* as count').groupBy('status');

@@ -14,8 +14,7 @@ describe('webhook endpoint management', () => {
   });
   after(() => ctx.close());
 
-  const create = (caller: WebhookCaller, extra: Record<string, unknown> = {}) =>
-    ctx.service.create(ctx.db, caller, { url, event_types: ['payment.executed'], ...extra } as never);
+  const create = (caller: WebhookCaller, extra: Record<string, unknown> = {}) => ctx.service.create(ctx.db, caller, { url, event_types: ['payment.executed'], ...extra } as never);
 
   describe('createWebhook', () => {
     it('returns the endpoint with the spec defaults and a whsec_ secret once', async () => {
@@ -121,7 +120,12 @@ describe('webhook endpoint management', () => {
       const plain = await ctx.service.get(ctx.db, caller, webhook.id);
       expect(plain).not.to.have.property('recent_deliveries');
       const full = await ctx.service.get(ctx.db, caller, webhook.id, { includeRecentDeliveries: true });
-      expect(full.recent_deliveries!.map((d) => d.event_id)).to.deep.equal(events.slice(2).reverse().map((e) => e.id));
+      expect(full.recent_deliveries!.map((d) => d.event_id)).to.deep.equal(
+        events
+          .slice(2)
+          .reverse()
+          .map((e) => e.id),
+      );
     });
   });
 

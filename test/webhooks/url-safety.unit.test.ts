@@ -1,13 +1,6 @@
 // URL safety: the hostile table, address classification, loopback exemption and pinned lookups.
 import { expect } from 'chai';
-import {
-  assertPublicHttpsUrl,
-  createPinnedLookup,
-  createSystemResolver,
-  DnsResolutionError,
-  isPublicAddress,
-  UrlRejectedError,
-} from '../../src/webhooks/url-safety.js';
+import { assertPublicHttpsUrl, createPinnedLookup, createSystemResolver, DnsResolutionError, isPublicAddress, UrlRejectedError } from '../../src/webhooks/url-safety.js';
 import { createTableResolver, HOSTILE_URLS } from './hostile-urls.js';
 
 describe('webhook url safety', () => {
@@ -38,7 +31,11 @@ describe('webhook url safety', () => {
 
   it('accepts public IP literals, boundary cases included', async () => {
     for (const url of ['https://8.8.8.8/', 'https://100.63.255.254/', 'https://100.128.0.1/', 'https://[2606:4700::1111]/', 'https://[::ffff:8.8.8.8]/']) {
-      const target = await assertPublicHttpsUrl(url, { resolver: async () => { throw new Error('must not resolve literals'); } });
+      const target = await assertPublicHttpsUrl(url, {
+        resolver: async () => {
+          throw new Error('must not resolve literals');
+        },
+      });
       expect(target.addresses).to.have.length(1);
     }
   });
@@ -87,9 +84,15 @@ describe('webhook url safety', () => {
   });
 
   it('answers lookups only from the pinned set, honouring all and family', async () => {
-    const lookup = createPinnedLookup([{ address: '93.184.216.34', family: 4 }, { address: '2606:2800::1', family: 6 }]);
+    const lookup = createPinnedLookup([
+      { address: '93.184.216.34', family: 4 },
+      { address: '2606:2800::1', family: 6 },
+    ]);
     const all = await new Promise<unknown>((resolve, reject) => lookup('evil.example', { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))));
-    expect(all).to.deep.equal([{ address: '93.184.216.34', family: 4 }, { address: '2606:2800::1', family: 6 }]);
+    expect(all).to.deep.equal([
+      { address: '93.184.216.34', family: 4 },
+      { address: '2606:2800::1', family: 6 },
+    ]);
     const one = await new Promise<unknown>((resolve, reject) => lookup('evil.example', { family: 6 }, (err, address) => (err ? reject(err) : resolve(address))));
     expect(one).to.equal('2606:2800::1');
   });

@@ -52,7 +52,11 @@ describe('x402 routes over HTTP', function () {
       expect((await s.request('POST', '/v1/agent/x402/sign', { agent, body: { pay_to: SELLER_PAY_TO, amount: '100000' } })).status).to.equal(400);
       const both = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: newKey(), body: { pay_to: SELLER_PAY_TO, amount: '100000', payment_requirements: { scheme: 'exact' } } });
       expect(both.status).to.equal(400);
-      const eth = await s.request('POST', '/v1/agent/x402/sign', { agent, idempotencyKey: newKey(), body: { payment_requirements: { scheme: 'exact', network: 'base', maxAmountRequired: '1000', asset: '0x4200000000000000000000000000000000000006', payTo: SELLER_PAY_TO } } });
+      const eth = await s.request('POST', '/v1/agent/x402/sign', {
+        agent,
+        idempotencyKey: newKey(),
+        body: { payment_requirements: { scheme: 'exact', network: 'base', maxAmountRequired: '1000', asset: '0x4200000000000000000000000000000000000006', payTo: SELLER_PAY_TO } },
+      });
       expect(eth.status).to.equal(400);
       expect(eth.body.error.code).to.equal('validation_failed');
       expect(eth.body.error.message).to.match(/not USDC on Base/);
@@ -73,7 +77,14 @@ describe('x402 routes over HTTP', function () {
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       expect(res.body).to.include({ ok: true, would_succeed: false, status: 403 });
       expect(res.body.error.code).to.equal('permission_not_granted');
-      expect(res.body.stages.map((st: { name: string; outcome: string }) => `${st.name}:${st.outcome}`)).to.deep.equal(['route:passed', 'scope:passed', 'validation:passed', 'policy:failed', 'funds:skipped', 'execution:skipped']);
+      expect(res.body.stages.map((st: { name: string; outcome: string }) => `${st.name}:${st.outcome}`)).to.deep.equal([
+        'route:passed',
+        'scope:passed',
+        'validation:passed',
+        'policy:failed',
+        'funds:skipped',
+        'execution:skipped',
+      ]);
       const ops = await s.request('GET', '/v1/agent/operations?status=policy_rejected', { agent });
       expect(ops.body.items).to.have.length(0);
     });
@@ -103,7 +114,13 @@ describe('x402 routes over HTTP', function () {
     it('answers 400 for a loopback URL when UNSAFE_ALLOW_LOOPBACK_TARGETS is off', async () => {
       const agent = await s.agent();
       const lenient = s.services.x402;
-      (s.services as { x402: unknown }).x402 = createX402Service({ config: { ...s.config, unsafeAllowLoopbackTargets: false }, sealer: createSealer(s.config.masterKey), clock: s.clock, ledger: s.ledger, ca: seller.ca });
+      (s.services as { x402: unknown }).x402 = createX402Service({
+        config: { ...s.config, unsafeAllowLoopbackTargets: false },
+        sealer: createSealer(s.config.masterKey),
+        clock: s.clock,
+        ledger: s.ledger,
+        ca: seller.ca,
+      });
       try {
         const before = seller.requests.length;
         const res = await s.request('POST', '/v1/agent/x402/quote', { agent, body: { url: seller.url('/v1/report') } });

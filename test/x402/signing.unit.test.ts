@@ -10,8 +10,29 @@ const PAY_TO = '0x1111111111111111111111111111111111111111';
 const USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 const NONCE = `0x${'ab'.repeat(32)}` as const;
 
-const v1Req = (over: Record<string, unknown> = {}) => ({ scheme: 'exact', network: 'base', maxAmountRequired: '10000', resource: 'https://seller.example.com/r', description: 'r', mimeType: 'application/json', payTo: PAY_TO, maxTimeoutSeconds: 60, asset: USDC, extra: { name: 'USD Coin', version: '2' }, ...over });
-const v2Req = (over: Record<string, unknown> = {}) => ({ scheme: 'exact', network: 'eip155:8453', amount: '10000', asset: USDC, payTo: PAY_TO, maxTimeoutSeconds: 60, extra: { name: 'USD Coin', version: '2' }, ...over });
+const v1Req = (over: Record<string, unknown> = {}) => ({
+  scheme: 'exact',
+  network: 'base',
+  maxAmountRequired: '10000',
+  resource: 'https://seller.example.com/r',
+  description: 'r',
+  mimeType: 'application/json',
+  payTo: PAY_TO,
+  maxTimeoutSeconds: 60,
+  asset: USDC,
+  extra: { name: 'USD Coin', version: '2' },
+  ...over,
+});
+const v2Req = (over: Record<string, unknown> = {}) => ({
+  scheme: 'exact',
+  network: 'eip155:8453',
+  amount: '10000',
+  asset: USDC,
+  payTo: PAY_TO,
+  maxTimeoutSeconds: 60,
+  extra: { name: 'USD Coin', version: '2' },
+  ...over,
+});
 
 describe('x402 signing (EIP-3009 TransferWithAuthorization)', () => {
   it('yields the golden signature when the key, nonce and window are fixed', async () => {
@@ -28,7 +49,16 @@ describe('x402 signing (EIP-3009 TransferWithAuthorization)', () => {
     const { signature } = await signTransferAuthorization({ account, payTo: PAY_TO, amount: 1n, nonce, validAfter: 0n, validBefore: 2_000_000_000n });
     const typed = {
       domain: { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' as const },
-      types: { TransferWithAuthorization: [{ name: 'from', type: 'address' }, { name: 'to', type: 'address' }, { name: 'value', type: 'uint256' }, { name: 'validAfter', type: 'uint256' }, { name: 'validBefore', type: 'uint256' }, { name: 'nonce', type: 'bytes32' }] },
+      types: {
+        TransferWithAuthorization: [
+          { name: 'from', type: 'address' },
+          { name: 'to', type: 'address' },
+          { name: 'value', type: 'uint256' },
+          { name: 'validAfter', type: 'uint256' },
+          { name: 'validBefore', type: 'uint256' },
+          { name: 'nonce', type: 'bytes32' },
+        ],
+      },
       primaryType: 'TransferWithAuthorization' as const,
       message: { from: account.address, to: PAY_TO as `0x${string}`, value: 1n, validAfter: 0n, validBefore: 2_000_000_000n, nonce },
     };
@@ -94,7 +124,9 @@ describe('x402 challenges', () => {
     expect(unsupportedReason(read(v2Req({ network: 'eip155:1' })))).to.match(/network eip155:1/);
     expect(unsupportedReason(read(v2Req({ asset: '0x4200000000000000000000000000000000000006' })))).to.match(/not USDC/);
     expect(unsupportedReason(read(v2Req({ amount: '0' })))).to.match(/greater than zero/);
-    expect(readRequirement({ scheme: 'exact', network: 'base', payTo: 'nope' })).to.have.property('problems').with.length.greaterThan(1);
+    expect(readRequirement({ scheme: 'exact', network: 'base', payTo: 'nope' }))
+      .to.have.property('problems')
+      .with.length.greaterThan(1);
   });
 
   it('reads settlement from X-PAYMENT-RESPONSE or PAYMENT-RESPONSE', () => {

@@ -124,7 +124,19 @@ describe('x402 service', function () {
     it('reads the v1 body price', async () => {
       const res = await x402.quote({ url: seller.url('/v1/report') });
       expect(res).to.deep.include({ ok: true, supported: true, x402_required: true, upstream_status: 402 });
-      expect(res.price).to.deep.equal({ amount: '0.05', amount_base_units: '50000', asset: USDC, asset_symbol: 'USDC', network: 'base', pay_to: SELLER_PAY_TO, scheme: 'exact', x402_version: 1, max_timeout_seconds: 300, resource: seller.url('/v1/report'), description: 'Quarterly report' });
+      expect(res.price).to.deep.equal({
+        amount: '0.05',
+        amount_base_units: '50000',
+        asset: USDC,
+        asset_symbol: 'USDC',
+        network: 'base',
+        pay_to: SELLER_PAY_TO,
+        scheme: 'exact',
+        x402_version: 1,
+        max_timeout_seconds: 300,
+        resource: seller.url('/v1/report'),
+        description: 'Quarterly report',
+      });
     });
 
     it('reads the v2 PAYMENT-REQUIRED header price', async () => {
@@ -202,7 +214,13 @@ describe('x402 service', function () {
 
     it('returns a free resource unpaid with no operation', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '1' } });
-      expect(accepted(await x402.purchase(f.db, agent, { url: seller.url('/free'), max_amount: '1000000' }, null))).to.deep.include({ operation_id: null, paid: false, settled: false, status: 200, body: { free: true } });
+      expect(accepted(await x402.purchase(f.db, agent, { url: seller.url('/free'), max_amount: '1000000' }, null))).to.deep.include({
+        operation_id: null,
+        paid: false,
+        settled: false,
+        status: 200,
+        body: { free: true },
+      });
       const big = accepted(await x402.purchase(f.db, agent, { url: seller.url('/big'), max_amount: '1000000' }, null));
       expect(big.body_truncated).to.equal(true);
       expect((big.body as string).length).to.equal(64 * 1024);

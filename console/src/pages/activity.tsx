@@ -11,8 +11,14 @@ export function Activity({ id, version }: { id: string; version: number }) {
   const [status, setStatus] = useState('');
   const [type, setType] = useState('');
   const query = { limit: 20, ...(status ? { status: status as OperationStatus } : {}), ...(type ? { type: type as OperationFilterType } : {}) };
-  const ops = useLoad(async () => asView<Schemas['OperationListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/operations', { params: { path: { agent_id: id }, query } }))), [id, status, type, version]);
-  const activity = useLoad(async () => asView<Schemas['ActivityListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/activity', { params: { path: { agent_id: id }, query: { limit: 20 } } }))), [id, version]);
+  const ops = useLoad(
+    async () => asView<Schemas['OperationListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/operations', { params: { path: { agent_id: id }, query } }))),
+    [id, status, type, version],
+  );
+  const activity = useLoad(
+    async () => asView<Schemas['ActivityListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/activity', { params: { path: { agent_id: id }, query: { limit: 20 } } }))),
+    [id, version],
+  );
   return (
     <>
       <h2>Operations</h2>
@@ -35,7 +41,12 @@ export function Activity({ id, version }: { id: string; version: number }) {
         </div>
       </div>
       <Status text={ops.error} kind="error" />
-      <Table caption="Operations" head={['Type', 'Status', 'Message', 'Created']} rows={(ops.data?.items ?? []).map((o) => [o.type, o.status, o.human_message, when(o.created_at)])} empty="No operations." />
+      <Table
+        caption="Operations"
+        head={['Type', 'Status', 'Message', 'Created']}
+        rows={(ops.data?.items ?? []).map((o) => [o.type, o.status, o.human_message, when(o.created_at)])}
+        empty="No operations."
+      />
       <h2>Activity</h2>
       <Table caption="Activity" head={['Type', 'Description', 'When']} rows={(activity.data?.items ?? []).map((r) => [r.type, r.description, when(r.created_at)])} empty="No activity." />
     </>

@@ -76,7 +76,12 @@ export function AgentPage({ id }: { id: string }) {
             </dd>
           </dl>
           <div class="row">
-            <ActionForm label="Rotate key" action={async () => setKey(asView<{ api_key: string }>(await ok(api.POST('/v1/owner/agents/{agent_id}/rotate-key', { params: { path: { agent_id: id }, header: idempotency() } }))).api_key)} />
+            <ActionForm
+              label="Rotate key"
+              action={async () =>
+                setKey(asView<{ api_key: string }>(await ok(api.POST('/v1/owner/agents/{agent_id}/rotate-key', { params: { path: { agent_id: id }, header: idempotency() } }))).api_key)
+              }
+            />
             <ActionForm
               label={a.enabled ? 'Disable agent' : 'Enable agent'}
               danger={a.enabled}
@@ -100,7 +105,9 @@ export function AgentPage({ id }: { id: string }) {
           <ActionForm
             label="Fund wallet"
             action={async () => {
-              const res = asView<{ amount: string; asset: string; available: string }>(await ok(api.POST('/v1/owner/agents/{agent_id}/fund', { params: { path: { agent_id: id }, header: idempotency() }, body: { asset, amount } })));
+              const res = asView<{ amount: string; asset: string; available: string }>(
+                await ok(api.POST('/v1/owner/agents/{agent_id}/fund', { params: { path: { agent_id: id }, header: idempotency() }, body: { asset, amount } })),
+              );
               agent.reload();
               setVersion((v) => v + 1);
               return `Funded ${res.amount} ${res.asset}; available ${res.available}.`;

@@ -14,7 +14,12 @@ const why = (a: Item['approval']) => a.reasons.map((r) => (r === 'above_threshol
 export async function approveWithPasskey(operationId: string): Promise<void> {
   const { options } = await ok(api.POST('/v1/owner/passkeys/assertion-options', { params: { header: idempotency() }, body: { purpose: 'approve', operation_id: operationId } }));
   const assertion = await startAuthentication({ optionsJSON: options as unknown as PublicKeyCredentialRequestOptionsJSON });
-  await ok(api.POST('/v1/owner/approvals/{operation_id}/approve', { params: { path: { operation_id: operationId }, header: idempotency() }, body: { assertion: assertion as unknown as Schemas['WebAuthnCredentialJson'] } }));
+  await ok(
+    api.POST('/v1/owner/approvals/{operation_id}/approve', {
+      params: { path: { operation_id: operationId }, header: idempotency() },
+      body: { assertion: assertion as unknown as Schemas['WebAuthnCredentialJson'] },
+    }),
+  );
 }
 
 export function Approvals() {
@@ -79,7 +84,13 @@ export function Approvals() {
         head={['Operation', 'Agent', 'Amount', 'State', 'Decided']}
         rows={(decided.data?.items ?? [])
           .filter((i) => i.approval.state !== 'pending')
-          .map((i) => [<code title={i.operation_id}>{shortId(i.operation_id)}</code>, i.agent_name, amount(i.amount, i.asset_symbol), <span class={`badge ${i.approval.state}`}>{i.approval.state}</span>, when(i.approval.decided_at)])}
+          .map((i) => [
+            <code title={i.operation_id}>{shortId(i.operation_id)}</code>,
+            i.agent_name,
+            amount(i.amount, i.asset_symbol),
+            <span class={`badge ${i.approval.state}`}>{i.approval.state}</span>,
+            when(i.approval.decided_at),
+          ])}
         empty="No decision yet."
       />
     </>

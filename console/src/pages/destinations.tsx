@@ -7,7 +7,11 @@ import { ActionForm, Field, Status, Table, useLoad, useTitle, when } from '../ui
 export function Destinations({ agentId, agentName }: { agentId: string; agentName: string }) {
   // Field ids unique per instance: a label's `for` must name its own field, not another agent's.
   const uid = useId();
-  const list = useLoad(async () => asView<Schemas['TrustedDestinationListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/trusted-destinations', { params: { path: { agent_id: agentId }, query: { limit: 100 } } }))), [agentId]);
+  const list = useLoad(
+    async () =>
+      asView<Schemas['TrustedDestinationListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/trusted-destinations', { params: { path: { agent_id: agentId }, query: { limit: 100 } } }))),
+    [agentId],
+  );
   const [address, setAddress] = useState('');
   const [label, setLabel] = useState('');
   const act = (id: string, what: string, action: 'confirm' | 'cancel' | 'remove', text: string) => (
@@ -45,7 +49,12 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
         label="Propose destination"
         name={`Propose a destination for ${agentName}`}
         action={async () => {
-          await ok(api.POST('/v1/owner/agents/{agent_id}/trusted-destinations', { params: { path: { agent_id: agentId }, header: idempotency() }, body: { kind: 'crypto', chain: 'base', address, label, timelock_seconds: 0 } }));
+          await ok(
+            api.POST('/v1/owner/agents/{agent_id}/trusted-destinations', {
+              params: { path: { agent_id: agentId }, header: idempotency() },
+              body: { kind: 'crypto', chain: 'base', address, label, timelock_seconds: 0 },
+            }),
+          );
           setAddress('');
           setLabel('');
           list.reload();

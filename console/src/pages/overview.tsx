@@ -12,15 +12,18 @@ type AgentOverview = Schemas['OwnerAgentOverview'];
 
 /** Spent against a cap: a meter with its words (what is left), or "no cap". */
 function Allowance({ label, cap, spent, left }: { label: string; cap: string | null; spent: string; left: string | null }) {
-  if (cap === null)
-    return (
-      <span class="allowance">
-        {usd(spent)} spent, no cap
-      </span>
-    );
+  if (cap === null) return <span class="allowance">{usd(spent)} spent, no cap</span>;
   return (
     <span class="allowance">
-      <meter min={0} max={Number(cap)} value={Math.min(Number(spent), Number(cap))} low={Number(cap) * 0.7} high={Number(cap) * 0.9} optimum={0} aria-label={`${label}: ${usd(spent)} of ${usd(cap)} spent`} />
+      <meter
+        min={0}
+        max={Number(cap)}
+        value={Math.min(Number(spent), Number(cap))}
+        low={Number(cap) * 0.7}
+        high={Number(cap) * 0.9}
+        optimum={0}
+        aria-label={`${label}: ${usd(spent)} of ${usd(cap)} spent`}
+      />
       <span>
         {usd(left)} left of {usd(cap)}
       </span>
@@ -89,7 +92,11 @@ export function SpendingChart({ id, version }: { id: string; version: number }) 
     }
     const top = Math.max(1, ...lines.slice(1).flat()) * 1.1;
     const width = Math.max(280, Math.min(el.clientWidth || 640, 900));
-    const plot = new uPlot({ width, height: 220, series, legend: { show: false }, axes: [{}, { label: 'USD', size: 60 }], scales: { x: { time: true }, y: { range: [0, top] } } }, lines as uPlot.AlignedData, el);
+    const plot = new uPlot(
+      { width, height: 220, series, legend: { show: false }, axes: [{}, { label: 'USD', size: 60 }], scales: { x: { time: true }, y: { range: [0, top] } } },
+      lines as uPlot.AlignedData,
+      el,
+    );
     return () => plot.destroy();
   }, [data]);
   if (error) return <Status text={error} kind="error" />;
@@ -99,7 +106,11 @@ export function SpendingChart({ id, version }: { id: string; version: number }) 
   const capWords = cap === null ? 'no period cap' : `cap ${usd(cap)} a ${data.period}`;
   return (
     <figure class="chart">
-      <div ref={host} role="img" aria-label={`USD spent per day over the last ${data.days.length} days: ${usd(String(total))} in all, at most ${usd(busiest.spent_usd)} on ${busiest.date}; ${capWords}.`} />
+      <div
+        ref={host}
+        role="img"
+        aria-label={`USD spent per day over the last ${data.days.length} days: ${usd(String(total))} in all, at most ${usd(busiest.spent_usd)} on ${busiest.date}; ${capWords}.`}
+      />
       <figcaption>
         USD spent per day, last {data.days.length} days: <span class="key candidate">spent</span>
         {cap !== null && daily && (
@@ -107,7 +118,12 @@ export function SpendingChart({ id, version }: { id: string; version: number }) 
             , <span class="key cap">daily cap {usd(cap)}</span>
           </>
         )}
-        {cap !== null && !daily && <>; the cap is {usd(cap)} a {data.period}</>}. Total {usd(String(total))}.
+        {cap !== null && !daily && (
+          <>
+            ; the cap is {usd(cap)} a {data.period}
+          </>
+        )}
+        . Total {usd(String(total))}.
       </figcaption>
     </figure>
   );

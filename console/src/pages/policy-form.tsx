@@ -25,7 +25,15 @@ const APPROVALS: [Key, string, string, boolean][] = [
 ];
 const LISTS: [Key, string, [string, string][], string][] = [
   ['allowed_assets', 'Assets', [['all', 'Any asset']], 'Asset symbol'],
-  ['allowed_recipients', 'Recipients', [['approved', 'Approved payees only'], ['all', 'Anyone']], 'Recipient address or id'],
+  [
+    'allowed_recipients',
+    'Recipients',
+    [
+      ['approved', 'Approved payees only'],
+      ['all', 'Anyone'],
+    ],
+    'Recipient address or id',
+  ],
   ['allowed_protocols', 'Protocols', [['all', 'Any protocol']], 'Protocol id'],
 ];
 
@@ -75,7 +83,23 @@ function Cap({ policy, problems, k, label, unit, whole, onChange }: { policy: Po
   );
 }
 
-function AllowList({ policy, problems, k, legend, modes, itemLabel, onChange }: { policy: Policy; problems: string[]; k: Key; legend: string; modes: [string, string][]; itemLabel: string; onChange: (p: Policy) => void }) {
+function AllowList({
+  policy,
+  problems,
+  k,
+  legend,
+  modes,
+  itemLabel,
+  onChange,
+}: {
+  policy: Policy;
+  problems: string[];
+  k: Key;
+  legend: string;
+  modes: [string, string][];
+  itemLabel: string;
+  onChange: (p: Policy) => void;
+}) {
   const v = policy[k];
   const listed = Array.isArray(v) ? (v as string[]) : null;
   // Absent: "all", or for recipients "approved payees only".
@@ -93,7 +117,13 @@ function AllowList({ policy, problems, k, legend, modes, itemLabel, onChange }: 
       <legend>{legend}</legend>
       {[...modes, ['listed', 'Only these'] as [string, string]].map(([m, text]) => (
         <label class="choice">
-          <input type="radio" name={`mode-${k}`} checked={mode === m} onChange={() => set(m === 'listed' ? (listed ?? []) : m === 'approved' || (m === 'all' && modes[0]![0] === 'all') ? undefined : m)} /> {text}
+          <input
+            type="radio"
+            name={`mode-${k}`}
+            checked={mode === m}
+            onChange={() => set(m === 'listed' ? (listed ?? []) : m === 'approved' || (m === 'all' && modes[0]![0] === 'all') ? undefined : m)}
+          />{' '}
+          {text}
         </label>
       ))}
       {listed && (
@@ -140,7 +170,11 @@ export function summarize(p: Policy): string[] {
   else out.push('It may not start any operation yet: choose its operation types.');
   const usdOf = (k: string) => (typeof p[k] === 'string' ? `$${amount(p[k] as string)}` : null);
   const period = typeof p.period === 'string' ? p.period : 'day';
-  const caps = [usdOf('per_tx_usd') && `${usdOf('per_tx_usd')} per operation`, usdOf('per_period_usd') && `${usdOf('per_period_usd')} a ${period}`, usdOf('lifetime_usd') && `${usdOf('lifetime_usd')} in total`].filter(Boolean);
+  const caps = [
+    usdOf('per_tx_usd') && `${usdOf('per_tx_usd')} per operation`,
+    usdOf('per_period_usd') && `${usdOf('per_period_usd')} a ${period}`,
+    usdOf('lifetime_usd') && `${usdOf('lifetime_usd')} in total`,
+  ].filter(Boolean);
   out.push(caps.length ? `It may spend at most ${caps.join(', ')}.` : 'Its spending has no USD cap.');
   if (typeof p.max_txs_per_period === 'number') out.push(`At most ${p.max_txs_per_period} operations a ${period}.`);
   if (typeof p.max_swaps_per_period === 'number') out.push(`At most ${p.max_swaps_per_period} conversions a ${period}.`);
@@ -177,12 +211,19 @@ export function PolicyForm({ policy, problems, onChange }: { policy: Policy; pro
       <fieldset class="types" aria-describedby={typeProblems.length ? 'types-problems' : undefined}>
         <legend>Operation types</legend>
         <label class="choice all">
-          <input type="checkbox" checked={types === 'all'} onChange={(e) => onChange({ ...policy, operation_types: (e.target as HTMLInputElement).checked ? 'all' : [] })} /> All, including kinds added later
+          <input type="checkbox" checked={types === 'all'} onChange={(e) => onChange({ ...policy, operation_types: (e.target as HTMLInputElement).checked ? 'all' : [] })} /> All, including kinds added
+          later
         </label>
         <div class="grid">
           {OPERATION_TYPES.map((t) => (
             <label class="choice">
-              <input type="checkbox" disabled={types === 'all'} checked={types === 'all' || chosen.includes(t)} onChange={(e) => onChange({ ...policy, operation_types: (e.target as HTMLInputElement).checked ? [...chosen, t] : chosen.filter((x) => x !== t) })} /> {words(t)}
+              <input
+                type="checkbox"
+                disabled={types === 'all'}
+                checked={types === 'all' || chosen.includes(t)}
+                onChange={(e) => onChange({ ...policy, operation_types: (e.target as HTMLInputElement).checked ? [...chosen, t] : chosen.filter((x) => x !== t) })}
+              />{' '}
+              {words(t)}
             </label>
           ))}
         </div>

@@ -29,7 +29,11 @@ export function PolicyEditor({ id, onShadowChange }: { id: string; onShadowChang
   return (
     <>
       <h2>Policy</h2>
-      {current.error && <p class="status error" role="alert">{current.error}</p>}
+      {current.error && (
+        <p class="status error" role="alert">
+          {current.error}
+        </p>
+      )}
       <PolicyForm
         policy={shown}
         problems={problems}

@@ -42,7 +42,11 @@ function SpendChart({ result }: { result: ReplayResult }) {
   const totals = days.reduce((t, d) => ({ recorded: t.recorded + Number(d.recorded_usd), candidate: t.candidate + Number(d.candidate_usd) }), { recorded: 0, candidate: 0 });
   return (
     <figure class="chart">
-      <div ref={host} role="img" aria-label={`Daily spend over ${days.length} days: ${totals.recorded.toFixed(2)} USD recorded, ${totals.candidate.toFixed(2)} USD under the candidate${cap !== null ? `, cap ${cap} USD a ${(result.policy as { period?: string }).period}` : ''}.`} />
+      <div
+        ref={host}
+        role="img"
+        aria-label={`Daily spend over ${days.length} days: ${totals.recorded.toFixed(2)} USD recorded, ${totals.candidate.toFixed(2)} USD under the candidate${cap !== null ? `, cap ${cap} USD a ${(result.policy as { period?: string }).period}` : ''}.`}
+      />
       <figcaption>
         Daily spend in USD: <span class="key recorded">recorded</span>, <span class="key candidate">candidate</span>
         {cap !== null && daily && (

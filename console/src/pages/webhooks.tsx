@@ -82,7 +82,9 @@ export function WebhookPage({ id }: { id: string }) {
             <ActionForm
               label="Recover events"
               action={async () => {
-                const res = asView<{ requeued: number }>(await ok(api.POST('/v1/owner/webhooks/{id}/recover', { params: { path: { id }, header: idempotency() }, body: { since: new Date(since).toISOString() } })));
+                const res = asView<{ requeued: number }>(
+                  await ok(api.POST('/v1/owner/webhooks/{id}/recover', { params: { path: { id }, header: idempotency() }, body: { since: new Date(since).toISOString() } })),
+                );
                 deliveries.reload();
                 return `${res.requeued} events queued again, in their original order.`;
               }}
@@ -101,7 +103,15 @@ export function WebhookPage({ id }: { id: string }) {
       <Table
         caption="Delivery log"
         head={['Event', 'Type', 'Status', 'Attempts', 'HTTP', 'Error', 'Last attempt']}
-        rows={(deliveries.data?.items ?? []).map((d) => [<code>{String(d.event_id).slice(0, 8)}</code>, d.event_type, d.status, d.attempt, d.http_status ?? '—', d.error_class ?? '—', when(d.last_attempt_at)])}
+        rows={(deliveries.data?.items ?? []).map((d) => [
+          <code>{String(d.event_id).slice(0, 8)}</code>,
+          d.event_type,
+          d.status,
+          d.attempt,
+          d.http_status ?? '—',
+          d.error_class ?? '—',
+          when(d.last_attempt_at),
+        ])}
         empty="No deliveries."
       />
     </section>

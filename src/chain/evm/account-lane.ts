@@ -24,7 +24,9 @@ export function createAccountLane(custody: EvmCustody, vaults: ReturnType<typeof
       const { router, pairs, path } = d.onchain_route;
       const inner = encode('swap', [router, pairs, path, BigInt(op.amount!), BigInt(d.min_amount_out!)]);
       const call = await custody.submitInner(trx, op, wallet, inner, { kind: 'swap', gas: SWAP_GAS * BigInt(pairs.length) + LANE_GAS, token: path[0]!.toLowerCase(), value: BigInt(op.amount!) });
-      return !call.ok && call.code === 'slippage_exceeded' ? { ok: false, code: 'slippage_exceeded', message: `the reserves moved: the swap would return less than the minimum ${d.min_amount_out}` } : call;
+      return !call.ok && call.code === 'slippage_exceeded'
+        ? { ok: false, code: 'slippage_exceeded', message: `the reserves moved: the swap would return less than the minimum ${d.min_amount_out}` }
+        : call;
     }
     if (d?.onchain_vault) {
       const c = d.onchain_vault;

@@ -79,7 +79,16 @@ export function createLendingCalls({ config, chainId, client, relayer, clock }: 
       const reverted = await tx.revertOf(() => client.call({ to: router, data, account: relayer.address }));
       if (reverted !== null) return { ok: false, code: 'settlement_failed', message: `the market ${c.action} would revert: ${reverted}` };
     }
-    const hash = await tx.recordRelayerCall(trx, router, data, LENDING_GAS, { operation_id: operationId, kind: 'lending', attempt: 0, token_address: token?.toLowerCase() ?? null, transfer_to: account.address.toLowerCase(), transfer_value: value, authorization_nonce: null, valid_before: deadline });
+    const hash = await tx.recordRelayerCall(trx, router, data, LENDING_GAS, {
+      operation_id: operationId,
+      kind: 'lending',
+      attempt: 0,
+      token_address: token?.toLowerCase() ?? null,
+      transfer_to: account.address.toLowerCase(),
+      transfer_value: value,
+      authorization_nonce: null,
+      valid_before: deadline,
+    });
     return { ok: true, hash };
   }
 

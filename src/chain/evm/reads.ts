@@ -40,7 +40,16 @@ export function createReads({ chainId, client }: EvmChainDeps, { node, revertOf 
     async transferLogs(tokens, fromBlock, toBlock) {
       if (tokens.length === 0) return [];
       const logs = await node(() => client.getContractEvents({ address: tokens, abi: usdCoinAbi, eventName: 'Transfer', fromBlock, toBlock }));
-      return logs.map((l) => ({ token: viem().getAddress(l.address), from: l.args.from!, to: l.args.to!, value: l.args.value!, txHash: l.transactionHash, logIndex: l.logIndex, blockNumber: l.blockNumber, blockHash: l.blockHash }));
+      return logs.map((l) => ({
+        token: viem().getAddress(l.address),
+        from: l.args.from!,
+        to: l.args.to!,
+        value: l.args.value!,
+        txHash: l.transactionHash,
+        logIndex: l.logIndex,
+        blockNumber: l.blockNumber,
+        blockHash: l.blockHash,
+      }));
     },
 
     async nativeTransfers(blockNumber) {

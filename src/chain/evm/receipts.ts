@@ -32,20 +32,41 @@ export function createReceipts({ config, chainId, client, relayer, clock, log }:
         if (!receipt) continue;
         if (head - receipt.blockNumber + 1n < confirmations) return { state: 'pending' };
         const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'vault' || row.kind === 'lending' || row.kind === 'rewards' ? null : row.token_address);
-        await repo.markChainTxMined(trx, row, { block_number: receipt.blockNumber, block_hash: receipt.blockHash, receipt_status: receipt.status === 'success' ? 1 : 0, gas_used: receipt.gasUsed, effective_gas_price: receipt.effectiveGasPrice, log_index: logIndex }, clock.now());
+        await repo.markChainTxMined(
+          trx,
+          row,
+          {
+            block_number: receipt.blockNumber,
+            block_hash: receipt.blockHash,
+            receipt_status: receipt.status === 'success' ? 1 : 0,
+            gas_used: receipt.gasUsed,
+            effective_gas_price: receipt.effectiveGasPrice,
+            log_index: logIndex,
+          },
+          clock.now(),
+        );
         const feeUnits = row.from_address.toLowerCase() === relayer.address.toLowerCase() ? 0n : receipt.gasUsed * receipt.effectiveGasPrice;
         if (row.kind === 'cancel') {
-          return { state: 'failed', code: 'submission_timeout', message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`, txHash: row.tx_hash, feeUnits };
+          return {
+            state: 'failed',
+            code: 'submission_timeout',
+            message: `not mined within ${config.submitTimeoutMs} ms; replaced on chain by a cancellation (${row.tx_hash})`,
+            txHash: row.tx_hash,
+            feeUnits,
+          };
         }
         if (receipt.status !== 'success') return { state: 'failed', code: 'execution_reverted', message: `transaction ${row.tx_hash} reverted on chain ${chainId}`, txHash: row.tx_hash, feeUnits };
         // The router's Swapped event (an account's lane swap is sent to the account, which calls the router).
         const routerAddress = ((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route?.router ?? row.to_address).toLowerCase();
-        const swapped = row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === routerAddress) })[0] : undefined;
+        const swapped =
+          row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === routerAddress) })[0] : undefined;
         if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
         const extra: Record<string, unknown> = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
         if (row.kind === 'vault') {
           // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
-          const events = viem().parseEventLogs({ abi: devVaultAbi, logs: receipt.logs }).filter((e) => e.eventName === 'Deposit' || e.eventName === 'Withdraw');
+          const events = viem()
+            .parseEventLogs({ abi: devVaultAbi, logs: receipt.logs })
+            .filter((e) => e.eventName === 'Deposit' || e.eventName === 'Withdraw');
           extra.vault_events = events.map((e) => ({ event: e.eventName, vault: viem().getAddress(e.address), assets: e.args.assets.toString(), shares: e.args.shares.toString() }));
         }
         if (row.kind === 'rewards') {

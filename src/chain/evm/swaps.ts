@@ -32,11 +32,24 @@ export function createSwaps({ relayer, client }: EvmChainDeps, tx: EvmTransactio
       const reverted = await tx.revertOf(() => client.simulateContract({ address: router, abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args, account: relayer.address }));
       if (reverted !== null) {
         const slippage = /InsufficientOutputAmount/.test(reverted);
-        return { ok: false, code: slippage ? 'slippage_exceeded' : 'settlement_failed', message: slippage ? `the reserves moved: the swap would return less than the minimum ${minOut}` : `the swap would revert: ${reverted}` };
+        return {
+          ok: false,
+          code: slippage ? 'slippage_exceeded' : 'settlement_failed',
+          message: slippage ? `the reserves moved: the swap would return less than the minimum ${minOut}` : `the swap would revert: ${reverted}`,
+        };
       }
     }
     const data = viem().encodeFunctionData({ abi: swapRouterAbi, functionName: 'swapExactInWithPermit', args });
-    const hash = await tx.recordRelayerCall(trx, router, data, SWAP_GAS * BigInt(pairs.length), { operation_id: operationId, kind: 'swap', attempt: 0, token_address: tokenIn.toLowerCase(), transfer_to: account.address.toLowerCase(), transfer_value: amountIn, authorization_nonce: null, valid_before: deadline });
+    const hash = await tx.recordRelayerCall(trx, router, data, SWAP_GAS * BigInt(pairs.length), {
+      operation_id: operationId,
+      kind: 'swap',
+      attempt: 0,
+      token_address: tokenIn.toLowerCase(),
+      transfer_to: account.address.toLowerCase(),
+      transfer_value: amountIn,
+      authorization_nonce: null,
+      valid_before: deadline,
+    });
     return { ok: true, hash };
   }
 

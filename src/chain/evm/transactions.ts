@@ -57,7 +57,21 @@ const permitTypes = {
   ],
 } as const;
 const eip5267Abi = [
-  { type: 'function', name: 'eip712Domain', stateMutability: 'view', inputs: [], outputs: [{ name: 'fields', type: 'bytes1' }, { name: 'name', type: 'string' }, { name: 'version', type: 'string' }, { name: 'chainId', type: 'uint256' }, { name: 'verifyingContract', type: 'address' }, { name: 'salt', type: 'bytes32' }, { name: 'extensions', type: 'uint256[]' }] },
+  {
+    type: 'function',
+    name: 'eip712Domain',
+    stateMutability: 'view',
+    inputs: [],
+    outputs: [
+      { name: 'fields', type: 'bytes1' },
+      { name: 'name', type: 'string' },
+      { name: 'version', type: 'string' },
+      { name: 'chainId', type: 'uint256' },
+      { name: 'verifyingContract', type: 'address' },
+      { name: 'salt', type: 'bytes32' },
+      { name: 'extensions', type: 'uint256[]' },
+    ],
+  },
   { type: 'function', name: 'nonces', stateMutability: 'view', inputs: [{ name: 'owner', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] },
 ] as const;
 
@@ -120,7 +134,12 @@ export function createTransactions(deps: EvmChainDeps) {
     return openWalletAccount(sealer, sealed);
   }
 
-  async function record(trx: Knex.Transaction, signer: PrivateKeyAccount, tx: UnsignedTx, row: Omit<repo.NewChainTxRow, 'id' | 'chain_id' | 'from_address' | 'to_address' | 'nonce' | 'raw_tx' | 'tx_hash' | 'max_fee_per_gas' | 'max_priority_fee_per_gas' | 'created_at'>): Promise<Hex> {
+  async function record(
+    trx: Knex.Transaction,
+    signer: PrivateKeyAccount,
+    tx: UnsignedTx,
+    row: Omit<repo.NewChainTxRow, 'id' | 'chain_id' | 'from_address' | 'to_address' | 'nonce' | 'raw_tx' | 'tx_hash' | 'max_fee_per_gas' | 'max_priority_fee_per_gas' | 'created_at'>,
+  ): Promise<Hex> {
     const raw = await signer.signTransaction({ ...tx, chainId, type: 'eip1559' });
     const hash = viem().keccak256(raw);
     await repo.insertChainTx(trx, {
@@ -190,7 +209,12 @@ export function createTransactions(deps: EvmChainDeps) {
     ]);
     const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds);
     const nonce = await repo.takePermitNonce(trx, chainId, token, account.address, onchainNonce, clock.now());
-    const signature = await account.signTypedData({ domain: { name: domain[1], version: domain[2], chainId, verifyingContract: token }, types: permitTypes, primaryType: 'Permit', message: { owner: account.address, spender, value, nonce, deadline } });
+    const signature = await account.signTypedData({
+      domain: { name: domain[1], version: domain[2], chainId, verifyingContract: token },
+      types: permitTypes,
+      primaryType: 'Permit',
+      message: { owner: account.address, spender, value, nonce, deadline },
+    });
     const { v, r, s } = viem().parseSignature(signature);
     return { permit: { deadline, v: Number(v), r, s }, deadline, inFlight: nonce !== onchainNonce };
   }

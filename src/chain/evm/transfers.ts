@@ -22,7 +22,16 @@ export function createTransfers({ config, chainId, client, relayer, clock }: Evm
     }
     const nonce = await tx.nextNonce(trx, account.address);
     const unsigned = { to, value: amount, nonce: Number(nonce), gas: NATIVE_TRANSFER_GAS, maxFeePerGas: maxFee, maxPriorityFeePerGas: minOf(fees.maxPriorityFeePerGas, maxFee) };
-    const hash = await tx.record(trx, account, unsigned, { operation_id: operationId, kind: 'native', attempt: 0, token_address: null, transfer_to: to, transfer_value: amount, authorization_nonce: null, valid_before: null });
+    const hash = await tx.record(trx, account, unsigned, {
+      operation_id: operationId,
+      kind: 'native',
+      attempt: 0,
+      token_address: null,
+      transfer_to: to,
+      transfer_value: amount,
+      authorization_nonce: null,
+      valid_before: null,
+    });
     return { ok: true, hash };
   }
 
@@ -31,12 +40,30 @@ export function createTransfers({ config, chainId, client, relayer, clock }: Evm
     const fees = await tx.currentFees();
     const token = viem().getAddress(asset.contract_address!);
     const message = { from: account.address, to, value: amount, validAfter: 0n, validBefore: BigInt(Math.floor(clock.now().getTime() / 1000) + config.authorizationTtlSeconds), nonce: randomNonce() };
-    const signature = await account.signTypedData({ domain: tokenDomain(chainId, token, asset.eip712_name ?? undefined, asset.eip712_version ?? undefined), types: transferWithAuthorizationTypes, primaryType: 'TransferWithAuthorization', message });
+    const signature = await account.signTypedData({
+      domain: tokenDomain(chainId, token, asset.eip712_name ?? undefined, asset.eip712_version ?? undefined),
+      types: transferWithAuthorizationTypes,
+      primaryType: 'TransferWithAuthorization',
+      message,
+    });
     const { v, r, s } = viem().parseSignature(signature);
-    const data = viem().encodeFunctionData({ abi: usdCoinAbi, functionName: 'transferWithAuthorization', args: [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, Number(v), r, s] });
+    const data = viem().encodeFunctionData({
+      abi: usdCoinAbi,
+      functionName: 'transferWithAuthorization',
+      args: [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, Number(v), r, s],
+    });
     const nonce = await tx.nextNonce(trx, relayer.address);
     const unsigned = { to: token, value: 0n, data, nonce: Number(nonce), gas: EIP3009_GAS, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
-    const hash = await tx.record(trx, relayer, unsigned, { operation_id: operationId, kind: 'eip3009', attempt: 0, token_address: token, transfer_to: to, transfer_value: amount, authorization_nonce: message.nonce, valid_before: message.validBefore });
+    const hash = await tx.record(trx, relayer, unsigned, {
+      operation_id: operationId,
+      kind: 'eip3009',
+      attempt: 0,
+      token_address: token,
+      transfer_to: to,
+      transfer_value: amount,
+      authorization_nonce: message.nonce,
+      valid_before: message.validBefore,
+    });
     return { ok: true, hash };
   }
 

@@ -57,7 +57,16 @@ export function createVaultCalls({ relayer, client }: EvmChainDeps, tx: EvmTrans
       const reverted = await tx.revertOf(() => client.call({ to: c.router, data, account: relayer.address }));
       if (reverted !== null) return { ok: false, code: 'settlement_failed', message: `the vault ${c.action} would revert: ${reverted}` };
     }
-    const hash = await tx.recordRelayerCall(trx, c.router, data, VAULT_GAS, { operation_id: operationId, kind: 'vault', attempt: 0, token_address: token.toLowerCase(), transfer_to: account.address.toLowerCase(), transfer_value: amount, authorization_nonce: null, valid_before: deadline });
+    const hash = await tx.recordRelayerCall(trx, c.router, data, VAULT_GAS, {
+      operation_id: operationId,
+      kind: 'vault',
+      attempt: 0,
+      token_address: token.toLowerCase(),
+      transfer_to: account.address.toLowerCase(),
+      transfer_value: amount,
+      authorization_nonce: null,
+      valid_before: deadline,
+    });
     return { ok: true, hash };
   }
 
@@ -72,7 +81,16 @@ export function createVaultCalls({ relayer, client }: EvmChainDeps, tx: EvmTrans
     const data = viem().encodeFunctionData({ abi: rewardsDistributorAbi, functionName: 'creditAndClaim', args: [wallet, amount] });
     const reverted = await tx.revertOf(() => client.call({ to: distributor, data, account: relayer.address }));
     if (reverted !== null) return { ok: false, code: 'settlement_failed', message: `the rewards claim would revert: ${reverted}` };
-    const hash = await tx.recordRelayerCall(trx, distributor, data, REWARDS_GAS, { operation_id: operationId, kind: 'rewards', attempt: 0, token_address: c.token.toLowerCase(), transfer_to: wallet.toLowerCase(), transfer_value: amount, authorization_nonce: null, valid_before: null });
+    const hash = await tx.recordRelayerCall(trx, distributor, data, REWARDS_GAS, {
+      operation_id: operationId,
+      kind: 'rewards',
+      attempt: 0,
+      token_address: c.token.toLowerCase(),
+      transfer_to: wallet.toLowerCase(),
+      transfer_value: amount,
+      authorization_nonce: null,
+      valid_before: null,
+    });
     return { ok: true, hash };
   }
 

@@ -6,11 +6,38 @@ import type { Knex } from 'knex';
 const MONEY = 'NUMERIC(78,0)';
 
 export const SEED_ASSETS = [
-  { symbol: 'USDC', name: 'USD Coin', decimals: 6, category: 'cash', contract_address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', eip712_name: 'USD Coin', eip712_version: '2', usd_e8: '100000000' },
+  {
+    symbol: 'USDC',
+    name: 'USD Coin',
+    decimals: 6,
+    category: 'cash',
+    contract_address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+    eip712_name: 'USD Coin',
+    eip712_version: '2',
+    usd_e8: '100000000',
+  },
   { symbol: 'EURC', name: 'Euro Coin', decimals: 6, category: 'cash', contract_address: '0x60a3E35Cc302bFA44Cb288Bc5a4F316Fdb1adb42', eip712_name: 'EURC', eip712_version: '2', usd_e8: '108000000' },
   { symbol: 'ETH', name: 'Ether', decimals: 18, category: 'crypto', contract_address: null, eip712_name: null, eip712_version: null, usd_e8: '300000000000' },
-  { symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, category: 'crypto', contract_address: '0x4200000000000000000000000000000000000006', eip712_name: null, eip712_version: null, usd_e8: '300000000000' },
-  { symbol: 'CBBTC', name: 'Coinbase Wrapped BTC (cbBTC)', decimals: 8, category: 'crypto', contract_address: '0xcbB7C0000aB88B473b1f5aFd9ef808440eed33Bf', eip712_name: null, eip712_version: null, usd_e8: '6000000000000' },
+  {
+    symbol: 'WETH',
+    name: 'Wrapped Ether',
+    decimals: 18,
+    category: 'crypto',
+    contract_address: '0x4200000000000000000000000000000000000006',
+    eip712_name: null,
+    eip712_version: null,
+    usd_e8: '300000000000',
+  },
+  {
+    symbol: 'CBBTC',
+    name: 'Coinbase Wrapped BTC (cbBTC)',
+    decimals: 8,
+    category: 'crypto',
+    contract_address: '0xcbB7C0000aB88B473b1f5aFd9ef808440eed33Bf',
+    eip712_name: null,
+    eip712_version: null,
+    usd_e8: '6000000000000',
+  },
 ] as const;
 
 export const SEED_PROTOCOLS = [
@@ -239,7 +266,23 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('DROP INDEX IF EXISTS wallets_address_unique');
-  for (const table of ['chain_failing_addresses', 'withdrawal_methods', 'trusted_destinations', 'one_off_payments', 'recurring_payments', 'recipients', 'agent_policies', 'activity', 'holds', 'operations', 'journal_entries', 'balances', 'prices', 'protocols', 'assets']) {
+  for (const table of [
+    'chain_failing_addresses',
+    'withdrawal_methods',
+    'trusted_destinations',
+    'one_off_payments',
+    'recurring_payments',
+    'recipients',
+    'agent_policies',
+    'activity',
+    'holds',
+    'operations',
+    'journal_entries',
+    'balances',
+    'prices',
+    'protocols',
+    'assets',
+  ]) {
     await knex.schema.dropTableIfExists(table);
   }
   await knex.raw('DROP FUNCTION IF EXISTS journal_entries_append_only()');

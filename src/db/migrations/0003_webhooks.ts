@@ -49,9 +49,7 @@ export async function up(knex: Knex): Promise<void> {
     t.unique(['event_id', 'endpoint_id']);
     t.index(['endpoint_id', 'created_at', 'id']);
   });
-  await knex.raw(
-    "ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_status_check CHECK (status IN ('pending', 'in_flight', 'retrying', 'delivered', 'failed'))",
-  );
+  await knex.raw("ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_status_check CHECK (status IN ('pending', 'in_flight', 'retrying', 'delivered', 'failed'))");
   // The claim query scans only live rows: due ones by next_attempt_at, leased ones by lease_until.
   await knex.raw("CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status IN ('pending', 'retrying')");
   await knex.raw("CREATE INDEX webhook_deliveries_endpoint_due ON webhook_deliveries (endpoint_id, next_attempt_at) WHERE status IN ('pending', 'retrying')");

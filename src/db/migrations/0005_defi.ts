@@ -10,19 +10,119 @@ const RAY = 10n ** 27n;
 const rewardRate = (bps: bigint, offset: number): string => ((RAY * bps) / 10_000n / 10n ** BigInt(offset)).toString();
 
 export const SEED_VAULTS = [
-  { id: '6f1d2a10-0000-4000-8000-000000000001', name: 'Morpho USDC Prime', protocol_id: 'morpho', asset_symbol: 'USDC', address: '0x1111111111111111111111111111111111110001', apy_bps: 520, decimals_offset: 6, capacity: '50000000000000', reward_asset_symbol: 'USDC', reward_rate_ray: rewardRate(50n, 6) },
-  { id: '6f1d2a10-0000-4000-8000-000000000002', name: 'Aave v3 USDC', protocol_id: 'aave-v3', asset_symbol: 'USDC', address: '0x1111111111111111111111111111111111110002', apy_bps: 410, decimals_offset: 6, capacity: null, reward_asset_symbol: null, reward_rate_ray: '0' },
-  { id: '6f1d2a10-0000-4000-8000-000000000003', name: 'Moonwell USDC', protocol_id: 'moonwell', asset_symbol: 'USDC', address: '0x1111111111111111111111111111111111110003', apy_bps: 480, decimals_offset: 6, capacity: '1000000000000', reward_asset_symbol: 'USDC', reward_rate_ray: rewardRate(100n, 6) },
-  { id: '6f1d2a10-0000-4000-8000-000000000004', name: 'Aave v3 WETH', protocol_id: 'aave-v3', asset_symbol: 'WETH', address: '0x1111111111111111111111111111111111110004', apy_bps: 190, decimals_offset: 0, capacity: null, reward_asset_symbol: null, reward_rate_ray: '0' },
-  { id: '6f1d2a10-0000-4000-8000-000000000005', name: 'Morpho EURC', protocol_id: 'morpho', asset_symbol: 'EURC', address: '0x1111111111111111111111111111111111110005', apy_bps: 350, decimals_offset: 6, capacity: null, reward_asset_symbol: null, reward_rate_ray: '0' },
+  {
+    id: '6f1d2a10-0000-4000-8000-000000000001',
+    name: 'Morpho USDC Prime',
+    protocol_id: 'morpho',
+    asset_symbol: 'USDC',
+    address: '0x1111111111111111111111111111111111110001',
+    apy_bps: 520,
+    decimals_offset: 6,
+    capacity: '50000000000000',
+    reward_asset_symbol: 'USDC',
+    reward_rate_ray: rewardRate(50n, 6),
+  },
+  {
+    id: '6f1d2a10-0000-4000-8000-000000000002',
+    name: 'Aave v3 USDC',
+    protocol_id: 'aave-v3',
+    asset_symbol: 'USDC',
+    address: '0x1111111111111111111111111111111111110002',
+    apy_bps: 410,
+    decimals_offset: 6,
+    capacity: null,
+    reward_asset_symbol: null,
+    reward_rate_ray: '0',
+  },
+  {
+    id: '6f1d2a10-0000-4000-8000-000000000003',
+    name: 'Moonwell USDC',
+    protocol_id: 'moonwell',
+    asset_symbol: 'USDC',
+    address: '0x1111111111111111111111111111111111110003',
+    apy_bps: 480,
+    decimals_offset: 6,
+    capacity: '1000000000000',
+    reward_asset_symbol: 'USDC',
+    reward_rate_ray: rewardRate(100n, 6),
+  },
+  {
+    id: '6f1d2a10-0000-4000-8000-000000000004',
+    name: 'Aave v3 WETH',
+    protocol_id: 'aave-v3',
+    asset_symbol: 'WETH',
+    address: '0x1111111111111111111111111111111111110004',
+    apy_bps: 190,
+    decimals_offset: 0,
+    capacity: null,
+    reward_asset_symbol: null,
+    reward_rate_ray: '0',
+  },
+  {
+    id: '6f1d2a10-0000-4000-8000-000000000005',
+    name: 'Morpho EURC',
+    protocol_id: 'morpho',
+    asset_symbol: 'EURC',
+    address: '0x1111111111111111111111111111111111110005',
+    apy_bps: 350,
+    decimals_offset: 6,
+    capacity: null,
+    reward_asset_symbol: null,
+    reward_rate_ray: '0',
+  },
 ] as const;
 
 export const SEED_MARKETS = [
-  { id: '7a2e3b20-0000-4000-8000-000000000001', protocol_id: 'aave-v3', asset_symbol: 'WETH', collateral_enabled: true, borrow_enabled: true, ltv_bps: 8050, liquidation_threshold_bps: 8300, borrow_apr_bps: 300 },
-  { id: '7a2e3b20-0000-4000-8000-000000000002', protocol_id: 'aave-v3', asset_symbol: 'CBBTC', collateral_enabled: true, borrow_enabled: false, ltv_bps: 7300, liquidation_threshold_bps: 7800, borrow_apr_bps: 0 },
-  { id: '7a2e3b20-0000-4000-8000-000000000003', protocol_id: 'aave-v3', asset_symbol: 'USDC', collateral_enabled: true, borrow_enabled: true, ltv_bps: 7500, liquidation_threshold_bps: 7800, borrow_apr_bps: 500 },
-  { id: '7a2e3b20-0000-4000-8000-000000000004', protocol_id: 'aave-v3', asset_symbol: 'EURC', collateral_enabled: true, borrow_enabled: true, ltv_bps: 7500, liquidation_threshold_bps: 7800, borrow_apr_bps: 450 },
-  { id: '7a2e3b20-0000-4000-8000-000000000005', protocol_id: 'aave-v3', asset_symbol: 'ETH', collateral_enabled: true, borrow_enabled: false, ltv_bps: 8050, liquidation_threshold_bps: 8300, borrow_apr_bps: 0 },
+  {
+    id: '7a2e3b20-0000-4000-8000-000000000001',
+    protocol_id: 'aave-v3',
+    asset_symbol: 'WETH',
+    collateral_enabled: true,
+    borrow_enabled: true,
+    ltv_bps: 8050,
+    liquidation_threshold_bps: 8300,
+    borrow_apr_bps: 300,
+  },
+  {
+    id: '7a2e3b20-0000-4000-8000-000000000002',
+    protocol_id: 'aave-v3',
+    asset_symbol: 'CBBTC',
+    collateral_enabled: true,
+    borrow_enabled: false,
+    ltv_bps: 7300,
+    liquidation_threshold_bps: 7800,
+    borrow_apr_bps: 0,
+  },
+  {
+    id: '7a2e3b20-0000-4000-8000-000000000003',
+    protocol_id: 'aave-v3',
+    asset_symbol: 'USDC',
+    collateral_enabled: true,
+    borrow_enabled: true,
+    ltv_bps: 7500,
+    liquidation_threshold_bps: 7800,
+    borrow_apr_bps: 500,
+  },
+  {
+    id: '7a2e3b20-0000-4000-8000-000000000004',
+    protocol_id: 'aave-v3',
+    asset_symbol: 'EURC',
+    collateral_enabled: true,
+    borrow_enabled: true,
+    ltv_bps: 7500,
+    liquidation_threshold_bps: 7800,
+    borrow_apr_bps: 450,
+  },
+  {
+    id: '7a2e3b20-0000-4000-8000-000000000005',
+    protocol_id: 'aave-v3',
+    asset_symbol: 'ETH',
+    collateral_enabled: true,
+    borrow_enabled: false,
+    ltv_bps: 8050,
+    liquidation_threshold_bps: 8300,
+    borrow_apr_bps: 0,
+  },
 ] as const;
 
 export async function up(knex: Knex): Promise<void> {
@@ -80,7 +180,9 @@ export async function up(knex: Knex): Promise<void> {
     ts(t, 'last_accrued_at');
     ts(t, 'created_at').notNullable();
   });
-  await knex.raw('ALTER TABLE borrow_markets ADD CONSTRAINT borrow_markets_params CHECK (ltv_bps >= 0 AND ltv_bps < liquidation_threshold_bps AND liquidation_threshold_bps <= 10000 AND borrow_apr_bps >= 0)');
+  await knex.raw(
+    'ALTER TABLE borrow_markets ADD CONSTRAINT borrow_markets_params CHECK (ltv_bps >= 0 AND ltv_bps < liquidation_threshold_bps AND liquidation_threshold_bps <= 10000 AND borrow_apr_bps >= 0)',
+  );
 
   await knex.schema.createTable('borrow_collateral', (t) => {
     t.text('wallet_id').notNullable().references('wallets.id');

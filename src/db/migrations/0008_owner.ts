@@ -67,9 +67,7 @@ export async function up(knex: Knex): Promise<void> {
   // A recovered delivery carries its event's seq: the claim sends an endpoint's recovered
   // deliveries one at a time in this order (src/db/repositories/delivery.repository.ts).
   await knex.raw('ALTER TABLE webhook_deliveries ADD COLUMN recovery_seq bigint');
-  await knex.raw(
-    "CREATE INDEX webhook_deliveries_recovery ON webhook_deliveries (endpoint_id, recovery_seq) WHERE recovery_seq IS NOT NULL AND status IN ('pending', 'retrying', 'in_flight')",
-  );
+  await knex.raw("CREATE INDEX webhook_deliveries_recovery ON webhook_deliveries (endpoint_id, recovery_seq) WHERE recovery_seq IS NOT NULL AND status IN ('pending', 'retrying', 'in_flight')");
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -29,7 +29,10 @@ export async function listApprovals(db: Db, ownerId: string | null, f: { state?:
     .join('agents as a', 'a.id', 'o.agent_id')
     .whereNotNull('o.approval_state')
     .whereNull('a.deleted_at')
-    .orderBy([{ column: 'o.approval_requested_at', order: 'desc' }, { column: 'o.id', order: 'desc' }])
+    .orderBy([
+      { column: 'o.approval_requested_at', order: 'desc' },
+      { column: 'o.id', order: 'desc' },
+    ])
     .limit(f.limit);
   if (ownerId) q.where('a.owner_id', ownerId);
   if (f.state) q.where('o.approval_state', f.state);
@@ -51,7 +54,16 @@ export async function markApproved(db: Db, id: string, now: Date, decidedBy: str
 export async function markCancelled(db: Db, id: string, state: 'rejected' | 'expired', now: Date, decidedBy: string, error: { code: string; message: string }): Promise<OperationRow | undefined> {
   const [row] = await db('operations')
     .where({ id, status: 'accepted', approval_state: 'pending' })
-    .update({ status: 'cancelled', approval_state: state, approval_decided_at: now, approval_decided_by: decidedBy, updated_at: now, error_code: error.code, error_message: error.message, settle_after: null })
+    .update({
+      status: 'cancelled',
+      approval_state: state,
+      approval_decided_at: now,
+      approval_decided_by: decidedBy,
+      updated_at: now,
+      error_code: error.code,
+      error_message: error.message,
+      settle_after: null,
+    })
     .returning('*');
   if (row) countOperationEntries(db, [row as OperationRow]);
   return row as OperationRow | undefined;
@@ -89,6 +101,9 @@ export async function approvalStateOf(db: Db, operationId: string): Promise<Appr
 /** Pending approvals per agent among `agentIds` (agents without one absent). */
 export async function countPendingApprovals(db: Db, agentIds: string[]): Promise<Map<string, number>> {
   if (agentIds.length === 0) return new Map();
-  const found = (await db('operations').whereIn('agent_id', agentIds).where('approval_state', 'pending').groupBy('agent_id').select('agent_id', db.raw('count(*)::int AS n'))) as { agent_id: string; n: number }[];
+  const found = (await db('operations').whereIn('agent_id', agentIds).where('approval_state', 'pending').groupBy('agent_id').select('agent_id', db.raw('count(*)::int AS n'))) as {
+    agent_id: string;
+    n: number;
+  }[];
   return new Map(found.map((r) => [r.agent_id, Number(r.n)]));
 }

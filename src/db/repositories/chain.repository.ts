@@ -38,7 +38,10 @@ export interface ChainTxRow {
   updated_at: Date;
 }
 
-export type NewChainTxRow = Pick<ChainTxRow, 'id' | 'chain_id' | 'operation_id' | 'kind' | 'from_address' | 'to_address' | 'attempt' | 'raw_tx' | 'tx_hash' | 'token_address' | 'transfer_to' | 'authorization_nonce' | 'created_at'> & {
+export type NewChainTxRow = Pick<
+  ChainTxRow,
+  'id' | 'chain_id' | 'operation_id' | 'kind' | 'from_address' | 'to_address' | 'attempt' | 'raw_tx' | 'tx_hash' | 'token_address' | 'transfer_to' | 'authorization_nonce' | 'created_at'
+> & {
   nonce: bigint;
   max_fee_per_gas: bigint;
   max_priority_fee_per_gas: bigint;
@@ -64,8 +67,15 @@ export async function insertSettingOnce(db: Db, chainId: number, key: string, va
  */
 export async function takeNonce(db: Db, chainId: number, address: string, at: Date, initial?: bigint): Promise<bigint | undefined> {
   const key = { chain_id: chainId, address: address.toLowerCase() };
-  if (initial !== undefined) await db('chain_nonces').insert({ ...key, next_nonce: initial, updated_at: at }).onConflict(['chain_id', 'address']).ignore();
-  const [row] = await db('chain_nonces').where(key).update({ next_nonce: db.raw('next_nonce + 1'), updated_at: at }).returning(db.raw('(next_nonce - 1)::text as nonce'));
+  if (initial !== undefined)
+    await db('chain_nonces')
+      .insert({ ...key, next_nonce: initial, updated_at: at })
+      .onConflict(['chain_id', 'address'])
+      .ignore();
+  const [row] = await db('chain_nonces')
+    .where(key)
+    .update({ next_nonce: db.raw('next_nonce + 1'), updated_at: at })
+    .returning(db.raw('(next_nonce - 1)::text as nonce'));
   return row ? BigInt((row as { nonce: string }).nonce) : undefined;
 }
 
@@ -74,12 +84,17 @@ export async function insertChainTx(db: Db, row: NewChainTxRow): Promise<void> {
 }
 
 export async function listChainTxsByOperation(db: Db, operationId: string): Promise<ChainTxRow[]> {
-  return db('chain_transactions').where({ operation_id: operationId }).orderBy([{ column: 'nonce' }, { column: 'attempt' }]);
+  return db('chain_transactions')
+    .where({ operation_id: operationId })
+    .orderBy([{ column: 'nonce' }, { column: 'attempt' }]);
 }
 
 /** Transactions recorded but not yet accepted by the node (never broadcast, or broadcast failed). */
 export async function listUnsentChainTxs(db: Db, chainId: number, limit: number): Promise<ChainTxRow[]> {
-  return db('chain_transactions').where({ chain_id: chainId, status: 'signed' }).orderBy([{ column: 'from_address' }, { column: 'nonce' }]).limit(limit);
+  return db('chain_transactions')
+    .where({ chain_id: chainId, status: 'signed' })
+    .orderBy([{ column: 'from_address' }, { column: 'nonce' }])
+    .limit(limit);
 }
 
 /**
@@ -90,7 +105,9 @@ export async function listStaleChainTxs(db: Db, chainId: number, before: Date, l
   return db('chain_transactions as t')
     .where({ 't.chain_id': chainId, 't.status': 'broadcast' })
     .where('t.broadcast_at', '<', before)
-    .whereNotExists((q) => q.from('chain_transactions as s').whereRaw('s.chain_id = t.chain_id AND s.from_address = t.from_address AND s.nonce = t.nonce AND (s.attempt > t.attempt OR s.status = ?)', ['mined']))
+    .whereNotExists((q) =>
+      q.from('chain_transactions as s').whereRaw('s.chain_id = t.chain_id AND s.from_address = t.from_address AND s.nonce = t.nonce AND (s.attempt > t.attempt OR s.status = ?)', ['mined']),
+    )
     .orderBy('t.broadcast_at')
     .limit(limit)
     .select('t.*');
@@ -101,13 +118,26 @@ export async function markChainTxBroadcast(db: Db, id: string, at: Date): Promis
 }
 
 export async function markChainTxError(db: Db, id: string, error: string, at: Date): Promise<void> {
-  await db('chain_transactions').where({ id }).update({ last_error: error.slice(0, 500), updated_at: at });
+  await db('chain_transactions')
+    .where({ id })
+    .update({ last_error: error.slice(0, 500), updated_at: at });
 }
 
 /** Records the receipt of the attempt that was mined; the other attempts of its nonce become `replaced`. */
-export async function markChainTxMined(db: Db, row: Pick<ChainTxRow, 'id' | 'chain_id' | 'from_address' | 'nonce'>, receipt: { block_number: bigint; block_hash: string; receipt_status: number; gas_used: bigint; effective_gas_price: bigint; log_index: number | null }, at: Date): Promise<void> {
-  await db('chain_transactions').where({ id: row.id }).update({ ...receipt, status: 'mined', mined_at: at, updated_at: at });
-  await db('chain_transactions').where({ chain_id: row.chain_id, from_address: row.from_address, nonce: row.nonce }).whereNot({ id: row.id }).whereIn('status', ['signed', 'broadcast']).update({ status: 'replaced', updated_at: at });
+export async function markChainTxMined(
+  db: Db,
+  row: Pick<ChainTxRow, 'id' | 'chain_id' | 'from_address' | 'nonce'>,
+  receipt: { block_number: bigint; block_hash: string; receipt_status: number; gas_used: bigint; effective_gas_price: bigint; log_index: number | null },
+  at: Date,
+): Promise<void> {
+  await db('chain_transactions')
+    .where({ id: row.id })
+    .update({ ...receipt, status: 'mined', mined_at: at, updated_at: at });
+  await db('chain_transactions')
+    .where({ chain_id: row.chain_id, from_address: row.from_address, nonce: row.nonce })
+    .whereNot({ id: row.id })
+    .whereIn('status', ['signed', 'broadcast'])
+    .update({ status: 'replaced', updated_at: at });
 }
 
 /**
@@ -117,9 +147,16 @@ export async function markChainTxMined(db: Db, row: Pick<ChainTxRow, 'id' | 'cha
  */
 export async function takePermitNonce(db: Db, chainId: number, token: string, owner: string, onchain: bigint, at: Date): Promise<bigint> {
   const key = { chain_id: chainId, address: `permit:${token}:${owner}`.toLowerCase() };
-  await db('chain_nonces').insert({ ...key, next_nonce: onchain, updated_at: at }).onConflict(['chain_id', 'address']).ignore();
+  await db('chain_nonces')
+    .insert({ ...key, next_nonce: onchain, updated_at: at })
+    .onConflict(['chain_id', 'address'])
+    .ignore();
   await db('chain_nonces').where(key).forUpdate().first();
-  const open = await db('chain_transactions').where({ chain_id: chainId, token_address: token.toLowerCase(), transfer_to: owner.toLowerCase() }).whereIn('kind', ['swap', 'vault', 'lending']).whereIn('status', ['signed', 'broadcast']).first('id');
+  const open = await db('chain_transactions')
+    .where({ chain_id: chainId, token_address: token.toLowerCase(), transfer_to: owner.toLowerCase() })
+    .whereIn('kind', ['swap', 'vault', 'lending'])
+    .whereIn('status', ['signed', 'broadcast'])
+    .first('id');
   const [row] = await db('chain_nonces')
     .where(key)
     .update({ next_nonce: open ? db.raw('greatest(next_nonce, ?) + 1', [onchain.toString()]) : (onchain + 1n).toString(), updated_at: at })
@@ -148,7 +185,9 @@ export async function findWalletKeyByAddress(db: Db, address: string): Promise<s
 
 /** Records the token's address on this chain as the asset's contract address (dev bootstrap, configured addresses), and its EIP-712 domain when read from the token. */
 export async function setAssetContractAddress(db: Db, symbol: string, address: string, eip712?: { name: string; version: string }): Promise<number> {
-  return db('assets').where({ symbol }).update({ contract_address: address, ...(eip712 ? { eip712_name: eip712.name, eip712_version: eip712.version } : {}) });
+  return db('assets')
+    .where({ symbol })
+    .update({ contract_address: address, ...(eip712 ? { eip712_name: eip712.name, eip712_version: eip712.version } : {}) });
 }
 
 export async function upsertSetting(db: Db, chainId: number, key: string, value: string, at: Date): Promise<void> {
@@ -170,5 +209,8 @@ export async function deleteNonces(db: Db, chainId: number): Promise<number> {
 
 /** A protocol the development bootstrap deployed (Uniswap v2), listed by /protocols beside the seeded ones. */
 export async function insertProtocolOnce(db: Db, p: { id: string; name: string; kinds: string[]; asset_symbols: string[] }): Promise<void> {
-  await db('protocols').insert({ ...p, kinds: JSON.stringify(p.kinds), asset_symbols: JSON.stringify(p.asset_symbols) }).onConflict('id').ignore();
+  await db('protocols')
+    .insert({ ...p, kinds: JSON.stringify(p.kinds), asset_symbols: JSON.stringify(p.asset_symbols) })
+    .onConflict('id')
+    .ignore();
 }

@@ -36,10 +36,7 @@ export interface DeliveryRow {
  * agent; `webhook.test` goes only to the tested endpoint, whatever its event types. The unique
  * (event_id, endpoint_id) makes a repeat a no-op. NOTIFY is delivered at commit, waking workers.
  */
-export async function insertDeliveriesForEvent(
-  db: Db,
-  event: { id: string; agentId: string; type: string; resource: { type: string; id: string }; createdAt: Date },
-): Promise<number> {
+export async function insertDeliveriesForEvent(db: Db, event: { id: string; agentId: string; type: string; resource: { type: string; id: string }; createdAt: Date }): Promise<number> {
   const isTest = event.type === 'webhook.test';
   const result = await db.raw(
     `WITH ins AS (
@@ -91,9 +88,7 @@ export async function nextDueAt(db: Db): Promise<Date | null> {
   return at ? new Date(at) : null;
 }
 
-export type AttemptResultPatch = Partial<
-  Pick<DeliveryRow, 'status' | 'http_status' | 'error_class' | 'latency_ms' | 'response_body' | 'next_attempt_at' | 'terminal_at'>
-> & { updated_at: Date };
+export type AttemptResultPatch = Partial<Pick<DeliveryRow, 'status' | 'http_status' | 'error_class' | 'latency_ms' | 'response_body' | 'next_attempt_at' | 'terminal_at'>> & { updated_at: Date };
 
 /** Fenced completion: applies only while this claim still holds the delivery. */
 export async function completeClaimedDelivery(db: Db, id: string, token: string, patch: AttemptResultPatch): Promise<DeliveryRow | undefined> {
@@ -199,7 +194,12 @@ export async function listDeliveryAttempts(db: Db, deliveryId: string, options: 
     .where({ delivery_id: deliveryId })
     .select('attempt', 'attempted_at', 'finished_at', 'outcome', 'http_status', 'error_class', 'latency_ms', 'response_body', 'lease_expired');
   if (options.before !== undefined) query.andWhere('attempt', '<', options.before);
-  return query.orderBy([{ column: 'attempt', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(options.limit);
+  return query
+    .orderBy([
+      { column: 'attempt', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(options.limit);
 }
 
 /** Newest first, keyset on (created_at, id), exclusive of `after`. */
@@ -222,11 +222,7 @@ export async function listOwnedDeliveries(db: Db, agentId: string, endpointId: s
   return found.filter((r) => r.id !== null).map(({ owned_endpoint_id: _e, ...row }) => row as DeliveryRow);
 }
 
-export async function listDeliveries(
-  db: Db,
-  endpointId: string,
-  options: { status?: string; eventId?: string; after?: { created_at: Date; id: string }; limit: number },
-): Promise<DeliveryRow[]> {
+export async function listDeliveries(db: Db, endpointId: string, options: { status?: string; eventId?: string; after?: { created_at: Date; id: string }; limit: number }): Promise<DeliveryRow[]> {
   const query = db('webhook_deliveries').where({ endpoint_id: endpointId });
   if (options.status) query.andWhere({ status: options.status });
   if (options.eventId) query.andWhere({ event_id: options.eventId });
@@ -234,5 +230,10 @@ export async function listDeliveries(
     const { created_at, id } = options.after;
     query.andWhere((q) => q.where('created_at', '<', created_at).orWhere((q2) => q2.where('created_at', '=', created_at).andWhere('id', '<', id)));
   }
-  return query.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(options.limit);
+  return query
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(options.limit);
 }

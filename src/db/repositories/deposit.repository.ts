@@ -59,7 +59,10 @@ export async function moveCursor(db: Db, chainId: number, name: string, blockNum
 /** Remembers an applied block's hash and forgets those more than `window` blocks older. */
 export async function rememberBlock(db: Db, chainId: number, name: string, blockNumber: bigint, blockHash: string, window: number): Promise<void> {
   await db('chain_cursor_blocks').insert({ chain_id: chainId, name, block_number: blockNumber.toString(), block_hash: blockHash }).onConflict(['chain_id', 'name', 'block_number']).merge();
-  await db('chain_cursor_blocks').where({ chain_id: chainId, name }).where('block_number', '<', (blockNumber - BigInt(window)).toString()).delete();
+  await db('chain_cursor_blocks')
+    .where({ chain_id: chainId, name })
+    .where('block_number', '<', (blockNumber - BigInt(window)).toString())
+    .delete();
 }
 
 /** The remembered blocks at or below `blockNumber`, newest first. */

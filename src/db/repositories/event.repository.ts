@@ -63,7 +63,18 @@ export async function appendEvent(db: Db, event: NewEvent): Promise<EventEnvelop
 export function eventsStatement(events: NewEvent[]): { ctes: string; bindings: string[]; notify: string; envelopes: EventEnvelope[] } {
   if (events.some((e) => e.type === 'webhook.test')) throw new Error('webhook.test events are appended one at a time (appendEvent)');
   const envelopes = events.map(envelopeOf);
-  const rows = envelopes.map((e, n) => ({ n, id: e.id, agent_id: e.agent_id, wallet_id: e.wallet_id, type: e.type, operation_id: e.operation_id, resource_type: e.resource.type, resource_id: e.resource.id, payload: JSON.stringify(e), created_at: e.created_at }));
+  const rows = envelopes.map((e, n) => ({
+    n,
+    id: e.id,
+    agent_id: e.agent_id,
+    wallet_id: e.wallet_id,
+    type: e.type,
+    operation_id: e.operation_id,
+    resource_type: e.resource.type,
+    resource_id: e.resource.id,
+    payload: JSON.stringify(e),
+    created_at: e.created_at,
+  }));
   return {
     ctes: `ev AS (
        INSERT INTO events (id, agent_id, wallet_id, type, operation_id, resource_type, resource_id, payload, created_at)

@@ -26,7 +26,10 @@ export interface IdempotencyRow {
  * The placeholder is never visible to others: the transaction stores the response (storeResponseStatement) or drops the
  * claim (dropClaimStatement) with its commit, and a rollback removes it.
  */
-export async function claimRecord(db: Db, claim: Pick<IdempotencyRow, 'agent_id' | 'key' | 'fingerprint' | 'operation_id' | 'created_at' | 'expires_at'>): Promise<{ locked: boolean; claimed: boolean }> {
+export async function claimRecord(
+  db: Db,
+  claim: Pick<IdempotencyRow, 'agent_id' | 'key' | 'fingerprint' | 'operation_id' | 'created_at' | 'expires_at'>,
+): Promise<{ locked: boolean; claimed: boolean }> {
   const [row] = await rows(
     db,
     prepared(

@@ -13,7 +13,10 @@ export interface Page {
 
 /** Orders newest first and starts after `p.before`. */
 export function newestFirst<T extends object>(q: Knex.QueryBuilder<T>, p: Page): Knex.QueryBuilder<T> {
-  q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(p.limit);
+  q.orderBy([
+    { column: 'created_at', order: 'desc' },
+    { column: 'id', order: 'desc' },
+  ]).limit(p.limit);
   if (p.before) q.whereRaw('(created_at, id) < (?, ?)', [p.before.createdAt, p.before.id]);
   return q;
 }

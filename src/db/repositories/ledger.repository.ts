@@ -96,7 +96,9 @@ export async function findWalletWithPricedBalances(
   db: Db,
   agentId: string,
 ): Promise<{ id: string; address: string | null; balances: { asset_symbol: string; available: string; held: string; decimals: number; category: string; usd_e8: string | null }[] } | undefined> {
-  const rows: { wallet_id: string; address: string | null; asset_symbol: string | null; available: string; held: string; decimals: number; category: string; usd_e8: string | null }[] = await db('wallets as w')
+  const rows: { wallet_id: string; address: string | null; asset_symbol: string | null; available: string; held: string; decimals: number; category: string; usd_e8: string | null }[] = await db(
+    'wallets as w',
+  )
     .leftJoin('balances as b', 'b.wallet_id', 'w.id')
     .leftJoin('assets as a', 'a.symbol', 'b.asset_symbol')
     .leftJoin('prices as p', 'p.asset_symbol', 'b.asset_symbol')
@@ -139,11 +141,7 @@ export async function upsertPrice(db: Db, row: { asset_symbol: string; usd_e8: b
 }
 
 export async function listBalances(db: Db, walletId: string, opts: { after?: string; limit?: number; category?: string } = {}): Promise<(BalanceRow & { decimals: number; category: string })[]> {
-  const q = db('balances as b')
-    .join('assets as a', 'a.symbol', 'b.asset_symbol')
-    .where('b.wallet_id', walletId)
-    .orderBy('b.asset_symbol', 'asc')
-    .select('b.*', 'a.decimals', 'a.category');
+  const q = db('balances as b').join('assets as a', 'a.symbol', 'b.asset_symbol').where('b.wallet_id', walletId).orderBy('b.asset_symbol', 'asc').select('b.*', 'a.decimals', 'a.category');
   if (opts.category) q.where('a.category', opts.category);
   if (opts.after) q.where('b.asset_symbol', '>', opts.after);
   if (opts.limit) q.limit(opts.limit);
@@ -220,7 +218,16 @@ export async function placeHold(db: Db, hold: HoldInput, at: Date): Promise<bool
 
 export async function insertJournal(db: Db, journalId: string, operationId: string | null, entries: JournalEntryInput[], at: Date): Promise<void> {
   await db('journal_entries').insert(
-    entries.map((e) => ({ journal_id: journalId, operation_id: operationId, account: e.account, wallet_id: e.wallet_id, asset_symbol: e.asset_symbol, amount: e.amount.toString(), entry_type: e.entry_type, created_at: at })),
+    entries.map((e) => ({
+      journal_id: journalId,
+      operation_id: operationId,
+      account: e.account,
+      wallet_id: e.wallet_id,
+      asset_symbol: e.asset_symbol,
+      amount: e.amount.toString(),
+      entry_type: e.entry_type,
+      created_at: at,
+    })),
   );
 }
 

@@ -70,7 +70,12 @@ export async function listDebts(db: Db, walletId: string): Promise<DebtRow[]> {
 }
 
 /** Adds `delta` to a wallet's balance row in `table` (a constant of this module), or subtracts it guarded at zero; false when the guard refused. */
-async function addGuarded(db: Db, table: 'borrow_collateral' | 'borrow_debts', column: 'amount' | 'scaled_amount', r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date }): Promise<boolean> {
+async function addGuarded(
+  db: Db,
+  table: 'borrow_collateral' | 'borrow_debts',
+  column: 'amount' | 'scaled_amount',
+  r: { wallet_id: string; agent_id: string; asset_symbol: string; delta: bigint; at: Date },
+): Promise<boolean> {
   if (r.delta >= 0n) {
     const [t, c] = [identifier(table), identifier(column)];
     await rows(
@@ -97,7 +102,19 @@ export async function addScaledDebt(db: Db, r: { wallet_id: string; agent_id: st
   return addGuarded(db, 'borrow_debts', 'scaled_amount', r);
 }
 
-export const MARKET_COLUMNS = ['id', 'protocol_id', 'asset_symbol', 'collateral_enabled', 'borrow_enabled', 'ltv_bps', 'liquidation_threshold_bps', 'borrow_apr_bps', 'borrow_index_ray', 'last_accrued_at', 'created_at'] as const satisfies readonly (keyof MarketRow)[];
+export const MARKET_COLUMNS = [
+  'id',
+  'protocol_id',
+  'asset_symbol',
+  'collateral_enabled',
+  'borrow_enabled',
+  'ltv_bps',
+  'liquidation_threshold_bps',
+  'borrow_apr_bps',
+  'borrow_index_ray',
+  'last_accrued_at',
+  'created_at',
+] as const satisfies readonly (keyof MarketRow)[];
 
 /** A wallet's collateral and debt rows, each with its asset's price (null without one) and market (null without one). */
 export interface PricedHoldings {

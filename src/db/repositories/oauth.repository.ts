@@ -46,25 +46,36 @@ export async function upsertModel(db: Db, row: Omit<ModelRow, 'consumed_at'>): P
 }
 
 export async function findModel(db: Db, model: string, id: string): Promise<ModelRow | undefined> {
-  return db('oauth_models').where({ model, id: artefactHash(id) }).first();
+  return db('oauth_models')
+    .where({ model, id: artefactHash(id) })
+    .first();
 }
 
 export async function findModelByUid(db: Db, model: string, uid: string): Promise<ModelRow | undefined> {
-  return db('oauth_models').where({ model, uid: artefactHash(uid) }).first();
+  return db('oauth_models')
+    .where({ model, uid: artefactHash(uid) })
+    .first();
 }
 
 export async function findModelByUserCode(db: Db, model: string, userCode: string): Promise<ModelRow | undefined> {
-  return db('oauth_models').where({ model, user_code: artefactHash(userCode) }).first();
+  return db('oauth_models')
+    .where({ model, user_code: artefactHash(userCode) })
+    .first();
 }
 
 /** Marks a row consumed only if it was not already; returns false when another request got there first. */
 export async function consumeModel(db: Db, model: string, id: string, at: Date): Promise<boolean> {
-  const updated = await db('oauth_models').where({ model, id: artefactHash(id) }).whereNull('consumed_at').update({ consumed_at: at });
+  const updated = await db('oauth_models')
+    .where({ model, id: artefactHash(id) })
+    .whereNull('consumed_at')
+    .update({ consumed_at: at });
   return updated === 1;
 }
 
 export async function destroyModel(db: Db, model: string, id: string): Promise<void> {
-  await db('oauth_models').where({ model, id: artefactHash(id) }).delete();
+  await db('oauth_models')
+    .where({ model, id: artefactHash(id) })
+    .delete();
 }
 
 /** Rows whose payload still holds a field that must be sealed (written before 0007), a batch at a time. */
@@ -79,7 +90,9 @@ export async function findModelsWithPlainSecrets(db: Db, fields: readonly string
 
 /** Replaces a row's payload and sealed secrets; `hashedId` is the stored (already hashed) id. */
 export async function replaceModelSecrets(db: Db, model: string, hashedId: string, payload: Record<string, unknown>, sealedSecrets: string): Promise<void> {
-  await db('oauth_models').where({ model, id: hashedId }).update({ payload: JSON.stringify(payload), sealed_secrets: sealedSecrets });
+  await db('oauth_models')
+    .where({ model, id: hashedId })
+    .update({ payload: JSON.stringify(payload), sealed_secrets: sealedSecrets });
 }
 
 export async function destroyModelsByGrant(db: Db, model: string, grantId: string): Promise<void> {
@@ -210,7 +223,10 @@ export async function insertLoginCode(db: Db, row: Omit<LoginCodeRow, 'attempts'
 }
 
 export async function findLatestLoginCode(db: Db, interactionUid: string): Promise<LoginCodeRow | undefined> {
-  return db('oauth_login_codes').where({ interaction_uid: artefactHash(interactionUid) }).orderBy('seq', 'desc').first();
+  return db('oauth_login_codes')
+    .where({ interaction_uid: artefactHash(interactionUid) })
+    .orderBy('seq', 'desc')
+    .first();
 }
 
 /**
@@ -218,13 +234,7 @@ export async function findLatestLoginCode(db: Db, interactionUid: string): Promi
  * Returns undefined when no attempt may be made (locked out, expired, already used).
  */
 export async function spendLoginCodeAttempt(db: Db, id: string, maxAttempts: number, now: Date): Promise<LoginCodeRow | undefined> {
-  const rows = await db('oauth_login_codes')
-    .where({ id })
-    .whereNull('verified_at')
-    .where('attempts', '<', maxAttempts)
-    .where('expires_at', '>', now)
-    .increment('attempts', 1)
-    .returning('*');
+  const rows = await db('oauth_login_codes').where({ id }).whereNull('verified_at').where('attempts', '<', maxAttempts).where('expires_at', '>', now).increment('attempts', 1).returning('*');
   return rows[0];
 }
 

@@ -49,12 +49,13 @@ export interface OperationRow extends ApprovalColumns {
   policy_seq?: number | null;
 }
 
-export type NewOperationRow = Omit<OperationRow, 'amount' | 'amount_usd_e8' | 'fee_usd_e8' | 'details' | keyof ApprovalColumns> & Partial<ApprovalColumns> & {
-  amount: bigint | null;
-  amount_usd_e8: bigint | null;
-  fee_usd_e8: bigint;
-  details: Record<string, unknown>;
-};
+export type NewOperationRow = Omit<OperationRow, 'amount' | 'amount_usd_e8' | 'fee_usd_e8' | 'details' | keyof ApprovalColumns> &
+  Partial<ApprovalColumns> & {
+    amount: bigint | null;
+    amount_usd_e8: bigint | null;
+    fee_usd_e8: bigint;
+    details: Record<string, unknown>;
+  };
 
 export interface OperationFilter {
   agentId: string;
@@ -97,7 +98,12 @@ export async function listOperations(db: Db, f: OperationFilter): Promise<Operat
 }
 
 /** Guarded transition: changes the row only if it is still in `from`; returns it when this caller won. */
-export async function transitionOperation(db: Db, id: string, from: OperationStatus, patch: Partial<Omit<OperationRow, 'details'>> & { status: OperationStatus; updated_at: Date; details?: Record<string, unknown> }): Promise<OperationRow | undefined> {
+export async function transitionOperation(
+  db: Db,
+  id: string,
+  from: OperationStatus,
+  patch: Partial<Omit<OperationRow, 'details'>> & { status: OperationStatus; updated_at: Date; details?: Record<string, unknown> },
+): Promise<OperationRow | undefined> {
   const { details, ...rest } = patch;
   const update: Record<string, unknown> = { ...rest };
   if (details) update.details = db.raw('details || ?::jsonb', [JSON.stringify(details)]);
@@ -110,20 +116,29 @@ export async function transitionOperation(db: Db, id: string, from: OperationSta
  * Claims up to `limit` operations in `status` whose settlement time has come, skipping rows another worker holds.
  * The caller must be inside a transaction: the row locks last until it commits.
  */
-export async function claimDueOperations(db: Db, status: 'accepted' | 'submitted' | ('accepted' | 'submitted')[], types: string[], now: Date, limit: number, excludeIds: string[] = []): Promise<OperationRow[]> {
+export async function claimDueOperations(
+  db: Db,
+  status: 'accepted' | 'submitted' | ('accepted' | 'submitted')[],
+  types: string[],
+  now: Date,
+  limit: number,
+  excludeIds: string[] = [],
+): Promise<OperationRow[]> {
   if (types.length === 0) return [];
   const due = db('operations')
     .whereIn('status', Array.isArray(status) ? status : [status])
     .whereIn('type', types);
   if (excludeIds.length > 0) due.whereNotIn('id', excludeIds);
-  return due
-    .where((q) => q.whereNull('settle_after').orWhere('settle_after', '<=', now))
-    // An operation waiting for its owner's approval is not settled (issue 27): only approve sets it free.
-    .whereRaw(`approval_state IS DISTINCT FROM 'pending'`)
-    .orderBy('settle_after', 'asc')
-    .limit(limit)
-    .forUpdate()
-    .skipLocked();
+  return (
+    due
+      .where((q) => q.whereNull('settle_after').orWhere('settle_after', '<=', now))
+      // An operation waiting for its owner's approval is not settled (issue 27): only approve sets it free.
+      .whereRaw(`approval_state IS DISTINCT FROM 'pending'`)
+      .orderBy('settle_after', 'asc')
+      .limit(limit)
+      .forUpdate()
+      .skipLocked()
+  );
 }
 
 /** Open (accepted or submitted) operations of `types` recorded against chain `chainId` (`details.chain_id`), oldest first. */

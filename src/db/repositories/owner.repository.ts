@@ -35,12 +35,7 @@ export async function insertOwnerToken(db: Db, row: Omit<OwnerTokenRow, 'last_us
 
 /** A live token of a live owner, by hash. */
 export async function findLiveOwnerToken(db: Db, tokenHash: string): Promise<OwnerTokenRow | undefined> {
-  return db('owner_tokens as t')
-    .join('owners as o', 'o.id', 't.owner_id')
-    .where('t.token_hash', tokenHash)
-    .whereNull('t.revoked_at')
-    .whereNull('o.deleted_at')
-    .first('t.*');
+  return db('owner_tokens as t').join('owners as o', 'o.id', 't.owner_id').where('t.token_hash', tokenHash).whereNull('t.revoked_at').whereNull('o.deleted_at').first('t.*');
 }
 
 export async function touchOwnerToken(db: Db, id: string, at: Date): Promise<void> {
@@ -56,7 +51,12 @@ export async function insertAudit(db: Db, row: AuditRow): Promise<void> {
  * (exclusive keyset on created_at and that row's seq).
  */
 export async function listAudit(db: Db, ownerId: string | null, options: { before?: { createdAt: Date; id: string }; since?: Date; limit: number }): Promise<AuditRow[]> {
-  const q = db('owner_audit').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'seq', order: 'desc' }]).limit(options.limit);
+  const q = db('owner_audit')
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'seq', order: 'desc' },
+    ])
+    .limit(options.limit);
   if (ownerId) q.where({ owner_id: ownerId });
   if (options.since) q.where('created_at', '>=', options.since);
   if (options.before) q.whereRaw('(created_at, seq) < (?, (SELECT seq FROM owner_audit WHERE id = ?))', [options.before.createdAt, options.before.id]);
@@ -64,11 +64,18 @@ export async function listAudit(db: Db, ownerId: string | null, options: { befor
 }
 
 /** Live (not soft-deleted) agents, newest first, of one owner or (null) of every owner. */
-export async function listLiveAgents(db: Db, ownerId: string | null, options: { before?: { createdAt: Date; id: string }; limit: number }): Promise<(AgentRow & { wallet_id: string; wallet_address: string | null })[]> {
+export async function listLiveAgents(
+  db: Db,
+  ownerId: string | null,
+  options: { before?: { createdAt: Date; id: string }; limit: number },
+): Promise<(AgentRow & { wallet_id: string; wallet_address: string | null })[]> {
   const q = db('agents as a')
     .join('wallets as w', 'w.agent_id', 'a.id')
     .whereNull('a.deleted_at')
-    .orderBy([{ column: 'a.created_at', order: 'desc' }, { column: 'a.id', order: 'desc' }])
+    .orderBy([
+      { column: 'a.created_at', order: 'desc' },
+      { column: 'a.id', order: 'desc' },
+    ])
     .limit(options.limit)
     .select('a.*', 'w.id as wallet_id', 'w.address as wallet_address');
   if (ownerId) q.where('a.owner_id', ownerId);
@@ -88,7 +95,10 @@ export interface OwnerSummaryRow {
 export async function listLiveOwners(db: Db, options: { before?: { createdAt: Date; id: string }; limit: number }): Promise<OwnerSummaryRow[]> {
   const q = db('owners as o')
     .whereNull('o.deleted_at')
-    .orderBy([{ column: 'o.created_at', order: 'desc' }, { column: 'o.id', order: 'desc' }])
+    .orderBy([
+      { column: 'o.created_at', order: 'desc' },
+      { column: 'o.id', order: 'desc' },
+    ])
     .limit(options.limit)
     .select('o.id', 'o.email', 'o.name', 'o.created_at', db.raw('(SELECT count(*)::int FROM agents a WHERE a.owner_id = o.id AND a.deleted_at IS NULL) AS agent_count'));
   if (options.before) q.whereRaw('(o.created_at, o.id) < (?, ?)', [options.before.createdAt, options.before.id]);
@@ -121,7 +131,10 @@ export async function listEndpointsOfOwner(db: Db, ownerId: string | null, optio
   const q = db('webhook_endpoints as e')
     .join('agents as a', 'a.id', 'e.agent_id')
     .whereNull('a.deleted_at')
-    .orderBy([{ column: 'e.created_at', order: 'desc' }, { column: 'e.id', order: 'desc' }])
+    .orderBy([
+      { column: 'e.created_at', order: 'desc' },
+      { column: 'e.id', order: 'desc' },
+    ])
     .limit(options.limit)
     .select(
       'e.*',
@@ -169,7 +182,9 @@ export async function lockEndpointToWarn(db: Db, level: 24 | 48, now: Date): Pro
 
 /** Marks the warning sent; the 48 h warning also covers a 24 h one never sent (a worker was down). */
 export async function markEndpointWarned(db: Db, id: string, level: 24 | 48, at: Date): Promise<void> {
-  await db('webhook_endpoints').where({ id }).update(level === 24 ? { warned_24h_at: at } : { warned_24h_at: at, warned_48h_at: at });
+  await db('webhook_endpoints')
+    .where({ id })
+    .update(level === 24 ? { warned_24h_at: at } : { warned_24h_at: at, warned_48h_at: at });
 }
 
 /** The most recent failed attempt's reason at an endpoint. */

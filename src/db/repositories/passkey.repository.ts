@@ -40,7 +40,9 @@ export async function findPasskey(db: Db, credentialId: string): Promise<Passkey
 }
 
 export async function recordPasskeyUse(db: Db, id: string, counter: number, at: Date): Promise<void> {
-  await db('owner_passkeys').where({ id }).update({ counter: String(counter), last_used_at: at });
+  await db('owner_passkeys')
+    .where({ id })
+    .update({ counter: String(counter), last_used_at: at });
 }
 
 export async function insertChallenge(db: Db, row: Omit<ChallengeRow, 'used_at'>): Promise<void> {

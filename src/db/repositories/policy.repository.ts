@@ -11,7 +11,10 @@ export interface PolicyRow {
 }
 
 export async function upsertPolicy(db: Db, agentId: string, policy: Record<string, unknown>, at: Date): Promise<void> {
-  await db('agent_policies').insert({ agent_id: agentId, policy: JSON.stringify(policy), updated_at: at }).onConflict('agent_id').merge();
+  await db('agent_policies')
+    .insert({ agent_id: agentId, policy: JSON.stringify(policy), updated_at: at })
+    .onConflict('agent_id')
+    .merge();
 }
 
 export async function findPolicy(db: Db, agentId: string): Promise<PolicyRow | undefined> {
@@ -56,7 +59,10 @@ const usageStatement = (agentId: string, starts: { day: Date; week: Date; month:
  * holds this. The sums re-read the (now locked) row to know which caps exist and the period.
  */
 export async function lockPolicy(trx: Db, agentId: string, periodStarts: { day: Date; week: Date; month: Date }): Promise<{ row: PolicyRow | undefined; usage: LockedUsage }> {
-  const [locked, sums] = await batch(trx, [prepared(sql<PolicyRow>`SELECT agent_id, policy, updated_at, shadow_policy FROM agent_policies WHERE agent_id = ${agentId}::uuid FOR UPDATE`, 'agentapi_policy_lock_v2'), usageStatement(agentId, periodStarts)]);
+  const [locked, sums] = await batch(trx, [
+    prepared(sql<PolicyRow>`SELECT agent_id, policy, updated_at, shadow_policy FROM agent_policies WHERE agent_id = ${agentId}::uuid FOR UPDATE`, 'agentapi_policy_lock_v2'),
+    usageStatement(agentId, periodStarts),
+  ]);
   const parse = (v: string | null | undefined) => {
     if (v == null) return null;
     const [usd, n, swaps] = v.split(':');
@@ -71,7 +77,11 @@ export async function lockPolicy(trx: Db, agentId: string, periodStarts: { day: 
 }
 
 /** Usage since `since` and over all time in one statement (the limits read); `swaps`: conversions in the period. */
-export async function sumUsageSinceAndLifetime(db: Db, agentId: string, since: Date): Promise<{ period: { usd_e8: bigint; count: number; swaps: number }; lifetime: { usd_e8: bigint; count: number } }> {
+export async function sumUsageSinceAndLifetime(
+  db: Db,
+  agentId: string,
+  since: Date,
+): Promise<{ period: { usd_e8: bigint; count: number; swaps: number }; lifetime: { usd_e8: bigint; count: number } }> {
   const row = (await db('operations')
     .where({ agent_id: agentId, counts_toward_limits: true })
     .whereIn('status', ['accepted', 'submitted', 'executed'])
@@ -87,7 +97,9 @@ export async function sumUsageSinceAndLifetime(db: Db, agentId: string, since: D
 
 /** Sets (or with null drops) the agent's shadow policy; false when the agent has no policy row. */
 export async function setShadowPolicy(db: Db, agentId: string, shadow: Record<string, unknown> | null, at: Date): Promise<boolean> {
-  const n = await db('agent_policies').where({ agent_id: agentId }).update({ shadow_policy: shadow === null ? null : JSON.stringify(shadow), shadow_updated_at: shadow === null ? null : at });
+  const n = await db('agent_policies')
+    .where({ agent_id: agentId })
+    .update({ shadow_policy: shadow === null ? null : JSON.stringify(shadow), shadow_updated_at: shadow === null ? null : at });
   return Number(n) > 0;
 }
 
@@ -127,6 +139,10 @@ export async function sumUsageByDay(db: Db, agentId: string, since: Date): Promi
     .where('created_at', '>=', since)
     .groupByRaw('1')
     .orderByRaw('1')
-    .select(db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS date`), db.raw('coalesce(sum(amount_usd_e8), 0)::text AS usd'), db.raw('count(*)::int AS n'))) as { date: string; usd: string; n: number }[];
+    .select(db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS date`), db.raw('coalesce(sum(amount_usd_e8), 0)::text AS usd'), db.raw('count(*)::int AS n'))) as {
+    date: string;
+    usd: string;
+    n: number;
+  }[];
   return found.map((r) => ({ date: r.date, usd_e8: BigInt(r.usd), count: Number(r.n) }));
 }

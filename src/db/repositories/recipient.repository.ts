@@ -75,7 +75,9 @@ export type LinkedRecipientRow = RecipientRow & { trusted_destination_id: string
 function withLinks(db: Db) {
   return db('recipients as r').select(
     'r.*',
-    db.raw(`(SELECT t.id FROM trusted_destinations t WHERE t.agent_id = r.agent_id AND t.status = 'confirmed' AND lower(t.address) = lower(r.address) ORDER BY t.created_at, t.id LIMIT 1) AS trusted_destination_id`),
+    db.raw(
+      `(SELECT t.id FROM trusted_destinations t WHERE t.agent_id = r.agent_id AND t.status = 'confirmed' AND lower(t.address) = lower(r.address) ORDER BY t.created_at, t.id LIMIT 1) AS trusted_destination_id`,
+    ),
     db.raw(`(SELECT p.id FROM recurring_payments p WHERE p.agent_id = r.agent_id AND p.recipient_id = r.id AND p.status = 'active' ORDER BY p.created_at, p.id LIMIT 1) AS recurring_payment_id`),
   );
 }

@@ -47,7 +47,10 @@ export async function findRecurringPaymentWithRecipient(db: Db, agentId: string,
 
 export async function listRecurringPaymentsWithRecipient(db: Db, agentId: string, p: Page): Promise<RecurringPaymentWithRecipient[]> {
   const q = withRecipient(db).where({ 'p.agent_id': agentId });
-  q.orderBy([{ column: 'p.created_at', order: 'desc' }, { column: 'p.id', order: 'desc' }]).limit(p.limit);
+  q.orderBy([
+    { column: 'p.created_at', order: 'desc' },
+    { column: 'p.id', order: 'desc' },
+  ]).limit(p.limit);
   if (p.before) q.whereRaw('(p.created_at, p.id) < (?, ?)', [p.before.createdAt, p.before.id]);
   return q;
 }

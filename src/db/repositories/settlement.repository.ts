@@ -150,14 +150,7 @@ export async function writeSettledBatch(db: Db, batch: SettledBatch, at: Date): 
        ON CONFLICT (wallet_id, asset_symbol) DO NOTHING
      )
      SELECT (SELECT count(*)::int FROM fin) AS finished, (SELECT json_agg(json_build_object('type', type, 'status', status)) FROM fin) AS entered, (SELECT count(*)::int FROM held) AS holds, ${events.notify} AS notified`,
-    [
-      at, at, at, at, JSON.stringify(batch.finishes),
-      at, JSON.stringify(batch.holdMoves),
-      at, numbered(batch.legs),
-      numbered(batch.activity),
-      ...events.bindings,
-      at, numbered(batch.creditedRows),
-    ],
+    [at, at, at, at, JSON.stringify(batch.finishes), at, JSON.stringify(batch.holdMoves), at, numbered(batch.legs), numbered(batch.activity), ...events.bindings, at, numbered(batch.creditedRows)],
   );
   const row = result.rows[0] as { finished: number; holds: number; entered: OperationEntry[] | null };
   countOperationEntries(db, row.entered ?? []);

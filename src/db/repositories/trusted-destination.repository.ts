@@ -40,7 +40,12 @@ export async function listTrustedDestinations(db: Db, agentId: string, p: Page):
   return newestFirst(db('trusted_destinations').where({ agent_id: agentId }), p);
 }
 
-export async function transitionTrustedDestination(db: Db, id: string, from: TrustedDestinationRow['status'], patch: Partial<TrustedDestinationRow> & { status: TrustedDestinationRow['status']; updated_at: Date }): Promise<TrustedDestinationRow | undefined> {
+export async function transitionTrustedDestination(
+  db: Db,
+  id: string,
+  from: TrustedDestinationRow['status'],
+  patch: Partial<TrustedDestinationRow> & { status: TrustedDestinationRow['status']; updated_at: Date },
+): Promise<TrustedDestinationRow | undefined> {
   const [row] = await db('trusted_destinations').where({ id, status: from }).update(patch).returning('*');
   return row;
 }

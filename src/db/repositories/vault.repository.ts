@@ -35,7 +35,10 @@ export interface PositionRow {
 }
 
 /** A vault as inserted: the row's descriptive columns, money as bigint; state columns take their defaults. */
-export type NewVault = Pick<VaultRow, 'id' | 'name' | 'protocol_id' | 'asset_symbol' | 'address' | 'apy_bps' | 'decimals_offset' | 'reward_asset_symbol' | 'created_at'> & { capacity: bigint | null; reward_rate_ray: bigint };
+export type NewVault = Pick<VaultRow, 'id' | 'name' | 'protocol_id' | 'asset_symbol' | 'address' | 'apy_bps' | 'decimals_offset' | 'reward_asset_symbol' | 'created_at'> & {
+  capacity: bigint | null;
+  reward_rate_ray: bigint;
+};
 
 export async function insertVault(db: Db, v: NewVault): Promise<VaultRow> {
   const [row] = await db('earn_vaults')
@@ -45,7 +48,10 @@ export async function insertVault(db: Db, v: NewVault): Promise<VaultRow> {
 }
 
 export async function listVaults(db: Db, opts: { activeOnly?: boolean; asset?: string } = {}): Promise<VaultRow[]> {
-  const q = db('earn_vaults').orderBy([{ column: 'apy_bps', order: 'desc' }, { column: 'id', order: 'asc' }]);
+  const q = db('earn_vaults').orderBy([
+    { column: 'apy_bps', order: 'desc' },
+    { column: 'id', order: 'asc' },
+  ]);
   if (opts.activeOnly) q.where({ active: true });
   if (opts.asset) q.where({ asset_symbol: opts.asset });
   return q;
@@ -80,7 +86,14 @@ export async function updateVaultState(db: Db, id: string, s: { total_assets: bi
 }
 
 export async function listPositions(db: Db, walletId: string, page: { before?: { createdAt: Date; id: string }; limit: number }): Promise<PositionRow[]> {
-  const q = db('earn_positions').where({ wallet_id: walletId }).where('shares', '>', 0).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(page.limit);
+  const q = db('earn_positions')
+    .where({ wallet_id: walletId })
+    .where('shares', '>', 0)
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(page.limit);
   if (page.before) q.whereRaw('(created_at, id) < (?, ?)', [page.before.createdAt, page.before.id]);
   return q;
 }
@@ -125,7 +138,24 @@ export async function setVaultAddress(db: Db, id: string, address: string): Prom
   return db('earn_vaults').where({ id }).update({ address });
 }
 
-export const VAULT_COLUMNS = ['id', 'name', 'protocol_id', 'asset_symbol', 'address', 'apy_bps', 'decimals_offset', 'total_assets', 'total_shares', 'capacity', 'reward_asset_symbol', 'reward_rate_ray', 'acc_reward_per_share_ray', 'active', 'last_accrued_at', 'created_at'] as const satisfies readonly (keyof VaultRow)[];
+export const VAULT_COLUMNS = [
+  'id',
+  'name',
+  'protocol_id',
+  'asset_symbol',
+  'address',
+  'apy_bps',
+  'decimals_offset',
+  'total_assets',
+  'total_shares',
+  'capacity',
+  'reward_asset_symbol',
+  'reward_rate_ray',
+  'acc_reward_per_share_ray',
+  'active',
+  'last_accrued_at',
+  'created_at',
+] as const satisfies readonly (keyof VaultRow)[];
 
 /** A position read with its vault and the price of the vault's asset (undefined without one). */
 export interface ValuedPosition {
@@ -149,12 +179,22 @@ export function splitValued(row: Record<string, unknown>): ValuedPosition {
     if (k.startsWith('v__')) vault[k.slice(3)] = v;
     else if (!k.startsWith('pr__')) position[k] = v;
   }
-  const price = row.pr__usd_e8 == null ? undefined : { asset_symbol: vault.asset_symbol as string, usd_e8: row.pr__usd_e8 as string, observed_at: row.pr__observed_at as Date | null, source: row.pr__source as string };
+  const price =
+    row.pr__usd_e8 == null
+      ? undefined
+      : { asset_symbol: vault.asset_symbol as string, usd_e8: row.pr__usd_e8 as string, observed_at: row.pr__observed_at as Date | null, source: row.pr__source as string };
   return { position: position as unknown as PositionRow, vault: vault as unknown as VaultRow, price };
 }
 
 export async function listValuedPositions(db: Db, walletId: string, page: { before?: { createdAt: Date; id: string }; limit: number }): Promise<ValuedPosition[]> {
-  const q = valuedPositions(db).where('e.wallet_id', walletId).where('e.shares', '>', 0).orderBy([{ column: 'e.created_at', order: 'desc' }, { column: 'e.id', order: 'desc' }]).limit(page.limit);
+  const q = valuedPositions(db)
+    .where('e.wallet_id', walletId)
+    .where('e.shares', '>', 0)
+    .orderBy([
+      { column: 'e.created_at', order: 'desc' },
+      { column: 'e.id', order: 'desc' },
+    ])
+    .limit(page.limit);
   if (page.before) q.whereRaw('(e.created_at, e.id) < (?, ?)', [page.before.createdAt, page.before.id]);
   return (await q).map(splitValued);
 }

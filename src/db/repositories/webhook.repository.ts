@@ -73,7 +73,12 @@ export async function listEndpoints(db: Db, agentId: string, options: { after?: 
     const { created_at, id } = options.after;
     query.andWhere((q) => q.where('created_at', '<', created_at).orWhere((q2) => q2.where('created_at', '=', created_at).andWhere('id', '<', id)));
   }
-  return query.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(options.limit);
+  return query
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(options.limit);
 }
 
 export async function updateEndpoint(db: Db, id: string, patch: EndpointPatch): Promise<WebhookEndpointRow | undefined> {

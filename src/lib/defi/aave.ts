@@ -26,12 +26,10 @@ export const MAX_HEALTH_FACTOR = 2n ** 256n - 1n;
 export type Rounding = 'down' | 'up';
 
 /** value = amount · price / 10^decimals, in USD with 8 decimals. */
-export const valueUsd = (amount: bigint, priceE8: bigint, decimals: number, rounding: Rounding): bigint =>
-  mulDiv(amount, priceE8, 10n ** BigInt(decimals), rounding);
+export const valueUsd = (amount: bigint, priceE8: bigint, decimals: number, rounding: Rounding): bigint => mulDiv(amount, priceE8, 10n ** BigInt(decimals), rounding);
 
 /** amount = usd · 10^decimals / price: the asset units worth `usdE8`. */
-export const amountForUsd = (usdE8: bigint, priceE8: bigint, decimals: number, rounding: Rounding): bigint =>
-  mulDiv(usdE8, 10n ** BigInt(decimals), priceE8, rounding);
+export const amountForUsd = (usdE8: bigint, priceE8: bigint, decimals: number, rounding: Rounding): bigint => mulDiv(usdE8, 10n ** BigInt(decimals), priceE8, rounding);
 
 export interface CollateralInput {
   amount: bigint;
@@ -150,8 +148,7 @@ export function compoundedInterestRay(aprRay: bigint, seconds: bigint): bigint {
 export const aprBpsToRay = (aprBps: bigint): bigint => (aprBps * RAY) / BPS;
 
 /** The new borrow index after `seconds` at `aprBps`, rounded up. */
-export const accrueIndex = (indexRay: bigint, aprBps: bigint, seconds: bigint): bigint =>
-  mulDiv(indexRay, compoundedInterestRay(aprBpsToRay(aprBps), seconds), RAY, 'up');
+export const accrueIndex = (indexRay: bigint, aprBps: bigint, seconds: bigint): bigint => mulDiv(indexRay, compoundedInterestRay(aprBpsToRay(aprBps), seconds), RAY, 'up');
 
 export const scaledForBorrow = (amount: bigint, indexRay: bigint): bigint => mulDiv(amount, RAY, indexRay, 'up');
 export const scaledForRepay = (amount: bigint, indexRay: bigint): bigint => mulDiv(amount, RAY, indexRay, 'down');

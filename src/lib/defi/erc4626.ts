@@ -122,9 +122,7 @@ export function accrueTotalAssets(totalAssets: bigint, apyBps: bigint, seconds: 
 // accumulator does not depend on totalSupply and each position's checkpoint settles lazily.
 
 /** The accumulator's increase over `seconds` for a per-share yearly rate (RAY), rounded down. */
-export const rewardPerShareDelta = (ratePerShareYearRay: bigint, seconds: bigint): bigint =>
-  seconds <= 0n ? 0n : (ratePerShareYearRay * seconds) / SECONDS_PER_YEAR;
+export const rewardPerShareDelta = (ratePerShareYearRay: bigint, seconds: bigint): bigint => (seconds <= 0n ? 0n : (ratePerShareYearRay * seconds) / SECONDS_PER_YEAR);
 
 /** Rewards earned by `shares` since `checkpointRay`, rounded down. */
-export const earnedRewards = (shares: bigint, accRay: bigint, checkpointRay: bigint): bigint =>
-  accRay <= checkpointRay ? 0n : mulDiv(shares, accRay - checkpointRay, RAY, 'down');
+export const earnedRewards = (shares: bigint, accRay: bigint, checkpointRay: bigint): bigint => (accRay <= checkpointRay ? 0n : mulDiv(shares, accRay - checkpointRay, RAY, 'down'));

@@ -12,12 +12,10 @@ export interface PricedAsset {
 }
 
 /** USD value (8 decimals) of `amount` base units; `down` for what the user holds, `up` for what they owe. */
-export const toUsd = (amount: bigint, asset: PricedAsset, rounding: 'down' | 'up' = 'down'): bigint =>
-  mulDiv(amount, asset.priceE8, 10n ** BigInt(asset.decimals), rounding);
+export const toUsd = (amount: bigint, asset: PricedAsset, rounding: 'down' | 'up' = 'down'): bigint => mulDiv(amount, asset.priceE8, 10n ** BigInt(asset.decimals), rounding);
 
 /** Base units worth `usdE8`, rounded down (an `amount_usd` request never spends more than asked). */
-export const fromUsd = (usdE8: bigint, asset: PricedAsset, rounding: 'down' | 'up' = 'down'): bigint =>
-  mulDiv(usdE8, 10n ** BigInt(asset.decimals), asset.priceE8, rounding);
+export const fromUsd = (usdE8: bigint, asset: PricedAsset, rounding: 'down' | 'up' = 'down'): bigint => mulDiv(usdE8, 10n ** BigInt(asset.decimals), asset.priceE8, rounding);
 
 export interface ConversionQuoteMaths {
   /** out before the fee: in · p_in · 10^dec_out / (p_out · 10^dec_in), rounded down. */

@@ -7,7 +7,18 @@
 // development convenience, refused in production.
 import { createHmac } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { accountSalt, ownerActionCallData, ownerTypedData, predictAccountAddress, signOwnerAction, typedDataJson, verifyOwnerSignature, type AccountState, type OwnerAction, type OwnerAuth } from '../../chain/accounts.js';
+import {
+  accountSalt,
+  ownerActionCallData,
+  ownerTypedData,
+  predictAccountAddress,
+  signOwnerAction,
+  typedDataJson,
+  verifyOwnerSignature,
+  type AccountState,
+  type OwnerAction,
+  type OwnerAuth,
+} from '../../chain/accounts.js';
 import { createChainClient } from '../../chain/connect.js';
 import { DEV_CHAIN_ID } from '../../chain/dev-accounts.js';
 import type { Address, Chain, Hex } from '../../chain/port.js';
@@ -85,7 +96,12 @@ export const DEADLINE_SECONDS = 3600;
 
 /** Chain refusals as the API's error codes (some of the account's have no API code of their own). */
 export function apiCodeOf(code: string): ErrorCode {
-  const map: Record<string, ErrorCode> = { invalid_owner_signature: 'validation_failed', agent_paused: 'agent_disabled', lane_not_authorized: 'permission_not_granted', execution_reverted: 'invalid_state_transition' };
+  const map: Record<string, ErrorCode> = {
+    invalid_owner_signature: 'validation_failed',
+    agent_paused: 'agent_disabled',
+    lane_not_authorized: 'permission_not_granted',
+    execution_reverted: 'invalid_state_transition',
+  };
   return (map[code] ?? code) as ErrorCode;
 }
 
@@ -107,8 +123,8 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
 
   async function requireAccount(db: Db, agentId: string): Promise<repo.AccountWalletRow & { signer_address: string }> {
     const acct = await repo.findAccountWallet(db, agentId);
-    if (!acct) throw new ApiError('invalid_state_transition', 'the agent\'s wallet is not an agent account (simulated chain, or created before accounts)');
-    if (!acct.signer_address) throw new ApiError('invalid_state_transition', 'the agent\'s owner has no signer registered');
+    if (!acct) throw new ApiError('invalid_state_transition', "the agent's wallet is not an agent account (simulated chain, or created before accounts)");
+    if (!acct.signer_address) throw new ApiError('invalid_state_transition', "the agent's owner has no signer registered");
     return acct as repo.AccountWalletRow & { signer_address: string };
   }
 
@@ -180,14 +196,19 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
         const key = devSigner(acct.owner_id);
         if (!key || key.address.toLowerCase() !== signer.toLowerCase()) {
           const proposal = await service.propose(db, agentId, change);
-          throw new ApiError('owner_signature_required', `this change must be signed by the owner's signer ${signer}: sign details.typed_data (EIP-712) and send the request again with owner_signature {signature, nonce, deadline} (agentctl: --owner-key-file FILE)`, proposal as unknown as Record<string, unknown>);
+          throw new ApiError(
+            'owner_signature_required',
+            `this change must be signed by the owner's signer ${signer}: sign details.typed_data (EIP-712) and send the request again with owner_signature {signature, nonce, deadline} (agentctl: --owner-key-file FILE)`,
+            proposal as unknown as Record<string, unknown>,
+          );
         }
         const nonce = await port.ownerNonce(account, signer);
         const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + DEADLINE_SECONDS);
         auth = { signature: await signOwnerAction(key, data(nonce, deadline)), nonce, deadline };
       }
       // Checked here first (a friendly refusal); the account checks it again, and its nonce makes it single use.
-      if (!(await verifyOwnerSignature(signer, data(auth.nonce, auth.deadline), auth.signature))) throw new ApiError('validation_failed', `the signature is not ${signer}'s over this change (nonce ${auth.nonce}, deadline ${auth.deadline})`);
+      if (!(await verifyOwnerSignature(signer, data(auth.nonce, auth.deadline), auth.signature)))
+        throw new ApiError('validation_failed', `the signature is not ${signer}'s over this change (nonce ${auth.nonce}, deadline ${auth.deadline})`);
       // Deployed only for a signed change (an unsigned proposal costs the relayer nothing).
       await port.ensureDeployed(db, { address: account, owner: signer, firstLane: viem().getAddress(acct.lane_address), salt: accountSalt(agentId) });
       const sent = await port.sendNow(db, account, ownerActionCallData(change, auth), 'owner');

@@ -20,7 +20,21 @@ import { policyHashOf, type AccountState } from '../../chain/accounts.js';
 import { listAccountWallets, listDestinationStates } from '../../db/repositories/custody.repository.js';
 
 /** Operation types that move money out of the wallet: a policy allowing none of them caps every lane call at 0. */
-const MONEY_TYPES = ['payment', 'one_off_payment.create', 'withdrawal.crypto', 'conversion', 'earn.deposit', 'earn.withdraw', 'earn.move', 'debt.borrow', 'debt.repay', 'collateral.add', 'collateral.remove', 'x402.sign', 'x402.purchase'];
+const MONEY_TYPES = [
+  'payment',
+  'one_off_payment.create',
+  'withdrawal.crypto',
+  'conversion',
+  'earn.deposit',
+  'earn.withdraw',
+  'earn.move',
+  'debt.borrow',
+  'debt.repay',
+  'collateral.add',
+  'collateral.remove',
+  'x402.sign',
+  'x402.purchase',
+];
 
 /** A chain's contracts the lane may call, by protocol id (routers, vaults, Morpho) and the Morpho market ids. */
 export type ProtocolAddresses = (db: Db) => Promise<Map<string, Address[]>>;
@@ -34,7 +48,7 @@ const listed = (list: string[] | 'all' | undefined, value: string) => list === u
  */
 export async function toOnchainPolicy(db: Db, deps: { chain: Chain; contracts: CustodyContracts; protocols: ProtocolAddresses }, agentId: string, p: Policy): Promise<OnchainPolicy> {
   const allowsMoney = p.operation_types === 'all' || MONEY_TYPES.some((t) => (p.operation_types as string[]).includes(t));
-  const cap = (v: bigint | undefined) => (!allowsMoney ? 0n : v ?? NO_USD_CAP);
+  const cap = (v: bigint | undefined) => (!allowsMoney ? 0n : (v ?? NO_USD_CAP));
   const maxPriceAge = deps.chain.chainId === DEV_CHAIN_ID ? 0 : 90_000;
   const assets = [];
   for (const a of await listAssets(db)) {
@@ -95,7 +109,11 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
   if (!state.deployed || !state.limits || !state.usage) {
     // Not deployed yet: nothing can move; the caps are zero until the owner signs a policy.
     const start = periodStart('day', now);
-    return { limits: { ...mirror.limits, per_tx_usd: '0', per_period_usd: '0', lifetime_usd: '0', max_txs_per_period: 0 }, usage: { period_start: start.toISOString(), period_usd: '0', period_txs: 0, lifetime_usd: '0' }, exposure_usd: '0' };
+    return {
+      limits: { ...mirror.limits, per_tx_usd: '0', per_period_usd: '0', lifetime_usd: '0', max_txs_per_period: 0 },
+      usage: { period_start: start.toISOString(), period_usd: '0', period_txs: 0, lifetime_usd: '0' },
+      exposure_usd: '0',
+    };
   }
   const l = state.limits;
   const u = state.usage;
@@ -121,20 +139,49 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
  * and the trusted destinations the database shows confirmed that the account would not pay (not added on chain, or
  * still time-locked). Each row names the agent, what differs, and both sides.
  */
-export async function policyDrift(db: Db, deps: { chain: Chain; contracts: CustodyContracts; protocols: ProtocolAddresses; custody: { state(account: string): Promise<AccountState> }; policy: { get(db: Db, agentId: string): Promise<Policy | null> }; now: Date }, agentId?: string): Promise<Record<string, unknown>[]> {
+export async function policyDrift(
+  db: Db,
+  deps: {
+    chain: Chain;
+    contracts: CustodyContracts;
+    protocols: ProtocolAddresses;
+    custody: { state(account: string): Promise<AccountState> };
+    policy: { get(db: Db, agentId: string): Promise<Policy | null> };
+    now: Date;
+  },
+  agentId?: string,
+): Promise<Record<string, unknown>[]> {
   const rows: Record<string, unknown>[] = [];
   for (const acct of await listAccountWallets(db, agentId)) {
     const state = await deps.custody.state(acct.address);
     const policy = await deps.policy.get(db, acct.agent_id);
     const expected = policy ? policyHashOf(await toOnchainPolicy(db, deps, acct.agent_id, policy)) : null;
     const onchain = state.deployed && state.policyVersion > 0n ? state.policyHash : null;
-    if (expected !== onchain) rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'policy', database: expected, onchain, message: 'the database\'s policy is not the one the account holds: the account enforces its own' });
-    if (state.lane && acct.lane_address.toLowerCase() !== state.lane.toLowerCase()) rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'lane', database: acct.lane_address, onchain: state.lane });
+    if (expected !== onchain)
+      rows.push({
+        agent_id: acct.agent_id,
+        account: acct.address,
+        kind: 'policy',
+        database: expected,
+        onchain,
+        message: "the database's policy is not the one the account holds: the account enforces its own",
+      });
+    if (state.lane && acct.lane_address.toLowerCase() !== state.lane.toLowerCase())
+      rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'lane', database: acct.lane_address, onchain: state.lane });
     for (const d of await listDestinationStates(db, acct.agent_id)) {
       if (d.status !== 'confirmed') continue;
       const unlockAt = state.deployed ? await deps.chain.custody!.readTrusted(acct.address as Address, viem().getAddress(d.address) as Address) : 0n;
       const nowSeconds = BigInt(Math.floor(deps.now.getTime() / 1000));
-      if (unlockAt === 0n || unlockAt > nowSeconds) rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'trusted_destination', destination_id: d.id, address: d.address, database: 'confirmed', onchain: unlockAt === 0n ? 'not_trusted' : `time_locked_until_${new Date(Number(unlockAt) * 1000).toISOString()}` });
+      if (unlockAt === 0n || unlockAt > nowSeconds)
+        rows.push({
+          agent_id: acct.agent_id,
+          account: acct.address,
+          kind: 'trusted_destination',
+          destination_id: d.id,
+          address: d.address,
+          database: 'confirmed',
+          onchain: unlockAt === 0n ? 'not_trusted' : `time_locked_until_${new Date(Number(unlockAt) * 1000).toISOString()}`,
+        });
     }
   }
   return rows;

@@ -62,7 +62,6 @@ export type ProtocolContracts = (db: Db) => Promise<Map<string, { role: 'factory
 export function createAccountService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; protocolContracts?: ProtocolContracts }): AccountService {
   const { clock, ledger, operations } = deps;
 
-
   async function requireWallet(db: Db, agentId: string) {
     const wallet = await findWalletByAgent(db, agentId);
     if (!wallet) throw new ApiError('not_found', 'wallet not found');
@@ -116,7 +115,12 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
     async listAssets(db, query) {
       const limit = pageLimit(query.limit);
       const rows = await ledgerRepo.listAssets(db, { after: decodeKey(query.cursor), limit: limit + 1 });
-      const page = toPage(rows, limit, (a) => a, (a) => encodeKey(a.symbol));
+      const page = toPage(
+        rows,
+        limit,
+        (a) => a,
+        (a) => encodeKey(a.symbol),
+      );
       const prices = await ledgerRepo.listPrices(db);
       const items = [];
       for (const a of page.items) {
@@ -131,7 +135,12 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
       const limit = pageLimit(query.limit);
       const rows = await ledgerRepo.listProtocols(db, { after: decodeKey(query.cursor), limit: limit + 1 });
       const contracts = deps.protocolContracts ? await deps.protocolContracts(db) : new Map();
-      return toPage(rows, limit, (p) => ({ id: p.id, name: p.name, kinds: p.kinds, chain: p.chain, asset_symbols: p.asset_symbols, ...(contracts.has(p.id) ? { contracts: contracts.get(p.id) } : {}) }), (p) => encodeKey(p.id));
+      return toPage(
+        rows,
+        limit,
+        (p) => ({ id: p.id, name: p.name, kinds: p.kinds, chain: p.chain, asset_symbols: p.asset_symbols, ...(contracts.has(p.id) ? { contracts: contracts.get(p.id) } : {}) }),
+        (p) => encodeKey(p.id),
+      );
     },
 
     async listBalances(db, who, query) {
@@ -140,9 +149,16 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
       // Every asset appears (zero when never held), so an agent sees what it could hold.
       // One statement: the wallet's rows and every price (assets without a row still need theirs).
       const [held, prices] = await ledgerRepo.listBalancesWithPrices(db, who.walletId);
-      const assets = [...(await ledger.assets(db)).values()].filter((a) => (!query.cashOnly || a.category === 'cash') && (after === undefined || a.symbol > after)).sort((a, b) => (a.symbol < b.symbol ? -1 : 1));
+      const assets = [...(await ledger.assets(db)).values()]
+        .filter((a) => (!query.cashOnly || a.category === 'cash') && (after === undefined || a.symbol > after))
+        .sort((a, b) => (a.symbol < b.symbol ? -1 : 1));
       const rows = assets.slice(0, limit + 1);
-      const page = toPage(rows, limit, (a) => a, (a) => encodeKey(a.symbol));
+      const page = toPage(
+        rows,
+        limit,
+        (a) => a,
+        (a) => encodeKey(a.symbol),
+      );
       const items = [];
       for (const a of page.items) {
         const b = held.get(a.symbol);
@@ -209,16 +225,33 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         created_at: wallet.created_at,
       };
       const banks = await listWithdrawalMethods(db, who.ownerId, { limit: 1000 });
-      const cash = assets.filter((a) => a.category === 'cash').map((a) => a.symbol).sort();
+      const cash = assets
+        .filter((a) => a.category === 'cash')
+        .map((a) => a.symbol)
+        .sort();
       const all = [
         cryptoMethod,
-        ...banks.map((m) => ({ id: m.id, kind: 'bank_transfer' as const, label: m.label, asset_symbols: cash, chain: null, instructions: `Bank transfer from account …${m.account_last4} (${m.currency}), reference ${wallet.id}`, status: m.status, created_at: m.created_at })),
+        ...banks.map((m) => ({
+          id: m.id,
+          kind: 'bank_transfer' as const,
+          label: m.label,
+          asset_symbols: cash,
+          chain: null,
+          instructions: `Bank transfer from account …${m.account_last4} (${m.currency}), reference ${wallet.id}`,
+          status: m.status,
+          created_at: m.created_at,
+        })),
       ];
       const after = decodeKeyset(query.cursor);
       const ordered = all.sort((a, b) => b.created_at.getTime() - a.created_at.getTime() || (a.id < b.id ? 1 : -1));
       const start = after ? ordered.findIndex((m) => m.created_at.getTime() < after.createdAt.getTime() || (m.created_at.getTime() === after.createdAt.getTime() && m.id < after.id)) : 0;
       const rows = start < 0 ? [] : ordered.slice(start, start + limit + 1);
-      return toPage(rows, limit, ({ created_at: _, ...m }) => m, (m) => encodeKeyset(m));
+      return toPage(
+        rows,
+        limit,
+        ({ created_at: _, ...m }) => m,
+        (m) => encodeKeyset(m),
+      );
     },
 
     async getDepositAddress(db, who, query) {
@@ -236,7 +269,18 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         const amount = ledger.parseAssetAmount(asset, input.amount);
         await ledger.deposit(trx, { walletId: wallet.id, asset: asset.symbol, amount });
         const usdE8 = await ledger.usdValue(trx, asset, amount).catch(() => null);
-        await operations.recordActivity(trx, { principal: { agentId, walletId: wallet.id }, type: 'deposit', status: 'executed', operationId: null, direction: 'in', asset: asset.symbol, amount, amountUsdE8: usdE8, counterparty: null, description: `Deposit of ${formatAmount(amount, asset.decimals)} ${asset.symbol}` });
+        await operations.recordActivity(trx, {
+          principal: { agentId, walletId: wallet.id },
+          type: 'deposit',
+          status: 'executed',
+          operationId: null,
+          direction: 'in',
+          asset: asset.symbol,
+          amount,
+          amountUsdE8: usdE8,
+          counterparty: null,
+          description: `Deposit of ${formatAmount(amount, asset.decimals)} ${asset.symbol}`,
+        });
         const balance = await ledger.balance(trx, wallet.id, asset.symbol);
         return { agent_id: agentId, wallet_id: wallet.id, asset: asset.symbol, amount: formatAmount(amount, asset.decimals), available: formatAmount(balance.available, asset.decimals) };
       });

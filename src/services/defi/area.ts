@@ -17,7 +17,13 @@ export interface DefiArea {
   borrow: BorrowService;
 }
 
-export function createDefiArea(deps: { clock: Clock; ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account' | 'payments'>; dex?: Dex | null; venue?: EarnVenue | null; lending?: LendingVenue | null }): DefiArea {
+export function createDefiArea(deps: {
+  clock: Clock;
+  ledger: Pick<LedgerArea, 'ledger' | 'policy' | 'operations' | 'account' | 'payments'>;
+  dex?: Dex | null;
+  venue?: EarnVenue | null;
+  lending?: LendingVenue | null;
+}): DefiArea {
   const { clock } = deps;
   const { ledger, policy, operations } = deps.ledger;
   const earn = createEarnService({ clock, ledger, operations, policy, venue: deps.venue });

@@ -56,14 +56,23 @@ export function createApprovalService(deps: { clock: Clock; ledger: LedgerServic
 
   async function decidedEvent(trx: Db, op: OperationRow) {
     const operation = await operations.toPublic(trx, op);
-    await appendEvent(trx, { type: 'operation.approval_decided', agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { operation, approval: operation.approval }, createdAt: clock.now() });
+    await appendEvent(trx, {
+      type: 'operation.approval_decided',
+      agentId: op.agent_id,
+      walletId: op.wallet_id,
+      operationId: op.id,
+      resource: { type: op.resource_type, id: op.resource_id },
+      data: { operation, approval: operation.approval },
+      createdAt: clock.now(),
+    });
     return operation;
   }
 
   /** Ends a pending operation `cancelled` in `trx`: holds released, a one-off payment cancelled, activity and event. */
   async function cancel(trx: Knex.Transaction, id: string, state: 'rejected' | 'expired', decidedBy: string): Promise<PublicOperation | undefined> {
     const now = clock.now();
-    const error = state === 'rejected' ? { code: 'approval_rejected', message: 'the owner rejected the operation' } : { code: 'approval_expired', message: 'the owner did not approve the operation in time' };
+    const error =
+      state === 'rejected' ? { code: 'approval_rejected', message: 'the owner rejected the operation' } : { code: 'approval_expired', message: 'the owner did not approve the operation in time' };
     const op = await markCancelled(trx, id, state, now, decidedBy, error);
     if (!op) return undefined;
     for (const hold of await findHeldByOperation(trx, op.id)) await ledger.release(trx, hold.id);
@@ -88,13 +97,22 @@ export function createApprovalService(deps: { clock: Clock; ledger: LedgerServic
     return decidedEvent(trx, op);
   }
 
-  const notPending = (op: OperationRow) => new ApiError('invalid_state_transition', `the approval is ${op.approval_state === 'pending' ? 'past its deadline' : op.approval_state}, not pending`, { approval_state: op.approval_state, status: op.status });
+  const notPending = (op: OperationRow) =>
+    new ApiError('invalid_state_transition', `the approval is ${op.approval_state === 'pending' ? 'past its deadline' : op.approval_state}, not pending`, {
+      approval_state: op.approval_state,
+      status: op.status,
+    });
 
   const service: ApprovalService = {
     async list(db, ownerId, query) {
       const limit = pageLimit(query.limit);
       const rows = await listApprovals(db, ownerId, { state: query.state, before: decodeKeyset(query.cursor), limit: limit + 1 });
-      const page = toPage(rows, limit, (r) => r, (r) => encodeKeyset({ created_at: r.approval_requested_at!, id: r.id }));
+      const page = toPage(
+        rows,
+        limit,
+        (r) => r,
+        (r) => encodeKeyset({ created_at: r.approval_requested_at!, id: r.id }),
+      );
       return { ...page, items: await Promise.all(page.items.map((r) => item(db, r))) };
     },
 

@@ -45,12 +45,30 @@ export interface LedgerArea {
   setupDemoAgent(db: Db, agent: { agentId: string; walletId: string }, opts?: { fund?: boolean }): Promise<void>;
 }
 
-export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settlementDelayMs'> & Partial<Pick<Config, 'chain' | 'settlementBatchSize'>>>; sealer: Sealer; clock: Clock; log?: Logger; onAgentCreated?: AgentCreatedHook[]; priceMaxAgeMs?: number; chain?: Chain; custody?: CustodyService | null }): LedgerArea {
+export function createLedgerArea(deps: {
+  config: Readonly<Pick<Config, 'settlementDelayMs'> & Partial<Pick<Config, 'chain' | 'settlementBatchSize'>>>;
+  sealer: Sealer;
+  clock: Clock;
+  log?: Logger;
+  onAgentCreated?: AgentCreatedHook[];
+  priceMaxAgeMs?: number;
+  chain?: Chain;
+  custody?: CustodyService | null;
+}): LedgerArea {
   const { clock } = deps;
   const { sealer } = deps;
   const ledger = createLedgerService({ clock, priceMaxAgeMs: deps.priceMaxAgeMs });
   const policy = createPolicyService({ clock, log: deps.log });
-  const operations = createOperationService({ clock, ledger, policy, settlementDelayMs: deps.config.settlementDelayMs, settlementBatchSize: deps.config.settlementBatchSize, log: deps.log, chain: deps.chain, chainRetryMs: deps.config.chain?.pollMs });
+  const operations = createOperationService({
+    clock,
+    ledger,
+    policy,
+    settlementDelayMs: deps.config.settlementDelayMs,
+    settlementBatchSize: deps.config.settlementBatchSize,
+    log: deps.log,
+    chain: deps.chain,
+    chainRetryMs: deps.config.chain?.pollMs,
+  });
   const payments = createPaymentService({ clock, ledger, operations, policy });
   const withdrawals = createWithdrawalService({ clock, ledger, operations });
   const destinations = createDestinationService({ clock, operations });
@@ -79,7 +97,11 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
     const chain = deps.chain;
     const protocols = async (db: Db) => {
       const out = new Map<string, Address[]>();
-      for (const [id, contracts] of await protocolContractsOn(chain, db)) out.set(id, contracts.filter((c) => c.role === 'router' || c.role === 'vault' || c.role === 'market').map((c) => c.address as Address));
+      for (const [id, contracts] of await protocolContractsOn(chain, db))
+        out.set(
+          id,
+          contracts.filter((c) => c.role === 'router' || c.role === 'vault' || c.role === 'market').map((c) => c.address as Address),
+        );
       return out;
     };
     policy.mirrorOnChain({
@@ -101,7 +123,12 @@ export function createLedgerArea(deps: { config: Readonly<Pick<Config, 'settleme
     destinations.mirrorOnChain({
       async onAdd(db, agentId, address, unlockAt, signature) {
         if (!(await custody.account(db, agentId))) return;
-        await custody.apply(db as Knex, agentId, { kind: 'add_trusted_destination', destination: address as Address, unlockAt: BigInt(Math.floor(unlockAt.getTime() / 1000)) }, signature as OwnerSignature | undefined);
+        await custody.apply(
+          db as Knex,
+          agentId,
+          { kind: 'add_trusted_destination', destination: address as Address, unlockAt: BigInt(Math.floor(unlockAt.getTime() / 1000)) },
+          signature as OwnerSignature | undefined,
+        );
       },
       async confirmRefusal(db, agentId, address) {
         const acct = await custody.account(db, agentId);

@@ -2,7 +2,13 @@
 // pending one, remove a confirmed one. Each change is an immediate operation with its trusted_destination.* event.
 import { withTransaction, type Db } from '../../db/knex.js';
 import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
-import { findTrustedDestination, findTrustedDestinationById, insertTrustedDestination, listTrustedDestinations, transitionTrustedDestination } from '../../db/repositories/trusted-destination.repository.js';
+import {
+  findTrustedDestination,
+  findTrustedDestinationById,
+  insertTrustedDestination,
+  listTrustedDestinations,
+  transitionTrustedDestination,
+} from '../../db/repositories/trusted-destination.repository.js';
 import type { TrustedDestinationRow } from '../../db/repositories/trusted-destination.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
@@ -46,7 +52,20 @@ export interface DestinationService {
 
 export function publicDestination(d: TrustedDestinationRow): Schema<'TrustedDestination'> {
   const iso = (x: Date | null) => (x ? x.toISOString() : null);
-  return { id: d.id, kind: d.kind, chain: d.chain, address: d.address, label: d.label, status: d.status, unlocks_at: d.confirmable_at.toISOString(), confirmed_at: iso(d.confirmed_at), cancelled_at: iso(d.cancelled_at), removed_at: iso(d.removed_at), created_at: d.created_at.toISOString(), updated_at: d.updated_at.toISOString() };
+  return {
+    id: d.id,
+    kind: d.kind,
+    chain: d.chain,
+    address: d.address,
+    label: d.label,
+    status: d.status,
+    unlocks_at: d.confirmable_at.toISOString(),
+    confirmed_at: iso(d.confirmed_at),
+    cancelled_at: iso(d.cancelled_at),
+    removed_at: iso(d.removed_at),
+    created_at: d.created_at.toISOString(),
+    updated_at: d.updated_at.toISOString(),
+  };
 }
 
 export function createDestinationService(deps: { clock: Clock; operations: OperationService }): DestinationService {
@@ -70,10 +89,27 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
       // A signed proposal fixes the unlock time (the owner's message holds it); it was made at most an hour ago.
       const signedUnlock = (input.signature as { unlock_at?: string } | undefined)?.unlock_at;
       const confirmableAt = signedUnlock === undefined ? new Date(now.getTime() + timelock * 1000) : new Date(Number(signedUnlock) * 1000);
-      if (signedUnlock !== undefined && confirmableAt.getTime() < now.getTime() + (timelock - SIGNED_PROPOSAL_SECONDS) * 1000) throw new ApiError('validation_failed', `owner_signature.unlock_at is earlier than this destination's time lock of ${timelock} s allows`, { errors: [{ location: 'body', path: '/owner_signature/unlock_at', message: 'earlier than the time lock allows' }] });
+      if (signedUnlock !== undefined && confirmableAt.getTime() < now.getTime() + (timelock - SIGNED_PROPOSAL_SECONDS) * 1000)
+        throw new ApiError('validation_failed', `owner_signature.unlock_at is earlier than this destination's time lock of ${timelock} s allows`, {
+          errors: [{ location: 'body', path: '/owner_signature/unlock_at', message: 'earlier than the time lock allows' }],
+        });
       // The account first (its time lock is the one that holds), then the mirror.
       await chainMirror?.onAdd(db, agentId, input.address, confirmableAt, input.signature);
-      await insertTrustedDestination(db, { id, agent_id: agentId, kind: 'crypto', chain: 'base', address: input.address, label: input.label, status: 'pending', confirmable_at: confirmableAt, created_at: now, confirmed_at: null, cancelled_at: null, removed_at: null, updated_at: now });
+      await insertTrustedDestination(db, {
+        id,
+        agent_id: agentId,
+        kind: 'crypto',
+        chain: 'base',
+        address: input.address,
+        label: input.label,
+        status: 'pending',
+        confirmable_at: confirmableAt,
+        created_at: now,
+        confirmed_at: null,
+        cancelled_at: null,
+        removed_at: null,
+        updated_at: now,
+      });
       return { destination_id: id };
     },
 

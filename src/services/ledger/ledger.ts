@@ -236,7 +236,9 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
           trx,
           journalId,
           input.operationId,
-          input.postings.filter((p) => p.amount !== 0n).map((p) => ({ account: accountName(p.account), wallet_id: walletDelta(p.account), asset_symbol: p.asset, amount: p.amount, entry_type: input.entryType })),
+          input.postings
+            .filter((p) => p.amount !== 0n)
+            .map((p) => ({ account: accountName(p.account), wallet_id: walletDelta(p.account), asset_symbol: p.asset, amount: p.amount, entry_type: input.entryType })),
           now,
         );
         return journalId;
@@ -260,7 +262,16 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
       const holdId = newId();
       const placed = await repo.placeHold(
         db,
-        { id: holdId, journalId: newId(), operationId: input.operationId, walletId: input.walletId, asset: input.asset, amount: input.amount, availableAccount: accountName({ kind: 'available', walletId: input.walletId }), heldAccount: accountName({ kind: 'held', walletId: input.walletId }) },
+        {
+          id: holdId,
+          journalId: newId(),
+          operationId: input.operationId,
+          walletId: input.walletId,
+          asset: input.asset,
+          amount: input.amount,
+          availableAccount: accountName({ kind: 'available', walletId: input.walletId }),
+          heldAccount: accountName({ kind: 'held', walletId: input.walletId }),
+        },
         clock.now(),
       );
       if (!placed) throw new ApiError('insufficient_funds', `insufficient ${input.asset} balance`, { asset: input.asset });

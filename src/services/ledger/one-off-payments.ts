@@ -126,14 +126,36 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
           amountUsdE8: usdE8,
           toAddress: target.address,
           policy: { recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address } },
-          details: { one_off_payment_id: oneOffId, recipient_id: target.recipientId, note, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString(), review_delay_seconds: review, ...(chequeId ? { cheque_id: chequeId } : {}) },
+          details: {
+            one_off_payment_id: oneOffId,
+            recipient_id: target.recipientId,
+            note,
+            unlock_at: unlockAt.toISOString(),
+            expires_at: expiresAt.toISOString(),
+            review_delay_seconds: review,
+            ...(chequeId ? { cheque_id: chequeId } : {}),
+          },
           humanMessage: `One-off payment of ${formatAmount(amount, asset.decimals)} ${asset.symbol} to ${target.name ?? short(target.address)}, claimable from ${unlockAt.toISOString()} until ${expiresAt.toISOString()}`,
           idempotencyKey,
           acceptedEvent: 'one_off_payment.created',
           eventData: { one_off_payment: { id: oneOffId, to_address: target.address, unlock_at: unlockAt.toISOString(), expires_at: expiresAt.toISOString(), review_delay_seconds: review } },
         });
         if (isRefusal(created)) return created;
-        await insertOneOffPayment(trx, { id: oneOffId, operation_id: operationId, agent_id: who.agentId, wallet_id: who.walletId, hold_id: created.holdIds[0]!, to_address: target.address, asset_symbol: asset.symbol, amount, status: 'pending', unlock_at: unlockAt, expires_at: expiresAt, resolved_at: null, created_at: now });
+        await insertOneOffPayment(trx, {
+          id: oneOffId,
+          operation_id: operationId,
+          agent_id: who.agentId,
+          wallet_id: who.walletId,
+          hold_id: created.holdIds[0]!,
+          to_address: target.address,
+          asset_symbol: asset.symbol,
+          amount,
+          status: 'pending',
+          unlock_at: unlockAt,
+          expires_at: expiresAt,
+          resolved_at: null,
+          created_at: now,
+        });
         if (chequeId) await setOneOffCheque(trx, oneOffId, chequeId);
         return operations.writeResponse(created.operation);
       });
@@ -148,7 +170,8 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
         const row = await lockOneOff(trx, id);
         const now = clock.now();
         // Held for the owner's approval (issue 27): nothing can be claimed before the owner approves.
-        if ((await approvalStateOf(trx, row.operation_id)) === 'pending') throw new ApiError('invalid_state_transition', "the one-off payment waits for its owner's approval", { approval_state: 'pending' });
+        if ((await approvalStateOf(trx, row.operation_id)) === 'pending')
+          throw new ApiError('invalid_state_transition', "the one-off payment waits for its owner's approval", { approval_state: 'pending' });
         if (now < row.unlock_at) throw new ApiError('time_delay_not_reached', `the payment unlocks at ${row.unlock_at.toISOString()}`, { unlocks_at: row.unlock_at.toISOString() });
         if (now >= row.expires_at) throw new ApiError('invalid_state_transition', 'the one-off payment has expired');
         const cheque = chainMirror ? (await findOneOffCheque(trx, row.id))?.cheque_id : null;
@@ -157,7 +180,13 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
         if (!(await ledger.capture(trx, row.hold_id, account, 'one_off_claim'))) throw new ApiError('invalid_state_transition', 'the one-off payment hold is no longer held');
         await resolveOneOff(trx, row.id, 'claimed', now);
         const asset = await ledger.requireAsset(trx, row.asset_symbol);
-        await oneOffActivity(trx, row, 'one_off_payment.claim', 'none', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} claimed by ${short(row.to_address)}`);
+        await oneOffActivity(
+          trx,
+          row,
+          'one_off_payment.claim',
+          'none',
+          `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} claimed by ${short(row.to_address)}`,
+        );
         await recordReceived(trx, wallet, row.operation_id, asset, BigInt(row.amount), null);
         return { ...row, status: 'claimed', resolved_at: now };
       });
@@ -186,7 +215,13 @@ export function createOneOffService(deps: { clock: Clock; ledger: LedgerService;
           await ledger.release(trx, row.hold_id);
           await resolveOneOff(trx, row.id, 'expired', now);
           const asset = await ledger.requireAsset(trx, row.asset_symbol);
-          await oneOffActivity(trx, row, 'one_off_payment.expire', 'in', `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} expired unclaimed; funds released`);
+          await oneOffActivity(
+            trx,
+            row,
+            'one_off_payment.expire',
+            'in',
+            `One-off payment of ${formatAmount(BigInt(row.amount), asset.decimals)} ${row.asset_symbol} expired unclaimed; funds released`,
+          );
         }
         return rows.length;
       });

@@ -75,7 +75,6 @@ export interface CreateOperationInput {
   topUp?: (trx: Knex.Transaction) => Promise<Record<string, unknown> | null>;
 }
 
-
 /** The resource type of an operation type (`withdrawal.bank` is a withdrawal). */
 export function family(type: string): string {
   if (type.startsWith('withdrawal.')) return 'withdrawal';

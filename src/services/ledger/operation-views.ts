@@ -84,7 +84,14 @@ export function createOperationViews(deps: { ledger: LedgerService; chains: Chai
     },
 
     writeResponse(op) {
-      const out: WriteResponse = { ok: true, operation_id: op.id, status: op.status, resource: { type: op.resource_type, id: op.resource_id }, fee_usd: usd(op.fee_usd_e8) ?? '0', human_message: op.human_message };
+      const out: WriteResponse = {
+        ok: true,
+        operation_id: op.id,
+        status: op.status,
+        resource: { type: op.resource_type, id: op.resource_id },
+        fee_usd: usd(op.fee_usd_e8) ?? '0',
+        human_message: op.human_message,
+      };
       const approval = approvalView(op);
       if (approval) out.approval = approval;
       return out;

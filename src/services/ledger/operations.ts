@@ -58,8 +58,16 @@ export interface OperationService extends SettlementScheduler, OperationViews {
   recordActivity(db: Db, input: ActivityInput): Promise<void>;
 }
 
-
-export function createOperationService(deps: { clock: Clock; ledger: LedgerService; policy: PolicyService; settlementDelayMs: number; settlementBatchSize?: number; log?: Logger; chain?: Chain; chainRetryMs?: number }): OperationService {
+export function createOperationService(deps: {
+  clock: Clock;
+  ledger: LedgerService;
+  policy: PolicyService;
+  settlementDelayMs: number;
+  settlementBatchSize?: number;
+  log?: Logger;
+  chain?: Chain;
+  chainRetryMs?: number;
+}): OperationService {
   const { clock, ledger, policy } = deps;
   const settlers = new Map<string, Settler>();
   const batchSettlers = new Map<string, BatchSettler>();
@@ -70,8 +78,27 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
   const activity = createActivityLog({ clock });
   const views = createOperationViews({ ledger, chains });
   const finish: typeof service.finish = (trx, id, from, outcome) => service.finish(trx, id, from, outcome);
-  const batch = createBatchSettlement({ clock, ledger, chains, activity, batchSettlers, hasFailureHook: (type) => failureHooks.has(type), terminalRecords: (trx, op) => terminalRecords(trx, op, eventsOf(op.type)[op.status === 'executed' ? 'executed' : 'failed']) });
-  const scheduler = createSettlementScheduler({ clock, ledger, chains, retryMs: deps.chainRetryMs ?? 1000, log: deps.log, settlers, chainSettlers, settlerTypes: () => service.settlerTypes(), finish, batch: { size: deps.settlementBatchSize ?? DEFAULT_SETTLEMENT_BATCH_SIZE, settlementDelayMs: deps.settlementDelayMs, settlement: batch } });
+  const batch = createBatchSettlement({
+    clock,
+    ledger,
+    chains,
+    activity,
+    batchSettlers,
+    hasFailureHook: (type) => failureHooks.has(type),
+    terminalRecords: (trx, op) => terminalRecords(trx, op, eventsOf(op.type)[op.status === 'executed' ? 'executed' : 'failed']),
+  });
+  const scheduler = createSettlementScheduler({
+    clock,
+    ledger,
+    chains,
+    retryMs: deps.chainRetryMs ?? 1000,
+    log: deps.log,
+    settlers,
+    chainSettlers,
+    settlerTypes: () => service.settlerTypes(),
+    finish,
+    batch: { size: deps.settlementBatchSize ?? DEFAULT_SETTLEMENT_BATCH_SIZE, settlementDelayMs: deps.settlementDelayMs, settlement: batch },
+  });
 
   /** The terminal activity row of `op` and, when its type announces `eventType`, the outbox event (written by the caller). */
   async function terminalRecords(trx: Db, op: OperationRow, eventType: string | undefined, extra: Record<string, unknown> = {}): Promise<{ activity: ActivityInput; event: NewEvent | null }> {
@@ -109,7 +136,15 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
   /** The events of an acceptance: the type's own (one_off_payment.created), operation.approval_requested (issue 27). */
   async function appendAcceptedEvent(trx: Db, op: OperationRow, input: CreateOperationInput, type = input.acceptedEvent!) {
-    await appendEvent(trx, { type, agentId: op.agent_id, walletId: op.wallet_id, operationId: op.id, resource: { type: op.resource_type, id: op.resource_id }, data: { ...input.eventData, operation: await views.toPublic(trx, op) }, createdAt: op.created_at });
+    await appendEvent(trx, {
+      type,
+      agentId: op.agent_id,
+      walletId: op.wallet_id,
+      operationId: op.id,
+      resource: { type: op.resource_type, id: op.resource_id },
+      data: { ...input.eventData, operation: await views.toPublic(trx, op) },
+      createdAt: op.created_at,
+    });
   }
 
   const service: OperationService = {
@@ -150,15 +185,31 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
         };
 
         // The decision, what it saw (kept as policy_facts for replays) and the shadow policy's, under the same lock.
-        const { decision, facts } = await policy.decideWrite(trx, { agentId: input.principal.agentId, operationId: id, request: { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null }, counts, skip: input.skipPolicy === true, locked: input.lockedPolicy });
+        const { decision, facts } = await policy.decideWrite(trx, {
+          agentId: input.principal.agentId,
+          operationId: id,
+          request: { ...input.policy, type: input.type, asset: asset?.symbol ?? null, usdE8: counts ? usdE8 : null },
+          counts,
+          skip: input.skipPolicy === true,
+          locked: input.lockedPolicy,
+        });
         base.policy_facts = facts;
         if (!decision.allowed) {
-          const op = await insertOperation(trx, { ...base, status: 'policy_rejected', counts_toward_limits: false, error_code: decision.code, error_message: decision.message, settle_after: null, human_message: `${input.humanMessage} (rejected by policy)` });
+          const op = await insertOperation(trx, {
+            ...base,
+            status: 'policy_rejected',
+            counts_toward_limits: false,
+            error_code: decision.code,
+            error_message: decision.message,
+            settle_after: null,
+            human_message: `${input.humanMessage} (rejected by policy)`,
+          });
           await terminalEffects(trx, op, 'operation.policy_rejected');
           return refuse(decision.code, decision.message, { ...decision.details, operation_id: op.id });
         }
         // Allowed, but the owner must approve it first (issue 27): accepted and held, not settled while pending.
-        const approval = decision.approval && settlement === 'worker' ? await approvalColumns(trx, decision.approval, { agentId: input.principal.agentId, toAddress: input.toAddress ?? null, now }) : {};
+        const approval =
+          decision.approval && settlement === 'worker' ? await approvalColumns(trx, decision.approval, { agentId: input.principal.agentId, toAddress: input.toAddress ?? null, now }) : {};
         const announce = async (op: OperationRow) => {
           if (input.acceptedEvent) await appendAcceptedEvent(trx, op, input);
           if (approval.approval_state) await appendAcceptedEvent(trx, op, input, 'operation.approval_requested');
@@ -179,7 +230,16 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
           const holdId = newId();
           const walletId = input.principal.walletId;
           const accepted = { ...base, ...approval, status: 'accepted' as const, error_code: null, error_message: null, settle_after: settlement === 'worker' ? now : null };
-          const hold = { id: holdId, journalId: newId(), operationId: id, walletId, asset: h.asset, amount: h.amount, availableAccount: accountName({ kind: 'available', walletId }), heldAccount: accountName({ kind: 'held', walletId }) };
+          const hold = {
+            id: holdId,
+            journalId: newId(),
+            operationId: id,
+            walletId,
+            asset: h.asset,
+            amount: h.amount,
+            availableAccount: accountName({ kind: 'available', walletId }),
+            heldAccount: accountName({ kind: 'held', walletId }),
+          };
           let placed = await acceptPayment(trx, accepted, hold, now);
           // Short: nothing was written; a top-up moves money into the wallet in this transaction, then the same statement again.
           const topped = placed.holdPlaced || !input.topUp ? null : await input.topUp(trx);
@@ -259,4 +319,3 @@ export function createOperationService(deps: { clock: Clock; ledger: LedgerServi
 
   return service;
 }
-

@@ -85,21 +85,34 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     const converting = deliverAs.symbol !== asset.symbol;
     const slippagePercent = body.slippage_percent ?? 1;
     const slippageBps = Math.round(slippagePercent * 100);
-    const details: Record<string, unknown> = { route: target.route, recipient_id: target.recipientId, trusted_destination_id: target.destinationId, recurring_payment_id: target.recurringPaymentId, note };
+    const details: Record<string, unknown> = {
+      route: target.route,
+      recipient_id: target.recipientId,
+      trusted_destination_id: target.destinationId,
+      recurring_payment_id: target.recurringPaymentId,
+      note,
+    };
     if (converting) {
       const quoted = await ledger.convert(db, asset, deliverAs, amount);
       if (quoted <= 0n) throw new ApiError('validation_failed', 'the amount converts to nothing', { field: 'amount' });
-      Object.assign(details, { deliver_as: deliverAs.symbol, quoted_deliver_amount: quoted.toString(), min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(), slippage_bps: slippageBps });
+      Object.assign(details, {
+        deliver_as: deliverAs.symbol,
+        quoted_deliver_amount: quoted.toString(),
+        min_deliver_amount: mulDiv(quoted, BigInt(10_000 - slippageBps), 10_000n).toString(),
+        slippage_bps: slippageBps,
+      });
     }
     const who2 = target.name ? `${target.name} (${short(target.address)})` : short(target.address);
     const id = newId();
     // Short of the asset: the shortfall is redeemed out of Earn in this transaction and the hold placed again; the
     // redemption is journalled under this payment, which alone counts toward the caps (issue 26, item 2).
-    const topUp = earnDraw && (async (trx: Knex.Transaction) => {
-      const { available } = await ledger.balance(trx, who.walletId, asset.symbol);
-      const drawn = await earnDraw!(trx, who, { asset: asset.symbol, amount: amount - available, slippageBps, operationId: id });
-      return drawn && { drawn_from_earn: drawn };
-    });
+    const topUp =
+      earnDraw &&
+      (async (trx: Knex.Transaction) => {
+        const { available } = await ledger.balance(trx, who.walletId, asset.symbol);
+        const drawn = await earnDraw!(trx, who, { asset: asset.symbol, amount: amount - available, slippageBps, operationId: id });
+        return drawn && { drawn_from_earn: drawn };
+      });
     const created = await operations.create(db, {
       id,
       topUp: topUp ?? undefined,
@@ -162,10 +175,21 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
         const target = await ledger.requireAsset(trx, details.deliver_as);
         const out = await ledger.convert(trx, asset, target, amount);
         if (out < BigInt(details.min_deliver_amount ?? '0')) {
-          return { ok: false, code: 'slippage_exceeded', message: `the conversion would deliver ${formatAmount(out, target.decimals)} ${target.symbol}, below the minimum ${formatAmount(BigInt(details.min_deliver_amount!), target.decimals)}` };
+          return {
+            ok: false,
+            code: 'slippage_exceeded',
+            message: `the conversion would deliver ${formatAmount(out, target.decimals)} ${target.symbol}, below the minimum ${formatAmount(BigInt(details.min_deliver_amount!), target.decimals)}`,
+          };
         }
         for (const h of holds) await ledger.capture(trx, h.id, { kind: 'external', name: 'conversion' }, 'payment');
-        await ledger.post(trx, { operationId: op.id, entryType: 'payment_conversion', postings: [{ account: { kind: 'external', name: 'conversion' }, asset: target.symbol, amount: -out }, { account, asset: target.symbol, amount: out }] });
+        await ledger.post(trx, {
+          operationId: op.id,
+          entryType: 'payment_conversion',
+          postings: [
+            { account: { kind: 'external', name: 'conversion' }, asset: target.symbol, amount: -out },
+            { account, asset: target.symbol, amount: out },
+          ],
+        });
         await recordReceived(trx, wallet, op.id, target, out, null);
         return { ok: true, details: { delivered_asset: target.symbol, delivered_amount: out.toString() } };
       }

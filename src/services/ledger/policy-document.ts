@@ -73,7 +73,17 @@ export function policyToJson(p: Policy): Record<string, unknown> {
   if (p.per_tx_usd !== undefined) out.per_tx_usd = usd(p.per_tx_usd);
   if (p.per_period_usd !== undefined) out.per_period_usd = usd(p.per_period_usd);
   if (p.lifetime_usd !== undefined) out.lifetime_usd = usd(p.lifetime_usd);
-  for (const k of ['max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period'] as const) {
+  for (const k of [
+    'max_txs_per_period',
+    'allowed_assets',
+    'max_slippage_bps',
+    'max_ltv_bps',
+    'allowed_recipients',
+    'allowed_protocols',
+    'tx_cooldown_blocks',
+    'fail_on_zero_price',
+    'max_swaps_per_period',
+  ] as const) {
     if (p[k] !== undefined) out[k] = p[k];
   }
   if (p.approval_threshold_usd !== undefined) out.approval_threshold_usd = usd(p.approval_threshold_usd);
@@ -88,7 +98,27 @@ export function parsePolicy(input: unknown): Policy {
   const problems: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
   const raw = input as Record<string, unknown>;
-  const known = new Set(['operation_types', 'per_tx_usd', 'per_period_usd', 'period', 'lifetime_usd', 'max_txs_per_period', 'allowed_assets', 'max_slippage_bps', 'max_ltv_bps', 'allowed_recipients', 'allowed_protocols', 'tx_cooldown_blocks', 'fail_on_zero_price', 'max_swaps_per_period', 'approval_threshold_usd', 'approve_new_payees', 'approval_ttl_seconds', 'one_off_instant_threshold_usd', 'one_off_review_delay_seconds']);
+  const known = new Set([
+    'operation_types',
+    'per_tx_usd',
+    'per_period_usd',
+    'period',
+    'lifetime_usd',
+    'max_txs_per_period',
+    'allowed_assets',
+    'max_slippage_bps',
+    'max_ltv_bps',
+    'allowed_recipients',
+    'allowed_protocols',
+    'tx_cooldown_blocks',
+    'fail_on_zero_price',
+    'max_swaps_per_period',
+    'approval_threshold_usd',
+    'approve_new_payees',
+    'approval_ttl_seconds',
+    'one_off_instant_threshold_usd',
+    'one_off_review_delay_seconds',
+  ]);
   for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
 
   const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {

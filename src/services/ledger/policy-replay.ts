@@ -156,7 +156,12 @@ function spendBy(keyOf: (d: Date) => string) {
   };
 }
 
-export function replayHistory(candidate: Policy, history: HistoryRow[], since: Date, lifetimeBase: { usd_e8: bigint; count: number; lastAt?: Date | null }): Omit<ReplayResult, 'agent_id' | 'since' | 'until' | 'policy'> {
+export function replayHistory(
+  candidate: Policy,
+  history: HistoryRow[],
+  since: Date,
+  lifetimeBase: { usd_e8: bigint; count: number; lastAt?: Date | null },
+): Omit<ReplayResult, 'agent_id' | 'since' | 'until' | 'policy'> {
   const acc = createAccumulator(candidate.period, { usd_e8: lifetimeBase.usd_e8, count: lifetimeBase.count }, lifetimeBase.lastAt ?? null);
   const periods = spendBy((d) => periodStart(candidate.period, d).toISOString());
   const days = spendBy((d) => d.toISOString().slice(0, 10));

@@ -9,7 +9,21 @@ import type { ApprovalNeed } from './approval-rules.js';
 import { COOLDOWN_BLOCK_SECONDS, type Policy, type PolicyRequest } from './policy-document.js';
 
 /** The policy key that decided a refusal (`policy`: the agent has none; null when allowed). */
-export type PolicyKey = 'policy' | 'operation_types' | 'allowed_assets' | 'allowed_recipients' | 'allowed_protocols' | 'max_slippage_bps' | 'per_tx_usd' | 'max_txs_per_period' | 'per_period_usd' | 'lifetime_usd' | 'max_ltv_bps' | 'tx_cooldown_blocks' | 'max_swaps_per_period' | 'fail_on_zero_price';
+export type PolicyKey =
+  | 'policy'
+  | 'operation_types'
+  | 'allowed_assets'
+  | 'allowed_recipients'
+  | 'allowed_protocols'
+  | 'max_slippage_bps'
+  | 'per_tx_usd'
+  | 'max_txs_per_period'
+  | 'per_period_usd'
+  | 'lifetime_usd'
+  | 'max_ltv_bps'
+  | 'tx_cooldown_blocks'
+  | 'max_swaps_per_period'
+  | 'fail_on_zero_price';
 
 /** The policy row locked by this transaction, with the usage its caps need and when it was read (PolicyService.lock). */
 export interface LockedPolicy {
@@ -48,47 +62,91 @@ export function decidePolicy(p: Policy | null, req: PolicyRequest, usage: Locked
   if (req.asset && !listed(p.allowed_assets, req.asset)) return deny('allowed_assets', 'asset_not_allowed', `asset ${req.asset} is not allowed for this agent`, { asset: req.asset });
   if (req.recipient && p.allowed_recipients === undefined && req.type === 'payment' && req.recipient.ids.length === 0) {
     // No list: approved payees only (Hightop's rule; issue 26 item 2): the owner's recipients and trusted destinations.
-    return deny('allowed_recipients', 'recipient_not_allowed', 'the policy pays approved payees only (a recipient or a confirmed trusted destination the owner added); "allowed_recipients": "all" allows any address', { recipient: req.recipient.address, rule: 'approved_payees_only' });
+    return deny(
+      'allowed_recipients',
+      'recipient_not_allowed',
+      'the policy pays approved payees only (a recipient or a confirmed trusted destination the owner added); "allowed_recipients": "all" allows any address',
+      { recipient: req.recipient.address, rule: 'approved_payees_only' },
+    );
   }
   if (req.recipient && p.allowed_recipients !== undefined && p.allowed_recipients !== 'all') {
     const allow = p.allowed_recipients.map((x) => x.toLowerCase());
     const candidates = [...req.recipient.ids, ...(req.recipient.address ? [req.recipient.address] : [])].map((x) => x.toLowerCase());
-    if (!candidates.some((c) => allow.includes(c))) return deny('allowed_recipients', 'recipient_not_allowed', 'the recipient is not in the allowed recipients', { recipient: req.recipient.address ?? req.recipient.ids[0] ?? null });
+    if (!candidates.some((c) => allow.includes(c)))
+      return deny('allowed_recipients', 'recipient_not_allowed', 'the recipient is not in the allowed recipients', { recipient: req.recipient.address ?? req.recipient.ids[0] ?? null });
   }
-  if (req.protocol && !listed(p.allowed_protocols, req.protocol)) return deny('allowed_protocols', 'protocol_not_allowed', `protocol ${req.protocol} is not allowed for this agent`, { protocol: req.protocol });
+  if (req.protocol && !listed(p.allowed_protocols, req.protocol))
+    return deny('allowed_protocols', 'protocol_not_allowed', `protocol ${req.protocol} is not allowed for this agent`, { protocol: req.protocol });
   if (req.slippageBps != null && p.max_slippage_bps !== undefined && req.slippageBps > p.max_slippage_bps) {
-    return deny('max_slippage_bps', 'limit_exceeded', `slippage of ${req.slippageBps} bps exceeds the cap of ${p.max_slippage_bps} bps`, { limit: 'max_slippage_bps', cap: p.max_slippage_bps, requested: req.slippageBps });
+    return deny('max_slippage_bps', 'limit_exceeded', `slippage of ${req.slippageBps} bps exceeds the cap of ${p.max_slippage_bps} bps`, {
+      limit: 'max_slippage_bps',
+      cap: p.max_slippage_bps,
+      requested: req.slippageBps,
+    });
   }
   if (req.usdE8 != null) {
     const value = req.usdE8;
-    if (value === 0n && p.fail_on_zero_price) return deny('fail_on_zero_price', 'price_stale', 'the operation is valued at 0 USD (no usable price) and the policy sets fail_on_zero_price', { limit: 'fail_on_zero_price', asset: req.asset ?? null });
+    if (value === 0n && p.fail_on_zero_price)
+      return deny('fail_on_zero_price', 'price_stale', 'the operation is valued at 0 USD (no usable price) and the policy sets fail_on_zero_price', {
+        limit: 'fail_on_zero_price',
+        asset: req.asset ?? null,
+      });
     if (p.tx_cooldown_blocks && usage.lastCountedAt) {
       const waitMs = usage.lastCountedAt.getTime() + p.tx_cooldown_blocks * COOLDOWN_BLOCK_SECONDS * 1000 - at.getTime();
       if (waitMs > 0) {
         const retryAfter = Math.ceil(waitMs / 1000);
-        return deny('tx_cooldown_blocks', 'cooldown_active', `the policy's cooldown of ${p.tx_cooldown_blocks} blocks has not passed since the last operation: retry in ${retryAfter} s`, { limit: 'tx_cooldown_blocks', cooldown_blocks: p.tx_cooldown_blocks, retry_after_seconds: retryAfter });
+        return deny('tx_cooldown_blocks', 'cooldown_active', `the policy's cooldown of ${p.tx_cooldown_blocks} blocks has not passed since the last operation: retry in ${retryAfter} s`, {
+          limit: 'tx_cooldown_blocks',
+          cooldown_blocks: p.tx_cooldown_blocks,
+          retry_after_seconds: retryAfter,
+        });
       }
     }
     if (req.type === 'conversion' && p.max_swaps_per_period !== undefined) {
       const used = usage.period;
       if (!used) throw new Error('the period usage was not read with the policy lock');
-      if (used.swaps + 1 > p.max_swaps_per_period) return deny('max_swaps_per_period', 'limit_exceeded', `the ${p.period} conversion count cap of ${p.max_swaps_per_period} is reached`, { limit: 'max_swaps_per_period', cap: p.max_swaps_per_period, used: used.swaps });
+      if (used.swaps + 1 > p.max_swaps_per_period)
+        return deny('max_swaps_per_period', 'limit_exceeded', `the ${p.period} conversion count cap of ${p.max_swaps_per_period} is reached`, {
+          limit: 'max_swaps_per_period',
+          cap: p.max_swaps_per_period,
+          used: used.swaps,
+        });
     }
-    if (p.per_tx_usd !== undefined && value > p.per_tx_usd) return deny('per_tx_usd', 'limit_exceeded', `the operation's ${usd(value)} USD exceeds the per-transaction cap of ${usd(p.per_tx_usd)} USD`, { limit: 'per_tx_usd', cap: usd(p.per_tx_usd), requested: usd(value) });
+    if (p.per_tx_usd !== undefined && value > p.per_tx_usd)
+      return deny('per_tx_usd', 'limit_exceeded', `the operation's ${usd(value)} USD exceeds the per-transaction cap of ${usd(p.per_tx_usd)} USD`, {
+        limit: 'per_tx_usd',
+        cap: usd(p.per_tx_usd),
+        requested: usd(value),
+      });
     if (p.per_period_usd !== undefined || p.max_txs_per_period !== undefined) {
       const used = usage.period;
       if (!used) throw new Error('the period usage was not read with the policy lock');
       if (p.max_txs_per_period !== undefined && used.count + 1 > p.max_txs_per_period) {
-        return deny('max_txs_per_period', 'limit_exceeded', `the ${p.period} transaction count cap of ${p.max_txs_per_period} is reached`, { limit: 'max_txs_per_period', cap: p.max_txs_per_period, used: used.count });
+        return deny('max_txs_per_period', 'limit_exceeded', `the ${p.period} transaction count cap of ${p.max_txs_per_period} is reached`, {
+          limit: 'max_txs_per_period',
+          cap: p.max_txs_per_period,
+          used: used.count,
+        });
       }
       if (p.per_period_usd !== undefined && used.usd_e8 + value > p.per_period_usd) {
-        return deny('per_period_usd', 'limit_exceeded', `the operation would exceed the ${p.period} cap of ${usd(p.per_period_usd)} USD`, { limit: 'per_period_usd', cap: usd(p.per_period_usd), used: usd(used.usd_e8), requested: usd(value) });
+        return deny('per_period_usd', 'limit_exceeded', `the operation would exceed the ${p.period} cap of ${usd(p.per_period_usd)} USD`, {
+          limit: 'per_period_usd',
+          cap: usd(p.per_period_usd),
+          used: usd(used.usd_e8),
+          requested: usd(value),
+        });
       }
     }
     if (p.lifetime_usd !== undefined) {
       const used = usage.lifetime;
       if (!used) throw new Error('the lifetime usage was not read with the policy lock');
-      if (used.usd_e8 + value > p.lifetime_usd) return deny('lifetime_usd', 'limit_exceeded', `the operation would exceed the lifetime cap of ${usd(p.lifetime_usd)} USD`, { limit: 'lifetime_usd', cap: usd(p.lifetime_usd), used: usd(used.usd_e8), requested: usd(value) });
+      if (used.usd_e8 + value > p.lifetime_usd)
+        return deny('lifetime_usd', 'limit_exceeded', `the operation would exceed the lifetime cap of ${usd(p.lifetime_usd)} USD`, {
+          limit: 'lifetime_usd',
+          cap: usd(p.lifetime_usd),
+          used: usd(used.usd_e8),
+          requested: usd(value),
+        });
     }
   }
   if (req.ltvBps != null && p.max_ltv_bps !== undefined && req.ltvBps > p.max_ltv_bps) {

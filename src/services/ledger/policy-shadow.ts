@@ -119,7 +119,8 @@ export function createShadowPolicies(deps: {
 
     async setShadow(db, agentId, input) {
       const policy = parsePolicy(input);
-      if (!(await setShadowPolicy(db, agentId, policyToJson(policy), clock.now()))) throw new ApiError('invalid_state_transition', 'the agent has no policy yet: set its policy before a shadow policy');
+      if (!(await setShadowPolicy(db, agentId, policyToJson(policy), clock.now())))
+        throw new ApiError('invalid_state_transition', 'the agent has no policy yet: set its policy before a shadow policy');
       return policy;
     },
 

@@ -63,7 +63,10 @@ export interface PolicyService extends ShadowPolicyService, PolicyReplayService 
    * operation keeps them as policy_facts, so a replay decides on the same inputs), and the shadow policy's decision
    * under the same lock (recorded when it differs; it never changes this one and never throws).
    */
-  decideWrite(trx: Db, write: { agentId: string; operationId: string; request: PolicyRequest; counts: boolean; skip: boolean; locked?: LockedPolicy }): Promise<{ decision: RuleDecision; facts: PolicyFacts }>;
+  decideWrite(
+    trx: Db,
+    write: { agentId: string; operationId: string; request: PolicyRequest; counts: boolean; skip: boolean; locked?: LockedPolicy },
+  ): Promise<{ decision: RuleDecision; facts: PolicyFacts }>;
   /** evaluate, with the deciding key and the lock it decided under (what a write records and its shadow reuses). */
   decide(trx: Db, agentId: string, request: PolicyRequest, locked?: LockedPolicy): Promise<{ decision: RuleDecision; locked: LockedPolicy }>;
   limits(db: Db, agentId: string): Promise<PolicyLimits>;
@@ -98,7 +101,12 @@ export function effectiveLimits(p: Policy | null): Schema<'Limits'> {
  * /self/limits in Hightop's shape (issue 26, item 5), beside `limits` and `usage`: null is no cap, and
  * `operation_types` is always a list (`"all"` expanded), `cannot` the types it leaves out.
  */
-export function hightopLimits(p: Policy | null, limits: Schema<'Limits'>, inPeriod: { usd_e8: bigint; count: number; swaps: number }, lifetime: { usd_e8: bigint; count: number }): Omit<PolicyLimits, 'limits' | 'usage'> {
+export function hightopLimits(
+  p: Policy | null,
+  limits: Schema<'Limits'>,
+  inPeriod: { usd_e8: bigint; count: number; swaps: number },
+  lifetime: { usd_e8: bigint; count: number },
+): Omit<PolicyLimits, 'limits' | 'usage'> {
   const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
   return {
     spend_limits: {

@@ -45,7 +45,17 @@ export function createRecipientService(deps: { clock: Clock; ledger: LedgerServi
       if (input.asset) await ledger.requireAsset(db, input.asset);
       const now = clock.now();
       const id = newId();
-      await insertRecipient(db, { id, agent_id: agentId, kind: input.kind, name: input.name, address: input.address, chain: 'base', asset_symbol: input.asset ?? null, created_at: now, updated_at: now });
+      await insertRecipient(db, {
+        id,
+        agent_id: agentId,
+        kind: input.kind,
+        name: input.name,
+        address: input.address,
+        chain: 'base',
+        asset_symbol: input.asset ?? null,
+        created_at: now,
+        updated_at: now,
+      });
       return { recipient_id: id };
     },
 
@@ -73,7 +83,11 @@ export function createRecipientService(deps: { clock: Clock; ledger: LedgerServi
         // Evaluated in a transaction that is rolled back: resolution never records anything.
         const trx = await (db as Knex).transaction();
         try {
-          const decision = await policy.evaluate(trx, who.agentId, { type, asset: body.asset ?? null, recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address } });
+          const decision = await policy.evaluate(trx, who.agentId, {
+            type,
+            asset: body.asset ?? null,
+            recipient: { ids: [target.recipientId, target.destinationId].filter((x): x is string => x !== null), address: target.address },
+          });
           reason = decision.allowed ? null : decision.code;
         } finally {
           await trx.rollback();

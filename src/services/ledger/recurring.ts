@@ -1,7 +1,12 @@
 // Recurring payments to recipients (the owner sets them up; the agent reads them).
 import type { Db } from '../../db/knex.js';
 import { findRecipient } from '../../db/repositories/recipient.repository.js';
-import { findRecurringPaymentWithRecipient, insertRecurringPayment, listRecurringPaymentsWithRecipient, type RecurringPaymentWithRecipient } from '../../db/repositories/recurring-payment.repository.js';
+import {
+  findRecurringPaymentWithRecipient,
+  insertRecurringPayment,
+  listRecurringPaymentsWithRecipient,
+  type RecurringPaymentWithRecipient,
+} from '../../db/repositories/recurring-payment.repository.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Schema } from '../../lib/contract.js';
 import { ApiError } from '../../lib/errors.js';
@@ -55,7 +60,18 @@ export function createRecurringService(deps: { clock: Clock; ledger: LedgerServi
       const amount = ledger.parseAssetAmount(asset, input.amount);
       const now = clock.now();
       const id = newId();
-      await insertRecurringPayment(db, { id, agent_id: agentId, recipient_id: recipient.id, asset_symbol: asset.symbol, amount, interval: input.interval as 'day', status: 'active', next_run_at: null, created_at: now, updated_at: now });
+      await insertRecurringPayment(db, {
+        id,
+        agent_id: agentId,
+        recipient_id: recipient.id,
+        asset_symbol: asset.symbol,
+        amount,
+        interval: input.interval as 'day',
+        status: 'active',
+        next_run_at: null,
+        created_at: now,
+        updated_at: now,
+      });
       return { recurring_payment_id: id };
     },
 

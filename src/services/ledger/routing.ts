@@ -23,7 +23,15 @@ const ROUTE_ORDER: Route[] = ['recurring_payment', 'trusted_destination', 'one_o
 
 async function recipientTarget(db: Db, r: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>): Promise<Target> {
   const recurring = r.kind === 'recurring' ? await findActiveRecurringByRecipient(db, r.agent_id, r.id) : undefined;
-  return { route: r.kind === 'recurring' ? 'recurring_payment' : 'one_off_payment', kind: 'recipient', address: r.address, name: r.name, recipientId: r.id, destinationId: null, recurringPaymentId: recurring?.id ?? null };
+  return {
+    route: r.kind === 'recurring' ? 'recurring_payment' : 'one_off_payment',
+    kind: 'recipient',
+    address: r.address,
+    name: r.name,
+    recipientId: r.id,
+    destinationId: null,
+    recurringPaymentId: recurring?.id ?? null,
+  };
 }
 
 /** The route `prefer` names among `targets` (`auto`: the best one); `one_off_payment` also takes a direct address. */
@@ -60,7 +68,8 @@ export async function routeTargets(db: Db, agentId: string, to: string): Promise
 export async function addressTargets(db: Db, to: string, payees: Awaited<ReturnType<typeof findPayeesByAddress>>): Promise<Target[]> {
   const out: Target[] = [];
   for (const r of payees.recipients) out.push(await recipientTarget(db, r));
-  for (const d of payees.destinations) out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
+  for (const d of payees.destinations)
+    out.push({ route: 'trusted_destination', kind: 'trusted_destination', address: d.address, name: d.label, recipientId: null, destinationId: d.id, recurringPaymentId: null });
   out.push({ route: 'direct', kind: 'address', address: to, name: null, recipientId: null, destinationId: null, recurringPaymentId: null });
   return out;
 }

@@ -44,9 +44,7 @@ export interface BatchFacts {
  * (none when `capture` is null: the holds stay, as a one-off payment's escrow does), with `activity` rows beside the
  * terminal one; or failed, every held hold released.
  */
-export type BatchPlan =
-  | { ok: true; details?: Record<string, unknown>; capture: { to: Account; entryType: string } | null; activity?: ActivityInput[] }
-  | { ok: false; code: string; message: string };
+export type BatchPlan = { ok: true; details?: Record<string, unknown>; capture: { to: Account; entryType: string } | null; activity?: ActivityInput[] } | { ok: false; code: string; message: string };
 
 /** The batch form of a type's settler; null leaves this operation to the one-at-a-time path (its Settler). */
 export type BatchSettler = (op: OperationRow, facts: BatchFacts) => BatchPlan | null;
@@ -95,7 +93,11 @@ export function createBatchSettlement(deps: {
         if (claimed.length === 0) return { claimed: 0, settled: 0, deferred: [] };
         onClaim?.(claimed.map((op) => op.id));
         const addresses = [...new Set(claimed.map((op) => op.to_address?.toLowerCase()).filter((a): a is string => !!a))];
-        const facts = await readSettlementFacts(trx, claimed.map((op) => op.id), addresses);
+        const facts = await readSettlementFacts(
+          trx,
+          claimed.map((op) => op.id),
+          addresses,
+        );
         const assets = await ledger.assets(trx);
         const prices = ledger.priceBookOf(facts.prices);
         const holdsOf = new Map<string, typeof facts.holds>();
@@ -119,8 +121,24 @@ export function createBatchSettlement(deps: {
           const amount = BigInt(hold.amount);
           const journalId = newId();
           holdMoves.push({ id: hold.id, to: status });
-          legs.push({ journal_id: journalId, operation_id: hold.operation_id, account: accountName({ kind: 'held', walletId: hold.wallet_id }), wallet_id: hold.wallet_id, asset_symbol: hold.asset_symbol, amount: (-amount).toString(), entry_type: entryType });
-          legs.push({ journal_id: journalId, operation_id: hold.operation_id, account: accountName(to), wallet_id: to.kind === 'external' ? null : to.walletId, asset_symbol: hold.asset_symbol, amount: amount.toString(), entry_type: entryType });
+          legs.push({
+            journal_id: journalId,
+            operation_id: hold.operation_id,
+            account: accountName({ kind: 'held', walletId: hold.wallet_id }),
+            wallet_id: hold.wallet_id,
+            asset_symbol: hold.asset_symbol,
+            amount: (-amount).toString(),
+            entry_type: entryType,
+          });
+          legs.push({
+            journal_id: journalId,
+            operation_id: hold.operation_id,
+            account: accountName(to),
+            wallet_id: to.kind === 'external' ? null : to.walletId,
+            asset_symbol: hold.asset_symbol,
+            amount: amount.toString(),
+            entry_type: entryType,
+          });
           addDelta(hold.wallet_id, hold.asset_symbol, 0n, -amount);
           if (to.kind === 'available') addDelta(to.walletId, hold.asset_symbol, amount, 0n);
           else if (to.kind === 'held') addDelta(to.walletId, hold.asset_symbol, 0n, amount);
@@ -130,7 +148,9 @@ export function createBatchSettlement(deps: {
           const settler = deps.batchSettlers.get(op.type)!;
           const address = op.to_address?.toLowerCase();
           const holds = holdsOf.get(op.id) ?? [];
-          const plan = deps.hasFailureHook(op.type) ? null : settler(op, { holds, payee: address ? facts.walletsByAddress.get(address) : undefined, failing: address ? facts.failing.has(address) : false, assets, prices });
+          const plan = deps.hasFailureHook(op.type)
+            ? null
+            : settler(op, { holds, payee: address ? facts.walletsByAddress.get(address) : undefined, failing: address ? facts.failing.has(address) : false, assets, prices });
           if (!plan) {
             deferred.push(op.id);
             continue;
@@ -163,12 +183,20 @@ export function createBatchSettlement(deps: {
           if (records.event) events.push(records.event);
         }
         // The shared rows last, in (wallet, asset) order (ledger.ts post sorts its keys the same way).
-        const ordered = [...deltas.keys()].sort().map((k) => deltas.get(k)!).filter((d) => d.a !== 0n || d.h !== 0n);
+        const ordered = [...deltas.keys()]
+          .sort()
+          .map((k) => deltas.get(k)!)
+          .filter((d) => d.a !== 0n || d.h !== 0n);
         const creditedRows = ordered.filter((d) => d.a >= 0n && d.h >= 0n).map(({ wallet_id, asset_symbol }) => ({ wallet_id, asset_symbol }));
         const written = await writeSettledBatch(trx, { finishes, holdMoves, legs, activity, events, creditedRows }, now);
         // Every claimed row and its holds are locked by this transaction: anything else is a bug, undone by the throw.
-        if (written.finished !== finishes.length || written.holds !== holdMoves.length) throw new Error(`batch settlement moved ${written.finished} of ${finishes.length} operations and ${written.holds} of ${holdMoves.length} holds`);
-        await applyBalanceDeltas(trx, ordered.map(({ wallet_id, asset_symbol, a, h }) => ({ wallet_id, asset_symbol, available: a.toString(), held: h.toString() })), now);
+        if (written.finished !== finishes.length || written.holds !== holdMoves.length)
+          throw new Error(`batch settlement moved ${written.finished} of ${finishes.length} operations and ${written.holds} of ${holdMoves.length} holds`);
+        await applyBalanceDeltas(
+          trx,
+          ordered.map(({ wallet_id, asset_symbol, a, h }) => ({ wallet_id, asset_symbol, available: a.toString(), held: h.toString() })),
+          now,
+        );
         return { claimed: claimed.length, settled: finished.length, deferred };
       });
     },

@@ -59,11 +59,18 @@ export function createSettlementScheduler(deps: {
     }
     return { ok: true, details: tracked.details };
   }
-  
+
   /** Gas the wallet itself paid (ETH transfers), out of its available balance once the holds are resolved. */
   async function postGasFee(trx: Knex.Transaction, op: OperationRow, feeUnits: bigint) {
     if (feeUnits <= 0n) return;
-    await ledger.post(trx, { operationId: op.id, entryType: 'gas_fee', postings: [{ account: { kind: 'available', walletId: op.wallet_id }, asset: 'ETH', amount: -feeUnits }, { account: { kind: 'external', name: 'gas' }, asset: 'ETH', amount: feeUnits }] });
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'gas_fee',
+      postings: [
+        { account: { kind: 'available', walletId: op.wallet_id }, asset: 'ETH', amount: -feeUnits },
+        { account: { kind: 'external', name: 'gas' }, asset: 'ETH', amount: feeUnits },
+      ],
+    });
   }
 
   /** Runs a settler in a savepoint: a failed outcome (returned, or an ApiError thrown) undoes its writes. */
@@ -239,7 +246,21 @@ export function createSettlementScheduler(deps: {
       moved += await submitPass(db, (trx, now, n) => claimDueOperations(trx, 'accepted', submitTypes, now, n), limit);
       if (deferred.length > 0) moved += await submitPass(db, (trx) => claimOperationsByIds(trx, deferred, 'accepted'), deferred.length);
       moved += await settlePass(db, (trx, now, skipped) => claimDueOperations(trx, 'submitted', settleTypes, now, 1, skipped), limit);
-      if (deferred.length > 0) moved += await settlePass(db, async (trx, now, skipped) => (await claimOperationsByIds(trx, deferred.filter((id) => !skipped.includes(id)), 'submitted')).filter((op) => !op.settle_after || op.settle_after <= now).slice(0, 1), deferred.length);
+      if (deferred.length > 0)
+        moved += await settlePass(
+          db,
+          async (trx, now, skipped) =>
+            (
+              await claimOperationsByIds(
+                trx,
+                deferred.filter((id) => !skipped.includes(id)),
+                'submitted',
+              )
+            )
+              .filter((op) => !op.settle_after || op.settle_after <= now)
+              .slice(0, 1),
+          deferred.length,
+        );
       return moved;
     },
   };

@@ -17,7 +17,6 @@ import { payeeAccount } from './delivery.js';
 import { type BatchSettler, type OperationService, type OwnerRef, type SettleOutcome, type WriteResponse } from './operations.js';
 import { resolveMoney, shortAddress } from './write-input.js';
 
-
 export interface WithdrawalService {
   createBankWithdrawal(db: Db, who: OwnerRef & { ownerId: string }, body: Schema<'BankWithdrawalRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   createCryptoWithdrawal(db: Db, who: OwnerRef, body: Schema<'CryptoWithdrawalRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
@@ -35,7 +34,15 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
   const cash = async (db: Db) => (cashSymbols ??= [...(await ledger.assets(db)).values()].filter((a) => a.category === 'cash').map((a) => a.symbol));
 
   /** Records the withdrawal of `body`'s amount of `asset` to one payee (the policy sees it as the recipient). */
-  async function withdraw(db: Db, who: OwnerRef, type: 'withdrawal.bank' | 'withdrawal.crypto', asset: AssetRow, body: AmountFields & { note?: string }, to: { id: string; address: string | null; label: string; detail: Record<string, string> }, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
+  async function withdraw(
+    db: Db,
+    who: OwnerRef,
+    type: 'withdrawal.bank' | 'withdrawal.crypto',
+    asset: AssetRow,
+    body: AmountFields & { note?: string },
+    to: { id: string; address: string | null; label: string; detail: Record<string, string> },
+    idempotencyKey: string | null,
+  ): Promise<WriteResponse | Refusal> {
     const { amount, usdE8 } = await resolveMoney(db, ledger, asset, body);
     const created = await operations.create(db, {
       principal: who,
@@ -67,9 +74,18 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
         // actions), so a concurrent remove or cancel waits for this withdrawal or sees it refused.
         const dest = isUuid(body.destination_id) ? await findTrustedDestination(trx, who.agentId, body.destination_id, { lock: true }) : undefined;
         if (!dest) throw new ApiError('not_found', 'trusted destination not found', { field: 'destination_id' });
-        if (dest.status !== 'confirmed') throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
+        if (dest.status !== 'confirmed')
+          throw new ApiError('invalid_state_transition', `the trusted destination is ${dest.status}; only confirmed destinations take withdrawals`, { status: dest.status });
         const asset = await ledger.requireAsset(trx, body.asset);
-        return withdraw(trx, who, 'withdrawal.crypto', asset, body, { id: dest.id, address: dest.address, label: `${dest.label} (${shortAddress(dest.address)})`, detail: { trusted_destination_id: dest.id } }, idempotencyKey);
+        return withdraw(
+          trx,
+          who,
+          'withdrawal.crypto',
+          asset,
+          body,
+          { id: dest.id, address: dest.address, label: `${dest.label} (${shortAddress(dest.address)})`, detail: { trusted_destination_id: dest.id } },
+          idempotencyKey,
+        );
       });
     },
 
@@ -77,11 +93,26 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
       if (input.kind !== 'bank') throw new ApiError('validation_failed', 'kind must be bank');
       if (!input.label.trim()) throw new ApiError('validation_failed', 'label is required');
       const id = newId();
-      const last4 = input.last4 ?? id.replace(/[^0-9]/g, '').slice(-4).padStart(4, '0');
+      const last4 =
+        input.last4 ??
+        id
+          .replace(/[^0-9]/g, '')
+          .slice(-4)
+          .padStart(4, '0');
       if (!/^[0-9A-Za-z]{4}$/.test(last4)) throw new ApiError('validation_failed', 'last4 must be 4 letters or digits');
       const currency = (input.currency ?? 'USD').toUpperCase();
       if (!/^[A-Z]{3}$/.test(currency)) throw new ApiError('validation_failed', 'currency must be an ISO 4217 code');
-      await insertWithdrawalMethod(db, { id, owner_id: ownerId, kind: 'bank', label: input.label, bank_name: input.bankName ?? null, account_last4: last4, currency, status: 'active', created_at: clock.now() });
+      await insertWithdrawalMethod(db, {
+        id,
+        owner_id: ownerId,
+        kind: 'bank',
+        label: input.label,
+        bank_name: input.bankName ?? null,
+        account_last4: last4,
+        currency,
+        status: 'active',
+        created_at: clock.now(),
+      });
       return { method_id: id };
     },
 
@@ -93,11 +124,22 @@ export function createWithdrawalService(deps: { clock: Clock; ledger: LedgerServ
     },
 
     publicMethod(m) {
-      return { id: m.id, kind: 'bank_account', label: m.label, bank_name: m.bank_name, account_last4: m.account_last4, currency: m.currency, asset_symbols: cashSymbols ?? ['USDC', 'EURC'], status: m.status, created_at: m.created_at.toISOString() };
+      return {
+        id: m.id,
+        kind: 'bank_account',
+        label: m.label,
+        bank_name: m.bank_name,
+        account_last4: m.account_last4,
+        currency: m.currency,
+        asset_symbols: cashSymbols ?? ['USDC', 'EURC'],
+        status: m.status,
+        created_at: m.created_at.toISOString(),
+      };
     },
 
     async settle(trx, op) {
-      if (op.to_address && (await ledger.isFailingAddress(trx, op.to_address))) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
+      if (op.to_address && (await ledger.isFailingAddress(trx, op.to_address)))
+        return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
       const wallet = op.to_address ? await ledger.walletByAddress(trx, op.to_address) : undefined;
       for (const h of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, h.id, payeeAccount(wallet, 'withdrawals'), 'withdrawal');
       return { ok: true };

@@ -93,12 +93,7 @@ export function createWebhookDeliveryService(deps: Pick<WebhookServiceDeps, 'clo
       if (query.cursor !== undefined) {
         // The cursor is a delivery id; it must belong to this endpoint and satisfy the active filters (spec 2.5, 4.3).
         const anchor = isUuid(query.cursor) ? await deliveries.findDelivery(db, query.cursor) : undefined;
-        if (
-          !anchor ||
-          anchor.endpoint_id !== row.id ||
-          (query.event_id !== undefined && anchor.event_id !== query.event_id) ||
-          (status !== undefined && anchor.status !== status)
-        ) {
+        if (!anchor || anchor.endpoint_id !== row.id || (query.event_id !== undefined && anchor.event_id !== query.event_id) || (status !== undefined && anchor.status !== status)) {
           throw invalid('cursor is not valid for this endpoint and these filters', { field: 'cursor' });
         }
         after = { created_at: anchor.created_at, id: anchor.id };

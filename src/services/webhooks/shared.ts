@@ -102,5 +102,4 @@ export async function loadOwned(db: Db, caller: WebhookCaller, id: string, forUp
   return row;
 }
 
-export const ownerOnly = () =>
-  new ApiError('owner_only_action', 'this endpoint was disabled for sustained failures; only the owner can re-enable it', { disabled_reason: 'sustained_failures' });
+export const ownerOnly = () => new ApiError('owner_only_action', 'this endpoint was disabled for sustained failures; only the owner can re-enable it', { disabled_reason: 'sustained_failures' });

@@ -23,7 +23,12 @@ export interface X402Registration {
  * registration mined but reverted returns its refusal: the relayer's nonce is spent on chain, so the caller must
  * commit (finishing its operation as failed) rather than roll back.
  */
-export async function registerWithAccount(db: Knex, custody: CustodyPort, wallet: { agentId: string; address: Address; sealedLaneKey: string }, auth: X402Registration): Promise<{ ok: true; txHash: Hex } | { ok: false; code: string; message: string; txHash: Hex }> {
+export async function registerWithAccount(
+  db: Knex,
+  custody: CustodyPort,
+  wallet: { agentId: string; address: Address; sealedLaneKey: string },
+  auth: X402Registration,
+): Promise<{ ok: true; txHash: Hex } | { ok: false; code: string; message: string; txHash: Hex }> {
   const inner = laneCall.authorizeX402(auth.token, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce);
   const sent = await custody.sendLaneNow(db, wallet, inner);
   if (sent.ok) return sent;

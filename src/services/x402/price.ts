@@ -40,7 +40,8 @@ function resourceUrl(req: Requirement, challengeResource: unknown): string | nul
 
 export function priceOf(req: Requirement, challengeResource: unknown, payable: PayableNetwork): Schema<'X402Price'> {
   const isUsdc = (req.network === payable.networks[1] || req.network === payable.networks[2]) && req.asset.toLowerCase() === payable.usdc.toLowerCase();
-  const description = req.description ?? (challengeResource && typeof (challengeResource as { description?: unknown }).description === 'string' ? (challengeResource as { description: string }).description : null);
+  const description =
+    req.description ?? (challengeResource && typeof (challengeResource as { description?: unknown }).description === 'string' ? (challengeResource as { description: string }).description : null);
   return {
     // Unknown assets have unknown decimals: their amount stays in base units.
     amount: isUsdc ? usdc(req.amount) : req.amount.toString(),
@@ -56,4 +57,3 @@ export function priceOf(req: Requirement, challengeResource: unknown, payable: P
     description,
   };
 }
-

@@ -103,7 +103,14 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       // An agent account: its lane registers the authorization on chain (counted toward the owner's caps) and the
       // account vouches for it by ERC-1271; the lane key's signature below only gives the payload its usual shape.
       const at = { agentId: who.agentId, address: wallet.address as Address, sealedLaneKey: wallet.sealed_private_key };
-      const registered = await registerWithAccount(trx, chain.custody, at, { token: input.payable.usdc as Address, to: input.payTo as Address, value: input.amount, validAfter: 0n, validBefore, nonce });
+      const registered = await registerWithAccount(trx, chain.custody, at, {
+        token: input.payable.usdc as Address,
+        to: input.payTo as Address,
+        value: input.amount,
+        validAfter: 0n,
+        validBefore,
+        nonce,
+      });
       if (!registered.ok) {
         // Mined but reverted: the relayer's nonce is spent, so this commits, the operation failed and its hold released.
         await operations.finish(trx, operation.id, 'accepted', { ok: false, code: 'settlement_failed', message: `${registered.message} (${registered.txHash})` });
@@ -125,7 +132,17 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
 
   function upstreamResult(res: UpstreamResponse, extra: { operation_id: string | null; paid: boolean; settled: boolean }): X402PurchaseResult {
     // Hightop's name for what `paid` says here: the seller took the payment it was sent.
-    return { ok: true, operation_id: extra.operation_id, paid: extra.paid, seller_accepted: extra.paid, settled: extra.settled, status: res.status, headers: res.headers, body: decodeBody(res), body_truncated: res.truncated };
+    return {
+      ok: true,
+      operation_id: extra.operation_id,
+      paid: extra.paid,
+      seller_accepted: extra.paid,
+      settled: extra.settled,
+      status: res.status,
+      headers: res.headers,
+      body: decodeBody(res),
+      body_truncated: res.truncated,
+    };
   }
 
   const service: X402Service = {
@@ -228,7 +245,13 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
       }
       if (req.amount > maxAmount) {
         // Base units on both sides, as the request gave max_amount; the USDC figures are for people.
-        throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, { limit: 'max_amount', price: req.amount.toString(), max_amount: maxAmount.toString(), price_usdc: usdc(req.amount), max_amount_usdc: usdc(maxAmount) });
+        throw new ApiError('limit_exceeded', `the price of ${usdc(req.amount)} USDC exceeds max_amount ${usdc(maxAmount)} USDC`, {
+          limit: 'max_amount',
+          price: req.amount.toString(),
+          max_amount: maxAmount.toString(),
+          price_usdc: usdc(req.amount),
+          max_amount_usdc: usdc(maxAmount),
+        });
       }
 
       return withTransaction(db, async (trx) => {
@@ -261,7 +284,12 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           // valid_before): nothing rolls back. The same error is answered, and the chain decides (trackOnChain).
           if (!signed.registration || !(err instanceof ApiError)) throw err;
           const now = clock.now();
-          await transitionOperation(trx, signed.operation.id, 'accepted', { status: 'submitted', submitted_at: now, updated_at: now, details: { upstream_error: err.code, authorization_tx_hash: signed.registration } });
+          await transitionOperation(trx, signed.operation.id, 'accepted', {
+            status: 'submitted',
+            submitted_at: now,
+            updated_at: now,
+            details: { upstream_error: err.code, authorization_tx_hash: signed.registration },
+          });
           return refuse(err.code, err.message, { ...err.details, operation_id: signed.operation.id });
         }
         const { settled, transaction } = readSettlement(paidRes.headers);
@@ -279,7 +307,10 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
           });
         } else if (paid) {
           await captureHolds(trx, signed.operation.id);
-          await operations.finish(trx, signed.operation.id, 'accepted', { ok: true, details: { ...(signed.operation.details as Record<string, unknown>), upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction } });
+          await operations.finish(trx, signed.operation.id, 'accepted', {
+            ok: true,
+            details: { ...(signed.operation.details as Record<string, unknown>), upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction },
+          });
         } else {
           await operations.finish(trx, signed.operation.id, 'accepted', { ok: false, code: 'payment_refused', message: `the seller answered ${paidRes.status} to the payment` });
         }

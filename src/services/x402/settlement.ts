@@ -24,7 +24,8 @@ export function createX402Settlement(deps: Pick<X402ServiceDeps, 'ledger' | 'cha
 
   /** A signed authorization stays usable by the seller until valid_before: the settlement worker captures its hold. */
   async function settleSign(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome> {
-    if (op.to_address && (await deps.ledger.ledger.isFailingAddress(trx, op.to_address))) return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
+    if (op.to_address && (await deps.ledger.ledger.isFailingAddress(trx, op.to_address)))
+      return { ok: false, code: 'settlement_failed', message: `the simulated chain rejected the transfer to ${op.to_address}` };
     await captureHolds(trx, op.id);
     return { ok: true, details: { ...(op.details as Record<string, unknown>), settled_by: 'worker' } };
   }

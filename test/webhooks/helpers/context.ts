@@ -84,7 +84,9 @@ export async function createWebhookTestContext(ca?: string): Promise<WebhookTest
       return worker;
     },
     deliveriesOf(endpointId) {
-      return db('webhook_deliveries').where({ endpoint_id: endpointId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+      return db('webhook_deliveries')
+        .where({ endpoint_id: endpointId })
+        .orderBy([{ column: 'created_at' }, { column: 'id' }]);
     },
     async close() {
       for (const w of workers) w.close();

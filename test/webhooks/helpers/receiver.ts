@@ -57,7 +57,14 @@ export async function createTestPki(): Promise<TestPki> {
       { name: 'basicConstraints', cA: false },
       { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
       { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }, { type: 7, ip: '::1' }, { type: 2, value: 'hooks.example.com' }] },
+      {
+        name: 'subjectAltName',
+        altNames: [
+          { type: 7, ip: '127.0.0.1' },
+          { type: 7, ip: '::1' },
+          { type: 2, value: 'hooks.example.com' },
+        ],
+      },
     ],
   });
   return { ca: ca.cert, key: leaf.private, cert: leaf.cert };

@@ -3,7 +3,11 @@ import crypto from 'node:crypto';
 
 export function signaturesIn(header: string | string[] | undefined): string[] {
   if (typeof header !== 'string') return [];
-  return header.split(',').map((p) => p.trim()).filter((p) => p.startsWith('v1=')).map((p) => p.slice(3));
+  return header
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p.startsWith('v1='))
+    .map((p) => p.slice(3));
 }
 
 export function independentVerify(secret: string, timestamp: string, rawBody: Buffer, header: string | string[] | undefined): boolean {

@@ -13,7 +13,14 @@ import type { NewOperationRow, OperationRow } from '../operation.repository.js';
  * text (and its prepared name) follows the row type.
  */
 export async function acceptPayment(db: Db, row: NewOperationRow, hold: HoldInput, at: Date): Promise<{ operation: OperationRow; holdPlaced: true } | { operation: null; holdPlaced: false }> {
-  const stored: Record<string, unknown> = { ...row, amount: row.amount?.toString() ?? null, amount_usd_e8: row.amount_usd_e8?.toString() ?? null, fee_usd_e8: row.fee_usd_e8.toString(), details: JSON.stringify(row.details), policy_facts: row.policy_facts == null ? null : JSON.stringify(row.policy_facts) };
+  const stored: Record<string, unknown> = {
+    ...row,
+    amount: row.amount?.toString() ?? null,
+    amount_usd_e8: row.amount_usd_e8?.toString() ?? null,
+    fee_usd_e8: row.fee_usd_e8.toString(),
+    details: JSON.stringify(row.details),
+    policy_facts: row.policy_facts == null ? null : JSON.stringify(row.policy_facts),
+  };
   if (row.approval_reasons) stored.approval_reasons = JSON.stringify(row.approval_reasons);
   const columns = Object.keys(stored);
   const names = list(columns.map((c) => identifier(c)));

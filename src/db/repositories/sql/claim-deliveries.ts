@@ -69,7 +69,14 @@ function splitClaimResult(rows: ClaimResultRow[]): { recorded: string[]; claimed
     }
     claimed.push({
       ...row,
-      endpoint: { id: row.endpoint_id, url: ep_url, enabled: ep_enabled, sealed_secret: ep_sealed_secret, sealed_previous_secret: ep_sealed_previous_secret, previous_secret_expires_at: ep_previous_secret_expires_at },
+      endpoint: {
+        id: row.endpoint_id,
+        url: ep_url,
+        enabled: ep_enabled,
+        sealed_secret: ep_sealed_secret,
+        sealed_previous_secret: ep_sealed_previous_secret,
+        previous_secret_expires_at: ep_previous_secret_expires_at,
+      },
     });
   }
   return { recorded, claimed };

@@ -7,7 +7,7 @@ import type { OwnerRef } from '../../ledger/operations.js';
 import type { BorrowKit, OnchainMarket } from './morpho.js';
 
 export function registerBorrowSettlers(kit: BorrowKit): void {
-  const { clock, ledger, operations,  walletAccount, onchainMarket, onchainPool, onchainCollateral } = kit;
+  const { clock, ledger, operations, walletAccount, onchainMarket, onchainPool, onchainCollateral } = kit;
   // --- on-chain settlement: the ledger follows Morpho's own events ---
   interface LendingEvent {
     event: string;
@@ -39,7 +39,14 @@ export function registerBorrowSettlers(kit: BorrowKit): void {
     await repo.lockWallet(trx, op.wallet_id);
     const e = lendingEvent(tracked, 'WithdrawCollateral');
     await repo.addCollateral(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: -e.assets });
-    await ledger.post(trx, { operationId: op.id, entryType: 'collateral.remove', postings: [{ account: onchainCollateral, asset: op.asset_symbol!, amount: -e.assets }, { account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: e.assets }] });
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'collateral.remove',
+      postings: [
+        { account: onchainCollateral, asset: op.asset_symbol!, amount: -e.assets },
+        { account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: e.assets },
+      ],
+    });
     return { ok: true, details: tracked };
   });
   operations.registerChainSettler('debt.borrow', async (trx, op, tracked) => {
@@ -48,7 +55,14 @@ export function registerBorrowSettlers(kit: BorrowKit): void {
     const e = lendingEvent(tracked, 'Borrow');
     // The debt row holds Morpho borrow shares (reconcile compares them with the chain's).
     await repo.addScaledDebt(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: e.shares });
-    await ledger.post(trx, { operationId: op.id, entryType: 'debt.borrow', postings: [{ account: onchainPool(om), asset: op.asset_symbol!, amount: -e.assets }, { account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: e.assets }] });
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType: 'debt.borrow',
+      postings: [
+        { account: onchainPool(om), asset: op.asset_symbol!, amount: -e.assets },
+        { account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: e.assets },
+      ],
+    });
     return { ok: true, details: { ...tracked, borrow_shares: e.shares.toString() } };
   });
   const settleRepay = (entryType: string) => async (trx: Knex.Transaction, op: OperationRow, tracked: Record<string, unknown>) => {
@@ -57,7 +71,14 @@ export function registerBorrowSettlers(kit: BorrowKit): void {
     const e = lendingEvent(tracked, 'Repay');
     await releaseHolds(trx, op);
     await repo.addScaledDebt(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: -e.shares });
-    await ledger.post(trx, { operationId: op.id, entryType, postings: [{ account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: -e.assets }, { account: onchainPool(om), asset: op.asset_symbol!, amount: e.assets }] });
+    await ledger.post(trx, {
+      operationId: op.id,
+      entryType,
+      postings: [
+        { account: walletAccount({ walletId: op.wallet_id } as OwnerRef), asset: op.asset_symbol!, amount: -e.assets },
+        { account: onchainPool(om), asset: op.asset_symbol!, amount: e.assets },
+      ],
+    });
     return { ok: true as const, details: { ...tracked, repaid: e.assets.toString(), repaid_shares: e.shares.toString() } };
   };
   operations.registerChainSettler('debt.repay', settleRepay('debt.repay'));

@@ -8,7 +8,29 @@ import { ratio } from './markets.js';
 import type { BorrowKit } from './morpho.js';
 
 export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollateral' | 'removeCollateral'> {
-  const { recordOnMarket, accountWrite, clock, ledger, snapshot, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, market, walletAccount, collateralAccount, payFromWallet, sourceCost, position, lendingDetails, checkOnchain, createOnchain, noConversion } = kit;
+  const {
+    recordOnMarket,
+    accountWrite,
+    clock,
+    ledger,
+    snapshot,
+    collateralInputs,
+    debtInputs,
+    ltvBpsOf,
+    ltvTooHigh,
+    ratioBps,
+    resolveAmount,
+    market,
+    walletAccount,
+    collateralAccount,
+    payFromWallet,
+    sourceCost,
+    position,
+    lendingDetails,
+    checkOnchain,
+    createOnchain,
+    noConversion,
+  } = kit;
   return {
     async addCollateral(db, who, body, idempotencyKey) {
       return accountWrite(db, who, body.asset, 'collateral', async (trx, asset, om) => {
@@ -16,22 +38,42 @@ export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollat
           noConversion(body.source_asset, asset.symbol);
           const m = await market(trx, asset.symbol, 'collateral', false);
           const amount = (await resolveAmount(trx, asset, body)) as bigint;
-          return createOnchain(trx, who, om, { type: 'collateral.add', resourceType: 'collateral', resourceId: m.id, asset, amount, details: lendingDetails(om, 'supply_collateral', amount), extra: { source_asset: asset.symbol }, humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral on Morpho Blue`, idempotencyKey });
+          return createOnchain(trx, who, om, {
+            type: 'collateral.add',
+            resourceType: 'collateral',
+            resourceId: m.id,
+            asset,
+            amount,
+            details: lendingDetails(om, 'supply_collateral', amount),
+            extra: { source_asset: asset.symbol },
+            humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral on Morpho Blue`,
+            idempotencyKey,
+          });
         }
         const m = await market(trx, asset.symbol, 'collateral', false);
         const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : asset;
-        if (source.symbol !== asset.symbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
+        if (source.symbol !== asset.symbol && body.allow_conversion !== true)
+          throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
         const amount = (await resolveAmount(trx, asset, body)) as bigint;
         const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
-        return recordOnMarket(trx, who, m, {
-          type: 'collateral.add', resource: 'collateral', asset: asset.symbol, amount,
-          details: { source_asset: source.symbol, source_amount: cost.toString() },
-          humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral`,
-          idempotencyKey,
-        }, async (operation) => {
-          await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
-          await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
-        });
+        return recordOnMarket(
+          trx,
+          who,
+          m,
+          {
+            type: 'collateral.add',
+            resource: 'collateral',
+            asset: asset.symbol,
+            amount,
+            details: { source_asset: source.symbol, source_amount: cost.toString() },
+            humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral`,
+            idempotencyKey,
+          },
+          async (operation) => {
+            await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
+            await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
+          },
+        );
       });
     },
 
@@ -42,9 +84,25 @@ export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollat
           const requested = await resolveAmount(trx, asset, body, { name: 'remove_all', value: body.remove_all });
           const p = await position(trx, om, who);
           const amount = requested === 'all' ? p.collateral : requested;
-          if (amount <= 0n || amount > p.collateral) throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is ${formatAmount(p.collateral, asset.decimals)}`, { asset: asset.symbol, collateral: formatAmount(p.collateral, asset.decimals) });
+          if (amount <= 0n || amount > p.collateral)
+            throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is ${formatAmount(p.collateral, asset.decimals)}`, {
+              asset: asset.symbol,
+              collateral: formatAmount(p.collateral, asset.decimals),
+            });
           const { ltvBps, ltv } = checkOnchain({ ...p, collateral: p.collateral - amount }, ratioBps(body.max_ltv_after), `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
-          return createOnchain(trx, who, om, { type: 'collateral.remove', resourceType: 'collateral', resourceId: m.id, asset, amount, details: lendingDetails(om, 'withdraw_collateral', amount), holds: [], ltvBps, extra: { ltv_after: ltv }, humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral from Morpho Blue`, idempotencyKey });
+          return createOnchain(trx, who, om, {
+            type: 'collateral.remove',
+            resourceType: 'collateral',
+            resourceId: m.id,
+            asset,
+            amount,
+            details: lendingDetails(om, 'withdraw_collateral', amount),
+            holds: [],
+            ltvBps,
+            extra: { ltv_after: ltv },
+            humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral from Morpho Blue`,
+            idempotencyKey,
+          });
         }
         const m = await market(trx, asset.symbol, 'collateral', false);
         const requested = await resolveAmount(trx, asset, body, { name: 'remove_all', value: body.remove_all });
@@ -52,25 +110,42 @@ export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollat
         const s = await snapshot(trx, who, true);
         const held = s.collateral.get(asset.symbol) ?? 0n;
         const amount = requested === 'all' ? held : requested;
-        if (amount <= 0n || amount > held) throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is ${formatAmount(held, asset.decimals)}`, { asset: asset.symbol, collateral: formatAmount(held, asset.decimals) });
+        if (amount <= 0n || amount > held)
+          throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is ${formatAmount(held, asset.decimals)}`, { asset: asset.symbol, collateral: formatAmount(held, asset.decimals) });
         const after = new Map(s.collateral);
         after.set(asset.symbol, held - amount);
         const check = aave.checkPosition(collateralInputs(s, after), debtInputs(s), maxAfter);
         if (!check.ok) throw ltvTooHigh(check, `removing ${formatAmount(amount, asset.decimals)} ${asset.symbol}`);
-        return recordOnMarket(trx, who, m, {
-          type: 'collateral.remove', resource: 'collateral', asset: asset.symbol, amount, ltvBps: ltvBpsOf(check.data),
-          details: { ltv_after: ratio(ltvBpsOf(check.data)) },
-          eventData: { ltv_after: ratio(ltvBpsOf(check.data)) },
-          humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral`,
-          idempotencyKey,
-        }, async (operation) => {
-          if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -amount, at: clock.now() }))) {
-            throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is smaller than ${formatAmount(amount, asset.decimals)}`, { asset: asset.symbol });
-          }
-          await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.remove', postings: [{ account: collateralAccount(m), asset: asset.symbol, amount: -amount }, { account: walletAccount(who), asset: asset.symbol, amount }] });
-        });
+        return recordOnMarket(
+          trx,
+          who,
+          m,
+          {
+            type: 'collateral.remove',
+            resource: 'collateral',
+            asset: asset.symbol,
+            amount,
+            ltvBps: ltvBpsOf(check.data),
+            details: { ltv_after: ratio(ltvBpsOf(check.data)) },
+            eventData: { ltv_after: ratio(ltvBpsOf(check.data)) },
+            humanMessage: `Removing ${formatAmount(amount, asset.decimals)} ${asset.symbol} of collateral`,
+            idempotencyKey,
+          },
+          async (operation) => {
+            if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: -amount, at: clock.now() }))) {
+              throw new ApiError('insufficient_funds', `the ${asset.symbol} collateral is smaller than ${formatAmount(amount, asset.decimals)}`, { asset: asset.symbol });
+            }
+            await ledger.post(trx, {
+              operationId: operation.id,
+              entryType: 'collateral.remove',
+              postings: [
+                { account: collateralAccount(m), asset: asset.symbol, amount: -amount },
+                { account: walletAccount(who), asset: asset.symbol, amount },
+              ],
+            });
+          },
+        );
       });
     },
-
   };
 }

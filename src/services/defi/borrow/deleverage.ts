@@ -12,7 +12,29 @@ import { BORROW_CONVERSION_FEE_BPS, ratio } from './markets.js';
 import type { BorrowKit } from './morpho.js';
 
 export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverage'> {
-  const { recordOnMarket, clock, ledger, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ratioBps, parseUsd, market, lockAccount, walletAccount, poolAccount, collateralAccount, conversionAccount, onchainMarket, position, wadRatio, noConversion, repayOnchain } = kit;
+  const {
+    recordOnMarket,
+    clock,
+    ledger,
+    snapshot,
+    withPrice,
+    collateralInputs,
+    debtInputs,
+    ltvBpsOf,
+    ratioBps,
+    parseUsd,
+    market,
+    lockAccount,
+    walletAccount,
+    poolAccount,
+    collateralAccount,
+    conversionAccount,
+    onchainMarket,
+    position,
+    wadRatio,
+    noConversion,
+    repayOnchain,
+  } = kit;
   return {
     async deleverage(db, who, body, idempotencyKey) {
       return withTransaction(db, async (trx) => {
@@ -33,7 +55,7 @@ export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverag
           const allowed = (start.collateralValue * target) / 10_000n;
           let units = p.borrowed > allowed ? p.borrowed - allowed : 0n;
           const borrowedAfter = (u: bigint) => {
-            const shares = u >= p.borrowed ? p.borrowShares : p.borrowShares - ((u * (p.totalBorrowShares + 1_000_000n)) / (p.totalBorrowAssets + 1n));
+            const shares = u >= p.borrowed ? p.borrowShares : p.borrowShares - (u * (p.totalBorrowShares + 1_000_000n)) / (p.totalBorrowAssets + 1n);
             return toAssetsUp(shares, p.totalBorrowAssets - u, p.totalBorrowShares - (p.borrowShares - shares));
           };
           for (let step = 0; units < p.borrowed && step < 1000 && !within(accountData({ ...p, borrowed: borrowedAfter(units) }).ltvWad); step += 1) units += 1n;
@@ -51,23 +73,42 @@ export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverag
           const repay = units > cap ? cap : units;
           const end = accountData({ ...p, borrowed: borrowedAfter(repay) });
           if (repay === 0n || (!within(end.ltvWad) && body.allow_partial !== true)) {
-            throw new ApiError('ltv_target_unreachable', `the LTV cannot reach ${(Number(target) / 100).toFixed(2)} % with the funds and limits given`, { target_ltv: ratio(target), ltv: wadRatio(start.ltvWad), reachable_ltv: wadRatio(end.ltvWad) });
+            throw new ApiError('ltv_target_unreachable', `the LTV cannot reach ${(Number(target) / 100).toFixed(2)} % with the funds and limits given`, {
+              target_ltv: ratio(target),
+              ltv: wadRatio(start.ltvWad),
+              reachable_ltv: wadRatio(end.ltvWad),
+            });
           }
           const extra = { target_ltv: ratio(target), ltv_before: wadRatio(start.ltvWad), ltv_after: wadRatio(end.ltvWad), source_asset: om.loan.symbol, collateral_sold: [] };
-          return repayOnchain(trx, who, om, p, repay >= p.borrowed ? 'all' : repay, 'debt.deleverage', m, extra, (u) => `Deleveraging to ${(wadRatio(end.ltvWad) * 100).toFixed(2)} % LTV by repaying ${formatAmount(u, om.loan.decimals)} ${om.loan.symbol} on Morpho Blue`, idempotencyKey);
+          return repayOnchain(
+            trx,
+            who,
+            om,
+            p,
+            repay >= p.borrowed ? 'all' : repay,
+            'debt.deleverage',
+            m,
+            extra,
+            (u) => `Deleveraging to ${(wadRatio(end.ltvWad) * 100).toFixed(2)} % LTV by repaying ${formatAmount(u, om.loan.decimals)} ${om.loan.symbol} on Morpho Blue`,
+            idempotencyKey,
+          );
         }
         const s = await snapshot(trx, who, true);
         const start = aave.calculateAccountData(collateralInputs(s), debtInputs(s));
         if (start.totalDebtUsd === 0n) throw new ApiError('invalid_state_transition', 'there is no debt to deleverage');
-        if (aave.isLtvWithin(start.totalCollateralUsd, start.totalDebtUsd, target)) throw new ApiError('invalid_state_transition', 'the LTV is already at or below the target', { ltv: ratio(ltvBpsOf(start)), target_ltv: ratio(target) });
+        if (aave.isLtvWithin(start.totalCollateralUsd, start.totalDebtUsd, target))
+          throw new ApiError('invalid_state_transition', 'the LTV is already at or below the target', { ltv: ratio(ltvBpsOf(start)), target_ltv: ratio(target) });
 
         // The largest debt (by USD) is repaid; cash comes from source_asset (default: the debt asset).
-        const [debtSymbol] = [...s.debts].sort((a, b) => (aave.valueUsd(b[1].owed, s.prices.get(b[0])!, s.assets.get(b[0])!.decimals, 'up') > aave.valueUsd(a[1].owed, s.prices.get(a[0])!, s.assets.get(a[0])!.decimals, 'up') ? 1 : -1))[0]!;
+        const [debtSymbol] = [...s.debts].sort((a, b) =>
+          aave.valueUsd(b[1].owed, s.prices.get(b[0])!, s.assets.get(b[0])!.decimals, 'up') > aave.valueUsd(a[1].owed, s.prices.get(a[0])!, s.assets.get(a[0])!.decimals, 'up') ? 1 : -1,
+        )[0]!;
         const debtAsset = s.assets.get(debtSymbol)!;
         const m = await market(trx, debtSymbol, 'borrow', true);
         const debtPrice = s.prices.get(debtSymbol)!;
         const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : debtAsset;
-        if (source.symbol !== debtSymbol && body.allow_conversion !== true) throw new ApiError('validation_failed', `repaying ${debtSymbol} with ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
+        if (source.symbol !== debtSymbol && body.allow_conversion !== true)
+          throw new ApiError('validation_failed', `repaying ${debtSymbol} with ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
         const sourcePrice = await withPrice(trx, s, source.symbol);
 
         let owed = s.debts.get(debtSymbol)!.owed;
@@ -117,7 +158,9 @@ export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverag
 
         const sellCollateral = async () => {
           if (body.allow_conversion !== true) return;
-          const candidates = [...collateral].filter(([, a]) => a > 0n).sort((a, b) => (aave.valueUsd(b[1], s.prices.get(b[0])!, s.assets.get(b[0])!.decimals, 'down') > aave.valueUsd(a[1], s.prices.get(a[0])!, s.assets.get(a[0])!.decimals, 'down') ? 1 : -1));
+          const candidates = [...collateral]
+            .filter(([, a]) => a > 0n)
+            .sort((a, b) => (aave.valueUsd(b[1], s.prices.get(b[0])!, s.assets.get(b[0])!.decimals, 'down') > aave.valueUsd(a[1], s.prices.get(a[0])!, s.assets.get(a[0])!.decimals, 'down') ? 1 : -1));
           for (const [symbol, held] of candidates) {
             if (reached()) return;
             const d = stateNow();
@@ -162,31 +205,60 @@ export function createDeleverage(kit: BorrowKit): Pick<BorrowService, 'deleverag
             reachable_ltv: ratio(ltvBpsOf(end)),
           });
         }
-        return recordOnMarket(trx, who, m, {
-          type: 'debt.deleverage', resource: 'debt', asset: debtSymbol, amount: repaid, ltvBps: ltvBpsOf(end),
-          details: { target_ltv: ratio(target), ltv_before: ratio(ltvBpsOf(start)), ltv_after: ratio(ltvBpsOf(end)), cash_spent: cashSpent.toString(), source_asset: source.symbol, collateral_sold: sold.map((x) => ({ asset_symbol: x.symbol, amount: x.units.toString() })) },
-          eventData: { target_ltv: ratio(target), ltv_after: ratio(ltvBpsOf(end)) },
-          humanMessage: `Deleveraging to ${(ltvBpsOf(end) / 100).toFixed(2)} % LTV by repaying ${formatAmount(repaid, debtAsset.decimals)} ${debtSymbol}`,
-          idempotencyKey,
-        }, async (operation) => {
-          const debt = s.debts.get(debtSymbol)!;
-          const scaledDelta = owed === 0n ? debt.scaled : aave.scaledForRepay(repaid, m.index);
-          await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: debtSymbol, delta: -scaledDelta, at: clock.now() });
-          const postings: Parameters<LedgerService['post']>[1]['postings'] = [];
-          if (cashSpent > 0n) {
-            const cashRepaid = repaid - sold.reduce((a, x) => a + x.out, 0n);
-            if (source.symbol === debtSymbol) postings.push({ account: walletAccount(who), asset: debtSymbol, amount: -cashSpent }, { account: poolAccount(m), asset: debtSymbol, amount: cashSpent });
-            else postings.push({ account: walletAccount(who), asset: source.symbol, amount: -cashSpent }, { account: conversionAccount, asset: source.symbol, amount: cashSpent }, { account: conversionAccount, asset: debtSymbol, amount: -cashRepaid }, { account: poolAccount(m), asset: debtSymbol, amount: cashRepaid });
-          }
-          for (const x of sold) {
-            const collMarket = s.markets.get(x.symbol)!;
-            if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: x.symbol, delta: -x.units, at: clock.now() }))) throw new Error('collateral changed under the wallet lock');
-            postings.push({ account: collateralAccount(collMarket), asset: x.symbol, amount: -x.units }, { account: conversionAccount, asset: x.symbol, amount: x.units }, { account: conversionAccount, asset: debtSymbol, amount: -x.out }, { account: poolAccount(m), asset: debtSymbol, amount: x.out });
-          }
-          await ledger.post(trx, { operationId: operation.id, entryType: 'debt.deleverage', postings });
-        });
+        return recordOnMarket(
+          trx,
+          who,
+          m,
+          {
+            type: 'debt.deleverage',
+            resource: 'debt',
+            asset: debtSymbol,
+            amount: repaid,
+            ltvBps: ltvBpsOf(end),
+            details: {
+              target_ltv: ratio(target),
+              ltv_before: ratio(ltvBpsOf(start)),
+              ltv_after: ratio(ltvBpsOf(end)),
+              cash_spent: cashSpent.toString(),
+              source_asset: source.symbol,
+              collateral_sold: sold.map((x) => ({ asset_symbol: x.symbol, amount: x.units.toString() })),
+            },
+            eventData: { target_ltv: ratio(target), ltv_after: ratio(ltvBpsOf(end)) },
+            humanMessage: `Deleveraging to ${(ltvBpsOf(end) / 100).toFixed(2)} % LTV by repaying ${formatAmount(repaid, debtAsset.decimals)} ${debtSymbol}`,
+            idempotencyKey,
+          },
+          async (operation) => {
+            const debt = s.debts.get(debtSymbol)!;
+            const scaledDelta = owed === 0n ? debt.scaled : aave.scaledForRepay(repaid, m.index);
+            await repo.addScaledDebt(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: debtSymbol, delta: -scaledDelta, at: clock.now() });
+            const postings: Parameters<LedgerService['post']>[1]['postings'] = [];
+            if (cashSpent > 0n) {
+              const cashRepaid = repaid - sold.reduce((a, x) => a + x.out, 0n);
+              if (source.symbol === debtSymbol)
+                postings.push({ account: walletAccount(who), asset: debtSymbol, amount: -cashSpent }, { account: poolAccount(m), asset: debtSymbol, amount: cashSpent });
+              else
+                postings.push(
+                  { account: walletAccount(who), asset: source.symbol, amount: -cashSpent },
+                  { account: conversionAccount, asset: source.symbol, amount: cashSpent },
+                  { account: conversionAccount, asset: debtSymbol, amount: -cashRepaid },
+                  { account: poolAccount(m), asset: debtSymbol, amount: cashRepaid },
+                );
+            }
+            for (const x of sold) {
+              const collMarket = s.markets.get(x.symbol)!;
+              if (!(await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: x.symbol, delta: -x.units, at: clock.now() })))
+                throw new Error('collateral changed under the wallet lock');
+              postings.push(
+                { account: collateralAccount(collMarket), asset: x.symbol, amount: -x.units },
+                { account: conversionAccount, asset: x.symbol, amount: x.units },
+                { account: conversionAccount, asset: debtSymbol, amount: -x.out },
+                { account: poolAccount(m), asset: debtSymbol, amount: x.out },
+              );
+            }
+            await ledger.post(trx, { operationId: operation.id, entryType: 'debt.deleverage', postings });
+          },
+        );
       });
     },
-
   };
 }

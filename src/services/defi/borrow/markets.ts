@@ -125,7 +125,14 @@ export function createBorrowCore(deps: BorrowDeps) {
       if (amount <= 0n) continue;
       const m = s.markets.get(symbol);
       const usable = m && m.collateral_enabled;
-      out.push({ symbol, amount, decimals: s.assets.get(symbol)!.decimals, priceE8: s.prices.get(symbol)!, ltvBps: usable ? BigInt(m.ltv_bps) : 0n, liquidationThresholdBps: usable ? BigInt(m.liquidation_threshold_bps) : 0n });
+      out.push({
+        symbol,
+        amount,
+        decimals: s.assets.get(symbol)!.decimals,
+        priceE8: s.prices.get(symbol)!,
+        ltvBps: usable ? BigInt(m.ltv_bps) : 0n,
+        liquidationThresholdBps: usable ? BigInt(m.liquidation_threshold_bps) : 0n,
+      });
     }
     return out;
   }
@@ -137,7 +144,8 @@ export function createBorrowCore(deps: BorrowDeps) {
   }
 
   /** LTV in bps rounded up (what the policy's max_ltv_bps compares against). */
-  const ltvBpsOf = (data: aave.AccountData): number => (data.totalDebtUsd === 0n ? 0 : data.totalCollateralUsd === 0n ? 10_000 : Number(mulDiv(data.totalDebtUsd, aave.BPS, data.totalCollateralUsd, 'up')));
+  const ltvBpsOf = (data: aave.AccountData): number =>
+    data.totalDebtUsd === 0n ? 0 : data.totalCollateralUsd === 0n ? 10_000 : Number(mulDiv(data.totalDebtUsd, aave.BPS, data.totalCollateralUsd, 'up'));
 
   function ltvTooHigh(check: aave.PositionCheck, what: string): ApiError {
     return new ApiError('ltv_too_high', `${what} would take the LTV to ${(ltvBpsOf(check.data) / 100).toFixed(2)} %, above the limit of ${(Number(check.limitBps) / 100).toFixed(2)} %`, {
@@ -187,7 +195,10 @@ export function createBorrowCore(deps: BorrowDeps) {
    */
   const payFromWallet = (who: OwnerRef, source: AssetRow, cost: bigint, asset: AssetRow, amount: bigint, to: Account): Posting[] =>
     source.symbol === asset.symbol
-      ? [{ account: walletAccount(who), asset: asset.symbol, amount: -amount }, { account: to, asset: asset.symbol, amount }]
+      ? [
+          { account: walletAccount(who), asset: asset.symbol, amount: -amount },
+          { account: to, asset: asset.symbol, amount },
+        ]
       : [
           { account: walletAccount(who), asset: source.symbol, amount: -cost },
           { account: conversionAccount, asset: source.symbol, amount: cost },
@@ -203,10 +214,55 @@ export function createBorrowCore(deps: BorrowDeps) {
   }
 
   /** Records an immediate write on the ledger market `m` (the policy sees its protocol, and the LTV after when given) and books it. */
-  function recordOnMarket(trx: Db, who: OwnerRef, m: MarketRow, input: { type: string; resource: 'debt' | 'collateral'; asset: string; amount: bigint; ltvBps?: number; details: Record<string, unknown>; eventData?: Record<string, unknown>; humanMessage: string; idempotencyKey: string | null }, book: (operation: OperationRow) => Promise<void>): Promise<WriteResponse | Refusal> {
+  function recordOnMarket(
+    trx: Db,
+    who: OwnerRef,
+    m: MarketRow,
+    input: {
+      type: string;
+      resource: 'debt' | 'collateral';
+      asset: string;
+      amount: bigint;
+      ltvBps?: number;
+      details: Record<string, unknown>;
+      eventData?: Record<string, unknown>;
+      humanMessage: string;
+      idempotencyKey: string | null;
+    },
+    book: (operation: OperationRow) => Promise<void>,
+  ): Promise<WriteResponse | Refusal> {
     const { resource, ltvBps, ...rest } = input;
-    return recordWrite(operations, trx, { ...rest, principal: who, resource: { type: resource, id: m.id }, policy: { protocol: m.protocol_id, ...(ltvBps !== undefined ? { ltvBps } : {}) }, settlement: 'immediate' }, book);
+    return recordWrite(
+      operations,
+      trx,
+      { ...rest, principal: who, resource: { type: resource, id: m.id }, policy: { protocol: m.protocol_id, ...(ltvBps !== undefined ? { ltvBps } : {}) }, settlement: 'immediate' },
+      book,
+    );
   }
 
-  return { recordOnMarket, clock, ledger, operations, lending, accruedIndex, snapshot, withPrice, collateralInputs, debtInputs, ltvBpsOf, ltvTooHigh, ratioBps, resolveAmount, parseUsd, market, lockAccount, walletAccount, poolAccount, collateralAccount, conversionAccount, payFromWallet, sourceCost };
+  return {
+    recordOnMarket,
+    clock,
+    ledger,
+    operations,
+    lending,
+    accruedIndex,
+    snapshot,
+    withPrice,
+    collateralInputs,
+    debtInputs,
+    ltvBpsOf,
+    ltvTooHigh,
+    ratioBps,
+    resolveAmount,
+    parseUsd,
+    market,
+    lockAccount,
+    walletAccount,
+    poolAccount,
+    collateralAccount,
+    conversionAccount,
+    payFromWallet,
+    sourceCost,
+  };
 }

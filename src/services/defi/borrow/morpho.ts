@@ -17,7 +17,6 @@ import { type BorrowCore, ratio, usd } from './markets.js';
 import { recordWrite } from '../record.js';
 import type { Schema } from '../../../lib/contract.js';
 
-
 export interface OnchainMarket {
   c: LendingContracts & { router: Address };
   collateral: AssetRow;
@@ -53,7 +52,11 @@ export function createMorpho(core: BorrowCore) {
   function onchainAsset(om: OnchainMarket, symbol: string, role: 'collateral' | 'borrow'): void {
     const want = role === 'collateral' ? om.collateral.symbol : om.loan.symbol;
     if (symbol !== want) {
-      throw new ApiError('validation_failed', `on this chain the lending market (${om.c.market.name}) takes ${om.collateral.symbol} as collateral and lends ${om.loan.symbol}${symbol === 'ETH' ? ': ETH collateral is posted as WETH' : ''}`, { field: 'asset', market_address: om.c.morpho });
+      throw new ApiError(
+        'validation_failed',
+        `on this chain the lending market (${om.c.market.name}) takes ${om.collateral.symbol} as collateral and lends ${om.loan.symbol}${symbol === 'ETH' ? ': ETH collateral is posted as WETH' : ''}`,
+        { field: 'asset', market_address: om.c.morpho },
+      );
     }
   }
   const wadRatio = (wad: bigint) => Number(wad / 10n ** 10n) / 1e8;
@@ -122,8 +125,24 @@ export function createMorpho(core: BorrowCore) {
       health_factor: d.healthFactorWad === null ? null : wadRatio(d.healthFactorWad),
       available_to_borrow_usd: usd(aave.valueUsd(room, loanPrice, om.loan.decimals, 'down')),
       liquidation_price_usd: liquidationPrice === null ? null : usd(liquidationPrice),
-      debts: p.borrowShares === 0n ? [] : [{ asset_symbol: om.loan.symbol, amount: formatAmount(p.borrowed, om.loan.decimals), amount_usd: usd(debtUsd), borrow_apr: debtRow ? ratio(debtRow.borrow_apr_bps) : 0 }],
-      collateral: p.collateral === 0n ? [] : [{ asset_symbol: om.collateral.symbol, amount: formatAmount(p.collateral, om.collateral.decimals), amount_usd: usd(collateralUsd), price_usd: usd(collPrice), max_ltv: lltv, liquidation_threshold: lltv, market_address: om.c.morpho }],
+      debts:
+        p.borrowShares === 0n
+          ? []
+          : [{ asset_symbol: om.loan.symbol, amount: formatAmount(p.borrowed, om.loan.decimals), amount_usd: usd(debtUsd), borrow_apr: debtRow ? ratio(debtRow.borrow_apr_bps) : 0 }],
+      collateral:
+        p.collateral === 0n
+          ? []
+          : [
+              {
+                asset_symbol: om.collateral.symbol,
+                amount: formatAmount(p.collateral, om.collateral.decimals),
+                amount_usd: usd(collateralUsd),
+                price_usd: usd(collPrice),
+                max_ltv: lltv,
+                liquidation_threshold: lltv,
+                market_address: om.c.morpho,
+              },
+            ],
       onchain: {
         market_address: om.c.morpho,
         market_id: om.c.market.id,
@@ -141,7 +160,24 @@ export function createMorpho(core: BorrowCore) {
   }
 
   /** Settled by the worker on chain: the operation records the market call; its settler books what Morpho's events say. */
-  async function createOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, input: { type: string; resourceType: 'collateral' | 'debt'; resourceId: string; asset: AssetRow; amount: bigint; details: OnchainLendingDetails; holds?: { asset: string; amount: bigint }[]; ltvBps?: number; extra?: Record<string, unknown>; humanMessage: string; idempotencyKey: string | null }): Promise<WriteResponse | Refusal> {
+  async function createOnchain(
+    trx: Db,
+    who: OwnerRef,
+    om: OnchainMarket,
+    input: {
+      type: string;
+      resourceType: 'collateral' | 'debt';
+      resourceId: string;
+      asset: AssetRow;
+      amount: bigint;
+      details: OnchainLendingDetails;
+      holds?: { asset: string; amount: bigint }[];
+      ltvBps?: number;
+      extra?: Record<string, unknown>;
+      humanMessage: string;
+      idempotencyKey: string | null;
+    },
+  ): Promise<WriteResponse | Refusal> {
     return recordWrite(operations, trx, {
       principal: who,
       type: input.type,
@@ -165,7 +201,18 @@ export function createMorpho(core: BorrowCore) {
   }
 
   /** Repays `assets` (or every borrow share when `all`) from the wallet's loan-asset balance; the hold covers at most `maxAssets`. */
-  async function repayOnchain(trx: Db, who: OwnerRef, om: OnchainMarket, p: LendingPosition, requested: bigint | 'all', type: 'debt.repay' | 'debt.deleverage', m: MarketRow, extra: Record<string, unknown>, humanMessage: (units: bigint) => string, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
+  async function repayOnchain(
+    trx: Db,
+    who: OwnerRef,
+    om: OnchainMarket,
+    p: LendingPosition,
+    requested: bigint | 'all',
+    type: 'debt.repay' | 'debt.deleverage',
+    m: MarketRow,
+    extra: Record<string, unknown>,
+    humanMessage: (units: bigint) => string,
+    idempotencyKey: string | null,
+  ): Promise<WriteResponse | Refusal> {
     if (p.borrowShares === 0n) throw new ApiError('invalid_state_transition', `there is no ${om.loan.symbol} debt to repay`, { asset: om.loan.symbol });
     const all = requested === 'all' || requested >= p.borrowed;
     const { available } = await ledger.balance(trx, who.walletId, om.loan.symbol);
@@ -173,16 +220,36 @@ export function createMorpho(core: BorrowCore) {
     const expected = all ? p.borrowed : (requested as bigint);
     let maxAssets = all ? expected + expected / 1000n + 1n : expected;
     if (all && maxAssets > available && available >= expected) maxAssets = available;
-    if (available < maxAssets) throw new ApiError('insufficient_funds', `repaying needs ${formatAmount(maxAssets, om.loan.decimals)} ${om.loan.symbol}; the wallet holds ${formatAmount(available, om.loan.decimals)}`, { asset: om.loan.symbol });
+    if (available < maxAssets)
+      throw new ApiError('insufficient_funds', `repaying needs ${formatAmount(maxAssets, om.loan.decimals)} ${om.loan.symbol}; the wallet holds ${formatAmount(available, om.loan.decimals)}`, {
+        asset: om.loan.symbol,
+      });
     const details = all ? lendingDetails(om, 'repay', 0n, { shares: p.borrowShares, maxAssets }) : lendingDetails(om, 'repay', expected, { maxAssets });
-    return createOnchain(trx, who, om, { type, resourceType: 'debt', resourceId: m.id, asset: om.loan, amount: expected, details, holds: [{ asset: om.loan.symbol, amount: maxAssets }], extra: { ...extra, repaid_all: all }, humanMessage: humanMessage(expected), idempotencyKey });
+    return createOnchain(trx, who, om, {
+      type,
+      resourceType: 'debt',
+      resourceId: m.id,
+      asset: om.loan,
+      amount: expected,
+      details,
+      holds: [{ asset: om.loan.symbol, amount: maxAssets }],
+      extra: { ...extra, repaid_all: all },
+      humanMessage: humanMessage(expected),
+      idempotencyKey,
+    });
   }
 
   /**
    * A write of the borrow area: one transaction, the account locked (policy row, then wallet: the lock order every DeFi
    * write shares), the asset, and the chain's lending market when there is one (which must take the asset in `role`).
    */
-  async function accountWrite<T>(db: Db, who: OwnerRef, symbol: string, role: 'collateral' | 'borrow', write: (trx: Knex.Transaction, asset: AssetRow, om: OnchainMarket | null) => Promise<T>): Promise<T> {
+  async function accountWrite<T>(
+    db: Db,
+    who: OwnerRef,
+    symbol: string,
+    role: 'collateral' | 'borrow',
+    write: (trx: Knex.Transaction, asset: AssetRow, om: OnchainMarket | null) => Promise<T>,
+  ): Promise<T> {
     return withTransaction(db, async (trx) => {
       await lockAccount(trx, who);
       const asset = await ledger.requireAsset(trx, symbol);
@@ -192,5 +259,22 @@ export function createMorpho(core: BorrowCore) {
     });
   }
 
-  return { accountWrite, onchainMarket, ownerAddress, position, onchainAsset, wadRatio, wadToBps, lendingDetails, afterBorrow, checkOnchain, onchainSummary, createOnchain, onchainPool, onchainCollateral, noConversion, repayOnchain };
+  return {
+    accountWrite,
+    onchainMarket,
+    ownerAddress,
+    position,
+    onchainAsset,
+    wadRatio,
+    wadToBps,
+    lendingDetails,
+    afterBorrow,
+    checkOnchain,
+    onchainSummary,
+    createOnchain,
+    onchainPool,
+    onchainCollateral,
+    noConversion,
+    repayOnchain,
+  };
 }

@@ -65,7 +65,12 @@ export function createBorrowPositions(kit: BorrowKit): Pick<BorrowService, 'summ
       const after = decodeKey(query.cursor);
       const summary = await positions.summary(db, who);
       const rows = summary.collateral.filter((c) => after === undefined || c.asset_symbol > after).slice(0, limit + 1);
-      return toPage(rows, limit, (r) => r, (r) => encodeKey(r.asset_symbol));
+      return toPage(
+        rows,
+        limit,
+        (r) => r,
+        (r) => encodeKey(r.asset_symbol),
+      );
     },
 
     async addMarket(db, input) {
@@ -84,7 +89,16 @@ export function createBorrowPositions(kit: BorrowKit): Pick<BorrowService, 'summ
         borrow_apr_bps: input.borrowAprBps,
         created_at: clock.now(),
       });
-      return { market_id: m.id, asset: m.asset_symbol, protocol: m.protocol_id, ltv_bps: m.ltv_bps, liquidation_threshold_bps: m.liquidation_threshold_bps, borrow_apr_bps: m.borrow_apr_bps, collateral_enabled: m.collateral_enabled, borrow_enabled: m.borrow_enabled };
+      return {
+        market_id: m.id,
+        asset: m.asset_symbol,
+        protocol: m.protocol_id,
+        ltv_bps: m.ltv_bps,
+        liquidation_threshold_bps: m.liquidation_threshold_bps,
+        borrow_apr_bps: m.borrow_apr_bps,
+        collateral_enabled: m.collateral_enabled,
+        borrow_enabled: m.borrow_enabled,
+      };
     },
   };
   return positions;

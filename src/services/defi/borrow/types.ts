@@ -8,7 +8,6 @@ import type { Schema } from '../../../lib/contract.js';
 
 export type OnchainLendingSummary = NonNullable<Schema<'BorrowSummary'>['onchain']>;
 
-
 export interface AddMarketInput {
   asset: string;
   protocol?: string;
@@ -32,4 +31,3 @@ export interface BorrowService {
   removeCollateral(db: Db, who: OwnerRef, body: Schema<'RemoveCollateralRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
   addMarket(db: Db, input: AddMarketInput): Promise<Record<string, unknown>>;
 }
-

@@ -30,8 +30,6 @@ export const DEFAULT_SLIPPAGE_PERCENT = 1;
 /** The simulated DEX every route goes through, with Uniswap v3's fee tiers: 5 bps between cash assets, 30 otherwise. */
 export const CONVERSION_PROTOCOL = 'uniswap-v3';
 
-
-
 export interface ConversionService {
   quote(db: Db, who: OwnerRef, body: Schema<'ConversionQuoteRequest'>): Promise<Schema<'ConversionQuote'>>;
   execute(db: Db, who: OwnerRef, body: Schema<'ConversionRequest'>, idempotencyKey: string | null): Promise<WriteResponse | Refusal>;
@@ -53,7 +51,17 @@ const outWithoutFee = (q: DexQuote): bigint => q.legs.reduce((amount, leg) => (a
 const routeOf = (q: DexQuote): QuoteRoute => ({
   router: q.router,
   block: q.block.toString(),
-  legs: q.legs.map((l) => ({ pair: l.pair, from_asset: l.fromSymbol, to_asset: l.toSymbol, token_in: l.tokenIn, token_out: l.tokenOut, reserve_in: l.reserveIn.toString(), reserve_out: l.reserveOut.toString(), amount_in: l.amountIn.toString(), amount_out: l.amountOut.toString() })),
+  legs: q.legs.map((l) => ({
+    pair: l.pair,
+    from_asset: l.fromSymbol,
+    to_asset: l.toSymbol,
+    token_in: l.tokenIn,
+    token_out: l.tokenOut,
+    reserve_in: l.reserveIn.toString(),
+    reserve_out: l.reserveOut.toString(),
+    amount_in: l.amountIn.toString(),
+    amount_out: l.amountOut.toString(),
+  })),
 });
 
 export function createConversionService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; earn: EarnService; dex?: Dex | null }): ConversionService {
@@ -78,9 +86,29 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
     const named = { protocol_id: q.protocol_id, protocol_name: protocolName };
     const legs = q.route
       ? await Promise.all(
-          q.route.legs.map(async (l) => ({ protocol: q.protocol_id, ...named, pool_address: l.pair, fee_bps: q.fee_bps, from_asset: l.from_asset, to_asset: l.to_asset, from_amount: formatAmount(BigInt(l.amount_in), (await ledger.requireAsset(db, l.from_asset)).decimals), expected_out: formatAmount(BigInt(l.amount_out), (await ledger.requireAsset(db, l.to_asset)).decimals) })),
+          q.route.legs.map(async (l) => ({
+            protocol: q.protocol_id,
+            ...named,
+            pool_address: l.pair,
+            fee_bps: q.fee_bps,
+            from_asset: l.from_asset,
+            to_asset: l.to_asset,
+            from_amount: formatAmount(BigInt(l.amount_in), (await ledger.requireAsset(db, l.from_asset)).decimals),
+            expected_out: formatAmount(BigInt(l.amount_out), (await ledger.requireAsset(db, l.to_asset)).decimals),
+          })),
         )
-      : [{ protocol: q.protocol_id, ...named, pool_address: q.pool_address, fee_bps: q.fee_bps, from_asset: q.from_asset, to_asset: q.to_asset, from_amount: formatAmount(fromAmount, from.decimals), expected_out: formatAmount(expected, to.decimals) }];
+      : [
+          {
+            protocol: q.protocol_id,
+            ...named,
+            pool_address: q.pool_address,
+            fee_bps: q.fee_bps,
+            from_asset: q.from_asset,
+            to_asset: q.to_asset,
+            from_amount: formatAmount(fromAmount, from.decimals),
+            expected_out: formatAmount(expected, to.decimals),
+          },
+        ];
     return {
       quote_id: q.id,
       from_asset: q.from_asset,
@@ -143,7 +171,12 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         if (toVault) await checkPolicy(trx, who.agentId, { type: 'earn.deposit', asset: to.symbol, protocol: toVault.protocol_id });
         if (!fromVault) {
           const { available } = await ledger.balance(trx, who.walletId, from.symbol);
-          if (available < amount) throw new ApiError('insufficient_funds', `insufficient ${from.symbol} balance`, { asset: from.symbol, available: formatAmount(available, from.decimals), required: formatAmount(amount, from.decimals) });
+          if (available < amount)
+            throw new ApiError('insufficient_funds', `insufficient ${from.symbol} balance`, {
+              asset: from.symbol,
+              available: formatAmount(available, from.decimals),
+              required: formatAmount(amount, from.decimals),
+            });
         }
         const now = clock.now();
         const row = await repo.insertQuote(trx, {
@@ -178,7 +211,8 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
       return withTransaction(db, async (trx) => {
         const quote = await repo.findQuote(trx, who.agentId, body.quote_id);
         if (!quote) throw new ApiError('not_found', 'quote not found', { quote_id: body.quote_id });
-        if (clock.now().getTime() >= quote.expires_at.getTime()) throw new ApiError('quote_expired', 'the quote has expired; request a new one', { quote_id: quote.id, expired_at: quote.expires_at.toISOString() });
+        if (clock.now().getTime() >= quote.expires_at.getTime())
+          throw new ApiError('quote_expired', 'the quote has expired; request a new one', { quote_id: quote.id, expired_at: quote.expires_at.toISOString() });
         // Agent-wide lock order (policy row, then vaults, then balances) shared by every DeFi write.
         await policy.lock(trx, who.agentId);
         const operationId = newId();
@@ -216,7 +250,10 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
           await earn.redeemAssetsToWallet(trx, who, quote.from_vault_id, fromAmount, operationId);
         }
         const result = await recordWrite(operations, trx, {
-          id: operationId, principal: who, type: 'conversion', resource: { type: 'conversion', id: operationId },
+          id: operationId,
+          principal: who,
+          type: 'conversion',
+          resource: { type: 'conversion', id: operationId },
           asset: from.symbol,
           amount: fromAmount,
           amountUsdE8: toUsd(fromAmount, pf),

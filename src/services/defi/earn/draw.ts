@@ -25,7 +25,10 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
       const candidates = [];
       for (const r of held) if (!(await onchain(trx, r.vault))) candidates.push(r);
       if (candidates.length === 0) return null;
-      const vaults = await repo.lockVaults(trx, candidates.map((r) => r.vault.id));
+      const vaults = await repo.lockVaults(
+        trx,
+        candidates.map((r) => r.vault.id),
+      );
       const plan = [];
       for (const id of candidates.map((r) => r.position.id).sort()) {
         const p = (await repo.lockPosition(trx, who.walletId, id))!;
@@ -48,7 +51,9 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
         const floor = mulDiv(take, BigInt(10_000 - need.slippageBps), 10_000n);
         if (assets < floor) {
           const { decimals } = await assetOf(trx, v.asset_symbol);
-          throw new ApiError('slippage_exceeded', `drawing on ${v.name} would return ${formatAmount(assets, decimals)} ${v.asset_symbol}, below the minimum ${formatAmount(floor, decimals)}`, { position_id: p.id });
+          throw new ApiError('slippage_exceeded', `drawing on ${v.name} would return ${formatAmount(assets, decimals)} ${v.asset_symbol}, below the minimum ${formatAmount(floor, decimals)}`, {
+            position_id: p.id,
+          });
         }
         await burnFrom(trx, v, a, p, shares, assets);
         await ledger.post(trx, {

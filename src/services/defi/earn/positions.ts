@@ -9,7 +9,9 @@ import { decodeKey, decodeKeyset, encodeKey, encodeKeyset, pageLimit, toPage } f
 import type { EarnService } from './types.js';
 import type { EarnCore } from './vaults.js';
 
-export function createEarnPositions(core: EarnCore): Pick<EarnService, 'accruedVault' | 'listPositions' | 'getPosition' | 'valueUsd' | 'listOpportunities' | 'addVault' | 'listVaults' | 'findVaultByAddress'> {
+export function createEarnPositions(
+  core: EarnCore,
+): Pick<EarnService, 'accruedVault' | 'listPositions' | 'getPosition' | 'valueUsd' | 'listOpportunities' | 'addVault' | 'listVaults' | 'findVaultByAddress'> {
   const { clock, ledger, accruedVault, assetOf, allowedProtocols, publicPosition, publicOpportunity } = core;
 
   /** The position's own price row (read with it) as a PriceBook: the same staleness rule as a price read alone. */
@@ -21,7 +23,12 @@ export function createEarnPositions(core: EarnCore): Pick<EarnService, 'accruedV
     async listPositions(db, who, query) {
       const limit = pageLimit(query.limit);
       const rows = await repo.listValuedPositions(db, who.walletId, { before: decodeKeyset(query.cursor), limit: limit + 1 });
-      const page = toPage(rows, limit, (r) => r, (r) => encodeKeyset(r.position));
+      const page = toPage(
+        rows,
+        limit,
+        (r) => r,
+        (r) => encodeKeyset(r.position),
+      );
       return { ...page, items: await Promise.all(page.items.map((r) => publicPosition(db, r.position, r.vault, pricedBy(r)))) };
     },
 
@@ -50,7 +57,12 @@ export function createEarnPositions(core: EarnCore): Pick<EarnService, 'accruedV
       const vaults = (await repo.listVaults(db, { activeOnly: true })).filter((v) => allowed(v.protocol_id, v.asset_symbol));
       const keyOf = (v: VaultRow) => `${String(100_000 - v.apy_bps).padStart(6, '0')}:${v.id}`;
       const rows = vaults.filter((v) => after === undefined || keyOf(v) > after).slice(0, limit + 1);
-      const page = toPage(rows, limit, (r) => r, (r) => encodeKey(keyOf(r)));
+      const page = toPage(
+        rows,
+        limit,
+        (r) => r,
+        (r) => encodeKey(keyOf(r)),
+      );
       return { ...page, items: await Promise.all(page.items.map((v) => publicOpportunity(db, v))) };
     },
 
@@ -64,7 +76,19 @@ export function createEarnPositions(core: EarnCore): Pick<EarnService, 'accruedV
       const id = newId();
       const address = input.address ?? `0x${id.replace(/-/g, '').padEnd(40, '0').slice(0, 40)}`;
       if (!/^0x[0-9a-fA-F]{40}$/.test(address)) throw new ApiError('validation_failed', 'address must be a 0x-prefixed 20-byte hex address');
-      const v = await repo.insertVault(db, { id, name: input.name, protocol_id: input.protocol, asset_symbol: asset.symbol, address, apy_bps: input.apyBps, decimals_offset: offset, capacity, reward_asset_symbol: rewardAsset, reward_rate_ray: rewardRate, created_at: clock.now() });
+      const v = await repo.insertVault(db, {
+        id,
+        name: input.name,
+        protocol_id: input.protocol,
+        asset_symbol: asset.symbol,
+        address,
+        apy_bps: input.apyBps,
+        decimals_offset: offset,
+        capacity,
+        reward_asset_symbol: rewardAsset,
+        reward_rate_ray: rewardRate,
+        created_at: clock.now(),
+      });
       return publicOpportunity(db, v);
     },
 
@@ -73,6 +97,5 @@ export function createEarnPositions(core: EarnCore): Pick<EarnService, 'accruedV
     },
 
     findVaultByAddress: (db, address) => repo.findVaultByAddress(db, address),
-
   };
 }

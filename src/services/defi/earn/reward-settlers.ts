@@ -31,7 +31,13 @@ export function registerRewardSettlers(core: EarnCore): void {
     for (const c of d.claims ?? []) {
       const p = await repo.lockPosition(trx, op.wallet_id, c.position_id);
       if (!p) continue;
-      await repo.updatePosition(trx, p.id, { shares: BigInt(p.shares), principal: BigInt(p.principal), reward_checkpoint_ray: BigInt(p.reward_checkpoint_ray), rewards_accrued: BigInt(p.rewards_accrued) + BigInt(c.amount), updated_at: clock.now() });
+      await repo.updatePosition(trx, p.id, {
+        shares: BigInt(p.shares),
+        principal: BigInt(p.principal),
+        reward_checkpoint_ray: BigInt(p.reward_checkpoint_ray),
+        rewards_accrued: BigInt(p.rewards_accrued) + BigInt(c.amount),
+        updated_at: clock.now(),
+      });
     }
   });
 }

@@ -52,4 +52,3 @@ export interface AccruedVault {
   accRewardRay: bigint;
   at: Date;
 }
-

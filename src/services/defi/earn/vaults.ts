@@ -49,10 +49,18 @@ export function createEarnCore(deps: EarnDeps) {
     return { onchain_vault: { router: (await venue!.router(db))!, ...c } };
   }
   /** Shares (and assets) of a withdrawal from an on-chain vault: all the wallet's shares, or the vault's previewWithdraw. */
-  async function onchainWithdrawal(db: Db, who: OwnerRef, v: VaultRow, p: PositionRow, amount: bigint | 'all', what: 'withdraw' | 'move'): Promise<{ shares: bigint; assets: bigint; minimum: bigint }> {
+  async function onchainWithdrawal(
+    db: Db,
+    who: OwnerRef,
+    v: VaultRow,
+    p: PositionRow,
+    amount: bigint | 'all',
+    what: 'withdraw' | 'move',
+  ): Promise<{ shares: bigint; assets: bigint; minimum: bigint }> {
     const vault = v.address as Address;
     const held = await venue!.sharesOf(vault, await walletAddress(db, who.agentId));
-    const w = amount === 'all' ? { shares: held, assets: await venue!.previewRedeem(vault, held), minimum: 0n } : { shares: await venue!.previewWithdraw(vault, amount), assets: amount, minimum: amount };
+    const w =
+      amount === 'all' ? { shares: held, assets: await venue!.previewRedeem(vault, held), minimum: 0n } : { shares: await venue!.previewWithdraw(vault, amount), assets: amount, minimum: amount };
     if (amount !== 'all' && w.shares > held) throw new ApiError('insufficient_funds', 'the position is worth less than the amount requested', { position_id: p.id });
     if (w.shares <= 0n || w.assets <= 0n) throw new ApiError('insufficient_funds', `the position has nothing to ${what}`, { position_id: p.id });
     return w;
@@ -186,14 +194,23 @@ export function createEarnCore(deps: EarnDeps) {
   async function mintInto(trx: Db, who: OwnerRef, v: VaultRow, a: AccruedVault, assets: bigint, positionId?: string): Promise<{ position: PositionRow; shares: bigint; accrued: AccruedVault }> {
     const room = erc.maxDeposit(a.state, v.capacity === null ? null : BigInt(v.capacity));
     if (room !== null && room < assets) {
-      throw new ApiError('limit_exceeded', `the vault has room for ${formatAmount(room, (await assetOf(trx, v.asset_symbol)).decimals)} ${v.asset_symbol} only`, { limit: 'vault_capacity', vault_id: v.id });
+      throw new ApiError('limit_exceeded', `the vault has room for ${formatAmount(room, (await assetOf(trx, v.asset_symbol)).decimals)} ${v.asset_symbol} only`, {
+        limit: 'vault_capacity',
+        vault_id: v.id,
+      });
     }
     const shares = erc.previewDeposit(a.state, assets);
     if (shares <= 0n) throw new ApiError('validation_failed', 'the amount is too small to mint a vault share', { field: 'amount' });
     const now = clock.now();
     const position = await repo.ensurePosition(trx, { id: positionId ?? newId(), agent_id: who.agentId, wallet_id: who.walletId, vault_id: v.id, reward_checkpoint_ray: a.accRewardRay, at: now });
     const { rewards, checkpoint } = settleRewards(position, a.accRewardRay);
-    await repo.updatePosition(trx, position.id, { shares: BigInt(position.shares) + shares, principal: BigInt(position.principal) + assets, reward_checkpoint_ray: checkpoint, rewards_accrued: rewards, updated_at: now });
+    await repo.updatePosition(trx, position.id, {
+      shares: BigInt(position.shares) + shares,
+      principal: BigInt(position.principal) + assets,
+      reward_checkpoint_ray: checkpoint,
+      rewards_accrued: rewards,
+      updated_at: now,
+    });
     const accrued: AccruedVault = { ...a, state: erc.afterDeposit(a.state, assets, shares) };
     await saveVault(trx, v, accrued);
     return { position, shares, accrued };
@@ -207,7 +224,13 @@ export function createEarnCore(deps: EarnDeps) {
     const principal = BigInt(p.principal);
     // Principal leaves in proportion to the shares burned (rounded up, so `earned` is never overstated).
     const principalOut = shares === held ? principal : mulDiv(principal, shares, held, 'up');
-    await repo.updatePosition(trx, p.id, { shares: held - shares, principal: principal > principalOut ? principal - principalOut : 0n, reward_checkpoint_ray: checkpoint, rewards_accrued: rewards, updated_at: clock.now() });
+    await repo.updatePosition(trx, p.id, {
+      shares: held - shares,
+      principal: principal > principalOut ? principal - principalOut : 0n,
+      reward_checkpoint_ray: checkpoint,
+      rewards_accrued: rewards,
+      updated_at: clock.now(),
+    });
     await saveVault(trx, v, { ...a, state: erc.afterWithdraw(a.state, assets, shares) });
   }
 
@@ -230,5 +253,31 @@ export function createEarnCore(deps: EarnDeps) {
     return p;
   }
 
-  return { clock, ledger, operations, policy, venue, onchain, walletAddress, onchainDetails, onchainWithdrawal, accruedVault, saveVault, settleRewards, lockedVault, assetOf, shareDecimals, resolveAmount, allowedProtocols, bestVault, publicPosition, publicOpportunity, mintInto, burnFrom, vaultAccount, withdrawalOf, lockOwnPosition };
+  return {
+    clock,
+    ledger,
+    operations,
+    policy,
+    venue,
+    onchain,
+    walletAddress,
+    onchainDetails,
+    onchainWithdrawal,
+    accruedVault,
+    saveVault,
+    settleRewards,
+    lockedVault,
+    assetOf,
+    shareDecimals,
+    resolveAmount,
+    allowedProtocols,
+    bestVault,
+    publicPosition,
+    publicOpportunity,
+    mintInto,
+    burnFrom,
+    vaultAccount,
+    withdrawalOf,
+    lockOwnPosition,
+  };
 }
