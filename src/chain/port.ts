@@ -169,6 +169,11 @@ export interface Chain {
   /** Whether an EIP-3009 authorization (`authorizer`, `nonce`) was used on `token`. */
   authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean>;
   /**
+   * The block whose `AuthorizationUsed(authorizer, nonce)` log on `token` shows the authorization used, searched in
+   * [fromBlock, toBlock]; null when no such log is there (x402 finality counts confirmations from it).
+   */
+  authorizationUsedAt(token: Address, authorizer: Address, nonce: Hex, fromBlock: bigint, toBlock: bigint): Promise<bigint | null>;
+  /**
    * An `eth_call` of `token.transfer(to, amount)` from `from` at the head (simulate `depth: onchain`): null when it
    * would succeed, else the revert reason. Throws ChainUnavailableError when the node does not answer.
    */

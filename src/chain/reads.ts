@@ -2,4 +2,7 @@
 // (the evm adapter implements it; the simulated chain has nothing to read).
 import type { Chain } from './port.js';
 
-export type ChainReads = Pick<Chain, 'mode' | 'chainId' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'authorizationUsed' | 'callTransfer' | 'earn' | 'lending'>;
+export type ChainReads = Pick<
+  Chain,
+  'mode' | 'chainId' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer' | 'earn' | 'lending'
+>;

@@ -56,6 +56,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     transferLogs: async () => [],
     nativeTransfers: async () => [],
     authorizationUsed: async () => false,
+    authorizationUsedAt: async () => null,
     // Nothing to call: simulate reports `simulate_onchain_not_run` on the simulated chain.
     callTransfer: async () => null,
   };

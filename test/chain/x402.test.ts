@@ -2,92 +2,30 @@
 // viem signer) settles on the same Anvil. The purchase's EIP-3009 authorization is signed for the chain's token;
 // the seller's on-chain USDC rises by the price and the operation becomes executed once the chain shows the
 // authorization used. A signed authorization nobody uses fails at valid_before with its hold released.
-import { createSealer } from '../../src/lib/crypto.js';
 import { expect } from 'chai';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
-import express from 'express';
-import { x402Facilitator } from '@x402/core/facilitator';
-import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
-import { toFacilitatorEvmSigner } from '@x402/evm';
-import { ExactEvmScheme as ExactEvmFacilitatorScheme } from '@x402/evm/exact/facilitator';
-import { ExactEvmScheme as ExactEvmServerScheme } from '@x402/evm/exact/server';
-import { paymentMiddleware, x402ResourceServer } from '@x402/express';
-import { publicActions } from 'viem';
-import { createX402Service } from '../../src/services/x402/service.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
-import { createTestPki } from '../webhooks/helpers/receiver.js';
+import { startChainSeller, type ChainSeller } from './x402-seller.js';
 
 describe('x402 on chain (Anvil)', function () {
   this.timeout(120_000);
   let node: AnvilNode;
   let s: ChainServer & { dropDatabase(): Promise<void> };
-  let server: Server;
+  let seller: ChainSeller;
   let sellerUrl: string;
+  let settledBy: string[];
   const payTo = randomAddress();
-  const settledBy: string[] = [];
 
   before(async () => {
     node = await startAnvil();
     s = await startChainServer(node, { env: { UNSAFE_ALLOW_LOOPBACK_TARGETS: 'true' } });
-
-    // The facilitator settles with Anvil's dev account 1 (it pays the gas of transferWithAuthorization).
-    const wallet = node.devWallet(1).extend(publicActions);
-    const signer = toFacilitatorEvmSigner({
-      address: wallet.account.address,
-      readContract: (args) => wallet.readContract(args as never),
-      verifyTypedData: (args) => wallet.verifyTypedData(args as never),
-      writeContract: (args) => wallet.writeContract(args as never),
-      sendTransaction: (args) => wallet.sendTransaction(args as never),
-      waitForTransactionReceipt: (args) => wallet.waitForTransactionReceipt({ ...args, pollingInterval: 50 } as never),
-      getCode: (args) => wallet.getCode(args),
-    });
-    const facilitator = new x402Facilitator().register('eip155:31337', new ExactEvmFacilitatorScheme(signer));
-    const facilitatorClient = {
-      verify: (p: PaymentPayload, r: PaymentRequirements) => facilitator.verify(p, r),
-      settle: async (p: PaymentPayload, r: PaymentRequirements) => {
-        const result = await facilitator.settle(p, r);
-        if (result.success) settledBy.push(result.transaction);
-        return result;
-      },
-      getSupported: async () => facilitator.getSupported(),
-    };
-    const resourceServer = new x402ResourceServer(facilitatorClient as never).register('eip155:31337', new ExactEvmServerScheme());
-    const app = express();
-    app.use(
-      paymentMiddleware(
-        {
-          'GET /weather': {
-            accepts: { scheme: 'exact', price: { amount: '10000', asset: s.token, extra: { name: 'USD Coin', version: '2' } }, network: 'eip155:31337', payTo, maxTimeoutSeconds: 120 },
-            description: 'Weather report',
-          },
-        },
-        resourceServer,
-      ),
-    );
-    app.get('/weather', (_req, res) => {
-      res.json({ forecast: 'sunny' });
-    });
-    const pki = await createTestPki();
-    server = createServer({ key: pki.key, cert: pki.cert }, app);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    sellerUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    // The service trusts the seller's test CA; it signs for the chain's token and tracks authorizations on it.
-    (s.services as { x402: unknown }).x402 = createX402Service({
-      config: s.config,
-      sealer: createSealer(s.config.masterKey),
-      clock: s.clock,
-      ledger: s.services.ledger,
-      ca: pki.ca,
-      chain: s.built.chain,
-    });
+    seller = await startChainSeller(node, s, payTo);
+    ({ url: sellerUrl, settledBy } = seller);
   });
 
   after(async () => {
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    await seller?.close();
     await s?.close();
     await s?.dropDatabase();
     await node?.stop();

@@ -90,12 +90,19 @@ export async function startSeller(): Promise<Seller> {
         'POST /v2/answer': { accepts: { scheme: 'exact', price: '$0.25', network: 'eip155:8453', payTo: SELLER_PAY_TO }, description: 'An answer' },
         'GET /v2/premium': { accepts: { scheme: 'exact', price: '$5', network: 'eip155:8453', payTo: SELLER_PAY_TO }, description: 'Premium' },
         'GET /v2/paid-api': { accepts: { scheme: 'exact', price: '$1.5', network: 'eip155:8453', payTo: SELLER_PAY_TO }, description: 'A paid API at 1.5 USDC' },
+        'GET /v2/fails-after-settlement': { accepts: { scheme: 'exact', price: '$0.02', network: 'eip155:8453', payTo: SELLER_PAY_TO }, description: 'A seller that breaks once paid' },
       },
       resourceServer,
     ),
   );
   app.get('/v2/paid-api', (_req, res) => {
     res.json({ result: 'paid content' });
+  });
+  // The middleware settles only after a 2xx: this seller settles the verified payment itself, sends the receipt and fails.
+  app.get('/v2/fails-after-settlement', async (req, res) => {
+    const payload = JSON.parse(Buffer.from(req.header('payment-signature')!, 'base64').toString('utf8')) as PaymentPayload;
+    res.setHeader('PAYMENT-RESPONSE', encodePaymentResponseHeader(await facilitator.settle(payload, payload.accepted)));
+    res.status(500).json({ error: 'broke after settlement' });
   });
   app.get('/v2/weather', (_req, res) => {
     res.json({ forecast: 'sunny', temperature_c: 21 });

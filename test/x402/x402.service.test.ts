@@ -200,6 +200,18 @@ describe('x402 service', function () {
       expect(await usdc(agent)).to.deep.equal({ available: 2_000_000n - 50_000n - 250_000n, held: 0n });
     });
 
+    it('keeps the purchase executed with its hold captured and answers seller_accepted false when the seller fails after settling', async () => {
+      const agent = await makeAgent(f, { fund: { USDC: '1' } });
+      const before = seller.settlements.length;
+      const res = accepted(await x402.purchase(f.db, agent, { url: seller.url('/v2/fails-after-settlement'), max_amount: '20000' }, null));
+      expect(res).to.deep.include({ ok: true, paid: true, seller_accepted: false, settled: true, status: 500, body: { error: 'broke after settlement' } });
+      expect(seller.settlements.slice(before).map((x) => x.value)).to.deep.equal([20_000n]);
+      const op = await f.db('operations').where({ id: res.operation_id }).first();
+      expect(op).to.include({ type: 'x402.purchase', status: 'executed' });
+      expect(op.details).to.include({ upstream_status: 500, seller_settled: true, seller_accepted: false });
+      expect(await usdc(agent)).to.deep.equal({ available: 980_000n, held: 0n });
+    });
+
     it('refuses a price above max_amount with limit_exceeded, without paying or recording', async () => {
       const agent = await makeAgent(f, { fund: { USDC: '10' } });
       const before = seller.settlements.length;

@@ -6,7 +6,7 @@ import { usdCoinAbi } from '../token.js';
 import type { EvmChainDeps, EvmTransactions } from './transactions.js';
 import { isNative } from './transfers.js';
 
-type EvmReads = Pick<Chain, 'health' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'authorizationUsed' | 'callTransfer'>;
+type EvmReads = Pick<Chain, 'health' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer'>;
 
 export function createReads({ chainId, client }: EvmChainDeps, { node, revertOf }: EvmTransactions): EvmReads {
   return {
@@ -61,6 +61,12 @@ export function createReads({ chainId, client }: EvmChainDeps, { node, revertOf 
 
     async authorizationUsed(token, authorizer, nonce) {
       return node(() => client.readContract({ address: token, abi: usdCoinAbi, functionName: 'authorizationState', args: [authorizer, nonce] }));
+    },
+
+    async authorizationUsedAt(token, authorizer, nonce, fromBlock, toBlock) {
+      // Both event arguments are indexed: the node filters by topic, so the range costs one indexed lookup.
+      const logs = await node(() => client.getContractEvents({ address: token, abi: usdCoinAbi, eventName: 'AuthorizationUsed', args: { authorizer, nonce }, fromBlock, toBlock }));
+      return logs.find((l) => !l.removed)?.blockNumber ?? null;
     },
 
     async callTransfer(token, from, to, amount) {

@@ -78,8 +78,9 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
     const validBeforeIso = new Date(Number(validBefore) * 1000).toISOString();
     const network = input.payable.networks[input.version] ?? input.payable.networks[2];
     const operationId = newId();
-    // evm mode: what the tracking loop needs to ask the chain whether this authorization was used.
-    const onChain = chain ? { chain_id: chain.chainId, token: input.payable.usdc, authorizer: wallet.address } : {};
+    // evm mode: what the tracking loop needs to find the block that used this authorization (none before this head).
+    const head = chain ? await chain.head() : null;
+    const onChain = chain ? { chain_id: chain.chainId, token: input.payable.usdc, authorizer: wallet.address, from_block: head ? Number(head.number) : 0 } : {};
     const created = await operations.create(trx, {
       id: operationId,
       principal: who,
@@ -125,24 +126,42 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
   }
 
   /** A seller's 5xx is an upstream failure (502), not a response to hand back. */
+  function upstreamFailure(res: UpstreamResponse): ApiError {
+    return new ApiError('upstream_error', `the target answered ${res.status}`, { reason: 'http_5xx', upstream_status: res.status });
+  }
   function refuse5xx(res: UpstreamResponse): UpstreamResponse {
-    if (res.status >= 500) throw new ApiError('upstream_error', `the target answered ${res.status}`, { reason: 'http_5xx', upstream_status: res.status });
+    if (res.status >= 500) throw upstreamFailure(res);
     return res;
   }
 
+  /**
+   * `paid`: the money left (a settlement receipt, a 2xx, or on chain the authorization used); `seller_accepted`: it left
+   * and the seller answered 2xx. A seller failing after it was paid is `paid: true, seller_accepted: false`.
+   */
   function upstreamResult(res: UpstreamResponse, extra: { operation_id: string | null; paid: boolean; settled: boolean }): X402PurchaseResult {
-    // Hightop's name for what `paid` says here: the seller took the payment it was sent.
     return {
       ok: true,
       operation_id: extra.operation_id,
       paid: extra.paid,
-      seller_accepted: extra.paid,
+      seller_accepted: extra.paid && res.status >= 200 && res.status < 300,
       settled: extra.settled,
       status: res.status,
       headers: res.headers,
       body: decodeBody(res),
       body_truncated: res.truncated,
     };
+  }
+
+  /**
+   * evm mode, the seller's answer unusable (unreachable, timed out, 5xx) and the authorization not used yet: the seller
+   * may still use it until valid_before, so nothing rolls back. The operation waits, submitted, for trackOnChain; the
+   * error is answered with its id.
+   */
+  async function awaitChain(trx: Knex.Transaction, operationId: string, registration: Hex | null, err: ApiError) {
+    const now = clock.now();
+    const details = { upstream_error: err.code, ...err.details, ...(registration ? { authorization_tx_hash: registration } : {}) };
+    await transitionOperation(trx, operationId, 'accepted', { status: 'submitted', submitted_at: now, updated_at: now, details });
+    return refuse(err.code, err.message, { ...err.details, operation_id: operationId });
   }
 
   const service: X402Service = {
@@ -273,48 +292,46 @@ export function createX402Service(deps: X402ServiceDeps): X402Service {
         if (isRefusal(signed)) return signed;
         // Simulation stops before the paid retry: the seller never sees an authorization.
         if (opts.dryRun) return upstreamResult(first, { operation_id: signed.operation.id, paid: false, settled: false });
-        // The paid retry. A network failure, or a 5xx without a settlement receipt, throws upstream_error, which rolls
-        // the operation and its hold back (the signed authorization then lapses unused at valid_before).
+        // The paid retry. Without a chain, a network failure, or a 5xx without a settlement receipt, throws
+        // upstream_error, which rolls the operation and its hold back (the authorization then lapses unused).
+        const opId = signed.operation.id;
         let paidRes: UpstreamResponse;
         try {
           paidRes = await fetchUpstream({ ...request, headers: { [signed.header.name]: signed.header.value } });
-          if (!readSettlement(paidRes.headers).settled) refuse5xx(paidRes);
         } catch (err) {
-          // An account's registration is mined (the relayer's nonce spent, the authorization usable by the seller until
-          // valid_before): nothing rolls back. The same error is answered, and the chain decides (trackOnChain).
-          if (!signed.registration || !(err instanceof ApiError)) throw err;
-          const now = clock.now();
-          await transitionOperation(trx, signed.operation.id, 'accepted', {
-            status: 'submitted',
-            submitted_at: now,
-            updated_at: now,
-            details: { upstream_error: err.code, authorization_tx_hash: signed.registration },
-          });
-          return refuse(err.code, err.message, { ...err.details, operation_id: signed.operation.id });
+          if (!chain || !(err instanceof ApiError)) throw err;
+          return awaitChain(trx, opId, signed.registration, err);
         }
         const { settled, transaction } = readSettlement(paidRes.headers);
-        const paid = settled || (paidRes.status >= 200 && paidRes.status < 300);
+        const delivered = paidRes.status >= 200 && paidRes.status < 300;
+        // evm mode: a seller that neither delivered nor sent a receipt may still have settled; the chain knows.
+        const d = signed.operation.details as { token: Address; authorizer: Address };
+        const usedOnChain = chain !== null && !settled && !delivered && (await chain.authorizationUsed(d.token, d.authorizer, signed.nonce as Hex));
+        const paid = settled || delivered || usedOnChain;
+        if (!paid && paidRes.status >= 500) {
+          if (!chain) throw upstreamFailure(paidRes);
+          return awaitChain(trx, opId, signed.registration, upstreamFailure(paidRes));
+        }
+        const outcome = { upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction, seller_accepted: paid && delivered };
         if (chain) {
           // evm mode: whatever the seller says, the chain decides (the seller holds a usable authorization until
-          // valid_before). The operation waits, submitted, for trackOnChain.
+          // valid_before). The operation waits, submitted, for trackOnChain and CHAIN_CONFIRMATIONS.
           const now = clock.now();
-          await transitionOperation(trx, signed.operation.id, 'accepted', {
+          await transitionOperation(trx, opId, 'accepted', {
             status: 'submitted',
             submitted_at: now,
             updated_at: now,
             tx_hash: transaction && /^0x[0-9a-fA-F]{64}$/.test(transaction) ? transaction.toLowerCase() : null,
-            details: { upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction, ...(signed.registration ? { authorization_tx_hash: signed.registration } : {}) },
+            details: { ...outcome, used_on_chain: usedOnChain, ...(signed.registration ? { authorization_tx_hash: signed.registration } : {}) },
           });
         } else if (paid) {
-          await captureHolds(trx, signed.operation.id);
-          await operations.finish(trx, signed.operation.id, 'accepted', {
-            ok: true,
-            details: { ...(signed.operation.details as Record<string, unknown>), upstream_status: paidRes.status, seller_settled: settled, seller_transaction: transaction },
-          });
+          // The money left (a receipt or a 2xx): executed and captured, even when the seller then failed.
+          await captureHolds(trx, opId);
+          await operations.finish(trx, opId, 'accepted', { ok: true, details: { ...(signed.operation.details as Record<string, unknown>), ...outcome } });
         } else {
-          await operations.finish(trx, signed.operation.id, 'accepted', { ok: false, code: 'payment_refused', message: `the seller answered ${paidRes.status} to the payment` });
+          await operations.finish(trx, opId, 'accepted', { ok: false, code: 'payment_refused', message: `the seller answered ${paidRes.status} to the payment` });
         }
-        return upstreamResult(paidRes, { operation_id: signed.operation.id, paid, settled });
+        return upstreamResult(paidRes, { operation_id: opId, paid, settled });
       });
     },
   };

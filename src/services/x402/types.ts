@@ -27,15 +27,16 @@ export interface X402Service {
   quote(body: X402QuoteBody, db?: Db): Promise<X402QuoteResult>;
   purchase(db: Db, who: OwnerRef, body: X402PurchaseBody, idempotencyKey: string | null, opts?: { dryRun?: boolean }): Promise<X402PurchaseResult | Refusal>;
   /**
-   * evm mode, one pass of the worker loop: each open x402 operation becomes `executed` (hold captured) once the chain
-   * shows its authorization used, or `execution_failed` (hold released; no public event, spec 6.3) once a block at
+   * evm mode, one pass of the worker loop: each open x402 operation becomes `executed` (hold captured) once the block
+   * that used its authorization has CHAIN_CONFIRMATIONS confirmations (whatever the seller answered), or `execution_failed` (hold released; no public event, spec 6.3) once a block at
    * or past `valid_before` shows it unused. Returns how many operations it finished.
    */
   trackOnChain(db: Knex): Promise<number>;
 }
 
 export interface X402ServiceDeps {
-  config: Readonly<Pick<Config, 'unsafeAllowLoopbackTargets'>>;
+  /** `chain.confirmations` (CHAIN_CONFIRMATIONS): how deep the block that used an authorization must be (evm mode). */
+  config: Readonly<Pick<Config, 'unsafeAllowLoopbackTargets'> & { chain?: Readonly<Pick<Config['chain'], 'confirmations'>> }>;
   /** The app's one Sealer (src/app.ts): opens the wallet keys that sign authorizations. */
   sealer: Sealer;
   clock: Clock;
