@@ -74,7 +74,7 @@ describe('agentctl: policy replay and shadow policies (issue 28)', function () {
     const paid = await srv.request('POST', '/v1/agent/payments', { headers, body: { to: '0x7777777777777777777777777777777777777777', asset: 'USDC', amount: '10' }, idempotencyKey: randomUUID() });
     expect(paid.status, paid.text).to.equal(200);
     const decisions = await json('agent', 'shadow-decisions', agentId);
-    expect((decisions.items as { operation_id: string }[]).map((d) => d.operation_id)).to.deep.equal([paid.body.operation_id]);
+    expect((decisions.decisions as { operation_id: string }[]).map((d) => d.operation_id)).to.deep.equal([paid.body.operation_id]);
     const promoted = await json('agent', 'promote-shadow-policy', agentId);
     expect(promoted.policy).to.include({ per_tx_usd: '5' });
     const refused = await srv.request('POST', '/v1/agent/payments', { headers, body: { to: '0x7777777777777777777777777777777777777777', asset: 'USDC', amount: '10' }, idempotencyKey: randomUUID() });
