@@ -105,9 +105,9 @@ function createAccumulator(period: Period, lifetime: { usd_e8: bigint; count: nu
     list.splice(i, 0, v);
   };
   return {
-    /** Drops what ended at or before `at`. */
+    /** Drops what ended before `at` (an end at the same instant as a decision is taken to follow it: a settlement pass runs after the writes it finds). */
     advance(at: number) {
-      while (ends.length > 0 && ends[0]!.at <= at) {
+      while (ends.length > 0 && ends[0]!.at < at) {
         const e = ends.shift()!;
         move(e.key, -e.usd, -1, -e.swap);
         const i = counting.lastIndexOf(e.created);
