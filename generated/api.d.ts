@@ -2149,6 +2149,8 @@ export interface paths {
          * Add a recipient
          * @description Add a recipient.
          *
+         *     In evm mode (agent accounts), when the agent's policy has no `allowed_recipients`, the account's payees are the agent's recipients: adding one is the owner's EIP-712 `setPolicy` with its address among them, relayed before the recipient is written; without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
+         *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerAddRecipient"];
@@ -9576,6 +9578,7 @@ export interface operations {
                     name: string;
                     address: string;
                     asset?: string | null;
+                    owner_signature?: components["schemas"]["OwnerSignature"];
                 };
             };
         };
@@ -9601,6 +9604,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

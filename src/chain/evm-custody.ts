@@ -147,6 +147,8 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
 
     readTrusted: (account, destination) => node(() => client.readContract({ address: account, abi: agentAccountAbi, functionName: 'trustedUnlockAt', args: [destination] })),
 
+    readPayee: (account, address) => node(() => client.readContract({ address: account, abi: agentAccountAbi, functionName: 'isPayee', args: [address] })),
+
     async ensureDeployed(db, a) {
       const code = await node(() => client.getCode({ address: a.address }));
       if (code && code !== '0x') return;

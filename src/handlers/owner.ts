@@ -212,7 +212,7 @@ export const ownerListWithdrawalMethods: Handler<'ownerListWithdrawalMethods'> =
 export const ownerAddRecipient: Handler<'ownerAddRecipient'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   const b = req.body;
-  const added = await ctx.services.ledger.payments.addRecipient(ctx.db, agent.id, { kind: b.kind, name: b.name, address: b.address, asset: b.asset ?? null });
+  const added = await ctx.services.ledger.payments.addRecipient(ctx.db, agent.id, { kind: b.kind, name: b.name, address: b.address, asset: b.asset ?? null }, ownerSignatureOf(b));
   await record(req, ctx, agent.owner_id, { type: 'recipient', id: added.recipient_id }, { agent_id: agent.id, kind: b.kind, name: b.name });
   return created(added);
 };

@@ -25,6 +25,12 @@ export async function findRecipient(db: Db, agentId: string, id: string): Promis
   return db('recipients').where({ agent_id: agentId, id }).first();
 }
 
+/** The distinct addresses of the agent's recipients (lower case): an account's payees when its policy has no allowed_recipients. */
+export async function listRecipientAddresses(db: Db, agentId: string): Promise<string[]> {
+  const found: { address: string }[] = await db('recipients').where({ agent_id: agentId }).distinct(db.raw('lower(address) AS address')).orderBy('address');
+  return found.map((r) => r.address);
+}
+
 /** What routing needs of the agent's payees at an address: its recipients there and its confirmed trusted destinations there, oldest first. */
 export interface Payees {
   recipients: Pick<RecipientRow, 'id' | 'agent_id' | 'kind' | 'name' | 'address'>[];

@@ -9,7 +9,7 @@ import { DEV_CHAIN_ID } from '../../chain/dev-accounts.js';
 import type { Address, Hex } from '../../chain/hex.js';
 import type { Db } from '../../db/knex.js';
 import { findSetting } from '../../db/repositories/chain.repository.js';
-import { findRecipient } from '../../db/repositories/recipient.repository.js';
+import { findRecipient, listRecipientAddresses } from '../../db/repositories/recipient.repository.js';
 import { listAssets } from '../../db/repositories/ledger.repository.js';
 import { formatAmount } from '../../lib/money.js';
 import { viem } from '../../lib/viem.js';
@@ -43,10 +43,18 @@ const listed = (list: string[] | 'all' | undefined, value: string) => list === u
 
 /**
  * `setPolicy`'s arguments for `p`: caps in USD (8 decimals, as the database), the allowed assets with their feeds
- * (ETH as the native coin), the allowed protocols' contracts and markets, and the listed recipients as payees
- * (`allowed_recipients: all` is `anyRecipient`; listed trusted destinations keep their on-chain time lock instead).
+ * (ETH as the native coin), the allowed protocols' contracts and markets, and the payees: the listed recipients, or
+ * without `allowed_recipients` the addresses of the agent's owner-added recipients (issue 26's approved payees; the
+ * confirmed trusted destinations are the account's own time-locked set). Only `allowed_recipients: all` is
+ * `anyRecipient`. `extraPayee`: a recipient about to be added (its row is written once the account holds it).
  */
-export async function toOnchainPolicy(db: Db, deps: { chain: Chain; contracts: CustodyContracts; protocols: ProtocolAddresses }, agentId: string, p: Policy): Promise<OnchainPolicy> {
+export async function toOnchainPolicy(
+  db: Db,
+  deps: { chain: Chain; contracts: CustodyContracts; protocols: ProtocolAddresses },
+  agentId: string,
+  p: Policy,
+  extraPayee?: string,
+): Promise<OnchainPolicy> {
   const allowsMoney = p.operation_types === 'all' || MONEY_TYPES.some((t) => (p.operation_types as string[]).includes(t));
   const cap = (v: bigint | undefined) => (!allowsMoney ? 0n : (v ?? NO_USD_CAP));
   const maxPriceAge = deps.chain.chainId === DEV_CHAIN_ID ? 0 : 90_000;
@@ -76,6 +84,10 @@ export async function toOnchainPolicy(db: Db, deps: { chain: Chain; contracts: C
         if (r?.address && isEvmAddress(r.address)) payees.push(viem().getAddress(r.address));
       }
     }
+  } else if (p.allowed_recipients === undefined) {
+    const addresses = await listRecipientAddresses(db, agentId);
+    if (extraPayee) addresses.push(extraPayee.toLowerCase());
+    for (const address of [...new Set(addresses)].sort()) if (isEvmAddress(address)) payees.push(viem().getAddress(address));
   }
   return {
     limits: {
@@ -88,7 +100,7 @@ export async function toOnchainPolicy(db: Db, deps: { chain: Chain; contracts: C
       maxSlippageBps: p.max_slippage_bps ?? 10_000,
       maxLtvBps: p.max_ltv_bps ?? 10_000,
       failOnZeroPrice: true,
-      anyRecipient: p.allowed_recipients === undefined || p.allowed_recipients === 'all',
+      anyRecipient: p.allowed_recipients === 'all',
       minChequeDelay: 0,
     },
     assets,
@@ -136,8 +148,9 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
 
 /**
  * Policy drift (agentctl chain reconcile): per account, the database's policy against the account's policy hash,
- * and the trusted destinations the database shows confirmed that the account would not pay (not added on chain, or
- * still time-locked). Each row names the agent, what differs, and both sides.
+ * the trusted destinations the database shows confirmed that the account would not pay (not added on chain, or
+ * still time-locked), and, for a policy without allowed_recipients, the recipients the account does not list as
+ * payees. Each row names the agent, what differs, and both sides.
  */
 export async function policyDrift(
   db: Db,
@@ -168,6 +181,19 @@ export async function policyDrift(
       });
     if (state.lane && acct.lane_address.toLowerCase() !== state.lane.toLowerCase())
       rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'lane', database: acct.lane_address, onchain: state.lane });
+    if (policy && policy.allowed_recipients === undefined && state.deployed)
+      for (const address of await listRecipientAddresses(db, acct.agent_id)) {
+        if (!isEvmAddress(address) || (await deps.chain.custody!.readPayee(acct.address as Address, viem().getAddress(address) as Address))) continue;
+        rows.push({
+          agent_id: acct.agent_id,
+          account: acct.address,
+          kind: 'payee',
+          address: viem().getAddress(address),
+          database: 'recipient',
+          onchain: 'not_payee',
+          message: 'a recipient in the database that the account does not list as payee: the account refuses to pay it',
+        });
+      }
     for (const d of await listDestinationStates(db, acct.agent_id)) {
       if (d.status !== 'confirmed') continue;
       const unlockAt = state.deployed ? await deps.chain.custody!.readTrusted(acct.address as Address, viem().getAddress(d.address) as Address) : 0n;

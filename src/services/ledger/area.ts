@@ -23,7 +23,7 @@ import { createPaymentService, type PaymentService } from './payments.js';
 import { createPolicyService, type PolicyService } from './policy.js';
 import { createWithdrawalService, type WithdrawalService } from './withdrawals.js';
 import { apiCodeOf, type CustodyService, type OwnerSignature } from '../custody/accounts.js';
-import { claimChequeCallData, laneCall } from '../../chain/accounts.js';
+import { claimChequeCallData, laneCall, policyHashOf } from '../../chain/accounts.js';
 import type { Hex } from '../../chain/hex.js';
 import { ApiError } from '../../lib/errors.js';
 import { viem } from '../../lib/viem.js';
@@ -109,6 +109,16 @@ export function createLedgerArea(deps: {
         if (!(await custody.account(db, agentId))) return;
         const contracts = (await chain.custody!.contracts(db))!;
         await custody.apply(db as Knex, agentId, { kind: 'set_policy', policy: await toOnchainPolicy(db, { chain, contracts, protocols }, agentId, p) }, signature as OwnerSignature | undefined);
+      },
+      async onPayeeAdded(db, agentId, p, address, signature) {
+        const acct = await custody.account(db, agentId);
+        if (!acct) return;
+        const contracts = (await chain.custody!.contracts(db))!;
+        const next = await toOnchainPolicy(db, { chain, contracts, protocols }, agentId, p, address);
+        const state = await custody.state(acct.address);
+        // The account holds this policy already (the address is a payee by another recipient): no owner action.
+        if (state.deployed && state.policyVersion > 0n && state.policyHash === policyHashOf(next)) return;
+        await custody.apply(db as Knex, agentId, { kind: 'set_policy', policy: next }, signature as OwnerSignature | undefined);
       },
       async limits(db, agentId, mirror) {
         const acct = await custody.account(db, agentId);

@@ -35,6 +35,8 @@ export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'> & { exposure_usd
  */
 export interface PolicyChainMirror {
   onSet(db: Db, agentId: string, policy: Policy, signature?: unknown): Promise<void>;
+  /** `policy` with `address` among its payees relayed to the account (nothing to do when the account holds it already). */
+  onPayeeAdded(db: Db, agentId: string, policy: Policy, address: string, signature?: unknown): Promise<void>;
   limits(db: Db, agentId: string, mirror: CoreLimits): Promise<CoreLimits | undefined>;
   /** Where the database's mirror differs from the accounts (agentctl chain reconcile). */
   drift(db: Db, agentId?: string): Promise<Record<string, unknown>[]>;
@@ -45,6 +47,12 @@ export interface PolicyService extends ShadowPolicyService, PolicyReplayService 
   parse(input: unknown): Policy;
   /** `signature`: the owner's EIP-712 signature of the proposed policy (evm mode, agent accounts). */
   set(db: Db, agentId: string, input: unknown, signature?: unknown): Promise<Policy>;
+  /**
+   * Before the owner adds a recipient at `address` (evm mode, agent accounts): when the policy has no
+   * allowed_recipients, the account's payees are the recipients' addresses, so the owner's re-signed policy with this
+   * one among them is relayed first (428 `owner_signature_required` without a signature or the development key).
+   */
+  addPayee(db: Db, agentId: string, address: string, signature?: unknown): Promise<void>;
   /** Installs the chain mirror (evm mode with agent accounts). */
   mirrorOnChain(mirror: PolicyChainMirror): void;
   /** Policy drift between the database and the agents' accounts; empty without agent accounts. */
@@ -155,6 +163,14 @@ export function createPolicyService(deps: { clock: Clock; log?: Logger }): Polic
       await chainMirror?.onSet(db, agentId, policy, signature);
       await upsertPolicy(db, agentId, policyToJson(policy), clock.now());
       return policy;
+    },
+
+    async addPayee(db, agentId, address, signature) {
+      if (!chainMirror) return;
+      const policy = await service.get(db, agentId);
+      // A list names its payees itself; "all" pays anyone; no policy moves nothing.
+      if (!policy || policy.allowed_recipients !== undefined) return;
+      await chainMirror.onPayeeAdded(db, agentId, policy, address, signature);
     },
 
     mirrorOnChain(mirror) {

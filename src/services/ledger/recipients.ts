@@ -15,7 +15,8 @@ import { pickRoute, routeTargets } from './routing.js';
 export type PublicRecipient = Schema<'Recipient'>;
 
 export interface RecipientService {
-  addRecipient(db: Db, agentId: string, input: { kind: 'recurring' | 'one_off'; name: string; address: string; asset?: string | null }): Promise<{ recipient_id: string }>;
+  /** `signature`: the owner's EIP-712 signature of the policy with this payee (evm mode, policy without allowed_recipients). */
+  addRecipient(db: Db, agentId: string, input: { kind: 'recurring' | 'one_off'; name: string; address: string; asset?: string | null }, signature?: unknown): Promise<{ recipient_id: string }>;
   listRecipients(db: Db, agentId: string, query: { cursor?: string; limit?: unknown }): Promise<ListPage<PublicRecipient>>;
   getRecipient(db: Db, agentId: string, id: string): Promise<PublicRecipient>;
   resolve(db: Db, who: OwnerRef, body: Schema<'ResolveRecipientRequest'>): Promise<Schema<'RecipientResolution'>>;
@@ -38,11 +39,13 @@ export function createRecipientService(deps: { clock: Clock; ledger: LedgerServi
   });
 
   const service: RecipientService = {
-    async addRecipient(db, agentId, input) {
+    async addRecipient(db, agentId, input, signature) {
       if (!['recurring', 'one_off'].includes(input.kind)) throw new ApiError('validation_failed', 'kind must be recurring or one_off');
       if (!isEvmAddress(input.address)) throw new ApiError('validation_failed', 'address must be a 0x EVM address');
       if (!input.name.trim()) throw new ApiError('validation_failed', 'name is required');
       if (input.asset) await ledger.requireAsset(db, input.asset);
+      // The chain first (the account's payees), then the row that mirrors it, as policy.set does.
+      await policy.addPayee(db, agentId, input.address, signature);
       const now = clock.now();
       const id = newId();
       await insertRecipient(db, {
