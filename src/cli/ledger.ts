@@ -105,16 +105,21 @@ export const ledgerCommands: CliCommand[] = [
   },
   {
     name: 'recipient add',
-    usage: 'recipient add AGENT_ID --kind recurring|one_off --name N --address 0x... [--asset A]',
+    usage: 'recipient add AGENT_ID --kind recurring|one_off --name N --address 0x... [--asset A] [--owner-key-file FILE] (evm mode, no allowed_recipients: a new payee of the account)',
     run: async (ctx, args) => {
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
-      return ctx.services.ledger.payments.addRecipient(ctx.db, agentId, {
-        kind: recipientKind(args),
-        name: requireFlag(args, 'name'),
-        address: requireFlag(args, 'address'),
-        asset: optionalFlag(args, 'asset') ?? null,
-      });
+      return ctx.services.ledger.payments.addRecipient(
+        ctx.db,
+        agentId,
+        {
+          kind: recipientKind(args),
+          name: requireFlag(args, 'name'),
+          address: requireFlag(args, 'address'),
+          asset: optionalFlag(args, 'asset') ?? null,
+        },
+        ctx.ownerSignature,
+      );
     },
     http: (args) => ({
       method: 'POST',
