@@ -68,6 +68,8 @@ async function createAgents(built: BuiltApp, count: number): Promise<{ agentId: 
     await services.ledger.policy.set(db, a.agent_id, {
       operation_types: ['payment', 'withdrawal.crypto', 'one_off_payment.create'],
       allowed_assets: ['USDC'],
+      // Raw addresses are paid: since issue 26 a policy without a list pays approved payees only.
+      allowed_recipients: 'all',
       per_tx_usd: '100',
       per_period_usd: '100000000',
       period: 'day',
