@@ -6,7 +6,6 @@
 // cheque cancelled before unlock (the funds stay in the account), the pause (every lane call reverts until resume)
 // and the lane key's rotation (the old key's calls revert).
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,7 +19,7 @@ import { mintToken } from '../../src/chain/token.js';
 import { createSealer } from '../../src/lib/crypto.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
-import { repoRoot } from '../helpers/process.js';
+import { agentctlWith } from '../helpers/agentctl.js';
 import { testConfigEnv, type TestAgent } from '../helpers/server.js';
 
 const ADMIN = 'owner-flows-admin-token-0123456789abcdef0123';
@@ -37,18 +36,7 @@ describe('custody: owner flows with agentctl --owner-key-file (issue 24, accepta
   let account: Address;
   const payee = randomAddress();
 
-  const agentctl = (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
-    new Promise((resolve) => {
-      const env = { ...process.env, ...testConfigEnv(chainEnv(node, s.databaseUrl, { ADMIN_TOKEN: ADMIN, AGENT_API_BASE_URL: s.baseUrl, DATA_DIR: dir })) };
-      execFile('npm', ['run', '--silent', 'agentctl', '--', ...args], { cwd: repoRoot, env, timeout: 120_000 }, (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0, stdout, stderr });
-      });
-    });
-  const json = async (...args: string[]) => {
-    const r = await agentctl(...args);
-    expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(0);
-    return JSON.parse(r.stdout.trim()) as Record<string, unknown>;
-  };
+  const { agentctl, json } = agentctlWith(() => ({ ...process.env, ...testConfigEnv(chainEnv(node, s.databaseUrl, { ADMIN_TOKEN: ADMIN, AGENT_API_BASE_URL: s.baseUrl, DATA_DIR: dir })) }), 120_000);
   const signed = (...args: string[]) => json(...args, '--owner-key-file', keyFile);
   const state = () => readAccountState(node.client, account);
   const read = <T>(functionName: string, args: readonly unknown[]) =>

@@ -2,12 +2,11 @@
 // print the same JSON as when they open the database, and every one is the server's doing
 // (the operator's actions appear in the owner's audit log).
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot } from '../helpers/process.js';
+import { agentctlWith } from '../helpers/agentctl.js';
 import { startTestServer, testConfigEnv, type TestServer } from '../helpers/server.js';
 
 const ADMIN = 'test-admin-token-0123456789abcdef0123456789';
@@ -26,18 +25,7 @@ describe('agentctl through the server', function () {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const agentctl = (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
-    new Promise((resolve) => {
-      const env = { ...process.env, ...testConfigEnv({ ADMIN_TOKEN: ADMIN, AGENT_API_BASE_URL: srv.baseUrl }) };
-      execFile('npm', ['run', '--silent', 'agentctl', '--', ...args], { cwd: repoRoot, env, timeout: 60_000 }, (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0, stdout, stderr });
-      });
-    });
-  const json = async (...args: string[]) => {
-    const r = await agentctl(...args);
-    expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(0);
-    return JSON.parse(r.stdout.trim()) as Record<string, unknown>;
-  };
+  const { agentctl, json } = agentctlWith(() => ({ ...process.env, ...testConfigEnv({ ADMIN_TOKEN: ADMIN, AGENT_API_BASE_URL: srv.baseUrl }) }));
 
   it('prints the documented output for owner, agent, policy, payee, destination, chain and grant commands', async () => {
     const owner = await json('owner', 'create', '--email', `remote-${randomUUID()}@example.com`, '--json');

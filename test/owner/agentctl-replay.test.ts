@@ -1,12 +1,11 @@
 // Issue 28 through agentctl: `agent replay-policy AGENT --file F --since 30d` prints the replay as JSON (what the owner
 // API answers), and the shadow-policy commands set, list and promote a shadow, through a running server.
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot } from '../helpers/process.js';
+import { agentctlWith } from '../helpers/agentctl.js';
 import { startTestServer, testConfigEnv, type TestServer } from '../helpers/server.js';
 
 const ADMIN = 'test-admin-token-replay-0123456789abcdef0123';
@@ -25,18 +24,7 @@ describe('agentctl: policy replay and shadow policies (issue 28)', function () {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const agentctl = (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
-    new Promise((resolve) => {
-      const env = { ...process.env, ...testConfigEnv({ ADMIN_TOKEN: ADMIN, AGENT_API_BASE_URL: srv.baseUrl }) };
-      execFile('npm', ['run', '--silent', 'agentctl', '--', ...args], { cwd: repoRoot, env, timeout: 60_000 }, (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0, stdout, stderr });
-      });
-    });
-  const json = async (...args: string[]) => {
-    const r = await agentctl(...args);
-    expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(0);
-    return JSON.parse(r.stdout.trim()) as Record<string, unknown>;
-  };
+  const { agentctl, json } = agentctlWith(() => ({ ...process.env, ...testConfigEnv({ ADMIN_TOKEN: ADMIN, AGENT_API_BASE_URL: srv.baseUrl }) }));
   const file = (name: string, body: unknown) => {
     const path = join(dir, name);
     writeFileSync(path, JSON.stringify(body));

@@ -68,29 +68,36 @@ export function periodStart(period: Period, at: Date): Date {
 
 const usd = (units: bigint) => formatAmount(units, USD_DECIMALS);
 
+/** Every key of the policy file besides operation_types and period, in the order policyToJson writes them. */
+const STORED_KEYS = [
+  'per_tx_usd',
+  'per_period_usd',
+  'lifetime_usd',
+  'max_txs_per_period',
+  'allowed_assets',
+  'max_slippage_bps',
+  'max_ltv_bps',
+  'allowed_recipients',
+  'allowed_protocols',
+  'tx_cooldown_blocks',
+  'fail_on_zero_price',
+  'max_swaps_per_period',
+  'approval_threshold_usd',
+  'approve_new_payees',
+  'approval_ttl_seconds',
+  'one_off_instant_threshold_usd',
+  'one_off_review_delay_seconds',
+] as const satisfies readonly (keyof Policy)[];
+
+/** The keys held in USD base units (written as decimal strings). */
+const USD_KEYS: ReadonlySet<string> = new Set(['per_tx_usd', 'per_period_usd', 'lifetime_usd', 'approval_threshold_usd', 'one_off_instant_threshold_usd']);
+
 export function policyToJson(p: Policy): Record<string, unknown> {
   const out: Record<string, unknown> = { operation_types: p.operation_types, period: p.period };
-  if (p.per_tx_usd !== undefined) out.per_tx_usd = usd(p.per_tx_usd);
-  if (p.per_period_usd !== undefined) out.per_period_usd = usd(p.per_period_usd);
-  if (p.lifetime_usd !== undefined) out.lifetime_usd = usd(p.lifetime_usd);
-  for (const k of [
-    'max_txs_per_period',
-    'allowed_assets',
-    'max_slippage_bps',
-    'max_ltv_bps',
-    'allowed_recipients',
-    'allowed_protocols',
-    'tx_cooldown_blocks',
-    'fail_on_zero_price',
-    'max_swaps_per_period',
-  ] as const) {
-    if (p[k] !== undefined) out[k] = p[k];
+  for (const k of STORED_KEYS) {
+    const v = p[k];
+    if (v !== undefined) out[k] = USD_KEYS.has(k) ? usd(v as bigint) : v;
   }
-  if (p.approval_threshold_usd !== undefined) out.approval_threshold_usd = usd(p.approval_threshold_usd);
-  if (p.approve_new_payees !== undefined) out.approve_new_payees = p.approve_new_payees;
-  if (p.approval_ttl_seconds !== undefined) out.approval_ttl_seconds = p.approval_ttl_seconds;
-  if (p.one_off_instant_threshold_usd !== undefined) out.one_off_instant_threshold_usd = usd(p.one_off_instant_threshold_usd);
-  if (p.one_off_review_delay_seconds !== undefined) out.one_off_review_delay_seconds = p.one_off_review_delay_seconds;
   return out;
 }
 
@@ -98,27 +105,7 @@ export function parsePolicy(input: unknown): Policy {
   const problems: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ApiError('validation_failed', 'policy must be a JSON object');
   const raw = input as Record<string, unknown>;
-  const known = new Set([
-    'operation_types',
-    'per_tx_usd',
-    'per_period_usd',
-    'period',
-    'lifetime_usd',
-    'max_txs_per_period',
-    'allowed_assets',
-    'max_slippage_bps',
-    'max_ltv_bps',
-    'allowed_recipients',
-    'allowed_protocols',
-    'tx_cooldown_blocks',
-    'fail_on_zero_price',
-    'max_swaps_per_period',
-    'approval_threshold_usd',
-    'approve_new_payees',
-    'approval_ttl_seconds',
-    'one_off_instant_threshold_usd',
-    'one_off_review_delay_seconds',
-  ]);
+  const known = new Set<string>(['operation_types', 'period', ...STORED_KEYS]);
   for (const k of Object.keys(raw)) if (!known.has(k)) problems.push(`unknown key ${k}`);
 
   const list = (k: string, allowed?: readonly string[]): string[] | 'all' | undefined => {
