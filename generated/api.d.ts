@@ -2064,6 +2064,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/owner/agents/{agent_id}/account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent's account on chain (evm mode), read-only
+         * @description How the agent's limits are enforced. `custody` is `account` when the agent's wallet is an AgentAccount (evm
+         *     mode, docs/CUSTODY.md): the account, the owner's signer, the lane key's address, whether it is deployed and
+         *     paused, the caps and usage read from the chain, the exposure if the server were compromised, and, per owner
+         *     change, the exact `agentctl` command that signs it with the owner's key (`--owner-key-file`), since the console
+         *     does not sign owner changes itself. `custody` is `database` otherwise (the simulated chain): the database enforces
+         *     the limits shown, and `commands` is empty.
+         *
+         *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
+         */
+        get: operations["ownerGetAgentAccount"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owner/agents/{agent_id}/fund": {
         parameters: {
             query?: never;
@@ -4954,6 +4981,41 @@ export interface components {
             agent_id: components["schemas"]["Uuid"];
             decisions: components["schemas"]["ShadowDecision"][];
             next_cursor: components["schemas"]["NextCursor"];
+        };
+        /** @description How the agent's limits are enforced, read-only. In evm mode with agent accounts (`custody` `account`) the caps, usage and exposure are read from the account on chain (what the contract enforces), and `commands` gives, per owner change, the agentctl command that signs it with the owner's key; on the simulated chain (`custody` `database`) the database enforces the limits and the on-chain fields are null. */
+        OwnerAccountView: {
+            /** @enum {boolean} */
+            ok: true;
+            agent_id: components["schemas"]["Uuid"];
+            /**
+             * @description `account`: the AgentAccount contract enforces the owner's limits (docs/CUSTODY.md); `database`: the service does (simulated chain).
+             * @enum {string}
+             */
+            custody: "account" | "database";
+            /** @description The AgentAccount (the agent's wallet address); null in `database` custody. */
+            account: components["schemas"]["NullableEvmAddress"];
+            /** @description The owner's signer the account accepts owner changes from; null when none is registered. */
+            owner_signer: components["schemas"]["NullableEvmAddress"];
+            /** @description The contract the agent's lane calls go through (Hightop's name; here the account itself). */
+            agent_wrapper_address: components["schemas"]["NullableEvmAddress"];
+            /** @description The lane key's address, the only key the server holds for this account. */
+            agent_sender_address: components["schemas"]["NullableEvmAddress"];
+            /** @description Whether the account's code is on chain yet (it is deployed by the first owner-signed change); null in `database` custody. */
+            deployed: boolean | null;
+            /** @description The owner's pause as the account holds it (every lane call reverts while true); null in `database` custody. */
+            paused: boolean | null;
+            /** @description How many owner-signed policies the account has accepted; null in `database` custody or before deployment. */
+            policy_version: string | null;
+            limits: components["schemas"]["Limits"];
+            usage: components["schemas"]["LimitsUsage"];
+            /** @description What a fully compromised server could still move (the account's remaining allowance, to approved payees); null in `database` custody. */
+            exposure_usd: components["schemas"]["NullableUsdDecimal"];
+            /** @description Per owner change, the agentctl command that signs it locally with the owner's key; empty in `database` custody. */
+            commands: {
+                /** @enum {string} */
+                action: "set_policy" | "add_destination" | "add_recipient" | "cancel_one_off" | "pause" | "resume" | "rotate_lane_key";
+                command: string;
+            }[];
         };
         /** @description One operation that needed the owner's approval. */
         ApprovalItem: {
@@ -9374,6 +9436,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerGetAgentAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerAccountView"];
                 };
             };
             400: components["responses"]["ValidationFailed"];

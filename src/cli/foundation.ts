@@ -1,4 +1,5 @@
 // agentctl: owners, owner tokens, agents, keys, activation windows and rate-limit overrides.
+import { agentAccountView } from '../services/custody/account-view.js';
 import { RATE_CLASSES } from '../../generated/vocabulary.js';
 import type { Schema } from '../lib/contract.js';
 import type { OwnerActor } from '../services/owner.service.js';
@@ -156,6 +157,15 @@ export const foundationCommands: CliCommand[] = [
       return { agent_id: agentId, ...(await ctx.services.custody.rotateLane(ctx.db, agentId, ctx.ownerSignature)) };
     },
     http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/rotate-lane-key` }),
+  },
+  {
+    name: 'agent account',
+    usage: "agent account AGENT_ID (how the agent's limits are enforced; evm mode: the account, its caps and usage read from the chain, and the command of each owner change)",
+    run: async (ctx, args) => {
+      const agentId = requirePositional(args, 0, 'AGENT_ID');
+      return { ...(await agentAccountView(ctx.db, { custody: ctx.services.custody, policy: ctx.services.ledger.policy, dataDir: ctx.config.dataDir }, agentId)) };
+    },
+    http: (args) => ({ method: 'GET', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/account` }),
   },
   {
     name: 'agent set-window',

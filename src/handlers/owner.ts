@@ -7,6 +7,7 @@ import { policyToJson } from '../services/ledger/policy.js';
 import type { DestinationAction } from '../services/ledger/destinations.js';
 import { OAuthInputError } from '../oauth/oauth.service.js';
 import { ownerSignatureOf } from '../services/custody/accounts.js';
+import { agentAccountView } from '../services/custody/account-view.js';
 import { answerDocument } from './document-answer.js';
 import { actorOf, created, ok, record } from './owner-common.js';
 
@@ -174,6 +175,11 @@ export const ownerGetSpending: Handler<'ownerGetSpending'> = async (req, ctx) =>
 export const ownerGetPolicyLimits: Handler<'ownerGetPolicyLimits'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   return ok({ agent_id: agent.id, ...(await ctx.services.ledger.policy.limits(ctx.db, agent.id)) });
+};
+
+export const ownerGetAgentAccount: Handler<'ownerGetAgentAccount'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  return ok(await agentAccountView(ctx.db, { custody: ctx.services.custody, policy: ctx.services.ledger.policy, dataDir: ctx.config.dataDir }, agent.id));
 };
 
 export const ownerFundWallet: Handler<'ownerFundWallet'> = async (req, ctx) => {

@@ -5,6 +5,7 @@ import { amount as asAmount } from '../format.js';
 import { ActionForm, CopyId, Field, Secret, Status, Table, useLoad, useTitle, when } from '../ui.js';
 import { Activity } from './activity.js';
 import { Overview, SpendingChart } from './overview.js';
+import { OnchainAccount, useAccount } from './account.js';
 import { Destinations } from './destinations.js';
 import { PolicyEditor } from './policy.js';
 import { ShadowPolicy } from './replay.js';
@@ -45,6 +46,8 @@ export function AgentPage({ id }: { id: string }) {
   // Bumped by writes on this page so the activity and operations lists read again.
   const [version, setVersion] = useState(0);
   const [shadowVersion, setShadowVersion] = useState(0);
+  // evm mode with agent accounts: the account on chain holds the limits and every owner change is the owner's signature.
+  const account = useAccount(id, version);
   useTitle(a?.name);
   return (
     <section>
@@ -82,14 +85,16 @@ export function AgentPage({ id }: { id: string }) {
                 setKey(asView<{ api_key: string }>(await ok(api.POST('/v1/owner/agents/{agent_id}/rotate-key', { params: { path: { agent_id: id }, header: idempotency() } }))).api_key)
               }
             />
-            <ActionForm
-              label={a.enabled ? 'Disable agent' : 'Enable agent'}
-              danger={a.enabled}
-              action={async () => {
-                await ok(api.POST(a.enabled ? '/v1/owner/agents/{agent_id}/disable' : '/v1/owner/agents/{agent_id}/enable', { params: { path: { agent_id: id }, header: idempotency() } }));
-                agent.reload();
-              }}
-            />
+            {!account.onchain && (
+              <ActionForm
+                label={a.enabled ? 'Disable agent' : 'Enable agent'}
+                danger={a.enabled}
+                action={async () => {
+                  await ok(api.POST(a.enabled ? '/v1/owner/agents/{agent_id}/disable' : '/v1/owner/agents/{agent_id}/enable', { params: { path: { agent_id: id }, header: idempotency() } }));
+                  agent.reload();
+                }}
+              />
+            )}
             <ActionForm
               label="Delete agent"
               danger
@@ -118,8 +123,9 @@ export function AgentPage({ id }: { id: string }) {
           </ActionForm>
           <h2>Spending</h2>
           <SpendingChart id={id} version={version} />
-          <PolicyEditor id={id} onShadowChange={() => setShadowVersion((v) => v + 1)} />
-          <ShadowPolicy id={id} version={shadowVersion} onChange={() => setShadowVersion((v) => v + 1)} />
+          <OnchainAccount view={account.data} error={account.error} />
+          <PolicyEditor id={id} readOnly={account.onchain} onShadowChange={() => setShadowVersion((v) => v + 1)} />
+          <ShadowPolicy id={id} readOnly={account.onchain} version={shadowVersion} onChange={() => setShadowVersion((v) => v + 1)} />
           <h2>Rate limits and live usage</h2>
           <Status text={limits.error} kind="error" />
           <Table

@@ -2,6 +2,7 @@
 import { useId, useState } from 'preact/hooks';
 import { api, asView, idempotency, ok, type Schemas } from '../api.js';
 import { ActionForm, Field, Status, Table, useLoad, useTitle, when } from '../ui.js';
+import { useAccount } from './account.js';
 
 /** An agent's trusted destinations; `agentName` keeps the table and form names unique when several agents' lists share a page. */
 export function Destinations({ agentId, agentName }: { agentId: string; agentName: string }) {
@@ -12,6 +13,8 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
       asView<Schemas['TrustedDestinationListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/trusted-destinations', { params: { path: { agent_id: agentId }, query: { limit: 100 } } }))),
     [agentId],
   );
+  // evm mode with agent accounts: adding a destination is the owner's signature (agentctl destination add).
+  const account = useAccount(agentId);
   const [address, setAddress] = useState('');
   const [label, setLabel] = useState('');
   const act = (id: string, what: string, action: 'confirm' | 'cancel' | 'remove', text: string) => (
@@ -45,24 +48,30 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
         ])}
         empty="No trusted destinations."
       />
-      <ActionForm
-        label="Propose destination"
-        name={`Propose a destination for ${agentName}`}
-        action={async () => {
-          await ok(
-            api.POST('/v1/owner/agents/{agent_id}/trusted-destinations', {
-              params: { path: { agent_id: agentId }, header: idempotency() },
-              body: { kind: 'crypto', chain: 'base', address, label, timelock_seconds: 0 },
-            }),
-          );
-          setAddress('');
-          setLabel('');
-          list.reload();
-        }}
-      >
-        <Field label="Address (0x…)" name="dest-address" id={`${uid}-address`} value={address} onInput={setAddress} required />
-        <Field label="Label" name="dest-label" id={`${uid}-label`} value={label} onInput={setLabel} required />
-      </ActionForm>
+      {account.onchain ? (
+        <p class="status">
+          Adding a destination to this agent's account is signed by your key: <code>{account.data?.commands.find((c) => c.action === 'add_destination')?.command}</code>
+        </p>
+      ) : (
+        <ActionForm
+          label="Propose destination"
+          name={`Propose a destination for ${agentName}`}
+          action={async () => {
+            await ok(
+              api.POST('/v1/owner/agents/{agent_id}/trusted-destinations', {
+                params: { path: { agent_id: agentId }, header: idempotency() },
+                body: { kind: 'crypto', chain: 'base', address, label, timelock_seconds: 0 },
+              }),
+            );
+            setAddress('');
+            setLabel('');
+            list.reload();
+          }}
+        >
+          <Field label="Address (0x…)" name="dest-address" id={`${uid}-address`} value={address} onInput={setAddress} required />
+          <Field label="Label" name="dest-label" id={`${uid}-label`} value={label} onInput={setLabel} required />
+        </ActionForm>
+      )}
     </>
   );
 }

@@ -9,7 +9,8 @@ import { replayPolicy, ReplayView, type ReplayResult } from './replay.js';
 /** The body PUT …/policy and POST …/policy/validate take (the policy file format). */
 type PolicyBody = paths['/v1/owner/agents/{agent_id}/policy']['put']['requestBody']['content']['application/json'];
 
-export function PolicyEditor({ id, onShadowChange }: { id: string; onShadowChange?: () => void }) {
+/** `readOnly`: the agent's account on chain holds the policy (evm mode): it is changed by the owner's signature, not saved here. */
+export function PolicyEditor({ id, readOnly = false, onShadowChange }: { id: string; readOnly?: boolean; onShadowChange?: () => void }) {
   const current = useLoad(async () => asView<{ policy: Policy | null }>(await ok(api.GET('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id } } }))), [id]);
   const [draft, setDraft] = useState<Policy | null>(null);
   const [text, setText] = useState<string | null>(null);
@@ -99,23 +100,30 @@ export function PolicyEditor({ id, onShadowChange }: { id: string; onShadowChang
             return 'Shadow policy set: every write is also evaluated against it.';
           }}
         />
-        <ActionForm
-          label="Save policy"
-          action={async () => {
-            try {
-              const res = asView<{ policy: Policy }>(await ok(api.PUT('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id }, header: idempotency() }, body: parse() })));
-              setProblems([]);
-              setDraft(res.policy);
-              setText(null);
-              return 'Policy saved.';
-            } catch (err) {
-              const problems = err instanceof ApiFailure ? err.error.details?.problems : undefined;
-              if (Array.isArray(problems)) setProblems(problems.map(String));
-              throw err;
-            }
-          }}
-        />
+        {!readOnly && (
+          <ActionForm
+            label="Save policy"
+            action={async () => {
+              try {
+                const res = asView<{ policy: Policy }>(await ok(api.PUT('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id }, header: idempotency() }, body: parse() })));
+                setProblems([]);
+                setDraft(res.policy);
+                setText(null);
+                return 'Policy saved.';
+              } catch (err) {
+                const problems = err instanceof ApiFailure ? err.error.details?.problems : undefined;
+                if (Array.isArray(problems)) setProblems(problems.map(String));
+                throw err;
+              }
+            }}
+          />
+        )}
       </div>
+      {readOnly && (
+        <p class="status">
+          This policy is held by the agent's account on chain: edit and validate it here, then sign it with <code>agentctl agent set-policy</code> (the command is under On-chain limits).
+        </p>
+      )}
       {replay && <ReplayView result={replay} />}
     </>
   );

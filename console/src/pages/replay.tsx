@@ -85,7 +85,7 @@ export async function replayPolicy(agentId: string, policy: Policy, days = 30): 
   return ok(api.POST('/v1/owner/agents/{agent_id}/policy/replay', { params: { path: { agent_id: agentId } }, body: { policy, since } }));
 }
 
-export function ShadowPolicy({ id, version, onChange }: { id: string; version: number; onChange: () => void }) {
+export function ShadowPolicy({ id, readOnly = false, version, onChange }: { id: string; readOnly?: boolean; version: number; onChange: () => void }) {
   const shadow = useLoad(() => ok(api.GET('/v1/owner/agents/{agent_id}/shadow-policy', { params: { path: { agent_id: id } } })), [id, version]);
   const decisions = useLoad(() => ok(api.GET('/v1/owner/agents/{agent_id}/shadow-decisions', { params: { path: { agent_id: id }, query: { limit: 100 } } })), [id, version]);
   const policy = shadow.data?.shadow_policy ?? null;
@@ -101,14 +101,16 @@ export function ShadowPolicy({ id, version, onChange }: { id: string; version: n
             {JSON.stringify(policy, null, 2)}
           </pre>
           <div class="row">
-            <ActionForm
-              label="Promote to live policy"
-              action={async () => {
-                await ok(api.POST('/v1/owner/agents/{agent_id}/shadow-policy/promote', { params: { path: { agent_id: id }, header: idempotency() }, body: {} }));
-                onChange();
-                return 'The shadow policy is now the live policy.';
-              }}
-            />
+            {!readOnly && (
+              <ActionForm
+                label="Promote to live policy"
+                action={async () => {
+                  await ok(api.POST('/v1/owner/agents/{agent_id}/shadow-policy/promote', { params: { path: { agent_id: id }, header: idempotency() }, body: {} }));
+                  onChange();
+                  return 'The shadow policy is now the live policy.';
+                }}
+              />
+            )}
             <ActionForm
               label="Drop shadow policy"
               danger

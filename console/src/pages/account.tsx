@@ -1,0 +1,84 @@
+// How an agent's limits are enforced (issue 24). In evm mode with agent accounts the owner's limits live in the
+// agent's AgentAccount on chain and every change is the owner's signature: until the console can sign (passkeys as
+// the onchain signer), it shows the account's caps, usage and exposure read-only, with the agentctl command that signs
+// each change with the owner's key.
+import { api, ok, type Schemas } from '../api.js';
+import { usd } from '../format.js';
+import { Status, Table, useLoad } from '../ui.js';
+
+export type AccountView = Schemas['OwnerAccountView'];
+
+const ACTIONS: Record<AccountView['commands'][number]['action'], string> = {
+  set_policy: 'Set the policy',
+  add_destination: 'Add a trusted destination',
+  add_recipient: 'Add a payee',
+  cancel_one_off: 'Cancel a one-off payment',
+  pause: 'Pause the agent',
+  resume: 'Resume the agent',
+  rotate_lane_key: 'Rotate the lane key',
+};
+
+/** The agent's account view; `onchain` is true when the account on chain, not the database, holds the limits. */
+export function useAccount(id: string, version = 0) {
+  const view = useLoad(() => ok(api.GET('/v1/owner/agents/{agent_id}/account', { params: { path: { agent_id: id } } })), [id, version]);
+  return { ...view, onchain: view.data?.custody === 'account' };
+}
+
+const cap = (v: string | number | null | undefined, unit: 'usd' | 'count') => (v === null || v === undefined ? 'no cap' : unit === 'usd' ? usd(String(v)) : String(v));
+
+export function OnchainAccount({ view, error }: { view: AccountView | undefined; error: string | null }) {
+  if (error) return <Status text={error} kind="error" />;
+  if (!view || view.custody !== 'account') return null;
+  const l = view.limits;
+  const u = view.usage;
+  return (
+    <>
+      <h2>On-chain limits (read-only)</h2>
+      <p>
+        This agent's limits are enforced by its account contract on chain: not even this server can spend beyond them. Every change is signed by your key, so this console shows them read-only; run the
+        command under <em>Change them</em> on the machine that holds your key.
+      </p>
+      <dl class="facts" aria-label="Account on chain">
+        <dt>Account</dt>
+        <dd>
+          <code>{view.account}</code>
+        </dd>
+        <dt>Owner signer</dt>
+        <dd>
+          <code>{view.owner_signer ?? '—'}</code>
+        </dd>
+        <dt>Lane key (agent sender)</dt>
+        <dd>
+          <code>{view.agent_sender_address ?? '—'}</code>
+        </dd>
+        <dt>State</dt>
+        <dd>{!view.deployed ? 'not deployed yet (nothing can move until you sign a policy)' : view.paused ? 'paused: every lane call reverts' : 'active'}</dd>
+        <dt>Policy version</dt>
+        <dd>{view.policy_version ?? '—'}</dd>
+        <dt>Exposure if this server were compromised</dt>
+        <dd>{usd(view.exposure_usd ?? '0')}</dd>
+      </dl>
+      <Table
+        caption="Caps and usage held by the account"
+        head={['Limit', 'Cap', 'Used']}
+        rows={[
+          ['Per transaction', cap(l.per_tx_usd, 'usd'), '—'],
+          [`Per ${l.period ?? 'period'}`, cap(l.per_period_usd, 'usd'), usd(u.period_usd)],
+          ['Transactions per period', cap(l.max_txs_per_period, 'count'), String(u.period_txs)],
+          ['Lifetime', cap(l.lifetime_usd, 'usd'), usd(u.lifetime_usd)],
+        ]}
+      />
+      <h3>Change them</h3>
+      <ul class="commands" aria-label="agentctl commands for owner changes">
+        {view.commands.map((c) => (
+          <li>
+            {ACTIONS[c.action]}
+            <pre>
+              <code>{c.command}</code>
+            </pre>
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
