@@ -1,5 +1,6 @@
 // Trusted destinations: owner-proposed addresses with a time lock before confirmation.
-import type { Db } from '../knex.js';
+import { rows, type Db } from '../knex.js';
+import { sql } from '../sql.js';
 import { newestFirst, type Page } from './keyset.js';
 
 export interface TrustedDestinationRow {
@@ -34,6 +35,15 @@ export async function findTrustedDestinationById(db: Db, id: string): Promise<Tr
 
 export async function findConfirmedDestinationsByAddress(db: Db, agentId: string, address: string): Promise<TrustedDestinationRow[]> {
   return db('trusted_destinations').where({ agent_id: agentId, status: 'confirmed' }).whereRaw('lower(address) = lower(?)', [address]).orderBy('created_at');
+}
+
+/**
+ * The agent's pending destination for `address`, if any, after taking a transaction lock on (agent, address): two
+ * proposals of one address serialise here, so the second sees the first (call it in the transaction that inserts).
+ */
+export async function lockPendingDestinationByAddress(trx: Db, agentId: string, address: string): Promise<TrustedDestinationRow | undefined> {
+  await rows(trx, sql`SELECT pg_advisory_xact_lock(hashtext(${`trusted-destination:${agentId}:${address.toLowerCase()}`}))`);
+  return trx('trusted_destinations').where({ agent_id: agentId, status: 'pending' }).whereRaw('lower(address) = lower(?)', [address]).first();
 }
 
 export async function listTrustedDestinations(db: Db, agentId: string, p: Page): Promise<TrustedDestinationRow[]> {

@@ -3,6 +3,7 @@
 import { withTransaction, type Db } from '../../db/knex.js';
 import { findWalletByAgent } from '../../db/repositories/agent.repository.js';
 import {
+  lockPendingDestinationByAddress,
   findTrustedDestination,
   findTrustedDestinationById,
   insertTrustedDestination,
@@ -93,22 +94,35 @@ export function createDestinationService(deps: { clock: Clock; operations: Opera
         throw new ApiError('validation_failed', `owner_signature.unlock_at is earlier than this destination's time lock of ${timelock} s allows`, {
           errors: [{ location: 'body', path: '/owner_signature/unlock_at', message: 'earlier than the time lock allows' }],
         });
+      // One time lock per address at a time (Hightop's pending_time_lock_exists): refused before the chain is asked.
+      const pendingRefusal = (pending: TrustedDestinationRow | undefined) =>
+        pending &&
+        new ApiError('pending_time_lock_exists', `a destination for ${input.address} is already pending until ${pending.confirmable_at.toISOString()}: confirm or cancel it first`, {
+          destination_id: pending.id,
+          confirmable_at: pending.confirmable_at.toISOString(),
+        });
+      const early = pendingRefusal(await withTransaction(db, (trx) => lockPendingDestinationByAddress(trx, agentId, input.address)));
+      if (early) throw early;
       // The account first (its time lock is the one that holds), then the mirror.
       await chainMirror?.onAdd(db, agentId, input.address, confirmableAt, input.signature);
-      await insertTrustedDestination(db, {
-        id,
-        agent_id: agentId,
-        kind: 'crypto',
-        chain: 'base',
-        address: input.address,
-        label: input.label,
-        status: 'pending',
-        confirmable_at: confirmableAt,
-        created_at: now,
-        confirmed_at: null,
-        cancelled_at: null,
-        removed_at: null,
-        updated_at: now,
+      await withTransaction(db, async (trx) => {
+        const raced = pendingRefusal(await lockPendingDestinationByAddress(trx, agentId, input.address));
+        if (raced) throw raced;
+        await insertTrustedDestination(trx, {
+          id,
+          agent_id: agentId,
+          kind: 'crypto',
+          chain: 'base',
+          address: input.address,
+          label: input.label,
+          status: 'pending',
+          confirmable_at: confirmableAt,
+          created_at: now,
+          confirmed_at: null,
+          cancelled_at: null,
+          removed_at: null,
+          updated_at: now,
+        });
       });
       return { destination_id: id };
     },
