@@ -601,7 +601,7 @@ async function main(): Promise<number> {
     const results: Array<[string, boolean, string]> = [];
     /** Whether a request's lifetime overlaps an outage (or the recovery right after it). */
     const inOutage = (s: Sample) => outages.some((o) => s.at + s.ms >= o.from - 500 && s.at <= o.to + RECOVERY_MS);
-    const tally = (list: Sample[], keyOf: (s: Sample) => string) => Object.entries(list.reduce<Record<string, number>>((m, s) => ((m[keyOf(s)] = (m[keyOf(s)] ?? 0) + 1), m), {}));
+    const tally = <T>(list: T[], keyOf: (s: T) => string) => Object.entries(list.reduce<Record<string, number>>((m, s) => ((m[keyOf(s)] = (m[keyOf(s)] ?? 0) + 1), m), {}));
     const byStatus = (list: Sample[]) => tally(list, (s) => `${s.status ?? s.error}${inOutage(s) ? ' in outage' : ' outside outages'}`);
     try {
       const journal = (await check('journal_entries').select('asset_symbol').sum({ total: 'amount' }).count({ n: '*' }).groupBy('asset_symbol')) as Array<{
@@ -715,7 +715,7 @@ async function main(): Promise<number> {
       results.push([
         'MCP: every request answered, except by a process being killed or a 503 in an outage',
         mcpUnanswered.length === 0,
-        `${mcp.answers.length} MCP requests (${tally(mcp.answers as never[], (a: { status: number | null; error: string | null }) => String(a.status ?? a.error))
+        `${mcp.answers.length} MCP requests (${tally(mcp.answers, (a) => String(a.status ?? a.error))
           .map(([k, n]) => `${k}=${n}`)
           .join(' ')}; refusals: ${tally(mcp.answers.filter((a) => a.detail) as never[], (a: { status: number; detail: string }) => `${a.status} ${a.detail}`)
           .map(([k, n]) => `${k} x${n}`)
