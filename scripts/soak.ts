@@ -3,6 +3,8 @@
 // its own; a loopback TLS webhook receiver; 200 agents of mixed traffic. Every 30 s one API process and one worker are
 // SIGKILLed and restarted; Redis is stopped for 10 s once; Postgres is cut for 10 s once. After the drain, a quiet window
 // of writes checks that agentapi_operations_total summed over the 5 processes equals the table (scripts/soak-counters.ts).
+// MCP clients send every request to the next API process in turn and resume their event streams on another process
+// when one is killed (scripts/soak-mcp.ts): sessions live in Redis, so no routing is sticky.
 // At the end it prints and checks the invariants and exits 1 when one fails.
 //
 // Bounded: SOAK_SECONDS of load (default 150, at most 200), the whole run under 5 minutes (a hard timer tears everything
@@ -22,12 +24,20 @@ import { createKnex, migrateLatest } from '../src/db/knex.js';
 import { parseAmount } from '../src/lib/money.js';
 import { EMITTED_EVENT_TYPES } from '../src/webhooks/event-types.js';
 import { createTestPki } from '../test/webhooks/helpers/receiver.js';
+import { ALL_SCOPES } from '../src/auth/principal.js';
+import { systemClock } from '../src/lib/clock.js';
+import { mintAccessToken } from '../test/mcp/helpers.js';
+import type { TestServer } from '../test/helpers/server.js';
 import { compareOperationCounters, countOperationRows, scrapeProcess, type CounterComparison } from './soak-counters.js';
+import { createMcpSoak } from './soak-mcp.js';
 
 const SOAK_SECONDS = Math.min(200, Math.max(20, Number(process.env.SOAK_SECONDS ?? 150)));
 const AGENTS = Math.min(200, Math.max(10, Number(process.env.SOAK_AGENTS ?? 200)));
 const HARD_LIMIT_MS = 295_000;
 const CONCURRENCY = 16;
+/** MCP clients (issue 30 item 7), each with a session and a stream, and the loops sending their tool calls. */
+const MCP_CLIENTS = 6;
+const MCP_RUNNERS = 2;
 const KILL_EVERY_MS = 30_000;
 const OUTAGE_MS = 10_000;
 /** After an outage ends, 503s are still expected this long (Redis reconnect backoff, pool re-dial). */
@@ -273,7 +283,11 @@ async function main(): Promise<number> {
       WEBHOOK_ATTEMPT_TIMEOUT_MS: '3000',
       SHUTDOWN_GRACE_MS: '3000',
       NODE_EXTRA_CA_CERTS: caFile,
+      MCP_EVENT_POLL_MS: '200',
     };
+    // One deployment: the three API processes share one BASE_URL (the audience of the MCP clients' tokens).
+    const apiPorts = await Promise.all([0, 1, 2].map(() => freePort()));
+    env.BASE_URL = `http://127.0.0.1:${apiPorts[0]}`;
 
     // Data: agents, policies, funds, a webhook endpoint each, an earn vault; probe agents for exact rate limits.
     log(`setup: database ${dbName}, redis :${redisPort}, pg proxy :${proxyPort}, receiver :${receiver.port}; ${AGENTS} agents`);
@@ -300,21 +314,23 @@ async function main(): Promise<number> {
       for (const cls of PROBE_CLASSES) await services.agents.setRateLimit(db, a.agentId, { class: cls, limit: 100, burst: PROBE_BURST, windowSeconds: 3600 });
       probeAgents.push(a);
     }
+    // MCP clients: agents of their own (their events are theirs alone), each with an access token for /mcp.
+    const mcpClients: Array<{ agentId: string; token: string }> = [];
+    for (let i = 0; i < MCP_CLIENTS; i++) {
+      const a = await makeAgent(`soak mcp ${i}`);
+      await services.agents.setRateLimit(db, a.agentId, { class: 'write', limit: 100_000, burst: 1000, windowSeconds: 3600 });
+      await services.agents.setRateLimit(db, a.agentId, { class: 'read', limit: 100_000, burst: 1000, windowSeconds: 3600 });
+      const server = { config: core.config, db, clock: systemClock } as unknown as TestServer;
+      mcpClients.push({ agentId: a.agentId, token: await mintAccessToken(server, { agentId: a.agentId, ownerId: owner.owner_id } as never, { scopes: [...ALL_SCOPES], lifetimeSeconds: 3600 }) });
+    }
     await core.close();
 
     // Processes: three APIs, two workers, compiled JavaScript on this Node.
-    const apiPorts = await Promise.all([0, 1, 2].map(() => freePort()));
     const apis: Managed[] = apiPorts.map((_, i) => ({ name: `api-${i + 1}`, child: null, up: false, logFile: createWriteStream(join(ARTIFACTS, `api-${i + 1}.log`)) }));
     const workers: Managed[] = [0, 1].map((i) => ({ name: `worker-${i + 1}`, child: null, up: false, logFile: createWriteStream(join(ARTIFACTS, `worker-${i + 1}.log`)) }));
     const metricsPorts = await Promise.all([0, 1, 2, 3, 4].map(() => freePort()));
     const startApi = (i: number) =>
-      spawnLogged(
-        apis[i]!,
-        process.execPath,
-        ['dist/src/server.js'],
-        { ...env, RUN_WORKER: 'false', PORT: String(apiPorts[i]), METRICS_PORT: String(metricsPorts[i]), BASE_URL: `http://127.0.0.1:${apiPorts[i]}` },
-        /listening on http/,
-      );
+      spawnLogged(apis[i]!, process.execPath, ['dist/src/server.js'], { ...env, RUN_WORKER: 'false', PORT: String(apiPorts[i]), METRICS_PORT: String(metricsPorts[i]) }, /listening on http/);
     const startWorker = (i: number) => spawnLogged(workers[i]!, process.execPath, ['dist/scripts/worker.js'], { ...env, METRICS_PORT: String(metricsPorts[3 + i]) });
     await Promise.all([0, 1, 2].map(startApi));
     await Promise.all([0, 1].map(startWorker));
@@ -503,10 +519,12 @@ async function main(): Promise<number> {
       );
     })();
 
+    const mcp = createMcpSoak({ apiUrl: (i) => `http://127.0.0.1:${apiPorts[i]}`, up: (i) => apis[i]!.up, elapsed, log }, mcpClients);
+    await mcp.start();
     const runners = Array.from({ length: CONCURRENCY }, async () => {
       while (Date.now() < loadEnd && samples.length < MAX_REQUESTS) await pickAction()(pick(agents));
     });
-    await Promise.all(runners);
+    await Promise.all([...runners, mcp.load(loadEnd, MCP_RUNNERS)]);
     await timeline;
     log(`load done: ${samples.length} requests`);
     // One more probe after every fault has healed, on a fresh agent.
@@ -529,6 +547,18 @@ async function main(): Promise<number> {
       await sleep(1000);
     }
     log(`drained: ${live.deliveries} deliveries and ${live.operations} operations still live`);
+    const executedOf = async (ids: string[]) => {
+      const done = new Set<string>();
+      for (let i = 0; i < ids.length; i += 1000)
+        for (const r of await check('operations')
+          .whereIn('id', ids.slice(i, i + 1000))
+          .where({ status: 'executed' })
+          .select('id'))
+          done.add(r.id);
+      return done;
+    };
+    const mcpResult = await mcp.finish(executedOf, 20_000);
+    log('MCP streams closed');
 
     // ---- the counter window: no kills or outages, every process scraped at both ends ---------------------------------
     // Across the SIGKILLs above the counters cannot add up (a killed process takes its unscraped increments with it), so
@@ -571,7 +601,7 @@ async function main(): Promise<number> {
     const results: Array<[string, boolean, string]> = [];
     /** Whether a request's lifetime overlaps an outage (or the recovery right after it). */
     const inOutage = (s: Sample) => outages.some((o) => s.at + s.ms >= o.from - 500 && s.at <= o.to + RECOVERY_MS);
-    const tally = (list: Sample[], keyOf: (s: Sample) => string) => Object.entries(list.reduce<Record<string, number>>((m, s) => ((m[keyOf(s)] = (m[keyOf(s)] ?? 0) + 1), m), {}));
+    const tally = <T>(list: T[], keyOf: (s: T) => string) => Object.entries(list.reduce<Record<string, number>>((m, s) => ((m[keyOf(s)] = (m[keyOf(s)] ?? 0) + 1), m), {}));
     const byStatus = (list: Sample[]) => tally(list, (s) => `${s.status ?? s.error}${inOutage(s) ? ' in outage' : ' outside outages'}`);
     try {
       const journal = (await check('journal_entries').select('asset_symbol').sum({ total: 'amount' }).count({ n: '*' }).groupBy('asset_symbol')) as Array<{
@@ -672,6 +702,37 @@ async function main(): Promise<number> {
         }`,
       ]);
 
+      const redisOutage = outages.find((o) => o.what === 'redis');
+      const lostOutsideRestart = mcpResult.lostSessions.filter((t) => !redisOutage || t < redisOutage.from);
+      results.push([
+        'MCP: sessions served by every API process in turn (round robin, no stickiness); none lost but by the Redis restart',
+        mcpResult.servedByAllThree > 0 && lostOutsideRestart.length === 0,
+        `${mcpResult.clients} clients, ${mcpResult.sessions} sessions, ${mcpResult.servedByAllThree} served by all three processes, ${mcpResult.servedByOne} by one or none; ${mcpResult.lostSessions.length} ended by the Redis restart (empty, no persistence: their clients opened new ones), ${lostOutsideRestart.length} lost otherwise`,
+      ]);
+      const mcpKilled = (a: { api: number; at: number; ms: number }) => kills.some((k) => k.api === a.api && a.at + a.ms >= k.at - 1000 && a.at <= k.upAt + 1000);
+      const mcpOutage = (a: { at: number; ms: number }) => outages.some((o) => a.at + a.ms >= o.from - 500 && a.at <= o.to + RECOVERY_MS);
+      const mcpUnanswered = mcp.answers.filter((a) => (a.status === null && !mcpKilled(a)) || (a.status !== null && a.status >= 500 && !(a.status === 503 && mcpOutage(a))));
+      results.push([
+        'MCP: every request answered, except by a process being killed or a 503 in an outage',
+        mcpUnanswered.length === 0,
+        `${mcp.answers.length} MCP requests (${tally(mcp.answers, (a) => String(a.status ?? a.error))
+          .map(([k, n]) => `${k}=${n}`)
+          .join(' ')}; refusals: ${tally(mcp.answers.filter((a) => a.detail) as never[], (a: { status: number; detail: string }) => `${a.status} ${a.detail}`)
+          .map(([k, n]) => `${k} x${n}`)
+          .join(' | ')}); ${mcpUnanswered.length} not explained${
+          mcpUnanswered.length
+            ? `: ${mcpUnanswered
+                .slice(0, 3)
+                .map((a) => `${a.kind} api-${a.api + 1} ${a.status ?? a.error} at ${(a.at / 1000).toFixed(1)}s`)
+                .join(', ')}`
+            : ''
+        }`,
+      ]);
+      results.push([
+        "MCP: every payment a session made that executed reached the session's stream, resumed with Last-Event-ID on other processes",
+        mcpResult.missing.length === 0 && mcpResult.executedInLast > 0 && mcpResult.crossResumes > 0,
+        `${mcpResult.lastSessions} last sessions paid ${mcpResult.paidInLast}, ${mcpResult.executedInLast} executed, ${mcpResult.missing.length} not notified${mcpResult.missing.length ? ` (${mcpResult.missing.slice(0, 3).join(', ')})` : ''}; ${mcpResult.crossResumes} streams resumed on another process than the one that sent the last event`,
+      ]);
       results.push([
         'agentapi_operations_total summed over the 5 processes equals the table, per type and terminal status, over a quiet window',
         typeof counters !== 'string' && counters.ok,

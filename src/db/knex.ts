@@ -7,6 +7,7 @@ import type { DbTimeouts } from '../config.js';
 import type { Logger } from '../lib/logger.js';
 import { migrationSource } from './migrations/index.js';
 import { fromNative, prepared, type Sql } from './sql.js';
+import { transactionFailure } from './unavailable.js';
 
 export type { Knex };
 /** A pool or a transaction: repositories and services take either. */
@@ -320,7 +321,7 @@ export async function batch<const S extends readonly Sql<unknown>[]>(db: Db, sta
     return (await sendInOrder(trx, statements, () => trx.commit())) as Result;
   } catch (err) {
     if (!trx.isCompleted()) await trx.rollback();
-    throw err;
+    throw await transactionFailure(trx, err);
   }
 }
 
@@ -351,7 +352,7 @@ export async function withTransaction<T>(db: Db, fn: (trx: Knex.Transaction) => 
     return value;
   } catch (err) {
     if (!trx.isCompleted()) await trx.rollback();
-    throw err;
+    throw await transactionFailure(trx, err);
   }
 }
 

@@ -31,3 +31,16 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
   if (Array.isArray(e.errors) && e.errors.some((inner) => isDatabaseUnavailable(inner, depth + 1))) return true;
   return isDatabaseUnavailable(e.cause, depth + 1);
 }
+
+/**
+ * The error to answer for a transaction that failed: when it ended under its caller (its connection was lost, so
+ * knex rolled it back and the next query said "Transaction query already complete"), what ended it; else `err`.
+ */
+export async function transactionFailure(trx: { executionPromise: Promise<unknown> }, err: unknown): Promise<unknown> {
+  if (!(err instanceof Error) || !/Transaction query already complete/.test(err.message)) return err;
+  const ended = await trx.executionPromise.then(
+    () => null,
+    (reason: unknown) => reason,
+  );
+  return ended ?? err;
+}

@@ -3,7 +3,7 @@
 // index as 409 naming the field, anything else as 500.
 import { conflictErrorOf } from '../db/unique-violation.js';
 import { isDatabaseUnavailable } from '../db/unavailable.js';
-import { ApiError, isApiError } from '../lib/errors.js';
+import { ApiError, DependencyUnavailableError, isApiError } from '../lib/errors.js';
 import { LimiterUnavailableError } from '../ratelimit/rate-limit.service.js';
 
 /** Whole seconds a client should wait after a 503 (the pool reconnects as soon as the store answers). */
@@ -16,5 +16,6 @@ export function toApiError(err: unknown): ApiError | null {
   if (isApiError(err)) return err;
   if (err instanceof LimiterUnavailableError) return unavailable('Rate limiting is unavailable; writes are refused until it recovers.');
   if (isDatabaseUnavailable(err)) return unavailable('The database is unavailable; retry shortly.');
+  if (err instanceof DependencyUnavailableError) return unavailable(`${err.what[0]!.toUpperCase()}${err.what.slice(1)} is unavailable; retry shortly.`);
   return conflictErrorOf(err);
 }

@@ -120,3 +120,17 @@ export interface ValidationProblem {
 export function validationFailed(message: string, errors: ValidationProblem[]): ApiError {
   return new ApiError('validation_failed', message, { errors });
 }
+
+/**
+ * A store the service depends on (other than Postgres, which src/db/unavailable.ts recognises) did not answer: the
+ * request is answered 503 `service_unavailable` with Retry-After, not 500 (contract §2). `what` names it for the message.
+ */
+export class DependencyUnavailableError extends Error {
+  constructor(
+    readonly what: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${what} is unavailable`, options);
+    this.name = 'DependencyUnavailableError';
+  }
+}

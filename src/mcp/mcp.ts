@@ -8,6 +8,7 @@ import type { Principal } from '../auth/principal.js';
 import { loadDocument, type OpenApiDocument } from '../http/operations.js';
 import { MAX_BODY_DEPTH } from '../http/input-guard.js';
 import { BODY_LIMIT_BYTES, createSteps, readJsonBody, scopeAllows, type Exchange, type RateOverrides, type StepDeps } from '../http/steps.js';
+import { toApiError } from '../http/error-mapping.js';
 import type { HandlerResult } from '../http/types.js';
 import { errorBody, isApiError } from '../lib/errors.js';
 import type { OperationMeta } from '../lib/contract.js';
@@ -349,6 +350,13 @@ export function createMcpEndpoint(deps: McpDeps): McpEndpoint {
       if (isInitializeRequest(req.body)) await openSession(req, res, caller, exchange);
       else await handleStateless(req, res);
     } catch (err) {
+      // An outage (Postgres, or Redis holding the sessions) is a 503 with Retry-After, as on /v1/agent; the rest is a 500.
+      const answer = toApiError(err);
+      if (answer?.code === 'service_unavailable') {
+        log.warn({ err, requestId: exchange.requestId }, 'MCP request refused: a store is unavailable');
+        if (!res.headersSent) sendJsonRpcError(res, 503, -32603, answer.message, answer.headers);
+        return;
+      }
       log.error({ err, requestId: exchange.requestId }, 'MCP request failed');
       if (!res.headersSent) sendJsonRpcError(res, 500, -32603, `Internal error (request ${exchange.requestId}).`);
     }

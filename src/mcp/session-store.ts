@@ -1,6 +1,7 @@
 // MCP sessions shared by every API process: the session record (initialize, grant binding, subscription) and its SSE history in Redis.
 import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { DependencyUnavailableError } from '../lib/errors.js';
 
 /** A session's subscription: what it wants and how far the relay got (JSON-safe, so Redis can hold it). */
 export interface SubscriptionState {
@@ -62,8 +63,16 @@ const SEPARATOR = '~';
  * serving the session's request or stream, one at a time in practice; a lost race repeats an event
  * (delivery is at least once) and never skips one, since the cursor only moves past what was sent.
  */
-export function createRedisSessionStore(redis: RedisCommands, opts: { prefix: string; idleMs: number; capacity?: number }): SharedSessionStore {
+export function createRedisSessionStore(client: RedisCommands, opts: { prefix: string; idleMs: number; capacity?: number }): SharedSessionStore {
   const { prefix, idleMs } = opts;
+  // Redis not answering (offline, closed, reconnecting) is an outage, answered 503 like the database's; an error
+  // reply (ErrorReply: the command itself was wrong) stays an internal error.
+  const redis: RedisCommands = {
+    sendCommand: (args) =>
+      client.sendCommand(args).catch((err: unknown) => {
+        throw (err as { name?: string })?.name === 'ErrorReply' ? err : new DependencyUnavailableError('the MCP session store (Redis)', { cause: err });
+      }),
+  };
   const capacity = opts.capacity ?? 1000;
   const ttl = String(idleMs);
   const recordKey = (id: string) => `${prefix}mcp:s:${id}`;
