@@ -5,8 +5,9 @@ import { ChainUnavailableError, type Chain } from '../port.js';
 import { usdCoinAbi } from '../token.js';
 import type { EvmChainDeps, EvmTransactions } from './transactions.js';
 import { isNative } from './transfers.js';
+import { internalTransfersOf, type ParityTrace } from './traces.js';
 
-type EvmReads = Pick<Chain, 'health' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer'>;
+type EvmReads = Pick<Chain, 'health' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'internalTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer'>;
 
 export function createReads({ chainId, client }: EvmChainDeps, { node, revertOf }: EvmTransactions): EvmReads {
   return {
@@ -57,6 +58,17 @@ export function createReads({ chainId, client }: EvmChainDeps, { node, revertOf 
       return block.transactions
         .filter((tx) => tx.to && tx.value > 0n)
         .map((tx) => ({ from: tx.from, to: viem().getAddress(tx.to!), value: tx.value, txHash: tx.hash, blockNumber: block.number!, blockHash: block.hash! }));
+    },
+
+    async internalTransfers(blockNumber) {
+      // One trace_block per block (Anvil, Reth, Erigon, Nethermind; Geth has debug_traceBlockByNumber instead).
+      const raw = client as unknown as { request(args: { method: string; params: unknown[] }): Promise<ParityTrace[]> };
+      const traces = await node(() => raw.request({ method: 'trace_block', params: [`0x${blockNumber.toString(16)}`] })).catch((err: unknown) => {
+        // Transport failures stop the pass; a node that refuses the method has no traces.
+        if (err instanceof ChainUnavailableError) throw err;
+        return null;
+      });
+      return traces === null ? null : internalTransfersOf(traces);
     },
 
     async authorizationUsed(token, authorizer, nonce) {
