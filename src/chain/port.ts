@@ -173,8 +173,8 @@ export interface Chain {
   transferLogs(tokens: Address[], fromBlock: bigint, toBlock: bigint): Promise<TransferLog[]>;
   /** Plain ETH transfers (value > 0, to an EOA) in one block. */
   nativeTransfers(blockNumber: bigint): Promise<NativeTransfer[]>;
-  /** ETH moved by internal calls (CALL with value, CREATE, SELFDESTRUCT) of one block's successful frames; null when the node has no `trace_block`. */
-  internalTransfers(blockNumber: bigint): Promise<InternalTransfer[] | null>;
+  /** ETH moved by internal calls (CALL with value, CREATE, SELFDESTRUCT) of one block's successful frames; null when the node has no traces. */
+  internalTransfers(block: { number: bigint; hash: Hex }): Promise<InternalTransfer[] | null>;
   /** Whether an EIP-3009 authorization (`authorizer`, `nonce`) was used on `token`. */
   authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean>;
   /**

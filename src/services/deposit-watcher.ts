@@ -8,7 +8,7 @@
 // every tick, and the hashes of the last blocks applied are kept to find the fork point. Deposits credited from the
 // blocks a rewind gives up are reversed (deficits.ts: a compensating entry, a deficit for what was already spent); the
 // re-scan credits again whatever the new branch still holds. ETH that contracts send to a wallet (internal transfers)
-// is read from the block's traces (`trace_block`) and credited like a transfer, once per (transaction, index). No
+// is read from the block's traces (`trace_block`, else Geth's callTracer) and credited like a transfer, once per (transaction, index). No
 // public event (deposit.received is reserved in v1): activity rows.
 import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
@@ -288,9 +288,10 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
             number,
           ),
           chain.nativeTransfers(number),
-          assets.native ? chain.internalTransfers(number) : Promise.resolve([]),
+          assets.native ? chain.internalTransfers(block) : Promise.resolve([]),
         ]);
-        if (traced === null && !tracesMissing) log.warn({ chain_id: chain.chainId }, 'the node has no trace_block: ETH sent to wallets by contracts is not credited');
+        if (traced === null && !tracesMissing)
+          log.warn({ chain_id: chain.chainId }, 'the node answers neither trace_block nor debug_traceBlockByHash: ETH sent to wallets by contracts is not credited');
         tracesMissing = traced === null;
         const internals = traced ?? [];
         // Every read must describe the same block: a reorganisation between the reads is retried next tick.

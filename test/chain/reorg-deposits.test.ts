@@ -4,7 +4,8 @@
 // the next deposit; ETH that a contract forwards to a wallet (an internal transfer) is credited once.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { encodeFunctionData, getAddress, pad, parseEther, type Hex } from 'viem';
+import { encodeFunctionData, getAddress, pad, parseEther, toHex, type Hex } from 'viem';
+import { internalTransfersOf, internalTransfersOfCallFrames, type CallFrame, type ParityTrace } from '../../src/chain/evm/traces.js';
 import type { Address } from '../../src/chain/port.js';
 import { mintToken, usdCoinAbi } from '../../src/chain/token.js';
 import type { DepositWatcher } from '../../src/services/deposit-watcher.js';
@@ -70,6 +71,12 @@ describe('chain deposits: deep reorganisations and internal ETH transfers (Anvil
     expect(receipt.status).to.equal('success');
     // The ETH reached the wallet inside the call: the transaction itself was sent to the forwarder.
     expect((await node.client.getBalance({ address: agent.address })) - before).to.equal(parseEther('0.5'));
+    // Both trace methods the watcher can use (trace_block, Geth's debug_traceBlockByHash) see it alike.
+    const block = { number: receipt.blockNumber, hash: receipt.blockHash };
+    const viaTrace = internalTransfersOf(await node.rpc<ParityTrace[]>('trace_block', [toHex(block.number)]));
+    const viaDebug = internalTransfersOfCallFrames(await node.rpc<{ txHash: string; result: CallFrame }[]>('debug_traceBlockByHash', [block.hash, { tracer: 'callTracer' }]), block);
+    expect(viaTrace.map((t) => [t.from, t.to, t.value, t.txHash, t.index])).to.deep.equal([[getAddress(forwarder), agent.address, parseEther('0.5'), hash, 0]]);
+    expect(viaDebug).to.deep.equal(viaTrace);
     await node.mine(2);
     await drain(watcher);
     expect((await balanceRow(agent, 'ETH')).available).to.equal('0.5');
@@ -84,6 +91,23 @@ describe('chain deposits: deep reorganisations and internal ETH transfers (Anvil
     const activity = await s.request('GET', '/v1/agent/activity?type=deposit', { agent });
     expect(activity.body.items.map((i: { description: string }) => i.description)).to.have.length(1);
     expect(activity.body.items[0].description).to.include('sent by a contract');
+  });
+
+  it('credits once the ETH one of our accounts pays another (an internal transfer of the payer account)', async () => {
+    const payer = await s.agent({ ETH: '1' });
+    const payee = await s.agent();
+    const paid = await s.request('POST', '/v1/agent/payments', { agent: payer, idempotencyKey: randomUUID(), body: { to: payee.address, asset: 'ETH', amount: '0.1' } });
+    expect(paid.status).to.equal(200);
+    const clock = setInterval(() => void node.mine(1).catch(() => {}), 200);
+    const [op] = await s.settle([paid.body.operation_id]).finally(() => clearInterval(clock));
+    expect(op!.status).to.equal('executed');
+    await node.mine(3);
+    await drain(watcher);
+    await drain(watcher);
+    expect((await balanceRow(payee, 'ETH')).available).to.equal('0.1');
+    const rows = await depositsOf(op!.tx_hash as Hex);
+    expect(rows).to.have.length(1);
+    expect(rows[0]).to.include({ wallet_id: payee.walletId, log_index: -2, amount: parseEther('0.1').toString() });
   });
 
   it('reverses a credited deposit whose block a reorganisation beyond the confirmations orphaned; the re-mined one is credited once', async () => {

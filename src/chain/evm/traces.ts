@@ -1,6 +1,9 @@
-// Internal ETH transfers from a block's parity-style traces (`trace_block`): every frame below a transaction's top
-// call that moved ETH (CALL with value, CREATE with an endowment, SELFDESTRUCT's refund) and neither failed nor sits
-// under a frame that failed. DELEGATECALL and CALLCODE move nothing between accounts; STATICCALL carries no value.
+// Internal ETH transfers from a block's traces: every frame below a transaction's top call that moved ETH (CALL with
+// value, CREATE/CREATE2 with an endowment, SELFDESTRUCT's refund) and neither failed nor sits under a frame that
+// failed. DELEGATECALL and CALLCODE move nothing between accounts; STATICCALL carries no value. Two formats: the
+// parity-style flat list of `trace_block` (Anvil, Reth, Erigon, Nethermind) and the nested frames of Geth's
+// `debug_traceBlockByHash` with the callTracer. Both list frames depth first, so a transaction's transfers are
+// numbered alike.
 import { viem } from '../../lib/viem.js';
 import type { Address, Hex, InternalTransfer } from '../port.js';
 
@@ -46,6 +49,42 @@ export function internalTransfersOf(traces: ParityTrace[]): InternalTransfer[] {
       blockNumber: BigInt(t.blockNumber),
       blockHash: t.blockHash as Hex,
     });
+  }
+  return out;
+}
+
+export interface CallFrame {
+  type: string;
+  from: string;
+  to?: string;
+  value?: string;
+  error?: string;
+  calls?: CallFrame[];
+}
+
+/** The same from Geth's callTracer: `debug_traceBlockByHash(hash, { tracer: 'callTracer' })` (the hash pins the block). */
+export function internalTransfersOfCallFrames(traces: { txHash: string; result: CallFrame }[], block: { number: bigint; hash: Hex }): InternalTransfer[] {
+  const out: InternalTransfer[] = [];
+  for (const { txHash, result } of traces) {
+    let index = 0;
+    const walk = (frame: CallFrame, depth: number) => {
+      if (frame.error) return;
+      const value = BigInt(frame.value ?? 0);
+      const moves = frame.type === 'CALL' || frame.type === 'CREATE' || frame.type === 'CREATE2' || frame.type === 'SELFDESTRUCT';
+      if (depth > 0 && moves && value > 0n && frame.to) {
+        out.push({
+          from: viem().getAddress(frame.from) as Address,
+          to: viem().getAddress(frame.to) as Address,
+          value,
+          txHash: txHash as Hex,
+          index: index++,
+          blockNumber: block.number,
+          blockHash: block.hash,
+        });
+      }
+      for (const c of frame.calls ?? []) walk(c, depth + 1);
+    };
+    walk(result, 0);
   }
   return out;
 }
