@@ -37,6 +37,9 @@ export async function reverseCredit(trx: Db, post: PostEntry, input: { walletId:
   return { taken, short };
 }
 
+/** The deficit of (wallet, asset) under its row lock (0 when none): taken before the balance row, as everywhere here. */
+export const lockDeficit = (trx: Db, walletId: string, asset: string): Promise<bigint> => repo.lockDeficit(trx, walletId, asset);
+
 /** Pays the wallet's deficit of `asset` from its available balance as far as it goes (entry `deficit_cover`); returns what was paid. */
 export async function coverDeficit(trx: Db, post: PostEntry, walletId: string, asset: string, now: Date): Promise<bigint> {
   const owed = await repo.lockDeficit(trx, walletId, asset);

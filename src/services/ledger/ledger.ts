@@ -8,7 +8,7 @@ import type { Clock } from '../../lib/clock.js';
 import { ApiError, validationFailed } from '../../lib/errors.js';
 import { newId } from '../../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../../lib/money.js';
-import { coverDeficit } from './deficits.js';
+import { coverDeficit, lockDeficit } from './deficits.js';
 
 /** USD values carry 8 decimals (prices, amount_usd, caps), as Aave-style oracles do. */
 export const USD_DECIMALS = 8;
@@ -249,6 +249,8 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
     async deposit(db, input) {
       if (input.amount <= 0n) throw new ApiError('validation_failed', 'deposit amount must be positive');
       await withTransaction(db, async (trx) => {
+        // The deficit row before the balance (the order of every deficit path, deficits.ts), then paid first.
+        const owed = await lockDeficit(trx, input.walletId, input.asset);
         await service.post(trx, {
           operationId: input.operationId ?? null,
           entryType: 'deposit',
@@ -257,8 +259,7 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
             { account: { kind: 'available', walletId: input.walletId }, asset: input.asset, amount: input.amount },
           ],
         });
-        // A deficit left by a reversed deposit (deficits.ts) is paid first.
-        await coverDeficit(trx, service.post, input.walletId, input.asset, clock.now());
+        if (owed > 0n) await coverDeficit(trx, service.post, input.walletId, input.asset, clock.now());
       });
     },
 
