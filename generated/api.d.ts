@@ -3623,6 +3623,8 @@ export interface components {
             total: components["schemas"]["Decimal"];
             /** @description total valued at the current price, null when unpriced. */
             value_usd: components["schemas"]["NullableUsdDecimal"];
+            /** @description Present only while the wallet owes this asset: a deposit it had already spent was reversed because its block left the chain (a reorganisation deeper than the confirmations). Money writes of the wallet answer 422 `insufficient_funds` (details `reason: deficit`) until deposits of the asset cover it. */
+            deficit?: components["schemas"]["Decimal"];
         };
         BalanceListPage: {
             /** @constant */

@@ -85,6 +85,11 @@ export interface NativeTransfer {
   blockHash: Hex;
 }
 
+/** ETH moved by a contract call inside a transaction (not the transaction's own value): the `index`-th such transfer of the transaction. */
+export interface InternalTransfer extends NativeTransfer {
+  index: number;
+}
+
 export interface ChainHealth {
   mode: 'simulated' | 'evm';
   chain_id: number;
@@ -168,6 +173,8 @@ export interface Chain {
   transferLogs(tokens: Address[], fromBlock: bigint, toBlock: bigint): Promise<TransferLog[]>;
   /** Plain ETH transfers (value > 0, to an EOA) in one block. */
   nativeTransfers(blockNumber: bigint): Promise<NativeTransfer[]>;
+  /** ETH moved by internal calls (CALL with value, CREATE, SELFDESTRUCT) of one block's successful frames; null when the node has no traces. */
+  internalTransfers(block: { number: bigint; hash: Hex }): Promise<InternalTransfer[] | null>;
   /** Whether an EIP-3009 authorization (`authorizer`, `nonce`) was used on `token`. */
   authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean>;
   /**

@@ -4,5 +4,5 @@ import type { Chain } from './port.js';
 
 export type ChainReads = Pick<
   Chain,
-  'mode' | 'chainId' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer' | 'earn' | 'lending'
+  'mode' | 'chainId' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'internalTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer' | 'earn' | 'lending'
 >;

@@ -55,6 +55,7 @@ export function createSimulatedChain(deps: { clock: Clock; settlementDelayMs: nu
     },
     transferLogs: async () => [],
     nativeTransfers: async () => [],
+    internalTransfers: async () => [],
     authorizationUsed: async () => false,
     authorizationUsedAt: async () => null,
     // Nothing to call: simulate reports `simulate_onchain_not_run` on the simulated chain.

@@ -5,8 +5,11 @@
 // cursor moved to the block's number and hash. The next block must name that hash as its parent; when it does
 // not, the chain reorganised deeper than the confirmations and the cursor walks back. A block orphaned before its
 // confirmations is never applied, so its deposits are never credited. The cursor's own block is checked first on
-// every tick, and the hashes of the last blocks applied are kept to find the fork point. No public event (deposit.received is
-// reserved in v1).
+// every tick, and the hashes of the last blocks applied are kept to find the fork point. Deposits credited from the
+// blocks a rewind gives up are reversed (deficits.ts: a compensating entry, a deficit for what was already spent); the
+// re-scan credits again whatever the new branch still holds. ETH that contracts send to a wallet (internal transfers)
+// is read from the block's traces (`trace_block`, else Geth's callTracer) and credited like a transfer, once per (transaction, index). No
+// public event (deposit.received is reserved in v1): activity rows.
 import type { Db } from '../db/knex.js';
 import { withTransaction } from '../db/knex.js';
 import * as repo from '../db/repositories/deposit.repository.js';
@@ -16,14 +19,19 @@ import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { formatAmount } from '../lib/money.js';
 import { DEV_CHAIN_ID } from '../chain/dev-accounts.js';
-import type { Address, BlockRef, NativeTransfer, TransferLog } from '../chain/port.js';
+import type { Address, BlockRef, InternalTransfer, NativeTransfer, TransferLog } from '../chain/port.js';
 import type { ChainReads } from '../chain/reads.js';
+import { reverseCredit } from './ledger/deficits.js';
 import type { LedgerService } from './ledger/ledger.js';
 import type { OperationService } from './ledger/operations.js';
 
 export const DEPOSIT_CURSOR = 'deposits';
 /** The log index recorded for a plain ETH transfer (a transaction carries one native value at most). */
 export const NATIVE_LOG_INDEX = -1;
+/** The log index recorded for the `index`-th internal ETH transfer of a transaction (-2, -3, ...). */
+export const internalLogIndex = (index: number): number => -2 - index;
+/** The ledger's external account of chain deposits (credited from, reversed to). */
+const DEPOSIT_SOURCE = 'chain';
 /** Blocks applied per tick at most (the loop runs again at once while it has work). */
 /** chain_transactions kinds whose settlement books the wallet's inbound leg itself (DeFi on chain). */
 const SELF_BOOKED_KINDS = ['swap', 'vault', 'lending', 'rewards'] as const;
@@ -108,6 +116,7 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
     block: BlockRef,
     logs: TransferLog[],
     natives: NativeTransfer[],
+    internals: InternalTransfer[],
     assets: Awaited<ReturnType<typeof chainAssets>>,
   ): Promise<{ credits: Credit[]; wallets: Map<string, { id: string; agent_id: string }> }> {
     const candidates: Credit[] = [];
@@ -116,6 +125,7 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
       if (asset && l.value > 0n) candidates.push({ txHash: l.txHash, logIndex: l.logIndex, asset, from: l.from, to: l.to, value: l.value });
     }
     if (assets.native) for (const t of natives) candidates.push({ txHash: t.txHash, logIndex: NATIVE_LOG_INDEX, asset: assets.native, from: t.from, to: t.to, value: t.value });
+    if (assets.native) for (const t of internals) candidates.push({ txHash: t.txHash, logIndex: internalLogIndex(t.index), asset: assets.native, from: t.from, to: t.to, value: t.value });
     const wallets = await repo.findWalletsByAddresses(
       db,
       candidates.map((c) => c.to),
@@ -155,7 +165,7 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
           credited_at: now,
         });
         if (!inserted) continue;
-        await ledger.deposit(trx, { walletId: wallet.id, asset: c.asset.symbol, amount: c.value, source: 'chain' });
+        await ledger.deposit(trx, { walletId: wallet.id, asset: c.asset.symbol, amount: c.value, source: DEPOSIT_SOURCE });
         const usdE8 = await ledger.usdValue(trx, c.asset, c.value).catch(() => null);
         await operations.recordActivity(trx, {
           principal: { agentId: wallet.agent_id, walletId: wallet.id },
@@ -167,7 +177,7 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
           amount: c.value,
           amountUsdE8: usdE8,
           counterparty: c.from.toLowerCase(),
-          description: `Deposit of ${formatAmount(c.value, c.asset.decimals)} ${c.asset.symbol} (tx ${c.txHash})`,
+          description: `Deposit of ${formatAmount(c.value, c.asset.decimals)} ${c.asset.symbol} (tx ${c.txHash}${c.logIndex < NATIVE_LOG_INDEX ? ', sent by a contract' : ''})`,
           txHash: c.txHash.toLowerCase(),
         });
         log.info({ wallet_id: wallet.id, asset: c.asset.symbol, amount: c.value.toString(), tx_hash: c.txHash, log_index: c.logIndex }, 'deposit credited');
@@ -181,8 +191,8 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
   /**
    * The cursor's block is no longer on the chain (a reorganisation deeper than the confirmations, or a node reset):
    * walks back to the newest remembered block the chain still has, or to genesis (-1) when none is left. Re-scanning
-   * is safe (credits are unique per tx hash and log index); deposits credited from the blocks given up are reported,
-   * since the ledger cannot take them back on its own.
+   * is safe (credits are unique per tx hash and log index among live rows); deposits credited from the blocks given
+   * up are reversed in the same transaction, and credited again if the new branch holds them once it is confirmed.
    */
   async function rewind(cursor: repo.CursorRow): Promise<void> {
     let target = -1n;
@@ -199,6 +209,8 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
       const locked = await repo.lockCursor(trx, chain.chainId, DEPOSIT_CURSOR);
       if (!locked || locked.block_number !== cursor.block_number || locked.block_hash !== cursor.block_hash) return;
       const exposed = await repo.listDepositsAfter(trx, chain.chainId, target);
+      const now = clock.now();
+      for (const d of exposed) await reverse(trx, d, now);
       log.error(
         {
           chain_id: chain.chainId,
@@ -206,12 +218,40 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
           to_block: target.toString(),
           credited_after: exposed.map((d) => ({ tx_hash: d.tx_hash, log_index: d.log_index, block_hash: d.block_hash })),
         },
-        'chain reorganised below the confirmation depth; deposit cursor rewound',
+        'chain reorganised below the confirmation depth; deposits above the fork reversed, deposit cursor rewound',
       );
       await repo.forgetBlocksAbove(trx, chain.chainId, DEPOSIT_CURSOR, target);
       await repo.moveCursor(trx, chain.chainId, DEPOSIT_CURSOR, target, hash, clock.now());
     });
   }
+
+  /** Reverses one credited deposit whose block left the chain (marks the row, compensating entry, deficit, activity). */
+  async function reverse(trx: Db, d: repo.DepositRow, now: Date): Promise<void> {
+    if (!(await repo.markDepositReversed(trx, d.id, now))) return;
+    const amount = BigInt(d.amount);
+    const { taken, short } = await reverseCredit(trx, (db, input) => ledger.post(db, input), { walletId: d.wallet_id, asset: d.asset_symbol, amount, source: DEPOSIT_SOURCE, now });
+    const asset = await ledger.requireAsset(trx, d.asset_symbol);
+    const wallet = (await repo.findWalletsByAddresses(trx, [d.to_address])).get(d.to_address.toLowerCase());
+    const fmt = (units: bigint) => formatAmount(units, asset.decimals);
+    if (wallet) {
+      await operations.recordActivity(trx, {
+        principal: { agentId: wallet.agent_id, walletId: d.wallet_id },
+        type: 'deposit',
+        status: 'executed',
+        operationId: null,
+        direction: 'out',
+        asset: d.asset_symbol,
+        amount,
+        amountUsdE8: await ledger.usdValue(trx, asset, amount).catch(() => null),
+        counterparty: d.from_address,
+        description: `Deposit of ${fmt(amount)} ${d.asset_symbol} reversed: its block left the chain (tx ${d.tx_hash})${short > 0n ? `; ${fmt(short)} ${d.asset_symbol} already spent is owed` : ''}`,
+        txHash: d.tx_hash,
+      });
+    }
+    log.warn({ wallet_id: d.wallet_id, asset: d.asset_symbol, amount: d.amount, tx_hash: d.tx_hash, log_index: d.log_index, taken: taken.toString(), deficit: short.toString() }, 'deposit reversed');
+  }
+
+  let tracesMissing = false;
 
   return {
     async ensureCursor() {
@@ -241,17 +281,22 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
           return done + 1;
         }
         const assets = await chainAssets();
-        const [logs, natives] = await Promise.all([
+        const [logs, natives, traced] = await Promise.all([
           chain.transferLogs(
             [...assets.tokens.values()].map((a) => a.contract_address as Address),
             number,
             number,
           ),
           chain.nativeTransfers(number),
+          assets.native ? chain.internalTransfers(block) : Promise.resolve([]),
         ]);
+        if (traced === null && !tracesMissing)
+          log.warn({ chain_id: chain.chainId }, 'the node answers neither trace_block nor debug_traceBlockByHash: ETH sent to wallets by contracts is not credited');
+        tracesMissing = traced === null;
+        const internals = traced ?? [];
         // Every read must describe the same block: a reorganisation between the reads is retried next tick.
-        if (logs.some((l) => l.blockHash !== block.hash) || natives.some((t) => t.blockHash !== block.hash)) break;
-        const { credits, wallets } = await creditsOf(block, logs, natives, assets);
+        if ([...logs, ...natives, ...internals].some((l) => l.blockHash !== block.hash)) break;
+        const { credits, wallets } = await creditsOf(block, logs, natives, internals, assets);
         if (!(await apply(cursor, block, credits, wallets))) {
           // Another worker applied it (or rewound): read its cursor and carry on from there.
           const moved = await repo.findCursor(db, chain.chainId, DEPOSIT_CURSOR);

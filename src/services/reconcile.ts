@@ -3,6 +3,7 @@
 // (mined transactions of open operations: their amount and, for the wallet's own transactions, the gas; x402
 // authorizations already used by a seller while their operation is open).
 // Anything else is drift: a transfer straight from the wallet's key, a deposit not yet credited, a bug.
+// The report also lists each wallet's deficits (reversed deposits it had already spent, deficits.ts).
 // Earn positions in on-chain ERC-4626 vaults are reconciled too: the wallet's shares (`balanceOf`) against the
 // position's shares in the ledger (drift rows with asset `shares:<vault address>`), and so is the Morpho Blue
 // position: the wallet's borrow shares and collateral on chain against the ledger's debt and collateral rows (drift
@@ -11,6 +12,7 @@ import type { Hex } from 'viem';
 import { viem } from '../lib/viem.js';
 import type { Db } from '../db/knex.js';
 import * as repo from '../db/repositories/deposit.repository.js';
+import { listDeficits } from '../db/repositories/deficit.repository.js';
 import { listAssets, type AssetRow } from '../db/repositories/ledger.repository.js';
 import { listOpenOperationsOnChain } from '../db/repositories/operation.repository.js';
 import { findVault, listAllPositions } from '../db/repositories/vault.repository.js';
@@ -47,6 +49,8 @@ export interface ReconcileReport {
   assets: string[];
   drift_count: number;
   drift: Drift[];
+  /** What wallets owe after reversed deposits they had spent (their money writes are refused until covered). */
+  deficits: { agent_id: string; wallet_id: string; address: string; asset: string; amount: string }[];
 }
 
 export interface Reconciler {
@@ -129,7 +133,12 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
       const assets = await chainAssets();
       const wallets = await repo.listWalletsWithAddress(db, opts.agentId);
       const drift: Drift[] = [];
+      const deficits: ReconcileReport['deficits'] = [];
+      const decimals = new Map(assets.map((a) => [a.symbol, a.decimals]));
       for (const w of wallets) {
+        for (const d of await listDeficits(db, w.wallet_id)) {
+          deficits.push({ agent_id: w.agent_id, wallet_id: w.wallet_id, address: w.address, asset: d.asset_symbol, amount: formatAmount(BigInt(d.amount), decimals.get(d.asset_symbol) ?? 0) });
+        }
         const totals = await repo.walletLedgerTotals(db, w.wallet_id);
         const outgoing = await unsettled(w.wallet_id, w.address, assets);
         for (const asset of assets) {
@@ -154,7 +163,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
         if (chain.earn) drift.push(...(await shareDrift(w, assets)));
         if (chain.lending) drift.push(...(await lendingDrift(w, assets)));
       }
-      return { chain_id: chain.chainId, checked_at: clock.now().toISOString(), wallets_checked: wallets.length, assets: assets.map((a) => a.symbol), drift_count: drift.length, drift };
+      return { chain_id: chain.chainId, checked_at: clock.now().toISOString(), wallets_checked: wallets.length, assets: assets.map((a) => a.symbol), drift_count: drift.length, drift, deficits };
     },
   };
 }
@@ -162,6 +171,7 @@ export function createReconciler(deps: { db: Db; chain: ChainReads; clock: Clock
 /** The worker's periodic run: a warning naming every difference when the chain and the ledger disagree. */
 export async function reconcileAndWarn(reconciler: Reconciler, log: Logger): Promise<ReconcileReport> {
   const report = await reconciler.run();
+  if (report.deficits.length > 0) log.warn({ chain_id: report.chain_id, deficits: report.deficits }, 'wallets owe deficits after reversed deposits');
   if (report.drift_count > 0) log.warn({ chain_id: report.chain_id, drift: report.drift }, 'chain balances drift from the ledger');
   else log.debug({ chain_id: report.chain_id, wallets: report.wallets_checked }, 'chain reconciled: no drift');
   return report;

@@ -5,10 +5,13 @@ import { ChainUnavailableError, type Chain } from '../port.js';
 import { usdCoinAbi } from '../token.js';
 import type { EvmChainDeps, EvmTransactions } from './transactions.js';
 import { isNative } from './transfers.js';
+import { internalTransfersOf, internalTransfersOfCallFrames, type CallFrame, type ParityTrace } from './traces.js';
 
-type EvmReads = Pick<Chain, 'health' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer'>;
+type EvmReads = Pick<Chain, 'health' | 'head' | 'block' | 'balanceOf' | 'transferLogs' | 'nativeTransfers' | 'internalTransfers' | 'authorizationUsed' | 'authorizationUsedAt' | 'callTransfer'>;
 
 export function createReads({ chainId, client }: EvmChainDeps, { node, revertOf }: EvmTransactions): EvmReads {
+  /** Which trace method the node answered (null until one did). */
+  let tracer: 'trace' | 'debug' | null = null;
   return {
     async health() {
       try {
@@ -57,6 +60,32 @@ export function createReads({ chainId, client }: EvmChainDeps, { node, revertOf 
       return block.transactions
         .filter((tx) => tx.to && tx.value > 0n)
         .map((tx) => ({ from: tx.from, to: viem().getAddress(tx.to!), value: tx.value, txHash: tx.hash, blockNumber: block.number!, blockHash: block.hash! }));
+    },
+
+    async internalTransfers(block) {
+      // trace_block where the node has it, else Geth's callTracer, else null; the first method that answers is kept.
+      const raw = client as unknown as { request(args: { method: string; params: unknown[] }): Promise<unknown> };
+      const attempt = async <T>(method: string, params: unknown[]): Promise<T | null> =>
+        node(() => raw.request({ method, params }) as Promise<T>).catch((err: unknown) => {
+          // Transport failures stop the pass; a node that refuses the method has no such traces.
+          if (err instanceof ChainUnavailableError) throw err;
+          return null;
+        });
+      if (tracer !== 'debug') {
+        const traces = await attempt<ParityTrace[]>('trace_block', [`0x${block.number.toString(16)}`]);
+        if (traces !== null) {
+          tracer = 'trace';
+          return internalTransfersOf(traces);
+        }
+      }
+      if (tracer !== 'trace') {
+        const frames = await attempt<{ txHash: string; result: CallFrame }[]>('debug_traceBlockByHash', [block.hash, { tracer: 'callTracer' }]);
+        if (frames !== null) {
+          tracer = 'debug';
+          return internalTransfersOfCallFrames(frames, block);
+        }
+      }
+      return null;
     },
 
     async authorizationUsed(token, authorizer, nonce) {

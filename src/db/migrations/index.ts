@@ -15,6 +15,7 @@ import * as custodyServer from './0012_custody_server.js';
 import * as deliveryAttempts from './0015_delivery_attempts.js';
 import * as policyReplay from './0016_policy_replay.js';
 import * as approvals from './0017_approvals.js';
+import * as chainReversals from './0018_chain_reversals.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -37,6 +38,7 @@ const migrations: Record<string, Migration> = {
   '0015_delivery_attempts': deliveryAttempts,
   '0016_policy_replay': policyReplay,
   '0017_approvals': approvals,
+  '0018_chain_reversals': chainReversals,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -34,6 +34,8 @@ export interface DepositRow {
   block_hash: string;
   wallet_id: string;
   asset_symbol: string;
+  to_address: string;
+  from_address: string;
   amount: string;
 }
 
@@ -77,17 +79,23 @@ export async function forgetBlocksAbove(db: Db, chainId: number, name: string, b
 
 /** Records a deposit unless (chain_id, tx_hash, log_index) is already recorded; true when this call inserted it. */
 export async function insertDepositOnce(db: Db, row: NewDepositRow): Promise<boolean> {
+  // Unique among the live rows only (migration 0018): a reversed deposit mined again is credited again.
   const inserted = await db('chain_deposits')
     .insert({ ...row, tx_hash: row.tx_hash.toLowerCase(), block_number: row.block_number.toString(), amount: row.amount.toString() })
-    .onConflict(['chain_id', 'tx_hash', 'log_index'])
+    .onConflict(db.raw('(chain_id, tx_hash, log_index) WHERE reversed_at IS NULL'))
     .ignore()
     .returning('id');
   return inserted.length > 0;
 }
 
-/** Deposits credited from blocks after `blockNumber` (a deep reorganisation rewinds past them). */
+/** Live (not reversed) deposits credited from blocks after `blockNumber` (a deep reorganisation rewinds past them), locked. */
 export async function listDepositsAfter(db: Db, chainId: number, blockNumber: bigint): Promise<DepositRow[]> {
-  return db('chain_deposits').where({ chain_id: chainId }).where('block_number', '>', blockNumber.toString());
+  return db('chain_deposits').where({ chain_id: chainId }).whereNull('reversed_at').where('block_number', '>', blockNumber.toString()).orderBy(['block_number', 'tx_hash', 'log_index']).forUpdate();
+}
+
+/** Marks a deposit reversed (its block left the chain); false when it already was. */
+export async function markDepositReversed(db: Db, id: string, at: Date): Promise<boolean> {
+  return (await db('chain_deposits').where({ id }).whereNull('reversed_at').update({ reversed_at: at })) > 0;
 }
 
 /** Our wallets among `addresses` (any case): address (lower case) -> wallet. */

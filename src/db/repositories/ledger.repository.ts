@@ -114,23 +114,32 @@ export async function findWalletWithPricedBalances(
  * One statement for a wallet's balance list: its balance rows by asset, and the price of every asset (those it does
  * not hold are listed at zero and still valued).
  */
-export async function listBalancesWithPrices(db: Db, walletId: string): Promise<[Map<string, Pick<BalanceRow, 'available' | 'held'>>, Map<string, string>]> {
+export async function listBalancesWithPrices(db: Db, walletId: string): Promise<[Map<string, Pick<BalanceRow, 'available' | 'held'>>, Map<string, string>, Map<string, string>]> {
   // Fixed SQL (no builder to compile per request): /balances is the hottest read.
   const found = await rows(
     db,
     prepared(
-      sql<{ symbol: string; available: string | null; held: string | null; usd_e8: string | null }>`SELECT a.symbol, b.available, b.held, p.usd_e8 FROM assets a
-       LEFT JOIN balances b ON b.asset_symbol = a.symbol AND b.wallet_id = ${walletId} LEFT JOIN prices p ON p.asset_symbol = a.symbol`,
+      sql<{
+        symbol: string;
+        available: string | null;
+        held: string | null;
+        usd_e8: string | null;
+        deficit: string | null;
+      }>`SELECT a.symbol, b.available, b.held, p.usd_e8, d.amount AS deficit FROM assets a
+       LEFT JOIN balances b ON b.asset_symbol = a.symbol AND b.wallet_id = ${walletId} LEFT JOIN prices p ON p.asset_symbol = a.symbol
+       LEFT JOIN wallet_deficits d ON d.asset_symbol = a.symbol AND d.wallet_id = ${walletId}`,
       'agentapi_balances_with_prices',
     ),
   );
   const balances = new Map<string, Pick<BalanceRow, 'available' | 'held'>>();
   const prices = new Map<string, string>();
+  const deficits = new Map<string, string>();
   for (const r of found) {
+    if (r.deficit !== null) deficits.set(r.symbol, r.deficit);
     if (r.available !== null && r.held !== null) balances.set(r.symbol, { available: r.available, held: r.held });
     if (r.usd_e8 !== null) prices.set(r.symbol, r.usd_e8);
   }
-  return [balances, prices];
+  return [balances, prices, deficits];
 }
 
 export async function upsertPrice(db: Db, row: { asset_symbol: string; usd_e8: bigint; observed_at: Date | null; source: string }): Promise<void> {

@@ -148,7 +148,7 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
       const after = decodeKey(query.cursor);
       // Every asset appears (zero when never held), so an agent sees what it could hold.
       // One statement: the wallet's rows and every price (assets without a row still need theirs).
-      const [held, prices] = await ledgerRepo.listBalancesWithPrices(db, who.walletId);
+      const [held, prices, deficits] = await ledgerRepo.listBalancesWithPrices(db, who.walletId);
       const assets = [...(await ledger.assets(db)).values()]
         .filter((a) => (!query.cashOnly || a.category === 'cash') && (after === undefined || a.symbol > after))
         .sort((a, b) => (a.symbol < b.symbol ? -1 : 1));
@@ -179,6 +179,8 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
           held: formatAmount(heldUnits, a.decimals),
           total,
           value_usd: valueUsd,
+          // Owed after a reversed deposit (issue 30): the wallet's money writes are refused until it is covered.
+          ...(deficits.has(a.symbol) ? { deficit: formatAmount(BigInt(deficits.get(a.symbol)!), a.decimals) } : {}),
         });
       }
       return { ...page, items };

@@ -8,6 +8,7 @@ import type { Clock } from '../../lib/clock.js';
 import { ApiError, validationFailed } from '../../lib/errors.js';
 import { newId } from '../../lib/ids.js';
 import { formatAmount, mulDiv, parseAmount } from '../../lib/money.js';
+import { coverDeficit, lockDeficit } from './deficits.js';
 
 /** USD values carry 8 decimals (prices, amount_usd, caps), as Aave-style oracles do. */
 export const USD_DECIMALS = 8;
@@ -78,7 +79,7 @@ export interface LedgerService {
 
   /** A balanced journal entry (sums to zero per asset) applied to balances; `insufficient_funds` if a wallet would go negative. */
   post(db: Db, input: { operationId: string | null; entryType: string; postings: Posting[] }): Promise<string>;
-  /** Funds arriving from outside (agentctl wallet fund, simulated deposits). */
+  /** Funds arriving from outside (agentctl wallet fund, simulated deposits); a deficit of the asset is covered first. */
   deposit(db: Db, input: { walletId: string; asset: string; amount: bigint; operationId?: string | null; source?: string }): Promise<void>;
   /** Moves available to held for an operation; `insufficient_funds` when not enough is available. */
   hold(db: Db, input: { walletId: string; asset: string; amount: bigint; operationId: string | null }): Promise<{ holdId: string }>;
@@ -247,13 +248,18 @@ export function createLedgerService(deps: { clock: Clock; priceMaxAgeMs?: number
 
     async deposit(db, input) {
       if (input.amount <= 0n) throw new ApiError('validation_failed', 'deposit amount must be positive');
-      await service.post(db, {
-        operationId: input.operationId ?? null,
-        entryType: 'deposit',
-        postings: [
-          { account: { kind: 'external', name: input.source ?? 'deposits' }, asset: input.asset, amount: -input.amount },
-          { account: { kind: 'available', walletId: input.walletId }, asset: input.asset, amount: input.amount },
-        ],
+      await withTransaction(db, async (trx) => {
+        // The deficit row before the balance (the order of every deficit path, deficits.ts), then paid first.
+        const owed = await lockDeficit(trx, input.walletId, input.asset);
+        await service.post(trx, {
+          operationId: input.operationId ?? null,
+          entryType: 'deposit',
+          postings: [
+            { account: { kind: 'external', name: input.source ?? 'deposits' }, asset: input.asset, amount: -input.amount },
+            { account: { kind: 'available', walletId: input.walletId }, asset: input.asset, amount: input.amount },
+          ],
+        });
+        if (owed > 0n) await coverDeficit(trx, service.post, input.walletId, input.asset, clock.now());
       });
     },
 

@@ -23,6 +23,7 @@ import type { PolicyService } from './policy.js';
 import { createSettlementScheduler, DEFAULT_SETTLEMENT_BATCH_SIZE, type SettlementScheduler } from './settlement.js';
 import { createBatchSettlement, type BatchSettler } from './settlement-batch.js';
 import { approvalColumns } from './approval-request.js';
+import { refuseWhileDeficit } from './deficits.js';
 import { eventsOf, family, type CreateOperationInput } from './operation-input.js';
 
 export type { CreateOperationInput } from './operation-input.js';
@@ -155,6 +156,8 @@ export function createOperationService(deps: {
         const settlement = input.settlement ?? 'worker';
         const asset = input.asset ? await ledger.requireAsset(trx, input.asset) : null;
         const amount = input.amount ?? null;
+        // A wallet owing a deficit (a reversed deposit it had spent) moves no money until it is covered.
+        if (amount !== null || (input.holds?.length ?? 0) > 0) await refuseWhileDeficit(trx, input.principal.walletId, await ledger.assets(trx));
         let usdE8 = input.amountUsdE8 ?? null;
         // Rounded up: a value counted toward caps never falls below the amount's worth (dust is not free).
         if (usdE8 === null && asset && amount !== null) usdE8 = await ledger.usdValue(trx, asset, amount, 'up');
