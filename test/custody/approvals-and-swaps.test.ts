@@ -7,7 +7,7 @@
 // reads the swap cap and count from the account, and reconcile reports a tampered swap cap.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decodeErrorResult, getAddress, parseUnits, type Hex as ViemHex } from 'viem';
@@ -19,8 +19,9 @@ import { mintToken } from '../../src/chain/token.js';
 import { signProposal, withOwnerSignature } from '../../src/cli/owner-keys.js';
 import { createSealer } from '../../src/lib/crypto.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
-import { randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
-import type { TestAgent } from '../helpers/server.js';
+import { agentctlWith } from '../helpers/agentctl.js';
+import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { testConfigEnv, type TestAgent } from '../helpers/server.js';
 import { advance, buildWorld, chainNow, createAgent, erc20BalanceOf, laneCall, mined, ownerCall, reverted, USD, USDC, type Agent, type World } from './world.js';
 
 describe('custody: approval threshold and swap count on chain (issues 27 and 26)', function () {
@@ -71,7 +72,8 @@ describe('custody: approval threshold and swap count on chain (issues 27 and 26)
 
   describe('through the API', () => {
     let node: AnvilNode;
-    let s: ChainServer & { dropDatabase(): Promise<void> };
+    let s: ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> };
+    let dir: string;
     let agent: TestAgent;
     let account: Address;
     let owner: PrivateKeyAccount;
@@ -85,8 +87,11 @@ describe('custody: approval threshold and swap count on chain (issues 27 and 26)
 
     before(async () => {
       node = await startAnvil();
-      s = await startChainServer(node, { env: { DATA_DIR: mkdtempSync(path.join(tmpdir(), 'approvals-')) } });
-      owner = privateKeyToAccount(generatePrivateKey());
+      dir = mkdtempSync(path.join(tmpdir(), 'approvals-'));
+      s = await startChainServer(node, { env: { DATA_DIR: dir } });
+      const ownerKey = generatePrivateKey();
+      owner = privateKeyToAccount(ownerKey);
+      writeFileSync(path.join(dir, 'owner.key'), `${ownerKey}\n`, { mode: 0o600 });
       const { owner_id } = await s.services.agents.createOwner(s.db, { email: `approvals-${randomUUID()}@example.com`, signerAddress: owner.address });
       agent = await s.createAgent({ ownerId: owner_id });
       account = getAddress((await s.db('wallets').where({ id: agent.walletId }).first()).address) as Address;
@@ -150,6 +155,21 @@ describe('custody: approval threshold and swap count on chain (issues 27 and 26)
       expect(await laneRevert(laneCallData.pay(s.token, payee, parseUnits('300', 6)))).to.equal('ApprovalRequired');
       const again = await approve(id, { owner_signature: await signProposal(owner, proposal) });
       expect(again.status).to.equal(409);
+    });
+
+    it('agentctl approval approve signs ApproveSpend with --owner-key-file (unsigned: 428), and the payment executes', async () => {
+      const { agentctl, json } = agentctlWith(() => ({ ...process.env, ...testConfigEnv(chainEnv(node, s.databaseUrl, { DATA_DIR: dir })) }), 120_000);
+      const res = await pay('200');
+      expect(res.body.approval).to.include({ state: 'pending' });
+      const id = String(res.body.operation_id);
+      const unsigned = await agentctl('approval', 'approve', id);
+      expect(unsigned.code).to.equal(1);
+      expect(unsigned.stderr).to.include('428 owner_signature_required');
+      const out = await json('approval', 'approve', id, '--owner-key-file', path.join(dir, 'owner.key'));
+      expect(out).to.include({ operation_id: id, approval_state: 'approved' });
+      const [op] = await s.settle([id]);
+      expect(op!.status).to.equal('executed');
+      expect(await s.usdcBalance(payee)).to.equal(500_000_000n);
     });
 
     it('/self/limits reads the swap cap and count from the account; reconcile reports a tampered swap cap', async () => {
