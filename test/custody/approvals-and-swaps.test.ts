@@ -172,6 +172,43 @@ describe('custody: approval threshold and swap count on chain (issues 27 and 26)
       expect(await s.usdcBalance(payee)).to.equal(500_000_000n);
     });
 
+    it('a conversion past max_swaps_per_period is refused by the account even when the database mirror is raised', async () => {
+      const trader = await s.agent({ USDC: '1000' });
+      const policy = { operation_types: 'all', max_swaps_per_period: 1 };
+      await s.services.ledger.policy.set(s.db, trader.agentId, policy); // the development owner key signs
+      const convert = async () => {
+        const q = await s.request('POST', '/v1/agent/conversions/quote', {
+          agent: trader,
+          idempotencyKey: randomUUID(),
+          body: { from_asset: 'USDC', to_asset: 'WETH', amount: '10', slippage_percent: 1 },
+        });
+        if (q.status !== 200) return q;
+        return s.request('POST', '/v1/agent/conversions', { agent: trader, idempotencyKey: randomUUID(), body: { quote_id: q.body.quote.quote_id } });
+      };
+      const first = await convert();
+      expect(first.status, first.text).to.equal(200);
+      expect((await s.settle([first.body.operation_id]))[0]!.status).to.equal('executed');
+      const limits = (await s.request('GET', '/v1/agent/self/limits', { agent: trader })).body;
+      expect(limits.swap_limits).to.include({ max_swaps_per_period: 1 });
+      expect(limits.current_usage).to.include({ swaps_in_period: 1 });
+      // The database's gate refuses the second swap; with the mirror raised, the account still does.
+      const refused = await convert();
+      expect(refused.status).to.equal(403);
+      expect(refused.body.error.code).to.equal('limit_exceeded');
+      await s
+        .db('agent_policies')
+        .where({ agent_id: trader.agentId })
+        .update({ policy: JSON.stringify({ ...policy, max_swaps_per_period: 1000 }) });
+      const usdcBefore = await s.usdcBalance(trader.address);
+      const second = await convert();
+      expect(second.status, second.text).to.equal(200);
+      const [op] = await s.settle([second.body.operation_id]);
+      expect(op!.status).to.not.equal('executed');
+      expect(op!.error_code).to.equal('limit_exceeded');
+      expect(await s.usdcBalance(trader.address)).to.equal(usdcBefore);
+      expect((await s.services.custody!.state(trader.address)).usage!.periodSwaps).to.equal(1);
+    });
+
     it('/self/limits reads the swap cap and count from the account; reconcile reports a tampered swap cap', async () => {
       const limits = (await s.request('GET', '/v1/agent/self/limits', { agent })).body;
       expect(limits.swap_limits).to.include({ max_swaps_per_period: 3 });
