@@ -157,6 +157,28 @@ describe('custody: approval threshold and swap count on chain (issues 27 and 26)
       expect(again.status).to.equal(409);
     });
 
+    it("a one-off payment above the threshold: the owner's ApproveSpend lets the lane issue its cheque", async () => {
+      const to = payee; // the policy lists its recipients
+      const res = await s.request('POST', '/v1/agent/one-off-payments', {
+        agent,
+        idempotencyKey: randomUUID(),
+        body: { to, asset: 'USDC', amount: '150', unlock_delay_seconds: 86_400, expires_in_seconds: 172_800 },
+      });
+      expect(res.status, res.text).to.equal(200);
+      const id = String(res.body.operation_id);
+      expect((await s.db('operations').where({ id }).first()).approval_state).to.equal('pending');
+      const unsigned = await approve(id);
+      expect(unsigned.status, unsigned.text).to.equal(428);
+      expect(unsigned.body.error.details.typed_data.message).to.include({ to: getAddress(to), amount: '150000000' });
+      const signed = await approve(id, { owner_signature: await signProposal(owner, unsigned.body.error.details) });
+      expect(signed.status, signed.text).to.equal(200);
+      const [op] = await s.settle([id]);
+      expect(op!.status).to.equal('executed');
+      const oneOff = await s.db('one_off_payments').where({ operation_id: id }).first();
+      const cheque = await node.client.readContract({ address: account, abi: agentAccountAbi, functionName: 'cheque', args: [oneOff.cheque_id] });
+      expect(cheque).to.include({ status: 1, amount: 150_000_000n });
+    });
+
     it('agentctl approval approve signs ApproveSpend with --owner-key-file (unsigned: 428), and the payment executes', async () => {
       const { agentctl, json } = agentctlWith(() => ({ ...process.env, ...testConfigEnv(chainEnv(node, s.databaseUrl, { DATA_DIR: dir })) }), 120_000);
       const res = await pay('200');
