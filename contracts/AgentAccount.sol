@@ -78,6 +78,11 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         bool anyRecipient;
         /// The least time between issuing a cheque and its unlock, during which the owner may cancel it.
         uint32 minChequeDelay;
+        /// A payment, cheque or x402 authorization worth more than this needs the owner's `approveSpend` of that exact
+        /// transfer, consumed by the call (issue 27; `type(uint256).max`: no threshold).
+        uint256 approvalThresholdUsd;
+        /// Swaps per period (issue 26; `type(uint32).max`: no cap).
+        uint32 maxSwapsPerPeriod;
     }
 
     /// An allowed asset (address(0) = the native coin) and its USD feed; `maxPriceAge` seconds (0: not checked).
@@ -91,6 +96,7 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         uint64 periodStart;
         uint32 periodTxs;
         uint64 lastTxBlock;
+        uint32 periodSwaps;
         uint256 periodUsd;
         uint256 lifetimeUsd;
     }
@@ -131,23 +137,24 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         uint64 version;
     }
 
-    bytes32 public constant LANE_CALL_TYPEHASH = keccak256("LaneCall(bytes data,bytes32 nonce,uint256 deadline)");
+    bytes32 private constant LANE_CALL_TYPEHASH = keccak256("LaneCall(bytes data,bytes32 nonce,uint256 deadline)");
     bytes32 private constant LIMITS_TYPEHASH =
-        keccak256("Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay)");
+        keccak256("Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay,uint256 approvalThresholdUsd,uint32 maxSwapsPerPeriod)");
     bytes32 private constant ASSET_RULE_TYPEHASH = keccak256("AssetRule(address token,address feed,uint32 maxPriceAge)");
-    bytes32 public constant SET_POLICY_TYPEHASH =
+    bytes32 private constant SET_POLICY_TYPEHASH =
         keccak256(
             "SetPolicy(Limits limits,AssetRule[] assets,address[] protocols,bytes32[] markets,address[] payees,uint256 nonce,uint256 deadline)"
             "AssetRule(address token,address feed,uint32 maxPriceAge)"
-            "Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay)"
+            "Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay,uint256 approvalThresholdUsd,uint32 maxSwapsPerPeriod)"
         );
-    bytes32 public constant ADD_TRUSTED_DESTINATION_TYPEHASH = keccak256("AddTrustedDestination(address destination,uint64 unlockAt,uint256 nonce,uint256 deadline)");
-    bytes32 public constant REMOVE_TRUSTED_DESTINATION_TYPEHASH = keccak256("RemoveTrustedDestination(address destination,uint256 nonce,uint256 deadline)");
-    bytes32 public constant CANCEL_CHEQUE_TYPEHASH = keccak256("CancelCheque(bytes32 id,uint256 nonce,uint256 deadline)");
-    bytes32 public constant PAUSE_TYPEHASH = keccak256("Pause(uint256 nonce,uint256 deadline)");
-    bytes32 public constant RESUME_TYPEHASH = keccak256("Resume(uint256 nonce,uint256 deadline)");
-    bytes32 public constant ROTATE_LANE_TYPEHASH = keccak256("RotateLane(address newLane,uint256 nonce,uint256 deadline)");
-    bytes32 public constant TRANSFER_OWNERSHIP_TYPEHASH = keccak256("TransferOwnership(address newOwner,uint256 nonce,uint256 deadline)");
+    bytes32 private constant ADD_TRUSTED_DESTINATION_TYPEHASH = keccak256("AddTrustedDestination(address destination,uint64 unlockAt,uint256 nonce,uint256 deadline)");
+    bytes32 private constant REMOVE_TRUSTED_DESTINATION_TYPEHASH = keccak256("RemoveTrustedDestination(address destination,uint256 nonce,uint256 deadline)");
+    bytes32 private constant CANCEL_CHEQUE_TYPEHASH = keccak256("CancelCheque(bytes32 id,uint256 nonce,uint256 deadline)");
+    bytes32 private constant PAUSE_TYPEHASH = keccak256("Pause(uint256 nonce,uint256 deadline)");
+    bytes32 private constant RESUME_TYPEHASH = keccak256("Resume(uint256 nonce,uint256 deadline)");
+    bytes32 private constant ROTATE_LANE_TYPEHASH = keccak256("RotateLane(address newLane,uint256 nonce,uint256 deadline)");
+    bytes32 private constant APPROVE_SPEND_TYPEHASH = keccak256("ApproveSpend(bytes32 operationId,address token,address to,uint256 amount,uint256 nonce,uint256 deadline)");
+    bytes32 private constant TRANSFER_OWNERSHIP_TYPEHASH = keccak256("TransferOwnership(address newOwner,uint256 nonce,uint256 deadline)");
     /// EIP-3009 as USDC (FiatTokenV2) hashes it; the account signs it by ERC-1271 once the lane authorized it.
     bytes32 private constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH =
         keccak256("TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)");
@@ -171,6 +178,8 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     /// EIP-3009 digests the account vouches for (ERC-1271), with their validBefore.
     mapping(bytes32 digest => uint256 validBefore) public x402Authorized;
     mapping(bytes32 nonce => bool) public laneNonceUsed;
+    /// keccak256(abi.encode(token, to, amount)) => transfers of exactly that the owner approved and the lane has not made yet.
+    mapping(bytes32 transfer => uint256 count) public spendApprovals;
     /// Set for the duration of a relayed lane call (`relayLane`), whose self-call then acts as the lane.
     bool private transient _laneRelayed;
 
@@ -185,6 +194,7 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     event ChequeIssued(bytes32 indexed id, address indexed token, address indexed to, uint256 amount, uint64 unlockAt, uint64 expiresAt);
     event ChequeClaimed(bytes32 indexed id);
     event ChequeCancelled(bytes32 indexed id);
+    event SpendApproved(bytes32 indexed operationId, address indexed token, address indexed to, uint256 amount);
     event X402Authorized(bytes32 indexed digest, address indexed token, address indexed to, uint256 value, bytes32 nonce);
 
     error AlreadyInitialized();
@@ -208,6 +218,8 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     error PeriodCapExceeded(uint256 usd, uint256 remaining);
     error LifetimeCapExceeded(uint256 usd, uint256 remaining);
     error TooManyTransactions(uint32 max);
+    error TooManySwaps(uint32 max);
+    error ApprovalRequired(uint256 usd, uint256 threshold);
     error CooldownActive(uint64 nextTxBlock);
     error InsufficientOutput(uint256 amountOut, uint256 minAmountOut);
     error LtvExceeded(uint256 ltvBps, uint256 maxLtvBps);
@@ -313,6 +325,16 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         lane = newLane;
     }
 
+    /**
+     * The owner's approval of one transfer above the approval threshold (issue 27): the next `pay`, `issueCheque` or
+     * `authorizeX402` of exactly `amount` of `token` to `to` consumes it. `operationId` names the API operation.
+     */
+    function approveSpend(bytes32 operationId, address token, address to, uint256 amount, OwnerAuth calldata auth) external {
+        _authorizeOwner(keccak256(abi.encode(APPROVE_SPEND_TYPEHASH, operationId, token, to, amount, auth.nonce, auth.deadline)), auth);
+        spendApprovals[keccak256(abi.encode(token, to, amount))] += 1;
+        emit SpendApproved(operationId, token, to, amount);
+    }
+
     function transferOwnership(address newOwner, OwnerAuth calldata auth) external {
         _authorizeOwner(keccak256(abi.encode(TRANSFER_OWNERSHIP_TYPEHASH, newOwner, auth.nonce, auth.deadline)), auth);
         if (newOwner == address(0) || newOwner == address(this)) revert InvalidAddress(newOwner);
@@ -344,7 +366,7 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     /// Pays `amount` of `token` (address(0): the native coin) to a payee or a trusted destination whose time lock passed.
     function pay(address token, address to, uint256 amount) external onlyLane nonReentrant {
         _requireRecipient(to);
-        _count(this.pay.selector, token, to, amount);
+        _countTransfer(this.pay.selector, token, to, amount);
         _send(token, to, amount);
     }
 
@@ -360,7 +382,7 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     function issueCheque(bytes32 id, address token, address to, uint256 amount, uint64 unlockAt, uint64 expiresAt) external onlyLane nonReentrant {
         if (_cheques[id].status != 0) revert ChequeExists(id);
         if (to == address(0) || amount == 0 || expiresAt <= unlockAt || unlockAt < block.timestamp + _limits.minChequeDelay) revert BadCheque();
-        _count(this.issueCheque.selector, token, to, amount);
+        _countTransfer(this.issueCheque.selector, token, to, amount);
         _cheques[id] = Cheque(token, to, amount, unlockAt, expiresAt, 1);
         emit ChequeIssued(id, token, to, amount, unlockAt, expiresAt);
     }
@@ -382,7 +404,7 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
      */
     function authorizeX402(address token, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce) external onlyLane nonReentrant returns (bytes32 digest) {
         _requireRecipient(to);
-        _count(this.authorizeX402.selector, token, to, value);
+        _countTransfer(this.authorizeX402.selector, token, to, value);
         digest = MessageHashUtils.toTypedDataHash(
             IERC20Permit(token).DOMAIN_SEPARATOR(),
             keccak256(abi.encode(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, address(this), to, value, validAfter, validBefore, nonce))
@@ -486,7 +508,7 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     function usage() public view returns (Usage memory u) {
         u = _usage;
         uint64 start = periodStart(_limits.period, block.timestamp);
-        if (u.periodStart != start) (u.periodStart, u.periodUsd, u.periodTxs) = (start, 0, 0);
+        if (u.periodStart != start) (u.periodStart, u.periodUsd, u.periodTxs, u.periodSwaps) = (start, 0, 0, 0);
     }
 
     function allowance() external view returns (Allowance memory a) {
@@ -623,12 +645,25 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         if (usd > remaining) revert PeriodCapExceeded(usd, remaining);
         remaining = l.lifetimeUsd > u.lifetimeUsd ? l.lifetimeUsd - u.lifetimeUsd : 0;
         if (usd > remaining) revert LifetimeCapExceeded(usd, remaining);
+        if (action == this.swap.selector) {
+            if (u.periodSwaps >= l.maxSwapsPerPeriod) revert TooManySwaps(l.maxSwapsPerPeriod);
+            u.periodSwaps += 1;
+        }
         u.periodTxs += 1;
         u.periodUsd += usd;
         u.lifetimeUsd += usd;
         u.lastTxBlock = uint64(block.number);
         _usage = u;
         emit Spent(action, token, counterparty, amount, usd);
+    }
+
+    /// `_count` of a transfer to `to`; above the approval threshold it consumes one owner approval of exactly it.
+    function _countTransfer(bytes4 action, address token, address to, uint256 amount) private {
+        uint256 usd = _count(action, token, to, amount);
+        if (usd <= _limits.approvalThresholdUsd) return;
+        bytes32 key = keccak256(abi.encode(token, to, amount));
+        if (spendApprovals[key] == 0) revert ApprovalRequired(usd, _limits.approvalThresholdUsd);
+        spendApprovals[key] -= 1;
     }
 
     function _deposit(bytes4 action, address vault, uint256 assets, uint256 minShares) private returns (uint256 shares) {

@@ -2484,13 +2484,21 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Approve an operation with a passkey
+         * Approve an operation (a passkey, or in evm mode the owner's signature)
          * @description Approve a pending operation: it then settles as any other. Needs a fresh passkey assertion (step-up): ask
          *     `POST /v1/owner/passkeys/assertion-options` with `purpose: approve` and this operation id, sign the challenge with
          *     one of the owner's passkeys within its 5 minutes, and send the authenticator's answer here as `assertion`. The
          *     challenge is single use and bound to this operation. Refused without it (`authentication_failed`), for the admin
          *     token (`owner_only_action`: only the owner approves), and when the approval is no longer pending
          *     (`invalid_state_transition`). No agent credential, MCP tool or OAuth scope can reach this route.
+         *
+         *     evm mode, an agent account's payment, crypto withdrawal or one-off payment (issue 27): the approval is the
+         *     owner's signer's EIP-712 `ApproveSpend(operationId, token, to, amount)`, which the account requires for a lane
+         *     call above the approval threshold. Without `owner_signature` the answer is 428 `owner_signature_required`
+         *     whose `details` hold the typed data, `nonce` (a key of this operation's own) and `deadline`; the same request
+         *     with `owner_signature` is checked, relayed to the account and the operation approved (no passkey needed: the
+         *     signature is the proof). On the development chain an owner without a signer of its own approves with the
+         *     passkey, and the server's development key signs.
          *
          *     Rate class `write`; owner token or console session (writes: X-CSRF-Token); Idempotency-Key required.
          */
@@ -5053,8 +5061,10 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** @description Simulated chain, or a wallet that is not an agent account: `assertion`, a fresh passkey assertion (required). evm mode, an agent account's payment, crypto withdrawal or one-off payment: `owner_signature`, the owner's signer's EIP-712 `ApproveSpend` of exactly that transfer (the proposal is the 428 `owner_signature_required` answer to a request without it); the server relays it to the account, whose lane call consumes it. The signature alone approves; an `assertion` sent with it is checked too. */
         ApproveRequest: {
-            assertion: components["schemas"]["WebAuthnCredentialJson"];
+            assertion?: components["schemas"]["WebAuthnCredentialJson"];
+            owner_signature?: components["schemas"]["OwnerSignature"];
         };
         ApprovalResult: {
             /** @constant */
@@ -10402,6 +10412,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

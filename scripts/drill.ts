@@ -42,6 +42,7 @@ import {
   randomNonce,
   reverted,
   testPolicy,
+  USD,
   USDC,
   worldOf,
   type Agent,
@@ -168,10 +169,13 @@ async function main(): Promise<number> {
     const drained = await createAgent(w, { fundUsdc: USDC(100) });
     const target = await createAgent(w, { fundUsdc: USDC(200), limits: { perTxUsd: 10_00000000n, perPeriodUsd: 60_00000000n } });
     const paused = await createAgent(w, { fundUsdc: USDC(50) });
+    // Issues 27 and 26: an agent whose owner requires its approval above 20 USD and allows one swap a day.
+    const gated = await createAgent(w, { fundUsdc: USDC(200), limits: { perTxUsd: USD(100), perPeriodUsd: USD(500), approvalThresholdUsd: USD(20), maxSwapsPerPeriod: 1 } });
     const agents = [svc, drained, target, paused];
     // The lane keys as the server holds them: from the dump for the service's account wallets; the drill's own
     // agents were set up beside the service (factory + owner signatures), their lane keys handed to the attacker.
     const loot: Loot = { relayer: w.relayer, lanes: new Map([...agents.map((a) => [a.account, a.lane] as const), ...laneKeys.map((l) => [l.account, l.key] as const)]) };
+    loot.lanes.set(gated.account, gated.lane);
     process.stdout.write(`stolen: ${summary}, ${loot.lanes.size} lane keys (${laneKeys.length} from the dump)\n`);
     const market = devMarket(w);
     // The target agent has a vault position and a Morpho position (made through its lane, within its caps).
@@ -192,6 +196,13 @@ async function main(): Promise<number> {
     const chequeId = randomNonce();
     const now = await chainNow(w);
     await mined(w, laneCall(w, target, 'issueCheque', [chequeId, w.usdc, attacker.address, USDC(5), now + 7200n, now + 86_400n]));
+    // The gated agent's owner approved one 30 USD payment (its signed ApproveSpend, relayed), which the lane made;
+    // the lane made the day's one swap.
+    const approval = await ownerCall(w, gated, 'ApproveSpend', { operationId: randomNonce(), token: w.usdc, to: gated.payee, amount: USDC(30) });
+    await mined(w, approval);
+    await mined(w, laneCall(w, gated, 'pay', [w.usdc, gated.payee, USDC(30)]));
+    const gatedSwap = () => laneCall(w, gated, 'swap', [w.dex.router, [w.dex.pairs['USDC/WETH']!], [w.usdc, w.dex.tokens.WETH!], USDC(5), 0n], loot.lanes.get(gated.account));
+    await mined(w, gatedSwap());
     // The owner of the third agent noticed the breach and paused it.
     await mined(w, ownerCall(w, paused, 'Pause', {}));
 
@@ -317,6 +328,19 @@ async function main(): Promise<number> {
     await attempt('pay from the paused agent', paused, () => asLane(paused, 'pay', [w.usdc, paused.payee, USDC(1)]));
     await attempt('vouch an x402 signature on the paused agent', paused, () => asLane(paused, 'authorizeX402', [w.usdc, paused.payee, USDC(1), 0n, now + 3600n, randomNonce()]));
 
+    // Issue 27: above the approval threshold only the owner's ApproveSpend of that exact transfer lets the lane pay, once.
+    await attempt("a lane call above the approval threshold without the owner's approval (21 USD, threshold 20)", gated, () => asLane(gated, 'pay', [w.usdc, gated.payee, USDC(21)]));
+    await attempt("a one-off payment above the approval threshold without the owner's approval (cheque of 21 USD)", gated, () =>
+      asLane(gated, 'issueCheque', [randomNonce(), w.usdc, gated.payee, USDC(21), now + 7200n, now + 86_400n]),
+    );
+    await attempt('replay an approval already consumed (the approved 30 USD payment again)', gated, () => asLane(gated, 'pay', [w.usdc, gated.payee, USDC(30)]));
+    await attempt("replay the owner's signed ApproveSpend", gated, () => approval);
+    await attempt('approve a transfer (ApproveSpend signed by the lane key)', gated, () =>
+      ownerCall(w, gated, 'ApproveSpend', { operationId: randomNonce(), token: w.usdc, to: gated.payee, amount: USDC(50) }, { signer: lane(gated) }),
+    );
+    // Issue 26: the account counts swaps per period.
+    await attempt('swaps past max_swaps_per_period (a second swap in the period, cap 1)', gated, gatedSwap);
+
     // The agent the service made: its lane key came out of the dump.
     await attempt('service agent: over the per-transaction cap with the lane key from the dump', svc, () => asLane(svc, 'pay', [w.usdc, svc.payee, USDC(10) + 1n]));
     await attempt('service agent: pay an unapproved payee', svc, () => asLane(svc, 'pay', [w.usdc, attacker.address, USDC(1)]));
@@ -329,6 +353,13 @@ async function main(): Promise<number> {
       const isPaused = await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'paused' });
       process.stdout.write(
         `agent ${i + 1} ${a.account}  exposure ${usd(al.exposureUsd)} (period remaining ${usd(al.periodRemainingUsd)}, lifetime remaining ${usd(al.lifetimeRemainingUsd)}, per tx ${usd(al.perTxUsd)}${isPaused ? ', paused' : ''}) to its approved payees\n`,
+      );
+    }
+    {
+      // Printed apart from the four agents above (their lines are the drill's exposure report since issue 24).
+      const al = await allowanceOf(w, gated);
+      process.stdout.write(
+        `approval-gated agent ${gated.account}  exposure ${usd(al.exposureUsd)} (period remaining ${usd(al.periodRemainingUsd)}), each transfer above 20 USD only with the owner's ApproveSpend, 1 swap a day\n`,
       );
     }
     const stopped = outcomes.filter((o) => !o.refused).length;

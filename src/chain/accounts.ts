@@ -32,7 +32,8 @@ export type OwnerAction =
   | { kind: 'cancel_cheque'; id: Hex }
   | { kind: 'pause' }
   | { kind: 'resume' }
-  | { kind: 'rotate_lane'; newLane: Address };
+  | { kind: 'rotate_lane'; newLane: Address }
+  | { kind: 'approve_spend'; operationId: Hex; token: Address; to: Address; amount: bigint };
 
 export interface OwnerAuth {
   nonce: bigint;
@@ -57,6 +58,8 @@ function named(change: OwnerAction): { action: ActionName; fields: OwnerActionFi
       return { action: 'Resume', fields: {} };
     case 'rotate_lane':
       return { action: 'RotateLane', fields: { newLane: change.newLane } };
+    case 'approve_spend':
+      return { action: 'ApproveSpend', fields: { operationId: change.operationId, token: change.token, to: change.to, amount: change.amount } };
   }
 }
 
@@ -137,7 +140,7 @@ export interface AccountState {
   policyVersion: bigint;
   policyHash: Hex | null;
   limits: OnchainLimits | null;
-  usage: { periodStart: bigint; periodTxs: number; lastTxBlock: bigint; periodUsd: bigint; lifetimeUsd: bigint } | null;
+  usage: { periodStart: bigint; periodTxs: number; lastTxBlock: bigint; periodSwaps: number; periodUsd: bigint; lifetimeUsd: bigint } | null;
   allowance: { perTxUsd: bigint; periodRemainingUsd: bigint; lifetimeRemainingUsd: bigint; txsRemaining: number; nextTxBlock: bigint; exposureUsd: bigint } | null;
 }
 
@@ -158,12 +161,18 @@ export async function readAccountState(client: PublicClient, account: Address): 
   return { deployed: true, owner, lane, paused, policyVersion, policyHash, limits, usage, allowance };
 }
 
-/** The owner's next EIP-712 nonce at the account (NoncesKeyed, key 0). */
-export async function readOwnerNonce(client: PublicClient, account: Address, owner: Address): Promise<bigint> {
+/** The owner's next EIP-712 nonce at the account (NoncesKeyed: key 0 is sequential; another key answers key << 64 | its sequence). */
+export async function readOwnerNonce(client: PublicClient, account: Address, owner: Address, key = 0n): Promise<bigint> {
   const code = await client.getCode({ address: account });
-  if (!code || code === '0x') return 0n;
-  return client.readContract({ address: account, abi: agentAccountAbi, functionName: 'nonces', args: [owner, 0n] });
+  if (!code || code === '0x') return key << 64n;
+  return client.readContract({ address: account, abi: agentAccountAbi, functionName: 'nonces', args: [owner, key] });
 }
+
+/** An API operation id (a UUID) as ApproveSpend's bytes32: its 16 bytes, right-padded. */
+export const operationIdBytes32 = (operationId: string): Hex => `0x${operationId.replace(/-/g, '').toLowerCase().padEnd(64, '0')}` as Hex;
+
+/** The owner nonce key of an operation's approval (NoncesKeyed): one key per operation, so approvals never queue behind other owner changes. */
+export const approvalNonceKey = (operationId: Hex): bigint => BigInt(viem().keccak256(operationId)) >> 64n;
 
 /** What `policyHash` holds for `policy` (computed here as AgentAccount's policyHashOf does). */
 export function policyHashOf(policy: OnchainPolicy): Hex {
@@ -194,6 +203,8 @@ const ERROR_CODES: Record<string, string> = {
   LifetimeCapExceeded: 'limit_exceeded',
   TooManyTransactions: 'limit_exceeded',
   CooldownActive: 'limit_exceeded',
+  TooManySwaps: 'limit_exceeded',
+  ApprovalRequired: 'owner_only_action',
   StalePrice: 'price_stale',
   ZeroPrice: 'price_stale',
   InsufficientOutput: 'slippage_exceeded',

@@ -81,6 +81,10 @@ export interface OnchainLimits {
   failOnZeroPrice: boolean;
   anyRecipient: boolean;
   minChequeDelay: number;
+  /** A payment, cheque or x402 authorization above this (USD, 8 decimals) needs the owner's ApproveSpend (NO_USD_CAP: none). */
+  approvalThresholdUsd: bigint;
+  /** Swaps per period (NO_TX_CAP: no cap). */
+  maxSwapsPerPeriod: number;
 }
 
 /** AgentAccount.AssetRule: `token` address(0) is the native coin. */
@@ -116,6 +120,8 @@ const LIMITS_TYPE = [
   { name: 'failOnZeroPrice', type: 'bool' },
   { name: 'anyRecipient', type: 'bool' },
   { name: 'minChequeDelay', type: 'uint32' },
+  { name: 'approvalThresholdUsd', type: 'uint256' },
+  { name: 'maxSwapsPerPeriod', type: 'uint32' },
 ] as const;
 const AUTH = [
   { name: 'nonce', type: 'uint256' },
@@ -146,6 +152,9 @@ export const OWNER_ACTION_TYPES = {
   Pause: { Pause: [...AUTH] },
   Resume: { Resume: [...AUTH] },
   RotateLane: { RotateLane: [{ name: 'newLane', type: 'address' }, ...AUTH] },
+  ApproveSpend: {
+    ApproveSpend: [{ name: 'operationId', type: 'bytes32' }, { name: 'token', type: 'address' }, { name: 'to', type: 'address' }, { name: 'amount', type: 'uint256' }, ...AUTH],
+  },
   TransferOwnership: { TransferOwnership: [{ name: 'newOwner', type: 'address' }, ...AUTH] },
 } as const;
 
@@ -160,6 +169,7 @@ export interface OwnerActionFields {
   Pause: Record<string, never>;
   Resume: Record<string, never>;
   RotateLane: { newLane: Address };
+  ApproveSpend: { operationId: Hex; token: Address; to: Address; amount: bigint };
   TransferOwnership: { newOwner: Address };
 }
 
@@ -197,6 +207,8 @@ export function ownerCallArgs<A extends OwnerAction>(action: A, fields: OwnerAct
       return { functionName: 'resume', args: [ownerAuth] } as const;
     case 'RotateLane':
       return { functionName: 'rotateLane', args: [f.newLane, ownerAuth] } as const;
+    case 'ApproveSpend':
+      return { functionName: 'approveSpend', args: [f.operationId, f.token, f.to, f.amount, ownerAuth] } as const;
     default:
       return { functionName: 'transferOwnership', args: [f.newOwner, ownerAuth] } as const;
   }

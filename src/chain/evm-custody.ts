@@ -143,7 +143,7 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
       return Boolean(code && code !== '0x');
     },
 
-    ownerNonce: (account, owner) => node(() => readOwnerNonce(client, account, owner)),
+    ownerNonce: (account, owner, key) => node(() => readOwnerNonce(client, account, owner, key)),
 
     readTrusted: (account, destination) => node(() => client.readContract({ address: account, abi: agentAccountAbi, functionName: 'trustedUnlockAt', args: [destination] })),
 

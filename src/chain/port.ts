@@ -114,7 +114,8 @@ export interface CustodyPort {
   state(account: Address): Promise<AccountState>;
   /** Whether `address` has code on this chain (an asset seeded with another chain's address has none here). */
   hasCode(address: Address): Promise<boolean>;
-  ownerNonce(account: Address, owner: Address): Promise<bigint>;
+  /** The owner's next nonce under `key` (NoncesKeyed; key 0 sequential, another key answers key << 64 | its sequence). */
+  ownerNonce(account: Address, owner: Address, key?: bigint): Promise<bigint>;
   /** The account's trustedUnlockAt(destination): 0 when not trusted. */
   readTrusted(account: Address, destination: Address): Promise<bigint>;
   /** The account's isPayee(address): whether its current policy lists `address` as a payee. */

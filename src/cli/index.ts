@@ -6,6 +6,7 @@ import { oauthCommands } from './oauth.js';
 import { defiCommands } from './defi.js';
 import { chainCommands } from './chain.js';
 import { policyCommands } from './policy.js';
+import { approvalCommands } from './approvals.js';
 import type { CliCommand } from './types.js';
 
-export const commands: CliCommand[] = [...foundationCommands, ...ledgerCommands, ...webhookCommands, ...oauthCommands, ...defiCommands, ...chainCommands, ...policyCommands];
+export const commands: CliCommand[] = [...foundationCommands, ...ledgerCommands, ...webhookCommands, ...oauthCommands, ...defiCommands, ...chainCommands, ...policyCommands, ...approvalCommands];

@@ -52,6 +52,10 @@ describe('npm run drill (compromised server against the chain)', function () {
       'the relayer key alone',
       'cancel the pause',
       'rotate the lane key',
+      'above the approval threshold without the owner',
+      'replay an approval already consumed',
+      "replay the owner's signed ApproveSpend",
+      'swaps past max_swaps_per_period',
     ])
       expect(
         attacks.some((l) => l.includes(named)),

@@ -14,6 +14,7 @@ import {
   laneCallTypedData,
   morphoMarket,
   NO_TX_CAP,
+  NO_USD_CAP,
   ownerCallArgs,
   ownerTypedData,
   PERIOD_CODE,
@@ -102,6 +103,8 @@ export function testPolicy(w: World, payees: Address[], limits: Partial<OnchainL
       failOnZeroPrice: true,
       anyRecipient: false,
       minChequeDelay: 3600,
+      approvalThresholdUsd: NO_USD_CAP,
+      maxSwapsPerPeriod: NO_TX_CAP,
       ...limits,
     },
     assets: [

@@ -9,6 +9,7 @@ import { createHmac } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import {
   accountSalt,
+  approvalNonceKey,
   ownerActionCallData,
   ownerTypedData,
   predictAccountAddress,
@@ -91,6 +92,9 @@ export const ownerSignatureOf = (body: unknown): OwnerSignature | undefined => {
   return sig && typeof sig === 'object' ? (sig as OwnerSignature) : undefined;
 };
 
+/** The owner nonce key of a change: an approval's own (one per operation), else 0 (sequential). */
+const nonceKeyOf = (change: OwnerAction): bigint => (change.kind === 'approve_spend' ? approvalNonceKey(change.operationId) : 0n);
+
 /** How long a proposal can be signed for (its deadline), in seconds. */
 export const DEADLINE_SECONDS = 3600;
 
@@ -171,7 +175,7 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
       const acct = await requireAccount(db, agentId);
       const account = viem().getAddress(acct.address);
       const signer = viem().getAddress(acct.signer_address);
-      const nonce = await port.ownerNonce(account, signer);
+      const nonce = await port.ownerNonce(account, signer, nonceKeyOf(change));
       const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + DEADLINE_SECONDS);
       const unlock = change.kind === 'add_trusted_destination' ? { unlock_at: change.unlockAt.toString() } : {};
       return { account, signer, nonce: nonce.toString(), deadline: deadline.toString(), ...unlock, typed_data: typedDataJson(ownerTypedData(chain.chainId, account, change, nonce, deadline)) };
@@ -202,7 +206,7 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
             proposal as unknown as Record<string, unknown>,
           );
         }
-        const nonce = await port.ownerNonce(account, signer);
+        const nonce = await port.ownerNonce(account, signer, nonceKeyOf(change));
         const deadline = BigInt(Math.floor(clock.now().getTime() / 1000) + DEADLINE_SECONDS);
         auth = { signature: await signOwnerAction(key, data(nonce, deadline)), nonce, deadline };
       }

@@ -102,6 +102,8 @@ export async function toOnchainPolicy(
       failOnZeroPrice: true,
       anyRecipient: p.allowed_recipients === 'all',
       minChequeDelay: 0,
+      approvalThresholdUsd: p.approval_threshold_usd ?? NO_USD_CAP,
+      maxSwapsPerPeriod: p.max_swaps_per_period ?? NO_TX_CAP,
     },
     assets,
     protocols: [...new Set(protocols.map((x) => viem().getAddress(x)))],
@@ -125,6 +127,7 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
       limits: { ...mirror.limits, per_tx_usd: '0', per_period_usd: '0', lifetime_usd: '0', max_txs_per_period: 0 },
       usage: { period_start: start.toISOString(), period_usd: '0', period_txs: 0, lifetime_usd: '0' },
       exposure_usd: '0',
+      swaps: { max_swaps_per_period: 0, swaps_in_period: 0 },
     };
   }
   const l = state.limits;
@@ -143,6 +146,7 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
     },
     usage: { period_start: new Date(Number(u.periodStart) * 1000).toISOString(), period_usd: usd(u.periodUsd), period_txs: u.periodTxs, lifetime_usd: usd(u.lifetimeUsd) },
     exposure_usd: usd(state.allowance?.exposureUsd ?? 0n),
+    swaps: { max_swaps_per_period: l.maxSwapsPerPeriod === NO_TX_CAP ? null : l.maxSwapsPerPeriod, swaps_in_period: u.periodSwaps },
   };
 }
 

@@ -26,7 +26,11 @@ export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
  * The caps and usage alone (what the chain mirror reads from an account in evm mode), with the account's exposure:
  * its remaining allowance, what a compromised server could still move (docs/CUSTODY.md); absent off chain.
  */
-export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'> & { exposure_usd?: string };
+export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'> & {
+  exposure_usd?: string;
+  /** The account's swap cap and swaps this period (evm mode, issue 26): shown as swap_limits and current_usage. */
+  swaps?: { max_swaps_per_period: number | null; swaps_in_period: number };
+};
 
 /**
  * Where the policy is authoritative on chain (issue 24, agent accounts): `onSet` relays the owner's signed policy to
@@ -114,6 +118,7 @@ export function hightopLimits(
   limits: Schema<'Limits'>,
   inPeriod: { usd_e8: bigint; count: number; swaps: number },
   lifetime: { usd_e8: bigint; count: number },
+  chainSwaps?: CoreLimits['swaps'],
 ): Omit<PolicyLimits, 'limits' | 'usage'> {
   const granted: string[] = p?.operation_types === 'all' ? [...OPERATION_TYPES] : (p?.operation_types ?? []);
   return {
@@ -125,9 +130,15 @@ export function hightopLimits(
       tx_cooldown_blocks: p?.tx_cooldown_blocks ?? null,
       fail_on_zero_price: p?.fail_on_zero_price ?? false,
     },
-    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: p?.max_swaps_per_period ?? null },
+    swap_limits: { max_slippage_bps: limits.max_slippage_bps, max_swaps_per_period: chainSwaps ? chainSwaps.max_swaps_per_period : (p?.max_swaps_per_period ?? null) },
     permissions: { operation_types: OPERATION_TYPES.filter((t) => granted.includes(t)), cannot: OPERATION_TYPES.filter((t) => !granted.includes(t)) },
-    current_usage: { txs_in_period: inPeriod.count, spent_in_period_usd: usd(inPeriod.usd_e8), swaps_in_period: inPeriod.swaps, total_txs: lifetime.count, total_spent_usd: usd(lifetime.usd_e8) },
+    current_usage: {
+      txs_in_period: inPeriod.count,
+      spent_in_period_usd: usd(inPeriod.usd_e8),
+      swaps_in_period: chainSwaps?.swaps_in_period ?? inPeriod.swaps,
+      total_txs: lifetime.count,
+      total_spent_usd: usd(lifetime.usd_e8),
+    },
   };
 }
 
@@ -218,7 +229,7 @@ export function createPolicyService(deps: { clock: Clock; log?: Logger }): Polic
 
     async limits(db, agentId) {
       const { policy, inPeriod, lifetime, shown } = await readLimits(db, agentId);
-      return { limits: shown.limits, usage: shown.usage, ...hightopLimits(policy, shown.limits, inPeriod, lifetime) };
+      return { limits: shown.limits, usage: shown.usage, ...hightopLimits(policy, shown.limits, inPeriod, lifetime, shown.swaps) };
     },
 
     async allowance(db, agentId) {
