@@ -11,6 +11,7 @@ import * as earn from './earn.js';
 import * as events from './events.js';
 import * as ledgerOperations from './operations.js';
 import * as owner from './owner.js';
+import * as ownerApprovals from './owner-approvals.js';
 import * as payments from './payments.js';
 import * as recipients from './recipients.js';
 import * as simulate from './simulate.js';
@@ -37,5 +38,6 @@ export const handlers = {
   ...webhooks,
   ...x402,
   ...owner,
+  ...ownerApprovals,
   ...admin,
 } satisfies HandlerMap;
