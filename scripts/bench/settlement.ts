@@ -12,7 +12,8 @@
 //      settlement).
 //   2. Backlog: 20,000 accepted operations of one type committed at once (the rows acceptance writes: operation, hold,
 //      its two journal legs, the balances) while `scripts/worker.ts` processes (what `npm run worker` runs) wait:
-//      settled per second with one worker process, then with a second one started beside it (target: two ≥ 1.6× one).
+//      settled per second with one worker process, then (a fresh backlog) with a second one started beside it (target:
+//      two ≥ 1.6× one).
 //      The one-at-a-time settler settles 25-120 a second, so its backlog is `oldBacklog` (500 by default: its rate
 //      does not depend on the backlog's size, and 20,000 would take it minutes per figure). Beside each rate: the CPU
 //      seconds per 1,000 operations of the worker processes and of their Postgres backends (/proc), and how busy the
@@ -358,7 +359,10 @@ async function stopWorkers(children: ChildProcess[]): Promise<void> {
   await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? once(c, 'exit') : null)));
 }
 
-/** Each type's backlog settled by one worker process, then (a fresh backlog) by two: a second process started beside it. */
+/**
+ * Each type's backlog settled by one worker process, then a fresh backlog of the same type by two (a second process
+ * started beside the first and stopped after), so that the two figures of a type are measured minutes apart at most.
+ */
 export async function backlogRates(opts: SettlementBenchOptions, batchSize: string, types: SettledType[], count: number): Promise<Map<SettledType, [BacklogFigure, BacklogFigure]>> {
   const scratch = await scratchDatabase('agent_api_bench_backlog');
   const masterKey = randomBytes(32).toString('hex');
@@ -366,7 +370,6 @@ export async function backlogRates(opts: SettlementBenchOptions, batchSize: stri
   const built = await createApp(loadConfig(workerEnv));
   const pool = new pg.Pool({ connectionString: scratch.url, max: 2 });
   const workers: ChildProcess[] = [];
-  const ones = new Map<SettledType, BacklogFigure>();
   const out = new Map<SettledType, [BacklogFigure, BacklogFigure]>();
   const name = batchSize === ONE_AT_A_TIME ? 'one at a time' : `batches of ${batchSize}`;
   const say = (f: BacklogFigure) =>
@@ -374,12 +377,13 @@ export async function backlogRates(opts: SettlementBenchOptions, batchSize: stri
   try {
     const ctx = { pool, wallets: await createAgents(built, P2.agents), workers };
     workers.push(await startWorkerProcess(workerEnv));
-    for (const type of types) ones.set(type, await backlogRate(ctx, type, count));
-    workers.push(await startWorkerProcess(workerEnv));
     for (const type of types) {
+      const one = await backlogRate(ctx, type, count);
+      workers.push(await startWorkerProcess(workerEnv));
       const two = await backlogRate(ctx, type, count);
-      out.set(type, [ones.get(type)!, two]);
-      opts.log?.(`settlement backlog of ${count} (${name}), ${type}: one worker ${say(ones.get(type)!)}; two workers ${say(two)}`);
+      await stopWorkers(workers.splice(1));
+      out.set(type, [one, two]);
+      opts.log?.(`settlement backlog of ${count} (${name}), ${type}: one worker ${say(one)}; two workers ${say(two)}`);
     }
   } finally {
     await stopWorkers(workers);
