@@ -1,6 +1,7 @@
 // Settlement benchmark (issue 31), run by `npm run bench:payments` beside the acceptance figures: does settlement keep
-// pace with acceptance? Each figure is measured with one operation settled per transaction (SETTLEMENT_BATCH_SIZE=0,
-// the settlement of the tree before issue 31: its phase 1 and phase 2 code paths are unchanged) and with batches
+// pace with acceptance? Each figure is measured with one operation settled per transaction (SETTLEMENT_BATCH_SIZE=0:
+// the phase 1 and phase 2 passes of the tree before issue 31, in this tree; docs/perf/issue-31-settlement.md says
+// what differs from the old tree) and with batches
 // (the configured default), in the same run, on the simulated chain (SETTLEMENT_DELAY_MS=0), Postgres and Redis, for
 // payments (POST /v1/agent/payments), crypto withdrawals (POST /v1/agent/withdrawals/to-crypto, to a confirmed
 // trusted destination) and one-off payments (POST /v1/agent/one-off-payments, no owner review: they clear at once).
@@ -17,7 +18,8 @@
 //      The one-at-a-time settler settles 25-120 a second, so its backlog is `oldBacklog` (500 by default: its rate
 //      does not depend on the backlog's size, and 20,000 would take it minutes per figure). Beside each rate: the CPU
 //      seconds per 1,000 operations of the worker processes and of their Postgres backends (/proc), and how busy the
-//      machine's cores were (all processes), which bound what a second worker can add.
+//      machine's cores were (all processes), which bound what a second worker can add, and what the workers'
+//      backends were doing when sampled (running, waiting on a Lock / LWLock / IO, or on their worker process).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
