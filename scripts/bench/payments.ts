@@ -8,6 +8,8 @@
 // single-insert ratio is printed beside it.
 //
 // Usage: npm run --silent bench:payments   (make bench-payments)  [--seconds 4] [--concurrency 20] [--seed 0 (no seeded figure)]
+//   [--settlement on|off|only] [--backlog 20000] [--old-backlog 500] [--settlement-types payment,withdrawal.crypto,one_off_payment.create]:
+//   the settlement figures of issue 31 (scripts/bench/settlement.ts) after the acceptance figures.
 //   [--tree DIR]: the app of another checkout (its src/app.ts and src/config.ts), e.g. today's tree against this one.
 // Uses DATABASE_URL when set, else a scratch database (scripts/bench/support.ts) dropped at the end. The 1-agent
 // row shows the per-agent serialisation (every payment of an agent takes its policy row lock). Not part of CI;
@@ -22,7 +24,7 @@ import pg from 'pg';
 import type { BuiltApp, createApp as CreateApp } from '../../src/app.js';
 import type { loadConfig as LoadConfig } from '../../src/config.js';
 import { createSameWorkPaymentServer } from './same-work-payments.js';
-import { settlementRows } from './settlement.js';
+import { SETTLED_TYPES, settlementRows, type SettledType } from './settlement.js';
 import { close, listen, report, row, scratchDatabase, type BenchRow } from './support.js';
 
 const { values } = parseArgs({
@@ -33,6 +35,8 @@ const { values } = parseArgs({
     tree: { type: 'string' },
     settlement: { type: 'string', default: 'on' },
     backlog: { type: 'string', default: '20000' },
+    'old-backlog': { type: 'string', default: '500' },
+    'settlement-types': { type: 'string', default: SETTLED_TYPES.join(',') },
   },
 });
 const TREE = values.tree ? new URL(`file://${values.tree.replace(/\/$/, '')}/`) : new URL('../../', import.meta.url);
@@ -69,24 +73,27 @@ async function drive(seconds: number, task: () => Promise<boolean>): Promise<Rat
 /**
  * The HTTP load generator, run in a worker thread so that it does not share the server's event loop (fetch/undici
  * in the main thread took a few percent of the server's CPU and queued behind its work): CONCURRENCY loops over a
- * keep-alive node:http agent, each POST with a fresh Idempotency-Key, agents in turn. Plain JavaScript (eval).
+ * keep-alive node:http agent, each POST with a fresh Idempotency-Key, agents in turn (each with its own body when
+ * `bodies` is given, one per agent, else `body`). Plain JavaScript (eval).
  */
 const LOAD_WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const http = require('node:http');
 const { randomUUID } = require('node:crypto');
-const { url, agents, body, concurrency, seconds } = workerData;
+const { url, agents, body, bodies, concurrency, seconds } = workerData;
 const target = new URL(url);
 const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
 let n = 0;
 const post = () => new Promise((resolve) => {
-  const headers = { ...agents[n++ % agents.length], 'idempotency-key': randomUUID(), 'content-length': Buffer.byteLength(body) };
+  const i = n++ % agents.length;
+  const b = bodies ? bodies[i] : body;
+  const headers = { ...agents[i], 'idempotency-key': randomUUID(), 'content-length': Buffer.byteLength(b) };
   const req = http.request({ host: target.hostname, port: target.port, path: target.pathname, method: 'POST', headers, agent }, (res) => {
     res.on('data', () => {});
     res.on('end', () => resolve(res.statusCode === 200));
   });
   req.on('error', () => resolve(false));
-  req.end(body);
+  req.end(b);
 });
 (async () => {
   let ok = 0, failed = 0;
@@ -183,9 +190,16 @@ async function settlementSection(): Promise<void> {
     loadWorker: LOAD_WORKER,
     redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
     backlog: Number(values.backlog),
+    oldBacklog: Number(values['old-backlog']),
+    types: values['settlement-types'].split(',').map((t) => {
+      if (!(SETTLED_TYPES as string[]).includes(t)) throw new Error(`--settlement-types takes ${SETTLED_TYPES.join(', ')}`);
+      return t as SettledType;
+    }),
     log: (line) => process.stderr.write(`${line}\n`),
   });
-  process.stdout.write(`\nsettlement (issue 31): simulated chain, SETTLEMENT_DELAY_MS=0; P2 load = 20 agents, 32 in flight, 10 s after 1 s warm-up\n\n`);
+  process.stdout.write(
+    `\nsettlement (issue 31): simulated chain, SETTLEMENT_DELAY_MS=0; P2 load = 20 agents, 32 in flight, 10 s after 1 s warm-up; backlogs: ${values.backlog} (batches), ${values['old-backlog']} (one at a time), 20 agents' wallets, workers = scripts/worker.ts processes\n\n`,
+  );
   report(rows);
 }
 
