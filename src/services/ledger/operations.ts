@@ -156,8 +156,9 @@ export function createOperationService(deps: {
         const settlement = input.settlement ?? 'worker';
         const asset = input.asset ? await ledger.requireAsset(trx, input.asset) : null;
         const amount = input.amount ?? null;
-        // A wallet owing a deficit (a reversed deposit it had spent) moves no money until it is covered.
-        if (amount !== null || (input.holds?.length ?? 0) > 0) await refuseWhileDeficit(trx, input.principal.walletId, await ledger.assets(trx));
+        // A wallet owing a deficit (a reversed deposit it had spent) moves no money until it is covered. Only an evm
+        // chain reorganises, so only there can a wallet owe one (the simulated chain's writes keep their round trips).
+        if (deps.chain?.mode === 'evm' && (amount !== null || (input.holds?.length ?? 0) > 0)) await refuseWhileDeficit(trx, input.principal.walletId, await ledger.assets(trx));
         let usdE8 = input.amountUsdE8 ?? null;
         // Rounded up: a value counted toward caps never falls below the amount's worth (dust is not free).
         if (usdE8 === null && asset && amount !== null) usdE8 = await ledger.usdValue(trx, asset, amount, 'up');
