@@ -369,6 +369,13 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         return result;
     }
 
+    /// Several lane calls in one relayed call, in order, all or nothing (issue 30: wrap then swap, wrap then supply
+    /// collateral). Each is this account's own lane function, checked and counted as if called alone; inside
+    /// `relayLane` only (a direct call's self-calls are not the lane).
+    function batch(bytes[] calldata calls) external onlyLane {
+        for (uint256 i; i < calls.length; ++i) Address.functionCall(address(this), calls[i]);
+    }
+
     /// Pays `amount` of `token` (address(0): the native coin) to a payee or a trusted destination whose time lock passed.
     function pay(address token, address to, uint256 amount) external onlyLane nonReentrant {
         _requireRecipient(to);

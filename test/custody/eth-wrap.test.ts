@@ -3,7 +3,7 @@
 // the account and so counts toward no cap. Refused for a WETH the owner did not allow, for a "WETH" that keeps the
 // ETH without minting it (a router's payable fallback would), for anyone but the lane, and while paused.
 import { expect } from 'chai';
-import { parseEther } from 'viem';
+import { encodeFunctionData, parseEther } from 'viem';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import { allowanceOf, buildWorld, createAgent, erc20BalanceOf, laneCall, mined, ownerCall, reverted, testPolicy, USD, type Agent, type World } from './world.js';
 
@@ -55,6 +55,24 @@ describe('custody: wrapping ETH on chain (issue 30)', function () {
     const msg = await reverted(w, laneCall(w, a, 'wrapEth', [w.dex.router, parseEther('0.1'), false]));
     expect(msg).to.not.equal('');
     expect(await w.client.getBalance({ address: a.account })).to.equal(parseEther('1.4'));
+  });
+
+  it('batch: wrap then swap in one relayed call, each call checked as if alone; all or nothing', async () => {
+    const pair = w.dex.pairs[['USDC', 'WETH'].sort().join('/')]!;
+    const call = (fn: string, args: readonly unknown[]) => encodeFunctionData({ abi: agentAccountAbi, functionName: fn, args } as never);
+    const wrap = call('wrapEth', [weth, parseEther('0.003'), false]);
+    // The swap of 0.003 WETH (9 USD) is within the 10 USD per-transaction cap: wrapped and swapped at once.
+    await mined(w, laneCall(w, a, 'batch', [[wrap, call('swap', [w.dex.router, [pair], [weth, w.usdc], parseEther('0.003'), 0n])]]));
+    expect((await erc20BalanceOf(w, w.usdc, a.account)) > 0n).to.equal(true);
+    // A batch whose second call breaks a cap reverts whole: the wrap before it is undone too.
+    const eth = await w.client.getBalance({ address: a.account });
+    const big = call('swap', [w.dex.router, [pair], [weth, w.usdc], parseEther('0.01'), 0n]);
+    expect(await reverted(w, laneCall(w, a, 'batch', [[call('wrapEth', [weth, parseEther('0.01'), false]), big]]))).to.equal('PerTxCapExceeded');
+    expect(await w.client.getBalance({ address: a.account })).to.equal(eth);
+    // An owner function inside a batch is still not the owner's: it needs the owner's signature.
+    const pause = call('pause', [{ nonce: 0n, deadline: 2n ** 40n, signature: '0x' }]);
+    expect(await reverted(w, laneCall(w, a, 'batch', [[pause]]))).to.equal('InvalidOwnerSignature');
+    expect(await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'paused' })).to.equal(false);
   });
 
   it('only the lane wraps, and not while paused', async () => {
