@@ -54,6 +54,12 @@ interface ISwapRouterLike {
     function swapExactIn(address[] memory pairs, address[] memory path, uint256 amountIn, uint256 minAmountOut, address to, uint256 deadline) external returns (uint256);
 }
 
+/// WETH9's wrapping functions.
+interface IWETH {
+    function deposit() external payable;
+    function withdraw(uint256 amount) external;
+}
+
 contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient, IERC1271 {
     using SafeERC20 for IERC20;
 
@@ -363,6 +369,13 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         return result;
     }
 
+    /// Several lane calls in one relayed call, in order, all or nothing (issue 30: wrap then swap, wrap then supply
+    /// collateral). Each is this account's own lane function, checked and counted as if called alone; inside
+    /// `relayLane` only (a direct call's self-calls are not the lane).
+    function batch(bytes[] calldata calls) external onlyLane {
+        for (uint256 i; i < calls.length; ++i) Address.functionCall(address(this), calls[i]);
+    }
+
     /// Pays `amount` of `token` (address(0): the native coin) to a payee or a trusted destination whose time lock passed.
     function pay(address token, address to, uint256 amount) external onlyLane nonReentrant {
         _requireRecipient(to);
@@ -434,6 +447,18 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         tokenIn.forceApprove(router, 0);
         amountOut = tokenOut.balanceOf(address(this)) - before;
         if (amountOut < minAmountOut) revert InsufficientOutput(amountOut, minAmountOut);
+    }
+
+    /// Wraps `amount` of this account's ETH into an allowed WETH (a protocol of the policy), or unwraps it back. The
+    /// value stays in this account (checked: the WETH balance grows by `amount`, or the ETH balance does), so it is
+    /// not counted toward the caps.
+    function wrapEth(address weth, uint256 amount, bool unwrap) external onlyLane nonReentrant {
+        _requireProtocol(weth);
+        uint256 before = unwrap ? address(this).balance : IERC20(weth).balanceOf(address(this));
+        if (unwrap) IWETH(weth).withdraw(amount);
+        else IWETH(weth).deposit{value: amount}();
+        uint256 got = (unwrap ? address(this).balance : IERC20(weth).balanceOf(address(this))) - before;
+        if (got != amount) revert InsufficientOutput(got, amount);
     }
 
     /// Deposits into an allowed ERC-4626 vault; the shares go to this account.

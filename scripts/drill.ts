@@ -281,6 +281,12 @@ async function main(): Promise<number> {
       ]),
     );
     await attempt('swap through a "pair" the attacker controls (lane)', target, () => asLane(target, 'swap', [w.dex.router, [attacker.address], [w.usdc, w.dex.tokens.WETH!], USDC(5), 0n]));
+    // Issue 30: the wrap (value must stay in the account) and the batch (each call checked as if alone).
+    await mined(w, w.faucet.sendTransaction({ to: target.account, value: 10n ** 16n }));
+    await attempt("wrap the account's ETH into an allowed protocol that is not WETH (the router, lane)", target, () => asLane(target, 'wrapEth', [w.dex.router, 10n ** 16n, false]));
+    await attempt('pay an unapproved payee inside a batch (lane)', target, () =>
+      asLane(target, 'batch', [[encodeFunctionData({ abi: agentAccountAbi, functionName: 'pay', args: [w.usdc, stranger, USDC(1)] })]]),
+    );
     await attempt('vault withdrawal to an outside address (vault.withdraw from the relayer)', target, () => asRelayer(w.vault, devVaultAbi, 'withdraw', [USDC(5), attacker.address, target.account]));
     await attempt('vault redemption via the earn router with a forged permit', target, () =>
       asRelayer(w.earn.router, earnRouterAbi, 'redeemWithPermit', [

@@ -1,11 +1,12 @@
 // Conversions on chain (issue 16): Uniswap v2 pairs deployed from the compiled artifacts that the npm package
-// @uniswap/v2-core ships (no recompilation), our own tokens (contracts/DevToken.sol) for WETH and EURC beside the USDC
+// @uniswap/v2-core ships (no recompilation), our own tokens (contracts/DevWeth.sol, a WETH9 with deposit/withdraw, and contracts/DevToken.sol for EURC) beside the USDC
 // token, and contracts/SwapRouter.sol, which swaps along a route in one transaction with the minimum output enforced
 // on chain. The development bootstrap deploys and seeds them; `createDex` reads routes and reserves for quotes.
 import { createRequire } from 'node:module';
 import { viem } from '../lib/viem.js';
 import type { Account, Chain as ViemChain, PublicClient, Transport, WalletClient } from 'viem';
 import { devTokenAbi, devTokenBytecode } from '../../contracts/artifacts/DevToken.js';
+import { devWethAbi, devWethBytecode } from '../../contracts/artifacts/DevWeth.js';
 import { swapRouterAbi, swapRouterBytecode } from '../../contracts/artifacts/SwapRouter.js';
 import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
@@ -259,7 +260,11 @@ export async function deployDevDex(wallet: Wallet, client: PublicClient, usdc: A
   const decimals: Record<string, number> = { USDC: 6 };
   const tokens: Record<string, Address> = { USDC: usdc };
   for (const t of DEV_TOKENS) {
-    tokens[t.symbol] = await deployContract(wallet, client, { abi: devTokenAbi, bytecode: devTokenBytecode, args: [t.name, t.symbol, t.decimals], account: wallet.account, chain: wallet.chain });
+    // WETH is a WETH9 (deposit/withdraw, contracts/DevWeth.sol) so that accounts wrap and unwrap ETH on chain.
+    tokens[t.symbol] =
+      t.symbol === 'WETH'
+        ? await deployContract(wallet, client, { abi: devWethAbi, bytecode: devWethBytecode, args: [], account: wallet.account, chain: wallet.chain })
+        : await deployContract(wallet, client, { abi: devTokenAbi, bytecode: devTokenBytecode, args: [t.name, t.symbol, t.decimals], account: wallet.account, chain: wallet.chain });
     decimals[t.symbol] = t.decimals;
   }
   const factory = await deployContract(wallet, client, {

@@ -11,6 +11,9 @@ import { SWAP_GAS, type OnchainSwapDetails } from './swaps.js';
 import type { Submitted } from './transactions.js';
 import { VAULT_GAS, type OnchainRewardsDetails, type OnchainVaultDetails, type createVaultCalls } from './vaults.js';
 
+/** Gas of a wrap inside a batch (WETH9 deposit, the balance check and the self-call). */
+const WRAP_GAS = 120_000n;
+
 /** The operation types an agent account's lane carries (issue 24). */
 const LANE_TYPES = new Set(['payment', 'withdrawal.crypto', 'one_off_payment.create']);
 
@@ -22,8 +25,11 @@ export function createAccountLane(custody: EvmCustody, vaults: ReturnType<typeof
     const encode = (functionName: string, args: readonly unknown[]) => v.encodeFunctionData({ abi: agentAccountAbi, functionName, args } as Parameters<typeof v.encodeFunctionData>[0]);
     if (d?.onchain_route) {
       const { router, pairs, path } = d.onchain_route;
-      const inner = encode('swap', [router, pairs, path, BigInt(op.amount!), BigInt(d.min_amount_out!)]);
-      const call = await custody.submitInner(trx, op, wallet, inner, { kind: 'swap', gas: SWAP_GAS * BigInt(pairs.length) + LANE_GAS, token: path[0]!.toLowerCase(), value: BigInt(op.amount!) });
+      const swap = encode('swap', [router, pairs, path, BigInt(op.amount!), BigInt(d.min_amount_out!)]);
+      // Issue 30: ETH in is wrapped into the route's WETH first, in the same relayed call (AgentAccount.batch).
+      const inner = d.wrap_input ? encode('batch', [[encode('wrapEth', [path[0], BigInt(op.amount!), false]), swap]]) : swap;
+      const gas = SWAP_GAS * BigInt(pairs.length) + LANE_GAS + (d.wrap_input ? WRAP_GAS : 0n);
+      const call = await custody.submitInner(trx, op, wallet, inner, { kind: 'swap', gas, token: path[0]!.toLowerCase(), value: BigInt(op.amount!) });
       return !call.ok && call.code === 'slippage_exceeded'
         ? { ok: false, code: 'slippage_exceeded', message: `the reserves moved: the swap would return less than the minimum ${d.min_amount_out}` }
         : call;
@@ -41,11 +47,13 @@ export function createAccountLane(custody: EvmCustody, vaults: ReturnType<typeof
       const c = d.onchain_lending;
       const market = morphoMarket(c.params as Parameters<typeof morphoMarket>[0]);
       const morpho = v.getAddress(c.morpho);
-      const inner =
+      const call =
         c.action === 'repay'
           ? encode('repay', [morpho, market, BigInt(c.assets), BigInt(c.shares ?? '0'), BigInt(c.max_assets!)])
           : encode(c.action === 'supply_collateral' ? 'supplyCollateral' : c.action === 'withdraw_collateral' ? 'withdrawCollateral' : 'borrow', [morpho, market, BigInt(c.assets)]);
-      return custody.submitInner(trx, op, wallet, inner, { kind: 'lending', gas: LENDING_GAS, token: null, value: BigInt(c.assets) });
+      // Issue 30: ETH collateral is wrapped into the market's WETH first, in the same relayed call.
+      const inner = c.wrap_input ? encode('batch', [[encode('wrapEth', [v.getAddress(c.params.collateralToken), BigInt(c.assets), false]), call]]) : call;
+      return custody.submitInner(trx, op, wallet, inner, { kind: 'lending', gas: LENDING_GAS + (c.wrap_input ? WRAP_GAS : 0n), token: null, value: BigInt(c.assets) });
     }
     if (!LANE_TYPES.has(op.type)) return { ok: false, code: 'not_implemented', message: `${op.type} does not go through an agent account's lane` };
     return custody.submitLane(trx, op, wallet, asset);

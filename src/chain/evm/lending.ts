@@ -24,6 +24,8 @@ export interface OnchainLendingDetails {
     shares?: string;
     /** repay: the most loan units the router may pull from the wallet (the rest returns). */
     max_assets?: string;
+    /** Issue 30: supply_collateral of the account's ETH, wrapped into the market's WETH in the same lane call. */
+    wrap_input?: boolean;
   };
 }
 

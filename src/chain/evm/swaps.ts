@@ -13,6 +13,8 @@ export const SWAP_GAS = 400_000n;
 export interface OnchainSwapDetails {
   onchain_route: { router: Address; pairs: Address[]; path: Address[] };
   min_amount_out: string;
+  /** Issue 30: the input is the account's ETH, wrapped into `path[0]` (WETH) in the same lane call before the swap. */
+  wrap_input?: boolean;
 }
 
 export function createSwaps({ relayer, client }: EvmChainDeps, tx: EvmTransactions) {

@@ -59,13 +59,17 @@ export async function toOnchainPolicy(
   const cap = (v: bigint | undefined) => (!allowsMoney ? 0n : (v ?? NO_USD_CAP));
   const maxPriceAge = deps.chain.chainId === DEV_CHAIN_ID ? 0 : 90_000;
   const assets = [];
+  let weth: Address | null = null;
   for (const a of await listAssets(db)) {
     const feed = deps.contracts.feeds[a.symbol];
     if (!feed || !listed(p.allowed_assets, a.symbol)) continue;
     if (a.symbol !== 'ETH' && (!a.contract_address || !(await deps.chain.custody!.hasCode(viem().getAddress(a.contract_address) as Address)))) continue;
     assets.push({ token: a.symbol === 'ETH' ? NATIVE_TOKEN : viem().getAddress(a.contract_address!), feed: viem().getAddress(feed), maxPriceAge });
+    if (a.symbol === 'WETH') weth = viem().getAddress(a.contract_address!) as Address;
   }
   const protocols: Address[] = [];
+  // Issue 30: with ETH and WETH both allowed, the WETH contract is a protocol too: the lane wraps and unwraps through it.
+  if (weth && assets.some((x) => x.token === NATIVE_TOKEN)) protocols.push(weth);
   const markets: Hex[] = [];
   for (const [id, addresses] of await deps.protocols(db)) {
     if (!listed(p.allowed_protocols, id)) continue;

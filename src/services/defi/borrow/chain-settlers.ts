@@ -31,8 +31,15 @@ export function registerBorrowSettlers(kit: BorrowKit): void {
   operations.registerChainSettler('collateral.add', async (trx, op, tracked) => {
     await repo.lockWallet(trx, op.wallet_id);
     const e = lendingEvent(tracked, 'SupplyCollateral');
-    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, onchainCollateral, 'collateral.add');
-    await repo.addCollateral(trx, { ...who(op), asset_symbol: op.asset_symbol!, delta: e.assets });
+    // The collateral's hold goes to the market; an ETH input's gas reserve (issue 30: the relayer paid the gas) is released.
+    let captured = false;
+    for (const hold of await findHeldByOperation(trx, op.id)) {
+      if (!captured && hold.amount === op.amount) captured = await ledger.capture(trx, hold.id, onchainCollateral, 'collateral.add');
+      else await ledger.release(trx, hold.id);
+    }
+    // ETH wrapped into the market's WETH (issue 30): the position is WETH, as on chain.
+    const asset = (op.details as { collateral_asset?: string } | null)?.collateral_asset ?? op.asset_symbol!;
+    await repo.addCollateral(trx, { ...who(op), asset_symbol: asset, delta: e.assets });
     return { ok: true, details: tracked };
   });
   operations.registerChainSettler('collateral.remove', async (trx, op, tracked) => {

@@ -33,48 +33,59 @@ export function createCollateral(kit: BorrowKit): Pick<BorrowService, 'addCollat
   } = kit;
   return {
     async addCollateral(db, who, body, idempotencyKey) {
-      return accountWrite(db, who, body.asset, 'collateral', async (trx, asset, om) => {
-        if (om) {
-          noConversion(body.source_asset, asset.symbol);
+      return accountWrite(
+        db,
+        who,
+        body.asset,
+        'collateral',
+        async (trx, asset, om) => {
+          if (om) {
+            noConversion(body.source_asset, asset.symbol);
+            // Issue 30: ETH (an account's, accountWrite checked) is wrapped into the market's WETH in the same lane call.
+            const wraps = asset.symbol === 'ETH' && om.collateral.symbol !== 'ETH';
+            const m = await market(trx, om.collateral.symbol, 'collateral', false);
+            const amount = (await resolveAmount(trx, asset, body)) as bigint;
+            const details = lendingDetails(om, 'supply_collateral', amount);
+            if (wraps) details.onchain_lending.wrap_input = true;
+            return createOnchain(trx, who, om, {
+              type: 'collateral.add',
+              resourceType: 'collateral',
+              resourceId: m.id,
+              asset,
+              amount,
+              details,
+              extra: { source_asset: asset.symbol, ...(wraps ? { collateral_asset: om.collateral.symbol } : {}) },
+              humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral on Morpho Blue`,
+              idempotencyKey,
+            });
+          }
           const m = await market(trx, asset.symbol, 'collateral', false);
+          const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : asset;
+          if (source.symbol !== asset.symbol && body.allow_conversion !== true)
+            throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
           const amount = (await resolveAmount(trx, asset, body)) as bigint;
-          return createOnchain(trx, who, om, {
-            type: 'collateral.add',
-            resourceType: 'collateral',
-            resourceId: m.id,
-            asset,
-            amount,
-            details: lendingDetails(om, 'supply_collateral', amount),
-            extra: { source_asset: asset.symbol },
-            humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral on Morpho Blue`,
-            idempotencyKey,
-          });
-        }
-        const m = await market(trx, asset.symbol, 'collateral', false);
-        const source = body.source_asset ? await ledger.requireAsset(trx, body.source_asset, 'source_asset') : asset;
-        if (source.symbol !== asset.symbol && body.allow_conversion !== true)
-          throw new ApiError('validation_failed', `adding ${asset.symbol} from ${source.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
-        const amount = (await resolveAmount(trx, asset, body)) as bigint;
-        const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
-        return recordOnMarket(
-          trx,
-          who,
-          m,
-          {
-            type: 'collateral.add',
-            resource: 'collateral',
-            asset: asset.symbol,
-            amount,
-            details: { source_asset: source.symbol, source_amount: cost.toString() },
-            humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral`,
-            idempotencyKey,
-          },
-          async (operation) => {
-            await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
-            await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
-          },
-        );
-      });
+          const cost = source.symbol === asset.symbol ? amount : await sourceCost(trx, source, asset, amount);
+          return recordOnMarket(
+            trx,
+            who,
+            m,
+            {
+              type: 'collateral.add',
+              resource: 'collateral',
+              asset: asset.symbol,
+              amount,
+              details: { source_asset: source.symbol, source_amount: cost.toString() },
+              humanMessage: `Adding ${formatAmount(amount, asset.decimals)} ${asset.symbol} as collateral`,
+              idempotencyKey,
+            },
+            async (operation) => {
+              await repo.addCollateral(trx, { wallet_id: who.walletId, agent_id: who.agentId, asset_symbol: asset.symbol, delta: amount, at: clock.now() });
+              await ledger.post(trx, { operationId: operation.id, entryType: 'collateral.add', postings: payFromWallet(who, source, cost, asset, amount, collateralAccount(m)) });
+            },
+          );
+        },
+        { wrapsEth: true },
+      );
     },
 
     async removeCollateral(db, who, body, idempotencyKey) {

@@ -49,8 +49,10 @@ export function createMorpho(core: BorrowCore) {
     return lending!.position(om.c, await ownerAddress(db, who.agentId));
   }
   /** On chain the market takes one collateral and lends one asset: anything else is refused, not booked beside it. */
-  function onchainAsset(om: OnchainMarket, symbol: string, role: 'collateral' | 'borrow'): void {
+  function onchainAsset(om: OnchainMarket, symbol: string, role: 'collateral' | 'borrow', wrapsEth = false): void {
     const want = role === 'collateral' ? om.collateral.symbol : om.loan.symbol;
+    // Issue 30: an account's ETH collateral is wrapped into the market's WETH in the lane call that posts it.
+    if (wrapsEth && symbol === 'ETH' && want === 'WETH') return;
     if (symbol !== want) {
       throw new ApiError(
         'validation_failed',
@@ -249,12 +251,14 @@ export function createMorpho(core: BorrowCore) {
     symbol: string,
     role: 'collateral' | 'borrow',
     write: (trx: Knex.Transaction, asset: AssetRow, om: OnchainMarket | null) => Promise<T>,
+    opts: { wrapsEth?: boolean } = {},
   ): Promise<T> {
     return withTransaction(db, async (trx) => {
       await lockAccount(trx, who);
       const asset = await ledger.requireAsset(trx, symbol);
       const om = await onchainMarket(trx);
-      if (om) onchainAsset(om, asset.symbol, role);
+      const wrapsEth = opts.wrapsEth === true && asset.symbol === 'ETH' && (await findWalletByAgent(trx, who.agentId))?.custody === 'account';
+      if (om) onchainAsset(om, asset.symbol, role, wrapsEth);
       return write(trx, asset, om);
     });
   }

@@ -4,6 +4,7 @@
 import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
 import { type AssetRow, findHeldByOperation, findProtocol } from '../../../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../../../db/repositories/operation.repository.js';
+import { findWalletByAgent } from '../../../db/repositories/agent.repository.js';
 import * as repo from '../../../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
 import type { QuoteRoute, QuoteRow } from '../../../db/repositories/quote.repository.js';
@@ -71,6 +72,15 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
   async function priced(db: Db, asset: AssetRow): Promise<PricedAsset & { source: string }> {
     const p = await ledger.price(db, asset.symbol);
     return { symbol: asset.symbol, decimals: asset.decimals, priceE8: p.usdE8, source: p.source };
+  }
+
+  /**
+   * The pool asset of a conversion's input: an agent account's ETH is wrapped into WETH in the same lane call and
+   * swapped from there (issue 30), so ETH -> X quotes the WETH -> X route; anything else is its own symbol.
+   */
+  async function poolSymbol(db: Db, who: OwnerRef, from: string, to: string): Promise<string> {
+    if (from !== 'ETH' || to === 'WETH') return from;
+    return (await findWalletByAgent(db, who.agentId))?.custody === 'account' ? 'WETH' : from;
   }
 
   const resolveAmount = async (db: Db, asset: AssetRow, body: AmountFields): Promise<bigint> => (await ledger.resolveAmount(db, asset, body)) as bigint;
@@ -159,7 +169,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
         // On a chain with pools (evm mode, development bootstrap), a wallet-to-wallet conversion reads the route's
         // reserves; a conversion into or out of a vault, or of an asset without a pool, stays at the price feed.
-        const onchain = dex && !fromVault && !toVault && amount > 0n ? await dex.quote(trx, from.symbol, to.symbol, amount) : null;
+        const onchain = dex && !fromVault && !toVault && amount > 0n ? await dex.quote(trx, await poolSymbol(trx, who, from.symbol, to.symbol), to.symbol, amount) : null;
         const fee = onchain ? UNISWAP_V2_FEE_BPS : feeBpsFor(from, to);
         const q = onchain ? { netOut: onchain.amountOut, fee: outWithoutFee(onchain) - onchain.amountOut } : convertAtPrice(amount, pf, pt, fee);
         if (q.netOut <= 0n) throw new ApiError('validation_failed', 'the amount is too small to convert', { field: 'amount' });
@@ -226,13 +236,15 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
         let repriced: { netOut: bigint; fee: bigint } | null = quote.route ? null : convertAtPrice(fromAmount, pf, pt, BigInt(quote.fee_bps));
         let onchainRoute: OnchainSwapDetails['onchain_route'] | null = null;
+        let wrapInput = false;
         if (quote.route) {
           // Re-read the reserves now: a swap that would fall below the minimum is refused before submission.
-          const now = dex ? await dex.quote(trx, from.symbol, to.symbol, fromAmount) : null;
+          const now = dex ? await dex.quote(trx, await poolSymbol(trx, who, from.symbol, to.symbol), to.symbol, fromAmount) : null;
           const samePairs = now !== null && now.pairs.length === quote.route.legs.length && now.pairs.every((p, i) => p.toLowerCase() === quote.route!.legs[i]!.pair.toLowerCase());
           if (!now || !samePairs) throw new ApiError('quote_expired', 'the route of this quote is no longer available; request a new one', { quote_id: quote.id });
           repriced = { netOut: now.amountOut, fee: outWithoutFee(now) - now.amountOut };
           onchainRoute = { router: now.router, pairs: now.pairs, path: now.path };
+          if (from.symbol === 'ETH') wrapInput = true;
         }
         if (!repriced) throw new Error('unreachable: a quote without a price');
         const minOut = BigInt(quote.min_amount_out);
@@ -267,7 +279,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
             min_amount_out: quote.min_amount_out,
             fee_amount: repriced.fee.toString(),
             to_vault_id: quote.to_vault_id,
-            ...(onchainRoute ? ({ onchain_route: onchainRoute } satisfies Partial<OnchainSwapDetails>) : {}),
+            ...(onchainRoute ? ({ onchain_route: onchainRoute, ...(wrapInput ? { wrap_input: true } : {}) } satisfies Partial<OnchainSwapDetails>) : {}),
           },
           eventData: { quote_id: quote.id },
           humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
@@ -314,7 +326,12 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
   operations.registerChainSettler('conversion', async (trx, op, tracked) => {
     const toAsset = (op.details as { to_asset: string }).to_asset;
     const out = BigInt(String(tracked.settled_amount_out));
-    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, { kind: 'external', name: 'conversion' }, 'conversion');
+    // The input's hold goes to the pool; an ETH input's gas reserve (issue 30: the relayer paid the gas) is released.
+    let captured = false;
+    for (const hold of await findHeldByOperation(trx, op.id)) {
+      if (!captured && hold.amount === op.amount) captured = await ledger.capture(trx, hold.id, { kind: 'external', name: 'conversion' }, 'conversion');
+      else await ledger.release(trx, hold.id);
+    }
     await ledger.post(trx, {
       operationId: op.id,
       entryType: 'conversion',

@@ -1,0 +1,85 @@
+// Issue 30 item 2 (acceptance 2): ETH on chain. An agent account holding only ETH posts 1 ETH as collateral on the
+// development chain's Morpho market (WETH collateral) and borrows USDC, and converts ETH to USDC through the
+// USDC/WETH pool: the account wraps its ETH into WETH (AgentAccount.wrapEth, a WETH9 deposit) in the same relayed
+// lane call as the supplyCollateral or the swap (AgentAccount.batch). The wallet's ETH goes down by exactly what was
+// wrapped (the relayer pays the gas), on chain and in the ledger.
+import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
+import { getAddress, parseUnits, type Address } from 'viem';
+import type { DexContracts } from '../../src/chain/dex.js';
+import { morphoAbi, type LendingContracts } from '../../src/chain/lending.js';
+import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
+import { startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
+
+const erc20BalanceAbi = [{ type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] }] as const;
+
+describe('DeFi on chain: ETH wrapped on chain (issue 30)', function () {
+  this.timeout(180_000);
+  let node: AnvilNode;
+  let s: ChainServer & { databaseUrl: string; dropDatabase(): Promise<void> };
+  let lending: LendingContracts;
+  let dex: DexContracts;
+
+  before(async () => {
+    node = await startAnvil();
+    s = await startChainServer(node);
+    lending = JSON.parse((await s.db('chain_settings').where({ chain_id: 31337, key: 'lending' }).first()).value) as LendingContracts;
+    dex = JSON.parse((await s.db('chain_settings').where({ chain_id: 31337, key: 'dex' }).first()).value) as DexContracts;
+  });
+  after(async () => {
+    await s?.close();
+    await s?.dropDatabase();
+    await node?.stop();
+  });
+
+  const ledgerBalance = async (agent: ChainAgent, symbol: string) => (await s.services.ledger.ledger.balance(s.db, agent.walletId, symbol)).available;
+  const erc20 = (token: Address, who: Address) => node.client.readContract({ address: token, abi: erc20BalanceAbi, functionName: 'balanceOf', args: [who] });
+  const executed = async (res: { status: number; body: { operation_id: string } }) => {
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    const [op] = await s.settle([res.body.operation_id]);
+    expect(op!.status, JSON.stringify(op)).to.equal('executed');
+    return op!;
+  };
+
+  it('an account holding only ETH posts 1 ETH as collateral (wrapped on chain) and borrows USDC', async () => {
+    const agent = await s.agent({ ETH: '1.5' });
+    expect(await s.usdcBalance(agent.address)).to.equal(0n);
+    const post = (path: string, body: Record<string, unknown>) => s.request('POST', `/v1/agent/borrow${path}`, { agent, body, idempotencyKey: randomUUID() });
+    const op = await executed(await post('/collateral/add', { asset: 'ETH', amount: '1' }));
+    // One relayed lane call of the account: wrap then supplyCollateral.
+    const receipt = await node.client.getTransactionReceipt({ hash: op.tx_hash as `0x${string}` });
+    expect(getAddress(receipt.to!)).to.equal(agent.address);
+    const [, , collateral] = await node.client.readContract({ address: lending.morpho, abi: morphoAbi, functionName: 'position', args: [lending.market.id, agent.address] });
+    expect(collateral).to.equal(parseUnits('1', 18));
+    // The wallet's ETH went down by exactly what was wrapped (the relayer paid the gas); no WETH left in the wallet.
+    expect(await node.client.getBalance({ address: agent.address })).to.equal(parseUnits('0.5', 18));
+    expect(await ledgerBalance(agent, 'ETH')).to.equal(parseUnits('0.5', 18));
+    expect(await erc20(lending.market.params.collateralToken, agent.address)).to.equal(0n);
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(0n);
+
+    await executed(await post('', { asset: 'USDC', amount: '1000' }));
+    expect(await s.usdcBalance(agent.address)).to.equal(parseUnits('1000', 6));
+    expect(await ledgerBalance(agent, 'USDC')).to.equal(parseUnits('1000', 6));
+    const summary = (await s.request('GET', '/v1/agent/borrow', { agent })).body.borrow;
+    expect(summary.collateral[0]).to.include({ asset_symbol: 'WETH', amount: '1' });
+    expect(summary.debts[0]).to.include({ asset_symbol: 'USDC' });
+  });
+
+  it('converts ETH to USDC through the USDC/WETH pool: wrapped and swapped in one lane call, ledger equal to the chain', async () => {
+    const agent = await s.agent({ ETH: '1' });
+    const q = await s.request('POST', '/v1/agent/conversions/quote', { agent, idempotencyKey: randomUUID(), body: { from_asset: 'ETH', to_asset: 'USDC', amount: '0.5', slippage_percent: 1 } });
+    expect(q.status, JSON.stringify(q.body)).to.equal(200);
+    const pair = dex.pairs[['USDC', 'WETH'].sort().join('/')]!;
+    expect(q.body.quote.route.legs[0]).to.include({ protocol: 'uniswap-v2', pool_address: pair, from_asset: 'WETH', to_asset: 'USDC' });
+    const expected = parseUnits(q.body.quote.expected_out, 6);
+    const op = await executed(await s.request('POST', '/v1/agent/conversions', { agent, idempotencyKey: randomUUID(), body: { quote_id: q.body.quote.quote_id } }));
+    const receipt = await node.client.getTransactionReceipt({ hash: op.tx_hash as `0x${string}` });
+    expect(getAddress(receipt.to!)).to.equal(agent.address);
+    const usdc = await s.usdcBalance(agent.address);
+    expect(usdc).to.equal(expected);
+    expect(await ledgerBalance(agent, 'USDC')).to.equal(usdc);
+    expect(await node.client.getBalance({ address: agent.address })).to.equal(parseUnits('0.5', 18));
+    expect(await ledgerBalance(agent, 'ETH')).to.equal(parseUnits('0.5', 18));
+    expect(await erc20(dex.tokens.WETH!, agent.address)).to.equal(0n);
+  });
+});
