@@ -69,9 +69,16 @@ export async function connectChain(deps: ConnectDeps): Promise<Chain | null> {
   const relayer = await resolveRelayer(deps, chainId);
   for (const [symbol, address] of Object.entries(config.chain.assetAddresses)) await setAssetContractAddress(db, symbol, address, await readEip712Domain(client, address as Address));
   if (chainId === DEV_CHAIN_ID && config.chain.devBootstrap && !config.chain.assetAddresses.USDC) {
-    await bootstrapDevChain({ ...deps, client, chainId, relayer }).catch((err: unknown) =>
-      log.error({ err: err instanceof Error ? err.message.split('\n')[0] : String(err) }, 'development chain bootstrap failed; retry with agentctl chain bootstrap'),
-    );
+    // Each step finds what an earlier attempt deployed, so a node that answered slowly or dropped a call is retried.
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const failed = await bootstrapDevChain({ ...deps, client, chainId, relayer }).then(
+        () => null,
+        (err: unknown) => (err instanceof Error ? err.message.split('\n')[0] : String(err)),
+      );
+      if (failed === null) break;
+      if (attempt === 3) log.error({ err: failed }, 'development chain bootstrap failed; retry with agentctl chain bootstrap');
+      else log.warn({ err: failed, attempt }, 'development chain bootstrap failed; trying again');
+    }
   }
   log.debug({ chain_id: chainId, relayer: relayer.address, confirmations: config.chain.confirmations }, 'settling on chain');
   return createEvmChain({ config: config.chain, chainId, client, relayer, sealer: deps.sealer, clock: deps.clock, log });
