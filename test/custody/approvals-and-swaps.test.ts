@@ -10,17 +10,17 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { decodeErrorResult, getAddress, parseUnits, type Hex as ViemHex } from 'viem';
+import { getAddress, parseUnits } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { laneCall as laneCallData, operationIdBytes32, relayLaneCallData } from '../../src/chain/accounts.js';
+import { laneCall as laneCallData, operationIdBytes32 } from '../../src/chain/accounts.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import type { Address, Hex } from '../../src/chain/port.js';
 import { mintToken } from '../../src/chain/token.js';
 import { signProposal, withOwnerSignature } from '../../src/cli/owner-keys.js';
-import { createSealer } from '../../src/lib/crypto.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { agentctlWith } from '../helpers/agentctl.js';
 import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { laneRevert as laneRevertWith, serverLaneKey } from '../helpers/lane.js';
 import { testConfigEnv, type TestAgent } from '../helpers/server.js';
 import { advance, buildWorld, chainNow, createAgent, erc20BalanceOf, laneCall, mined, ownerCall, reverted, USD, USDC, type Agent, type World } from './world.js';
 
@@ -111,22 +111,7 @@ describe('custody: approval threshold and swap count on chain (issues 27 and 26)
     });
 
     /** A lane call signed with the lane key the server holds (as an attacker with the dump and MASTER_KEY), relayed by a dev account: its custom error. */
-    async function laneRevert(inner: Hex): Promise<string | null> {
-      const wallet = await s.db('wallets').where({ id: agent.walletId }).first();
-      const lane = privateKeyToAccount(createSealer(s.config.masterKey).open(String(wallet.sealed_private_key)) as Hex);
-      const data = await relayLaneCallData(lane, 31337, account, inner, `0x${randomUUID().replace(/-/g, '').padEnd(64, '0')}` as Hex, 2n ** 40n);
-      const sender = node.devWallet(3);
-      try {
-        await node.client.call({ account: sender.account.address, to: account, data });
-        return null;
-      } catch (err) {
-        const hash = await sender.sendTransaction({ to: account, data, gas: 1_000_000n });
-        expect((await node.client.waitForTransactionReceipt({ hash })).status).to.equal('reverted');
-        for (let e = err as { data?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e)
-          if (typeof e.data === 'string' && e.data.length >= 10) return decodeErrorResult({ abi: agentAccountAbi, data: e.data as ViemHex }).errorName;
-        return String((err as Error).message).split('\n')[0]!;
-      }
-    }
+    const laneRevert = async (inner: Hex) => laneRevertWith(node, account, await serverLaneKey(s, agent.walletId), inner);
 
     it("a payment above the threshold waits; the owner's signed ApproveSpend (428 first) is relayed and it executes on chain", async () => {
       const res = await pay('300');

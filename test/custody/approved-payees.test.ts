@@ -8,20 +8,18 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { decodeErrorResult, parseUnits, type Hex as ViemHex } from 'viem';
-import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { laneCall, relayLaneCallData } from '../../src/chain/accounts.js';
+import { parseUnits } from 'viem';
+import { laneCall } from '../../src/chain/accounts.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import type { Address, Hex } from '../../src/chain/port.js';
 import { mintToken } from '../../src/chain/token.js';
-import { createSealer } from '../../src/lib/crypto.js';
 import { devOwnerKeyPath } from '../../src/lib/owner-keys.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { laneRevert as laneRevertWith, serverLaneKey } from '../helpers/lane.js';
 import type { TestAgent } from '../helpers/server.js';
 
 const ADMIN = 'approved-payees-admin-token-0123456789abcdef';
-const FAR = 2n ** 40n;
 
 describe('custody: a policy without allowed_recipients pays the recipients only, on chain too', function () {
   this.timeout(180_000);
@@ -42,19 +40,7 @@ describe('custody: a policy without allowed_recipients pays the recipients only,
   const isPayee = (address: Address) => node.client.readContract({ address: account, abi: agentAccountAbi, functionName: 'isPayee', args: [address] });
 
   /** A lane call signed by the lane key the server holds, relayed by a dev account: the account's custom error, or null. */
-  async function laneRevert(inner: Hex): Promise<string | null> {
-    const wallet = await s.db('wallets').where({ id: agent.walletId }).first();
-    const lane: PrivateKeyAccount = privateKeyToAccount(createSealer(s.config.masterKey).open(String(wallet.sealed_private_key)) as Hex);
-    const data = await relayLaneCallData(lane, 31337, account, inner, `0x${randomUUID().replace(/-/g, '').padEnd(64, '0')}` as Hex, FAR);
-    try {
-      await node.client.call({ account: node.devWallet(3).account.address, to: account, data });
-      return null;
-    } catch (err) {
-      for (let e = err as { data?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e)
-        if (typeof e.data === 'string' && e.data.length >= 10) return decodeErrorResult({ abi: agentAccountAbi, data: e.data as ViemHex }).errorName;
-      return String((err as Error).message).split('\n')[0]!;
-    }
-  }
+  const laneRevert = async (inner: Hex) => laneRevertWith(node, account, await serverLaneKey(s, agent.walletId), inner, { mine: false });
 
   before(async () => {
     node = await startAnvil();

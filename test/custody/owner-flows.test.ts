@@ -10,16 +10,16 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { decodeErrorResult, getAddress, parseUnits, type Hex as ViemHex } from 'viem';
+import { getAddress, parseUnits } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { laneCall, readAccountState, relayLaneCallData } from '../../src/chain/accounts.js';
+import { laneCall, readAccountState } from '../../src/chain/accounts.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import type { Address, Hex } from '../../src/chain/port.js';
 import { mintToken } from '../../src/chain/token.js';
-import { createSealer } from '../../src/lib/crypto.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
 import { agentctlWith } from '../helpers/agentctl.js';
+import { laneRevert as laneRevertWith, serverLaneKey } from '../helpers/lane.js';
 import { testConfigEnv, type TestAgent } from '../helpers/server.js';
 
 const ADMIN = 'owner-flows-admin-token-0123456789abcdef0123';
@@ -43,27 +43,10 @@ describe('custody: owner flows with agentctl --owner-key-file (issue 24, accepta
     node.client.readContract({ address: account, abi: agentAccountAbi, functionName: functionName as 'cheque', args: args as never }) as Promise<T>;
 
   /** The lane key the server holds now (opened as an attacker with the dump and MASTER_KEY would). */
-  async function laneKey(): Promise<PrivateKeyAccount> {
-    const wallet = await s.db('wallets').where({ id: agent.walletId }).first();
-    return privateKeyToAccount(createSealer(s.config.masterKey).open(String(wallet.sealed_private_key)) as Hex);
-  }
+  const laneKey = () => serverLaneKey(s, agent.walletId);
 
   /** A lane call signed by `lane`, relayed by a dev account: the account's custom error if it reverts (also mined), else null. */
-  async function laneRevert(lane: PrivateKeyAccount, inner: Hex): Promise<string | null> {
-    const data = await relayLaneCallData(lane, 31337, account, inner, `0x${randomUUID().replace(/-/g, '').padEnd(64, '0')}` as Hex, FAR);
-    const sender = node.devWallet(3);
-    try {
-      await node.client.call({ account: sender.account.address, to: account, data });
-      return null;
-    } catch (err) {
-      const hash = await sender.sendTransaction({ to: account, data, gas: 1_000_000n });
-      expect((await node.client.waitForTransactionReceipt({ hash })).status).to.equal('reverted');
-      for (let e = err as { data?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
-        if (typeof e.data === 'string' && e.data.length >= 10) return decodeErrorResult({ abi: agentAccountAbi, data: e.data as ViemHex }).errorName;
-      }
-      return String((err as Error).message).split('\n')[0]!;
-    }
-  }
+  const laneRevert = (lane: PrivateKeyAccount, inner: Hex) => laneRevertWith(node, account, lane, inner);
 
   const pay = (body: Record<string, unknown>) => s.request('POST', '/v1/agent/payments', { agent, idempotencyKey: randomUUID(), body });
 
