@@ -188,6 +188,9 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     mapping(bytes32 transfer => uint256 count) public spendApprovals;
     /// Set for the duration of a relayed lane call (`relayLane`), whose self-call then acts as the lane.
     bool private transient _laneRelayed;
+    /// What the last swap of this transaction delivered: `wrapEth(weth, 0, true)` unwraps exactly that (issue 30).
+    address private transient _swapOutToken;
+    uint256 private transient _swapOut;
 
     event OwnerChanged(address indexed previousOwner, address indexed newOwner);
     event LaneRotated(address indexed previousLane, address indexed newLane);
@@ -447,13 +450,19 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         tokenIn.forceApprove(router, 0);
         amountOut = tokenOut.balanceOf(address(this)) - before;
         if (amountOut < minAmountOut) revert InsufficientOutput(amountOut, minAmountOut);
+        (_swapOutToken, _swapOut) = (address(tokenOut), amountOut);
     }
 
     /// Wraps `amount` of this account's ETH into an allowed WETH (a protocol of the policy), or unwraps it back. The
     /// value stays in this account (checked: the WETH balance grows by `amount`, or the ETH balance does), so it is
-    /// not counted toward the caps.
+    /// not counted toward the caps. Unwrapping 0 unwraps what the swap just before (in this transaction) paid in
+    /// `weth`, so `batch([swap, wrapEth(weth, 0, true)])` turns exactly the swap's output into ETH.
     function wrapEth(address weth, uint256 amount, bool unwrap) external onlyLane nonReentrant {
         _requireProtocol(weth);
+        if (unwrap && amount == 0) {
+            if (_swapOutToken != weth) revert BadRoute();
+            (amount, _swapOut) = (_swapOut, 0);
+        }
         uint256 before = unwrap ? address(this).balance : IERC20(weth).balanceOf(address(this));
         if (unwrap) IWETH(weth).withdraw(amount);
         else IWETH(weth).deposit{value: amount}();

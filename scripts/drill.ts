@@ -287,6 +287,15 @@ async function main(): Promise<number> {
     await attempt('pay an unapproved payee inside a batch (lane)', target, () =>
       asLane(target, 'batch', [[encodeFunctionData({ abi: agentAccountAbi, functionName: 'pay', args: [w.usdc, stranger, USDC(1)] })]]),
     );
+    // Unwrapping "the swap's output" (wrapEth amount 0) names no amount: it must go through the WETH the swap paid in.
+    await attempt("unwrap a swap's output through an allowed protocol that is not WETH (batch: swap into WETH, then the router, lane)", target, () =>
+      asLane(target, 'batch', [
+        [
+          encodeFunctionData({ abi: agentAccountAbi, functionName: 'swap', args: [w.dex.router, [w.dex.pairs['USDC/WETH']!], [w.usdc, w.dex.tokens.WETH!], USDC(1), 0n] }),
+          encodeFunctionData({ abi: agentAccountAbi, functionName: 'wrapEth', args: [w.dex.router, 0n, true] }),
+        ],
+      ]),
+    );
     await attempt('vault withdrawal to an outside address (vault.withdraw from the relayer)', target, () => asRelayer(w.vault, devVaultAbi, 'withdraw', [USDC(5), attacker.address, target.account]));
     await attempt('vault redemption via the earn router with a forged permit', target, () =>
       asRelayer(w.earn.router, earnRouterAbi, 'redeemWithPermit', [

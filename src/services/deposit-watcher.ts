@@ -34,7 +34,7 @@ export const internalLogIndex = (index: number): number => -2 - index;
 const DEPOSIT_SOURCE = 'chain';
 /** Blocks applied per tick at most (the loop runs again at once while it has work). */
 /** chain_transactions kinds whose settlement books the wallet's inbound leg itself (DeFi on chain). */
-const SELF_BOOKED_KINDS = ['swap', 'vault', 'lending', 'rewards'] as const;
+const SELF_BOOKED_KINDS = ['swap', 'wrap', 'vault', 'lending', 'rewards'] as const;
 const BLOCKS_PER_TICK = 50;
 /** How many applied block hashes are kept to find where a reorganised chain forks from ours. */
 const REMEMBERED_BLOCKS = 256;

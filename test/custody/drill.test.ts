@@ -56,6 +56,7 @@ describe('npm run drill (compromised server against the chain)', function () {
       'replay an approval already consumed',
       "replay the owner's signed ApproveSpend",
       'swaps past max_swaps_per_period',
+      "unwrap a swap's output through an allowed protocol that is not WETH",
     ])
       expect(
         attacks.some((l) => l.includes(named)),

@@ -1,9 +1,10 @@
 // Issue 30 item 2, the account's part: the lane wraps the account's ETH into an allowed WETH (WETH9's deposit) and
 // unwraps it back (withdraw, the ETH returning through receive()), in one lane function that moves nothing out of
-// the account and so counts toward no cap. Refused for a WETH the owner did not allow, for a "WETH" that keeps the
+// the account and so counts toward no cap; unwrapping 0 after a swap into WETH unwraps exactly that swap's output. Refused for a WETH the owner did not allow, for a "WETH" that keeps the
 // ETH without minting it (a router's payable fallback would), for anyone but the lane, and while paused.
 import { expect } from 'chai';
-import { encodeFunctionData, parseEther } from 'viem';
+import { encodeFunctionData, parseEther, parseEventLogs } from 'viem';
+import { swapRouterAbi } from '../../src/chain/dex.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import { allowanceOf, buildWorld, createAgent, erc20BalanceOf, laneCall, mined, ownerCall, reverted, testPolicy, USD, type Agent, type World } from './world.js';
 
@@ -73,6 +74,26 @@ describe('custody: wrapping ETH on chain (issue 30)', function () {
     const pause = call('pause', [{ nonce: 0n, deadline: 2n ** 40n, signature: '0x' }]);
     expect(await reverted(w, laneCall(w, a, 'batch', [[pause]]))).to.equal('InvalidOwnerSignature');
     expect(await w.client.readContract({ address: a.account, abi: agentAccountAbi, functionName: 'paused' })).to.equal(false);
+  });
+
+  it('batch: swap into WETH then unwrap exactly its output (wrapEth amount 0); refused without a WETH swap before it', async () => {
+    const pair = w.dex.pairs[['USDC', 'WETH'].sort().join('/')]!;
+    const call = (fn: string, args: readonly unknown[]) => encodeFunctionData({ abi: agentAccountAbi, functionName: fn, args } as never);
+    const [eth, wethBefore, usdc] = [await w.client.getBalance({ address: a.account }), await erc20BalanceOf(w, weth, a.account), await erc20BalanceOf(w, w.usdc, a.account)];
+    const swap = call('swap', [w.dex.router, [pair], [w.usdc, weth], 3_000_000n, 0n]);
+    const receipt = await mined(w, laneCall(w, a, 'batch', [[swap, call('wrapEth', [weth, 0n, true])]]));
+    const [swapped] = parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs });
+    expect(swapped!.args.amountOut > 0n).to.equal(true);
+    // The account's ETH grew by the swap's output, its WETH is back where it was, 3 USDC went out.
+    expect(await w.client.getBalance({ address: a.account })).to.equal(eth + swapped!.args.amountOut);
+    expect(await erc20BalanceOf(w, weth, a.account)).to.equal(wethBefore);
+    expect(await erc20BalanceOf(w, w.usdc, a.account)).to.equal(usdc - 3_000_000n);
+    // Amount 0 with no swap before it, or after a swap whose output is not that WETH, or through another protocol: refused.
+    expect(await reverted(w, laneCall(w, a, 'wrapEth', [weth, 0n, true]))).to.equal('BadRoute');
+    const toUsdc = call('swap', [w.dex.router, [pair], [weth, w.usdc], 10n ** 14n, 0n]);
+    expect(await reverted(w, laneCall(w, a, 'batch', [[toUsdc, call('wrapEth', [weth, 0n, true])]]))).to.equal('BadRoute');
+    expect(await reverted(w, laneCall(w, a, 'batch', [[swap, call('wrapEth', [w.dex.router, 0n, true])]]))).to.equal('BadRoute');
+    expect(await w.client.getBalance({ address: a.account })).to.equal(eth + swapped!.args.amountOut);
   });
 
   it('only the lane wraps, and not while paused', async () => {

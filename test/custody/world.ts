@@ -160,12 +160,13 @@ export async function ownerCall<A extends OwnerAction>(w: World, agent: Agent, a
   return { address: agent.account, abi: agentAccountAbi, ...ownerCallArgs(action, fields, { nonce, deadline: FAR, signature }) };
 }
 
-/** Submits `call` from `from` (the relayer by default) and waits for it to succeed. */
-export async function mined(w: World, call: Call | Promise<Call> | Promise<Hex>, from: Wallet = w.relayer): Promise<void> {
+/** Submits `call` from `from` (the relayer by default), waits for it to succeed and returns its receipt. */
+export async function mined(w: World, call: Call | Promise<Call> | Promise<Hex>, from: Wallet = w.relayer) {
   const c = await call;
   const hash = typeof c === 'string' ? c : await from.writeContract({ ...c, chain: foundry, account: from.account } as never);
   const receipt = await w.client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
   if (receipt.status !== 'success') throw new Error(`transaction ${hash} reverted`);
+  return receipt;
 }
 
 /**

@@ -2,10 +2,14 @@
 // development chain's Morpho market (WETH collateral) and borrows USDC, and converts ETH to USDC through the
 // USDC/WETH pool: the account wraps its ETH into WETH (AgentAccount.wrapEth, a WETH9 deposit) in the same relayed
 // lane call as the supplyCollateral or the swap (AgentAccount.batch). The wallet's ETH goes down by exactly what was
-// wrapped (the relayer pays the gas), on chain and in the ledger.
+// wrapped (the relayer pays the gas), on chain and in the ledger. The other directions: USDC -> ETH swaps into WETH
+// and unwraps exactly the swap's output in the same lane call (wrapEth(weth, 0, true)); ETH <-> WETH is the wrap or
+// unwrap alone. The ledger credits what the WETH contract's Deposit/Withdrawal event says, once: the deposit
+// watcher, which sees the ETH the WETH contract sends the account, does not credit it again.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { getAddress, parseUnits, type Address } from 'viem';
+import { getAddress, parseEventLogs, parseUnits, type Address } from 'viem';
+import { devWethAbi } from '../../contracts/artifacts/DevWeth.js';
 import type { DexContracts } from '../../src/chain/dex.js';
 import { morphoAbi, type LendingContracts } from '../../src/chain/lending.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
@@ -81,5 +85,71 @@ describe('DeFi on chain: ETH wrapped on chain (issue 30)', function () {
     expect(await node.client.getBalance({ address: agent.address })).to.equal(parseUnits('0.5', 18));
     expect(await ledgerBalance(agent, 'ETH')).to.equal(parseUnits('0.5', 18));
     expect(await erc20(dex.tokens.WETH!, agent.address)).to.equal(0n);
+  });
+
+  /** The deposit watcher brought to the head (with its confirmations): whatever it credits shows in the ledger. */
+  const watchToHead = async () => {
+    if (s.config.chain.confirmations > 1) await node.mine(s.config.chain.confirmations - 1);
+    while ((await s.services.inbound!.deposits.tick()) > 0);
+  };
+  const apiBalance = async (agent: ChainAgent, symbol: string) => {
+    const items = (await s.request('GET', '/v1/agent/balances', { agent })).body.items as { asset_symbol: string; available: string }[];
+    return parseUnits(items.find((b) => b.asset_symbol === symbol)?.available ?? '0', 18);
+  };
+  const convert = async (agent: ChainAgent, from: string, to: string, amount: string) => {
+    const q = await s.request('POST', '/v1/agent/conversions/quote', { agent, idempotencyKey: randomUUID(), body: { from_asset: from, to_asset: to, amount, slippage_percent: 1 } });
+    expect(q.status, JSON.stringify(q.body)).to.equal(200);
+    const op = await executed(await s.request('POST', '/v1/agent/conversions', { agent, idempotencyKey: randomUUID(), body: { quote_id: q.body.quote.quote_id } }));
+    const receipt = await node.client.getTransactionReceipt({ hash: op.tx_hash as `0x${string}` });
+    // One relayed lane call of the account, self-booked (the watcher skips it).
+    expect(getAddress(receipt.to!)).to.equal(agent.address);
+    await watchToHead();
+    expect(await s.db('chain_deposits').where({ tx_hash: op.tx_hash })).to.have.length(0);
+    return { quote: q.body.quote as { expected_out: string; min_amount_out: string; route: { legs: Record<string, unknown>[] } }, op, receipt };
+  };
+
+  it('converts USDC to ETH: swapped into WETH and exactly the output unwrapped in one lane call; the ETH credited once', async () => {
+    const agent = await s.agent({ USDC: '100' });
+    const weth = dex.tokens.WETH!;
+    const { quote, op, receipt } = await convert(agent, 'USDC', 'ETH', '30');
+    expect(quote.route.legs[0]).to.include({ protocol: 'uniswap-v2', pool_address: dex.pairs[['USDC', 'WETH'].sort().join('/')]!, from_asset: 'USDC', to_asset: 'WETH' });
+    const unwrapped = parseEventLogs({ abi: devWethAbi, eventName: 'Withdrawal', logs: receipt.logs.filter((l) => getAddress(l.address) === getAddress(weth)) });
+    expect(unwrapped).to.have.length(1);
+    const eth = await node.client.getBalance({ address: agent.address });
+    // The account holds native ETH: what the swap paid (its quote, nobody else traded), all of it unwrapped.
+    expect(eth).to.equal(parseUnits(quote.expected_out, 18));
+    expect(eth).to.equal(unwrapped[0]!.args.wad);
+    expect(eth >= parseUnits(quote.min_amount_out, 18)).to.equal(true);
+    expect(await erc20(weth, agent.address)).to.equal(0n);
+    // The ledger credits exactly that, once (the watcher ran to the head above), in ETH, not WETH.
+    expect(await ledgerBalance(agent, 'ETH')).to.equal(eth);
+    expect(await apiBalance(agent, 'ETH')).to.equal(eth);
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(0n);
+    expect(await s.usdcBalance(agent.address)).to.equal(parseUnits('70', 6));
+    expect(await ledgerBalance(agent, 'USDC')).to.equal(parseUnits('70', 6));
+    expect((op.details as { settled_amount_out?: string }).settled_amount_out).to.equal(eth.toString());
+  });
+
+  it('converts ETH to WETH and WETH back to ETH on chain, 1:1 through the WETH contract, the balances on chain and in /balances', async () => {
+    const agent = await s.agent({ ETH: '1' });
+    const weth = dex.tokens.WETH!;
+    const wrap = await convert(agent, 'ETH', 'WETH', '0.4');
+    expect(wrap.quote).to.include({ expected_out: '0.4', min_amount_out: '0.4' });
+    expect(wrap.quote.route.legs[0]).to.include({ protocol: 'weth', pool_address: getAddress(weth), from_asset: 'ETH', to_asset: 'WETH', fee_bps: 0 });
+    expect(await s.db('chain_transactions').where({ tx_hash: wrap.op.tx_hash }).first('kind')).to.deep.equal({ kind: 'wrap' });
+    expect(await node.client.getBalance({ address: agent.address })).to.equal(parseUnits('0.6', 18));
+    expect(await erc20(weth, agent.address)).to.equal(parseUnits('0.4', 18));
+    expect(await ledgerBalance(agent, 'ETH')).to.equal(parseUnits('0.6', 18));
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(parseUnits('0.4', 18));
+    expect(await apiBalance(agent, 'ETH')).to.equal(parseUnits('0.6', 18));
+    expect(await apiBalance(agent, 'WETH')).to.equal(parseUnits('0.4', 18));
+
+    await convert(agent, 'WETH', 'ETH', '0.15');
+    expect(await node.client.getBalance({ address: agent.address })).to.equal(parseUnits('0.75', 18));
+    expect(await erc20(weth, agent.address)).to.equal(parseUnits('0.25', 18));
+    expect(await ledgerBalance(agent, 'ETH')).to.equal(parseUnits('0.75', 18));
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(parseUnits('0.25', 18));
+    expect(await apiBalance(agent, 'ETH')).to.equal(parseUnits('0.75', 18));
+    expect(await apiBalance(agent, 'WETH')).to.equal(parseUnits('0.25', 18));
   });
 });

@@ -7,7 +7,7 @@ import { agentAccountAbi, morphoMarket } from '../custody.js';
 import { LANE_GAS, type EvmCustody } from '../evm-custody.js';
 import type { AccountWallet, ChainAsset } from '../port.js';
 import { LENDING_GAS, type OnchainLendingDetails } from './lending.js';
-import { SWAP_GAS, type OnchainSwapDetails } from './swaps.js';
+import { SWAP_GAS, type OnchainSwapDetails, type OnchainWrapDetails } from './swaps.js';
 import type { Submitted } from './transactions.js';
 import { VAULT_GAS, type OnchainRewardsDetails, type OnchainVaultDetails, type createVaultCalls } from './vaults.js';
 
@@ -19,20 +19,28 @@ const LANE_TYPES = new Set(['payment', 'withdrawal.crypto', 'one_off_payment.cre
 
 export function createAccountLane(custody: EvmCustody, vaults: ReturnType<typeof createVaultCalls>) {
   async function submitThroughAccount(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, asset: ChainAsset): Promise<Submitted> {
-    const d = op.details as Partial<OnchainSwapDetails & OnchainVaultDetails & OnchainLendingDetails & OnchainRewardsDetails> | null;
+    const d = op.details as Partial<OnchainSwapDetails & OnchainWrapDetails & OnchainVaultDetails & OnchainLendingDetails & OnchainRewardsDetails> | null;
     if (d?.onchain_rewards) return vaults.submitRewardsClaim(trx, op.id, wallet.address, op.details as unknown as OnchainRewardsDetails);
     const v = viem();
     const encode = (functionName: string, args: readonly unknown[]) => v.encodeFunctionData({ abi: agentAccountAbi, functionName, args } as Parameters<typeof v.encodeFunctionData>[0]);
     if (d?.onchain_route) {
       const { router, pairs, path } = d.onchain_route;
       const swap = encode('swap', [router, pairs, path, BigInt(op.amount!), BigInt(d.min_amount_out!)]);
-      // Issue 30: ETH in is wrapped into the route's WETH first, in the same relayed call (AgentAccount.batch).
-      const inner = d.wrap_input ? encode('batch', [[encode('wrapEth', [path[0], BigInt(op.amount!), false]), swap]]) : swap;
-      const gas = SWAP_GAS * BigInt(pairs.length) + LANE_GAS + (d.wrap_input ? WRAP_GAS : 0n);
+      // Issue 30, in the same relayed call (AgentAccount.batch): ETH in is wrapped into the route's WETH first; ETH out
+      // is the swap's WETH output unwrapped after it (amount 0: exactly what the swap paid, known only on chain).
+      const calls = [...(d.wrap_input ? [encode('wrapEth', [path[0], BigInt(op.amount!), false])] : []), swap, ...(d.unwrap_output ? [encode('wrapEth', [path[path.length - 1], 0n, true])] : [])];
+      const inner = calls.length > 1 ? encode('batch', [calls]) : swap;
+      const gas = SWAP_GAS * BigInt(pairs.length) + LANE_GAS + WRAP_GAS * BigInt(calls.length - 1);
       const call = await custody.submitInner(trx, op, wallet, inner, { kind: 'swap', gas, token: path[0]!.toLowerCase(), value: BigInt(op.amount!) });
       return !call.ok && call.code === 'slippage_exceeded'
         ? { ok: false, code: 'slippage_exceeded', message: `the reserves moved: the swap would return less than the minimum ${d.min_amount_out}` }
         : call;
+    }
+    if (d?.onchain_wrap) {
+      // Issue 30: ETH <-> WETH alone, through the WETH the owner's policy allows (the account checks it and the balances).
+      const { weth, unwrap } = d.onchain_wrap;
+      const inner = encode('wrapEth', [v.getAddress(weth), BigInt(op.amount!), unwrap]);
+      return custody.submitInner(trx, op, wallet, inner, { kind: 'wrap', gas: LANE_GAS + WRAP_GAS, token: unwrap ? weth.toLowerCase() : null, value: BigInt(op.amount!) });
     }
     if (d?.onchain_vault) {
       const c = d.onchain_vault;

@@ -15,14 +15,14 @@ import { createAccountLane } from './account-lane.js';
 import { createLendingCalls, type OnchainLendingDetails } from './lending.js';
 import { createReads } from './reads.js';
 import { createReceipts } from './receipts.js';
-import { createSwaps, type OnchainSwapDetails } from './swaps.js';
+import { createSwaps, type OnchainSwapDetails, type OnchainWrapDetails } from './swaps.js';
 import { createTransactions, type EvmChainDeps, type Submitted } from './transactions.js';
 import { createTransfers, isNative } from './transfers.js';
 import { createVaultCalls, type OnchainRewardsDetails, type OnchainVaultDetails } from './vaults.js';
 
 export type { EvmChainDeps } from './transactions.js';
 export type { OnchainLendingDetails } from './lending.js';
-export type { OnchainSwapDetails } from './swaps.js';
+export type { OnchainSwapDetails, OnchainWrapDetails } from './swaps.js';
 export type { OnchainRewardsDetails, OnchainVaultDetails } from './vaults.js';
 
 const CHAIN_SETTLED_TYPES = new Set(['payment', 'withdrawal.crypto']);
@@ -50,7 +50,10 @@ export function createEvmChain(deps: EvmChainDeps): Chain {
       // An account wallet's one-off payment is a cheque issued in the account (issue 24).
       if (op.type === 'one_off_payment.create') return Boolean((op.details as { cheque_id?: string } | null)?.cheque_id);
       if (op.type.startsWith('collateral.') || op.type.startsWith('debt.')) return Boolean((op.details as Partial<OnchainLendingDetails> | null)?.onchain_lending);
-      if (op.type === 'conversion') return Boolean((op.details as Partial<OnchainSwapDetails> | null)?.onchain_route);
+      if (op.type === 'conversion') {
+        const d = op.details as Partial<OnchainSwapDetails & OnchainWrapDetails> | null;
+        return Boolean(d?.onchain_route ?? d?.onchain_wrap);
+      }
       if (op.type === 'earn.rewards_claim') return Boolean((op.details as Partial<OnchainRewardsDetails> | null)?.onchain_rewards);
       if (op.type.startsWith('earn.')) return Boolean((op.details as Partial<OnchainVaultDetails> | null)?.onchain_vault);
       if (!asset || !CHAIN_SETTLED_TYPES.has(op.type)) return false;

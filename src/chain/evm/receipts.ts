@@ -2,6 +2,7 @@
 // confirmations, whose receipt (and the venue's own events) decides the outcome; past CHAIN_SUBMIT_TIMEOUT_MS a
 // zero-value self-transfer replaces the pending one, and whichever of them is mined decides.
 import type { TransactionReceipt } from 'viem';
+import { devWethAbi } from '../../../contracts/artifacts/DevWeth.js';
 import { viem } from '../../lib/viem.js';
 import * as repo from '../../db/repositories/chain.repository.js';
 import type { Address, Chain, OnchainView, TrackResult } from '../port.js';
@@ -10,7 +11,7 @@ import { morphoEventsAbi } from '../lending.js';
 import { devVaultAbi, rewardsDistributorAbi } from '../vaults.js';
 import { usdCoinAbi } from '../token.js';
 import type { OnchainLendingDetails } from './lending.js';
-import type { OnchainSwapDetails } from './swaps.js';
+import type { OnchainSwapDetails, OnchainWrapDetails } from './swaps.js';
 import type { EvmChainDeps, EvmTransactions } from './transactions.js';
 
 function transferLogIndex(receipt: TransactionReceipt, token: string | null): number | null {
@@ -31,7 +32,7 @@ export function createReceipts({ config, chainId, client, relayer, clock, log }:
         const receipt = await tx.receiptOf(row.tx_hash);
         if (!receipt) continue;
         if (head - receipt.blockNumber + 1n < confirmations) return { state: 'pending' };
-        const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'vault' || row.kind === 'lending' || row.kind === 'rewards' ? null : row.token_address);
+        const logIndex = transferLogIndex(receipt, row.kind === 'swap' || row.kind === 'wrap' || row.kind === 'vault' || row.kind === 'lending' || row.kind === 'rewards' ? null : row.token_address);
         await repo.markChainTxMined(
           trx,
           row,
@@ -62,6 +63,18 @@ export function createReceipts({ config, chainId, client, relayer, clock, log }:
           row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === routerAddress) })[0] : undefined;
         if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
         const extra: Record<string, unknown> = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
+        // Issue 30: what the WETH contract wrapped (Deposit) or unwrapped (Withdrawal) for the account is what it received.
+        const d = op.details as Partial<OnchainSwapDetails & OnchainWrapDetails> | null;
+        const weth = row.kind === 'wrap' ? d?.onchain_wrap?.weth : row.kind === 'swap' && d?.unwrap_output ? d.onchain_route?.path.at(-1) : undefined;
+        if (weth) {
+          const unwrap = row.kind === 'swap' || Boolean(d?.onchain_wrap?.unwrap);
+          const event = viem()
+            .parseEventLogs({ abi: devWethAbi, eventName: unwrap ? 'Withdrawal' : 'Deposit', logs: receipt.logs.filter((l) => l.address.toLowerCase() === weth.toLowerCase()) })
+            .find((e) => ('src' in e.args ? e.args.src : e.args.dst).toLowerCase() === row.to_address.toLowerCase());
+          if (!event)
+            return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no WETH ${unwrap ? 'Withdrawal' : 'Deposit'} event`, txHash: row.tx_hash, feeUnits };
+          extra.settled_amount_out = event.args.wad.toString();
+        }
         if (row.kind === 'vault') {
           // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
           const events = viem()

@@ -15,6 +15,13 @@ export interface OnchainSwapDetails {
   min_amount_out: string;
   /** Issue 30: the input is the account's ETH, wrapped into `path[0]` (WETH) in the same lane call before the swap. */
   wrap_input?: boolean;
+  /** Issue 30: the output is ETH: the swap's WETH output (`path[last]`) is unwrapped in the same lane call, all of it. */
+  unwrap_output?: boolean;
+}
+
+/** Issue 30: an account's ETH -> WETH (or WETH -> ETH) conversion, one lane call `wrapEth(weth, amount, unwrap)`. */
+export interface OnchainWrapDetails {
+  onchain_wrap: { weth: Address; unwrap: boolean };
 }
 
 export function createSwaps({ relayer, client }: EvmChainDeps, tx: EvmTransactions) {

@@ -4,7 +4,7 @@ import { sql } from '../sql.js';
 
 export type ChainTxStatus = 'signed' | 'broadcast' | 'mined' | 'replaced' | 'dropped';
 /** `lane`: a relayed lane call of an agent account; `owner`: an owner's signed action relayed; `deploy`: an account's creation; `claim`: a cheque claim (issue 24). */
-export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'vault' | 'lending' | 'rewards' | 'lane' | 'owner' | 'deploy' | 'claim';
+export type ChainTxKind = 'native' | 'eip3009' | 'cancel' | 'funding' | 'swap' | 'wrap' | 'vault' | 'lending' | 'rewards' | 'lane' | 'owner' | 'deploy' | 'claim';
 
 export interface ChainTxRow {
   id: string;

@@ -4,13 +4,13 @@
 import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
 import { type AssetRow, findHeldByOperation, findProtocol } from '../../../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../../../db/repositories/operation.repository.js';
-import { findWalletByAgent } from '../../../db/repositories/agent.repository.js';
 import * as repo from '../../../db/repositories/quote.repository.js';
 import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
-import type { QuoteRoute, QuoteRow } from '../../../db/repositories/quote.repository.js';
-import { type Dex, DEX_PROTOCOL, type DexQuote, UNISWAP_V2_FEE_BPS } from '../../../chain/dex.js';
-import type { OnchainSwapDetails } from '../../../chain/evm/index.js';
-import { getAmountOut, minAmountOut, slippagePercentToBps } from '../../../lib/defi/amm.js';
+import type { QuoteRow } from '../../../db/repositories/quote.repository.js';
+import { type Dex, DEX_PROTOCOL, UNISWAP_V2_FEE_BPS } from '../../../chain/dex.js';
+import type { OnchainSwapDetails, OnchainWrapDetails } from '../../../chain/evm/index.js';
+import { minAmountOut, slippagePercentToBps } from '../../../lib/defi/amm.js';
+import { viem } from '../../../lib/viem.js';
 import { convertAtPrice, humanRate, type PricedAsset, toUsd } from '../../../lib/defi/pricing.js';
 import type { Clock } from '../../../lib/clock.js';
 import { sha256Hex } from '../../../lib/crypto.js';
@@ -24,6 +24,7 @@ import { type AmountFields, type LedgerService, USD_DECIMALS } from '../../ledge
 import type { OperationService, OwnerRef, PublicOperation, SettleOutcome, WriteResponse } from '../../ledger/operations.js';
 import type { PolicyService } from '../../ledger/policy.js';
 import { recordWrite } from '../record.js';
+import { chainVenue, outWithoutFee, policyProtocol, routeOf, WRAP_PROTOCOL } from './venue.js';
 import type { Schema } from '../../../lib/contract.js';
 
 export const QUOTE_TTL_MS = 60_000;
@@ -46,25 +47,6 @@ export const feeBpsFor = (from: AssetRow, to: AssetRow): bigint => (from.categor
 /** A deterministic simulated pool address per unordered pair (fault injection targets it: `agentctl chain fail-address`). */
 export const poolAddressFor = (a: string, b: string): string => `0x${sha256Hex(`${CONVERSION_PROTOCOL}:pool:${[a, b].sort().join('/')}`).slice(0, 40)}`;
 
-/** The output a route would give without the pairs' fee (the fee of a quote = this minus its expected output). */
-const outWithoutFee = (q: DexQuote): bigint => q.legs.reduce((amount, leg) => (amount > 0n ? getAmountOut(amount, leg.reserveIn, leg.reserveOut, 0n) : 0n), q.legs[0]!.amountIn);
-
-const routeOf = (q: DexQuote): QuoteRoute => ({
-  router: q.router,
-  block: q.block.toString(),
-  legs: q.legs.map((l) => ({
-    pair: l.pair,
-    from_asset: l.fromSymbol,
-    to_asset: l.toSymbol,
-    token_in: l.tokenIn,
-    token_out: l.tokenOut,
-    reserve_in: l.reserveIn.toString(),
-    reserve_out: l.reserveOut.toString(),
-    amount_in: l.amountIn.toString(),
-    amount_out: l.amountOut.toString(),
-  })),
-});
-
 export function createConversionService(deps: { clock: Clock; ledger: LedgerService; operations: OperationService; policy: PolicyService; earn: EarnService; dex?: Dex | null }): ConversionService {
   const { clock, ledger, operations, policy, earn } = deps;
   const dex = deps.dex ?? null;
@@ -72,15 +54,6 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
   async function priced(db: Db, asset: AssetRow): Promise<PricedAsset & { source: string }> {
     const p = await ledger.price(db, asset.symbol);
     return { symbol: asset.symbol, decimals: asset.decimals, priceE8: p.usdE8, source: p.source };
-  }
-
-  /**
-   * The pool asset of a conversion's input: an agent account's ETH is wrapped into WETH in the same lane call and
-   * swapped from there (issue 30), so ETH -> X quotes the WETH -> X route; anything else is its own symbol.
-   */
-  async function poolSymbol(db: Db, who: OwnerRef, from: string, to: string): Promise<string> {
-    if (from !== 'ETH' || to === 'WETH') return from;
-    return (await findWalletByAgent(db, who.agentId))?.custody === 'account' ? 'WETH' : from;
   }
 
   const resolveAmount = async (db: Db, asset: AssetRow, body: AmountFields): Promise<bigint> => (await ledger.resolveAmount(db, asset, body)) as bigint;
@@ -168,15 +141,17 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const amount = await resolveAmount(trx, from, body);
         const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
         // On a chain with pools (evm mode, development bootstrap), a wallet-to-wallet conversion reads the route's
-        // reserves; a conversion into or out of a vault, or of an asset without a pool, stays at the price feed.
-        const onchain = dex && !fromVault && !toVault && amount > 0n ? await dex.quote(trx, await poolSymbol(trx, who, from.symbol, to.symbol), to.symbol, amount) : null;
-        const fee = onchain ? UNISWAP_V2_FEE_BPS : feeBpsFor(from, to);
-        const q = onchain ? { netOut: onchain.amountOut, fee: outWithoutFee(onchain) - onchain.amountOut } : convertAtPrice(amount, pf, pt, fee);
+        // reserves (or is an account's wrap, 1:1); one into or out of a vault, or of an asset without a pool, stays at the price feed.
+        const venue = dex && !fromVault && !toVault && amount > 0n ? await chainVenue(trx, dex, who, from.symbol, to.symbol, amount) : null;
+        const onchain = venue?.kind === 'route' ? venue.quote : null;
+        const wrap = venue?.kind === 'wrap' ? venue : null;
+        const fee = onchain ? UNISWAP_V2_FEE_BPS : wrap ? 0n : feeBpsFor(from, to);
+        const q = onchain ? { netOut: onchain.amountOut, fee: outWithoutFee(onchain) - onchain.amountOut } : wrap ? { netOut: amount, fee: 0n } : convertAtPrice(amount, pf, pt, fee);
         if (q.netOut <= 0n) throw new ApiError('validation_failed', 'the amount is too small to convert', { field: 'amount' });
-        const protocol = onchain ? DEX_PROTOCOL : CONVERSION_PROTOCOL;
+        const protocol = onchain ? DEX_PROTOCOL : wrap ? WRAP_PROTOCOL : CONVERSION_PROTOCOL;
         const usdE8 = toUsd(amount, pf);
-        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: from.symbol, usdE8, protocol, slippageBps: Number(slippageBps) });
-        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: to.symbol, protocol });
+        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: from.symbol, usdE8, protocol: policyProtocol(protocol), slippageBps: Number(slippageBps) });
+        await checkPolicy(trx, who.agentId, { type: 'conversion', asset: to.symbol, protocol: policyProtocol(protocol) });
         if (fromVault) await checkPolicy(trx, who.agentId, { type: 'earn.withdraw', asset: from.symbol, protocol: fromVault.protocol_id });
         if (toVault) await checkPolicy(trx, who.agentId, { type: 'earn.deposit', asset: to.symbol, protocol: toVault.protocol_id });
         if (!fromVault) {
@@ -197,16 +172,16 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
           to_asset: to.symbol,
           from_amount: amount,
           expected_out: q.netOut,
-          min_amount_out: minAmountOut(q.netOut, slippageBps),
+          min_amount_out: wrap ? q.netOut : minAmountOut(q.netOut, slippageBps),
           slippage_bps: Number(slippageBps),
           fee_bps: Number(fee),
           fee_amount: q.fee,
           fee_usd_e8: toUsd(q.fee, pt, 'up'),
           from_price_e8: pf.priceE8,
           to_price_e8: pt.priceE8,
-          price_source: onchain ? `${DEX_PROTOCOL}:reserves@${onchain.block}` : `price-feed:${pf.source === pt.source ? pf.source : `${pf.source}+${pt.source}`}`,
+          price_source: onchain ? `${DEX_PROTOCOL}:reserves@${onchain.block}` : wrap ? `${WRAP_PROTOCOL}:1:1` : `price-feed:${pf.source === pt.source ? pf.source : `${pf.source}+${pt.source}`}`,
           protocol_id: protocol,
-          pool_address: onchain ? onchain.pairs[0]! : poolAddressFor(from.symbol, to.symbol),
+          pool_address: onchain ? onchain.pairs[0]! : (wrap?.weth ?? poolAddressFor(from.symbol, to.symbol)),
           route: onchain ? routeOf(onchain) : null,
           from_vault_id: fromVault?.id ?? null,
           to_vault_id: toVault?.id ?? null,
@@ -234,17 +209,28 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         const to = await ledger.requireAsset(trx, quote.to_asset);
         const fromAmount = BigInt(quote.from_amount);
         const [pf, pt] = [await priced(trx, from), await priced(trx, to)];
-        let repriced: { netOut: bigint; fee: bigint } | null = quote.route ? null : convertAtPrice(fromAmount, pf, pt, BigInt(quote.fee_bps));
-        let onchainRoute: OnchainSwapDetails['onchain_route'] | null = null;
-        let wrapInput = false;
-        if (quote.route) {
+        const wraps = quote.protocol_id === WRAP_PROTOCOL;
+        let repriced: { netOut: bigint; fee: bigint } | null = quote.route || wraps ? null : convertAtPrice(fromAmount, pf, pt, BigInt(quote.fee_bps));
+        let onchain: Partial<OnchainSwapDetails & OnchainWrapDetails> = {};
+        if (quote.route || wraps) {
           // Re-read the reserves now: a swap that would fall below the minimum is refused before submission.
-          const now = dex ? await dex.quote(trx, await poolSymbol(trx, who, from.symbol, to.symbol), to.symbol, fromAmount) : null;
-          const samePairs = now !== null && now.pairs.length === quote.route.legs.length && now.pairs.every((p, i) => p.toLowerCase() === quote.route!.legs[i]!.pair.toLowerCase());
-          if (!now || !samePairs) throw new ApiError('quote_expired', 'the route of this quote is no longer available; request a new one', { quote_id: quote.id });
-          repriced = { netOut: now.amountOut, fee: outWithoutFee(now) - now.amountOut };
-          onchainRoute = { router: now.router, pairs: now.pairs, path: now.path };
-          if (from.symbol === 'ETH') wrapInput = true;
+          const now = dex ? await chainVenue(trx, dex, who, from.symbol, to.symbol, fromAmount) : null;
+          const route = now?.kind === 'route' ? now.quote : null;
+          const same = wraps
+            ? now?.kind === 'wrap' && now.weth.toLowerCase() === quote.pool_address.toLowerCase()
+            : route !== null && route.pairs.length === quote.route!.legs.length && route.pairs.every((p, i) => p.toLowerCase() === quote.route!.legs[i]!.pair.toLowerCase());
+          if (!now || !same) throw new ApiError('quote_expired', 'the route of this quote is no longer available; request a new one', { quote_id: quote.id });
+          if (now.kind === 'wrap') {
+            repriced = { netOut: fromAmount, fee: 0n };
+            onchain = { onchain_wrap: { weth: viem().getAddress(now.weth), unwrap: now.unwrap } };
+          } else {
+            repriced = { netOut: now.quote.amountOut, fee: outWithoutFee(now.quote) - now.quote.amountOut };
+            onchain = {
+              onchain_route: { router: now.quote.router, pairs: now.quote.pairs, path: now.quote.path },
+              ...(now.wrapInput ? { wrap_input: true } : {}),
+              ...(now.unwrapOutput ? { unwrap_output: true } : {}),
+            };
+          }
         }
         if (!repriced) throw new Error('unreachable: a quote without a price');
         const minOut = BigInt(quote.min_amount_out);
@@ -255,7 +241,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
             amount_out: formatAmount(repriced.netOut, to.decimals),
           });
         }
-        const policyFacts = { protocol: quote.protocol_id, slippageBps: quote.slippage_bps };
+        const policyFacts = { protocol: policyProtocol(quote.protocol_id), slippageBps: quote.slippage_bps };
         // Redeem out of the vault only when the policy will allow the conversion: a refusal commits its record, and
         // must not commit a redemption with it (operations.create below re-evaluates under the same lock and records it).
         if (quote.from_vault_id && (await policy.evaluate(trx, who.agentId, { ...policyFacts, type: 'conversion', asset: from.symbol, usdE8: toUsd(fromAmount, pf) })).allowed) {
@@ -279,7 +265,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
             min_amount_out: quote.min_amount_out,
             fee_amount: repriced.fee.toString(),
             to_vault_id: quote.to_vault_id,
-            ...(onchainRoute ? ({ onchain_route: onchainRoute, ...(wrapInput ? { wrap_input: true } : {}) } satisfies Partial<OnchainSwapDetails>) : {}),
+            ...onchain,
           },
           eventData: { quote_id: quote.id },
           humanMessage: `Converting ${formatAmount(fromAmount, from.decimals)} ${from.symbol} to ${formatAmount(repriced.netOut, to.decimals)} ${to.symbol}`,
