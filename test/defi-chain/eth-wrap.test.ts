@@ -13,7 +13,9 @@ import { devWethAbi } from '../../contracts/artifacts/DevWeth.js';
 import type { DexContracts } from '../../src/chain/dex.js';
 import { morphoAbi, type LendingContracts } from '../../src/chain/lending.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
-import { startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
+import { chainEnv, startChainServer, type ChainAgent, type ChainServer } from '../helpers/chain.js';
+import { agentctl } from '../helpers/process.js';
+import { testConfigEnv } from '../helpers/server.js';
 
 const erc20BalanceAbi = [{ type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ name: '', type: 'uint256' }] }] as const;
 
@@ -151,5 +153,25 @@ describe('DeFi on chain: ETH wrapped on chain (issue 30)', function () {
     expect(await ledgerBalance(agent, 'WETH')).to.equal(parseUnits('0.25', 18));
     expect(await apiBalance(agent, 'ETH')).to.equal(parseUnits('0.75', 18));
     expect(await apiBalance(agent, 'WETH')).to.equal(parseUnits('0.25', 18));
+  });
+
+  it('ETH <-> WETH needs no allowed protocol (the account allows the WETH contract with ETH and WETH): a policy without protocols wraps, and swaps nothing', async () => {
+    const agent = await s.agent({ ETH: '1' }, { policy: { operation_types: 'all', allowed_protocols: [] } });
+    const quote = (to: string) =>
+      s.request('POST', '/v1/agent/conversions/quote', { agent, idempotencyKey: randomUUID(), body: { from_asset: 'ETH', to_asset: to, amount: '0.1', slippage_percent: 1 } });
+    const refused = await quote('USDC');
+    expect(refused.status, JSON.stringify(refused.body)).to.equal(403);
+    expect(refused.body.error.code).to.equal('protocol_not_allowed');
+    await convert(agent, 'ETH', 'WETH', '0.1');
+    expect(await erc20(dex.tokens.WETH!, agent.address)).to.equal(parseUnits('0.1', 18));
+    expect(await ledgerBalance(agent, 'WETH')).to.equal(parseUnits('0.1', 18));
+  });
+
+  it('agentctl chain reconcile reports zero drift after the above (ETH and WETH per account)', async () => {
+    const res = await agentctl(testConfigEnv(chainEnv(node, s.databaseUrl)), ['chain', 'reconcile']);
+    expect(res.code, res.stderr).to.equal(0);
+    const report = JSON.parse(res.stdout);
+    expect(report.assets).to.include.members(['ETH', 'USDC', 'WETH']);
+    expect(report.drift).to.deep.equal([]);
   });
 });

@@ -10,6 +10,7 @@ import { mintToken } from '../../src/chain/token.js';
 import { runSettlementTick } from '../../src/services/ledger/settlement-loop.js';
 import type { OperationRow } from '../../src/db/repositories/operation.repository.js';
 import { cloneTemplateDatabase } from '../setup.js';
+import type { AgentOptions } from '../support/agents.js';
 import type { AnvilNode } from './anvil.js';
 import { repoRoot } from './process.js';
 import { startTestServer, testConfigEnv, type TestAgent, type TestServer } from './server.js';
@@ -33,7 +34,7 @@ export interface ChainServer extends TestServer {
   node: AnvilNode;
   token: Address;
   /** An agent with an allow-all policy, funded with `fund` in the ledger and the same on chain. */
-  agent(fund?: { USDC?: string; ETH?: string }): Promise<ChainAgent>;
+  agent(fund?: { USDC?: string; ETH?: string }, opts?: { policy?: AgentOptions['policy'] }): Promise<ChainAgent>;
   /** Runs settlement passes (unless `drive` is false: other processes settle) until every operation in `ids` is terminal. */
   settle(ids: string[], opts?: { timeoutMs?: number; drive?: boolean }): Promise<OperationRow[]>;
   usdcBalance(address: Address): Promise<bigint>;
@@ -53,8 +54,8 @@ export async function startChainServer(
   return Object.assign(server, {
     node,
     token,
-    async agent(fund: { USDC?: string; ETH?: string } = {}) {
-      const agent = await server.createAgent({ policy: 'all' });
+    async agent(fund: { USDC?: string; ETH?: string } = {}, agentOpts: { policy?: AgentOptions['policy'] } = {}) {
+      const agent = await server.createAgent({ policy: agentOpts.policy ?? 'all' });
       const wallet = await server.db('wallets').where({ id: agent.walletId }).first();
       const address = getAddress(wallet.address) as Address;
       // Funded on chain; the deposit watcher credits the ledger (ticked here, and by any running worker).
