@@ -12,6 +12,7 @@ import { usdCoinAbi } from '../token.js';
 import type { OnchainLendingDetails } from './lending.js';
 import type { OnchainSwapDetails } from './swaps.js';
 import type { EvmChainDeps, EvmTransactions } from './transactions.js';
+import { earnDrawsOf } from './vaults.js';
 
 function transferLogIndex(receipt: TransactionReceipt, token: string | null): number | null {
   if (!token) return null;
@@ -62,7 +63,8 @@ export function createReceipts({ config, chainId, client, relayer, clock, log }:
           row.kind === 'swap' ? viem().parseEventLogs({ abi: swapRouterAbi, eventName: 'Swapped', logs: receipt.logs.filter((l) => l.address.toLowerCase() === routerAddress) })[0] : undefined;
         if (row.kind === 'swap' && !swapped) return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no Swapped event`, txHash: row.tx_hash, feeUnits };
         const extra: Record<string, unknown> = swapped ? { settled_amount_out: swapped.args.amountOut.toString() } : {};
-        if (row.kind === 'vault') {
+        // A payment that redeemed Earn positions in its account call (earnDrawsOf) reads them as a vault action does.
+        if (row.kind === 'vault' || (row.kind === 'lane' && earnDrawsOf(op).length > 0)) {
           // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
           const events = viem()
             .parseEventLogs({ abi: devVaultAbi, logs: receipt.logs })
