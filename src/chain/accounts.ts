@@ -122,6 +122,7 @@ export const laneCall = {
   pay: (token: Address, to: Address, amount: bigint): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'pay', args: [token, to, amount] }),
   issueCheque: (id: Hex, token: Address, to: Address, amount: bigint, unlockAt: bigint, expiresAt: bigint): Hex =>
     viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'issueCheque', args: [id, token, to, amount, unlockAt, expiresAt] }),
+  batch: (calls: Hex[]): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'batch', args: [calls] }),
   confirmTrustedDestination: (destination: Address): Hex => viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'confirmTrustedDestination', args: [destination] }),
   authorizeX402: (token: Address, to: Address, value: bigint, validAfter: bigint, validBefore: bigint, nonce: Hex): Hex =>
     viem().encodeFunctionData({ abi: agentAccountAbi, functionName: 'authorizeX402', args: [token, to, value, validAfter, validBefore, nonce] }),

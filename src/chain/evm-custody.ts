@@ -56,7 +56,8 @@ export type LaneSubmit = { ok: true; hash: Hex } | { ok: false; code: string; me
 export interface EvmCustody {
   port: CustodyPort;
   /** An account wallet's outgoing operation as a lane call (payment, crypto withdrawal, one-off cheque). */
-  submitLane(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, asset: ChainAsset): Promise<LaneSubmit>;
+  /** `prelude`: lane calls made first, in the same relayed call (AgentAccount.batch), and the gas they add. */
+  submitLane(trx: Knex.Transaction, op: OperationRow, wallet: AccountWallet, asset: ChainAsset, prelude?: { calls: Hex[]; gas: bigint }): Promise<LaneSubmit>;
   /** Any lane call of an operation (DeFi: swap, vault, Morpho): checked by eth_call, then recorded for broadcast. */
   submitInner(
     trx: Knex.Transaction,
@@ -185,7 +186,7 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
 
   return {
     port,
-    async submitLane(trx, op, wallet, asset) {
+    async submitLane(trx, op, wallet, asset, prelude) {
       const amount = BigInt(op.amount!);
       const to = viem().getAddress(op.to_address!);
       const token = asset.contract_address ? viem().getAddress(asset.contract_address) : NATIVE_TOKEN;
@@ -203,7 +204,8 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
         }
         inner = laneCall.pay(token, to, amount);
       }
-      return submit(trx, op, wallet, inner, { kind: 'lane', gas: LANE_GAS, token: transferTo && token !== NATIVE_TOKEN ? token : null, transferTo, value: amount });
+      if (prelude) inner = laneCall.batch([...prelude.calls, inner]);
+      return submit(trx, op, wallet, inner, { kind: 'lane', gas: LANE_GAS + (prelude?.gas ?? 0n), token: transferTo && token !== NATIVE_TOKEN ? token : null, transferTo, value: amount });
     },
 
     submitInner: (trx, op, wallet, inner, row) => submit(trx, op, wallet, inner, { ...row, transferTo: wallet.address }),

@@ -110,7 +110,8 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
   /**
    * The deposits of one block into our wallets. Transfers between two of our wallets count too: an on-chain payment
    * captures the payer's hold to `external:onchain` and leaves crediting the recipient to the chain (this watcher).
-   * Swaps and vault actions are the exception: their settlement books what the wallet receives from the receipt.
+   * Swaps and vault actions are the exception: their settlement books what the wallet receives from the receipt;
+   * so does an account's lane call for what it moves into the account itself.
    */
   async function creditsOf(
     block: BlockRef,
@@ -131,14 +132,18 @@ export function createDepositWatcher(deps: DepositWatcherDeps): DepositWatcher {
       candidates.map((c) => c.to),
     );
     const ours = candidates.filter((c) => wallets.has(c.to.toLowerCase()));
-    const selfBooked = await repo.selfBookedTransactionHashes(
+    const own = await repo.ownTransactions(
       db,
       chain.chainId,
       ours.map((c) => c.txHash),
-      SELF_BOOKED_KINDS,
     );
+    const selfBooked = (c: Credit) => {
+      const t = own.get(c.txHash.toLowerCase());
+      // An account's lane call books what flows back into the account itself (a payment's Earn redemption, issue 26).
+      return t !== undefined && ((SELF_BOOKED_KINDS as readonly string[]).includes(t.kind) || (t.kind === 'lane' && t.to === c.to.toLowerCase()));
+    };
     if (ours.length > 0) log.debug({ block: block.number.toString(), deposits: ours.length }, 'deposits seen');
-    return { credits: ours.filter((c) => !selfBooked.has(c.txHash.toLowerCase())), wallets };
+    return { credits: ours.filter((c) => !selfBooked(c)), wallets };
   }
 
   /** Applies one block if the cursor is still where this worker read it; false when another worker moved it. */

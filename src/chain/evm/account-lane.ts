@@ -9,7 +9,7 @@ import type { AccountWallet, ChainAsset } from '../port.js';
 import { LENDING_GAS, type OnchainLendingDetails } from './lending.js';
 import { SWAP_GAS, type OnchainSwapDetails, type OnchainWrapDetails } from './swaps.js';
 import type { Submitted } from './transactions.js';
-import { VAULT_GAS, type OnchainRewardsDetails, type OnchainVaultDetails, type createVaultCalls } from './vaults.js';
+import { VAULT_GAS, earnDrawsOf, type OnchainRewardsDetails, type OnchainVaultDetails, type createVaultCalls } from './vaults.js';
 
 /** Gas of a wrap inside a batch (WETH9 deposit, the balance check and the self-call). */
 const WRAP_GAS = 120_000n;
@@ -64,7 +64,10 @@ export function createAccountLane(custody: EvmCustody, vaults: ReturnType<typeof
       return custody.submitInner(trx, op, wallet, inner, { kind: 'lending', gas: LENDING_GAS + (c.wrap_input ? WRAP_GAS : 0n), token: null, value: BigInt(c.assets) });
     }
     if (!LANE_TYPES.has(op.type)) return { ok: false, code: 'not_implemented', message: `${op.type} does not go through an agent account's lane` };
-    return custody.submitLane(trx, op, wallet, asset);
+    // Issue 26: a payment short of the asset redeems the Earn positions it drew on first, in the same relayed call.
+    const draws = op.type === 'payment' ? earnDrawsOf(op) : [];
+    const prelude = draws.length > 0 ? { calls: draws.map((d) => encode('redeem', [d.vault, d.shares, d.minimum])), gas: VAULT_GAS * BigInt(draws.length) } : undefined;
+    return custody.submitLane(trx, op, wallet, asset, prelude);
   }
 
   return { submitThroughAccount };

@@ -13,6 +13,7 @@ import { usdCoinAbi } from '../token.js';
 import type { OnchainLendingDetails } from './lending.js';
 import type { OnchainSwapDetails, OnchainWrapDetails } from './swaps.js';
 import type { EvmChainDeps, EvmTransactions } from './transactions.js';
+import { earnDrawsOf } from './vaults.js';
 
 function transferLogIndex(receipt: TransactionReceipt, token: string | null): number | null {
   if (!token) return null;
@@ -75,7 +76,8 @@ export function createReceipts({ config, chainId, client, relayer, clock, log }:
             return { state: 'failed', code: 'settlement_failed', message: `transaction ${row.tx_hash} emitted no WETH ${unwrap ? 'Withdrawal' : 'Deposit'} event`, txHash: row.tx_hash, feeUnits };
           extra.settled_amount_out = event.args.wad.toString();
         }
-        if (row.kind === 'vault') {
+        // A payment that redeemed Earn positions in its account call (earnDrawsOf) reads them as a vault action does.
+        if (row.kind === 'vault' || (row.kind === 'lane' && earnDrawsOf(op).length > 0)) {
           // The vaults' own ERC-4626 events: what was redeemed (Withdraw) and minted (Deposit), and where.
           const events = viem()
             .parseEventLogs({ abi: devVaultAbi, logs: receipt.logs })

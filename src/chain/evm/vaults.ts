@@ -27,6 +27,15 @@ export interface OnchainVaultDetails {
   };
 }
 
+/**
+ * The on-chain positions a payment draws on (its `details.drawn_from_earn` entries marked `onchain`, see
+ * services/defi/earn/draw.ts): each redeemed (`shares`, at least `amount` assets) before the transfer, in one account call.
+ */
+export function earnDrawsOf(op: { details: unknown }): { vault: Address; shares: bigint; minimum: bigint }[] {
+  const drawn = (op.details as { drawn_from_earn?: { vault: string; shares: string; amount: string; onchain?: boolean }[] } | null)?.drawn_from_earn ?? [];
+  return drawn.filter((d) => d.onchain).map((d) => ({ vault: viem().getAddress(d.vault), shares: BigInt(d.shares), minimum: BigInt(d.amount) }));
+}
+
 /** What an earn rewards claim paid by the rewards distributor records in its details (see earn.service.ts). */
 export interface OnchainRewardsDetails {
   onchain_rewards: {

@@ -111,14 +111,14 @@ export async function findWalletsByAddresses(db: Db, addresses: string[]): Promi
  * Which of `hashes` are this service's own transactions of `kinds`: swaps and vault actions, whose settlement books
  * every leg from the receipt's events (the wallet's tokens out and in), so the watcher must not credit them again.
  */
-export async function selfBookedTransactionHashes(db: Db, chainId: number, hashes: string[], kinds: readonly string[]): Promise<Set<string>> {
-  if (hashes.length === 0) return new Set();
+/** Our transactions among `hashes` (lower-case hash => kind and the address it was sent to). */
+export async function ownTransactions(db: Db, chainId: number, hashes: string[]): Promise<Map<string, { kind: string; to: string }>> {
+  if (hashes.length === 0) return new Map();
   const rows = (await db('chain_transactions')
     .where({ chain_id: chainId })
-    .whereIn('kind', kinds)
     .whereRaw('lower(tx_hash) = ANY(?)', [hashes.map((h) => h.toLowerCase())])
-    .select('tx_hash')) as { tx_hash: string }[];
-  return new Set(rows.map((r) => r.tx_hash.toLowerCase()));
+    .select('tx_hash', 'kind', 'to_address')) as { tx_hash: string; kind: string; to_address: string }[];
+  return new Map(rows.map((r) => [r.tx_hash.toLowerCase(), { kind: r.kind, to: r.to_address.toLowerCase() }]));
 }
 
 export interface ReconcileWalletRow {

@@ -158,3 +158,8 @@ export async function claimOperationsByIds(db: Db, ids: string[], status: 'accep
   if (ids.length === 0) return [];
   return db('operations').whereIn('id', ids).where({ status }).whereRaw(`approval_state IS DISTINCT FROM 'pending'`).orderBy('settle_after', 'asc').forUpdate().skipLocked();
 }
+
+/** The wallet's open (accepted or submitted) operations of `types`: what is in flight but not yet settled. */
+export async function listOpenOperations(db: Db, walletId: string, types: string[]): Promise<OperationRow[]> {
+  return db('operations').where({ wallet_id: walletId }).whereIn('type', types).whereIn('status', ['accepted', 'submitted']);
+}

@@ -30,7 +30,7 @@ export function createDefiArea(deps: {
   const conversions = createConversionService({ clock, ledger, operations, policy, earn, dex: deps.dex });
   const borrow = createBorrowService({ clock, ledger, operations, policy, lending: deps.lending });
   // A payment short of funds draws on the agent's Earn positions (issue 26).
-  deps.ledger.payments.registerEarnDraw(earn.drawShortfall);
+  deps.ledger.payments.registerEarnDraw(earn.drawShortfall, earn.settleOnchainDraw);
   // Earn positions and borrow holdings in one statement: the account summary stays within its round trips.
   deps.ledger.account.registerHoldings(async (db, who) => {
     const held = await readDefiHoldings(db, who.walletId);

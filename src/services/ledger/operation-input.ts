@@ -71,8 +71,12 @@ export interface CreateOperationInput {
   skipPolicy?: boolean;
   /** The agent's policy row as the caller already locked it in this transaction (PolicyService.lock). */
   lockedPolicy?: LockedPolicy;
-  /** Tops the wallet up when its one hold is short (a payment drawing on Earn, issue 26); what it returns joins `details`, null: insufficient_funds. */
-  topUp?: (trx: Knex.Transaction) => Promise<Record<string, unknown> | null>;
+  /**
+   * Tops the wallet up when its one hold is short (a payment drawing on Earn, issue 26): `details` joins the
+   * operation's; `hold`, when given, is what the wallet itself holds (the rest is redeemed on chain at settlement,
+   * in the same transaction as the transfer); null: insufficient_funds.
+   */
+  topUp?: (trx: Knex.Transaction) => Promise<{ details: Record<string, unknown>; hold?: bigint } | null>;
 }
 
 /** The resource type of an operation type (`withdrawal.bank` is a withdrawal). */

@@ -245,13 +245,21 @@ export function createOperationService(deps: {
             heldAccount: accountName({ kind: 'held', walletId }),
           };
           let placed = await acceptPayment(trx, accepted, hold, now);
+          let holdless = false;
           // Short: nothing was written; a top-up moves money into the wallet in this transaction, then the same statement again.
           const topped = placed.holdPlaced || !input.topUp ? null : await input.topUp(trx);
-          if (topped) placed = await acceptPayment(trx, { ...accepted, details: { ...accepted.details, ...topped } }, hold, now);
+          if (topped) {
+            const toppedRow = { ...accepted, details: { ...accepted.details, ...topped.details } };
+            const held = topped.hold ?? h.amount;
+            // Nothing of it in the wallet (all of it redeemed on chain at settlement): the operation holds nothing.
+            holdless = held <= 0n;
+            if (holdless) placed = { operation: await insertOperation(trx, toppedRow), holdPlaced: true };
+            else placed = await acceptPayment(trx, toppedRow, { ...hold, amount: held }, now);
+          }
           if (!placed.holdPlaced) throw new ApiError('insufficient_funds', `insufficient ${h.asset} balance`, { asset: h.asset });
           const { operation } = placed;
           await announce(operation);
-          return { operation, holdIds: [holdId] };
+          return { operation, holdIds: holdless ? [] : [holdId] };
         }
         for (const h of holds) holdIds.push((await ledger.hold(trx, { walletId: input.principal.walletId, asset: h.asset, amount: h.amount, operationId: id })).holdId);
 

@@ -15,23 +15,38 @@ import { createDelivery, payeeAccount, receivedActivity } from './delivery.js';
 import type { LedgerService } from './ledger.js';
 import { createOneOffService, type OneOffService } from './one-off-payments.js';
 import type { BatchSettler, OperationService, OwnerRef, SettleOutcome, WriteResponse } from './operations.js';
+import type { ChainSettler } from './settling.js';
 import type { LockedPolicy, PolicyService } from './policy.js';
 import { createRecipientService, type RecipientService } from './recipients.js';
 import { createRecurringService, type RecurringService } from './recurring.js';
 import { addressTargets, pickRoute, routeTargets, type Target } from './routing.js';
 import { resolveMoney, shortAddress as short } from './write-input.js';
 
-/** One position a payment drew on (its operation's `details.drawn_from_earn`): base units of the asset, shares burned. */
+/**
+ * One position a payment drew on (its operation's `details.drawn_from_earn`): base units of the asset, shares burned.
+ * `onchain`: an on-chain vault's position, redeemed at settlement in the same account call as the transfer (its
+ * `amount` is the least the redemption must return); the others were redeemed on the ledger at acceptance.
+ */
 export interface DrawnFromEarn {
   position_id: string;
   vault_id: string;
   vault: string;
   amount: string;
   shares: string;
+  onchain?: true;
+}
+
+/** What a draw found: the positions, and how much of the shortfall is redeemed on chain at settlement (not yet in the wallet). */
+export interface EarnDrawPlan {
+  drawn: DrawnFromEarn[];
+  onchain: bigint;
 }
 
 /** Redeems a payment's shortfall out of the agent's Earn positions into its wallet, under the payment's operation id (earn/draw.ts); null when they fall short. */
-export type EarnDraw = (trx: Knex.Transaction, who: OwnerRef, need: { asset: string; amount: bigint; slippageBps: number; operationId: string }) => Promise<DrawnFromEarn[] | null>;
+export type EarnDraw = (trx: Knex.Transaction, who: OwnerRef, need: { asset: string; amount: bigint; slippageBps: number; operationId: string }) => Promise<EarnDrawPlan | null>;
+
+/** The positions a payment redeems on chain (none for a payment that drew on ledger vaults or not at all). */
+export const onchainDraws = (op: Pick<OperationRow, 'details'>): DrawnFromEarn[] => ((op.details as { drawn_from_earn?: DrawnFromEarn[] } | null)?.drawn_from_earn ?? []).filter((d) => d.onchain);
 
 /** The request body as the document declares it. */
 export type PaymentBody = Schema<'PaymentRequest'>;
@@ -43,8 +58,11 @@ export interface PaymentService extends OneOffService, RecipientService, Recurri
   settlePayment(trx: Knex.Transaction, op: OperationRow): Promise<SettleOutcome>;
   /** settlePayment as a batch settles it (settlement-batch.ts); null for a payment converted at settlement. */
   batchSettlePayment: BatchSettler;
-  /** The DeFi area's Earn draw (defi/area.ts): without one, a payment pays from the wallet alone. */
-  registerEarnDraw(draw: EarnDraw): void;
+  /**
+   * The DeFi area's Earn draw (defi/area.ts): without one, a payment pays from the wallet alone. `settleOnchain`
+   * settles, from the account call's receipt, a payment that redeemed positions on chain.
+   */
+  registerEarnDraw(draw: EarnDraw, settleOnchain: ChainSettler): void;
 }
 
 const PAYMENT_RAILS: readonly string[] = ['auto', 'recurring_payment', 'one_off_payment', 'trusted_destination'];
@@ -54,6 +72,9 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
   const delivery = createDelivery({ ledger, activity: { record: operations.recordActivity } });
   const { paymentToAccount, recordReceived } = delivery;
   let earnDraw: EarnDraw | null = null;
+  let settleDraw: ChainSettler | null = null;
+  // On chain a payment settles by the default capture (settlement.ts) unless it redeemed Earn positions in its call.
+  operations.registerChainSettler('payment', async (trx, op, tracked) => (settleDraw && onchainDraws(op).length > 0 ? settleDraw(trx, op, tracked) : null));
 
   /** createPayment inside its transaction (the caller's, or one of its own when the request has no Idempotency-Key). */
   async function createPaymentIn(db: Knex.Transaction, who: OwnerRef, body: PaymentBody, idempotencyKey: string | null): Promise<WriteResponse | Refusal> {
@@ -110,8 +131,8 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
       earnDraw &&
       (async (trx: Knex.Transaction) => {
         const { available } = await ledger.balance(trx, who.walletId, asset.symbol);
-        const drawn = await earnDraw!(trx, who, { asset: asset.symbol, amount: amount - available, slippageBps, operationId: id });
-        return drawn && { drawn_from_earn: drawn };
+        const plan = await earnDraw!(trx, who, { asset: asset.symbol, amount: amount - available, slippageBps, operationId: id });
+        return plan && { details: { drawn_from_earn: plan.drawn }, hold: amount - plan.onchain };
       });
     const created = await operations.create(db, {
       id,
@@ -136,7 +157,10 @@ export function createPaymentService(deps: { clock: Clock; ledger: LedgerService
     ...createRecipientService(deps),
     ...createRecurringService(deps),
     targets: routeTargets,
-    registerEarnDraw: (draw) => void (earnDraw = draw),
+    registerEarnDraw(draw, settleOnchain) {
+      earnDraw = draw;
+      settleDraw = settleOnchain;
+    },
 
     /**
      * Round trips of one accepted payment through HTTP (test/ledger/payment-round-trips.test.ts fails above 6):

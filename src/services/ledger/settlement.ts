@@ -47,8 +47,8 @@ export function createSettlementScheduler(deps: {
 
   /** On-chain confirmation: the amount's hold leaves the wallet (the recipient is credited by the chain itself); other holds (the gas reserve) are released. */
   async function captureOnChain(trx: Knex.Transaction, op: OperationRow, tracked: Extract<TrackResult, { state: 'confirmed' }>): Promise<SettleOutcome> {
-    const custom = deps.chainSettlers.get(op.type);
-    if (custom) return custom(trx, op, tracked.details);
+    const custom = await deps.chainSettlers.get(op.type)?.(trx, op, tracked.details);
+    if (custom) return custom;
     let captured = false;
     for (const hold of await findHeldByOperation(trx, op.id)) {
       if (!captured && hold.asset_symbol === op.asset_symbol && hold.amount === op.amount) {

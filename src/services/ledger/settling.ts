@@ -12,5 +12,5 @@ export type SettleOutcome = { ok: true; details?: Record<string, unknown> } | { 
 
 /** A settler moves the money of one submitted operation; returning `ok: false` rolls its writes back and releases the holds. */
 export type Settler = (trx: Knex.Transaction, op: OperationRow) => Promise<SettleOutcome>;
-/** The ledger side of an operation confirmed on chain (`details`: what the adapter read from the receipt). */
-export type ChainSettler = (trx: Knex.Transaction, op: OperationRow, details: Record<string, unknown>) => Promise<SettleOutcome>;
+/** The ledger side of an operation confirmed on chain (`details`: what the adapter read from the receipt); null: the default capture (settlement.ts captureOnChain). */
+export type ChainSettler = (trx: Knex.Transaction, op: OperationRow, details: Record<string, unknown>) => Promise<SettleOutcome | null>;

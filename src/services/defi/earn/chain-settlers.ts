@@ -7,28 +7,29 @@ import type { VaultRow } from '../../../db/repositories/vault.repository.js';
 import { mulDiv } from '../../../lib/money.js';
 import type { EarnCore } from './vaults.js';
 
-/** The ledger follows the vaults' own Deposit and Withdraw events (on-chain settlement of earn writes). */
-export function registerEarnSettlers(core: EarnCore): void {
-  const { clock, ledger, operations, accruedVault, saveVault, settleRewards, lockedVault, vaultAccount } = core;
-  interface VaultEvent {
-    event: 'Deposit' | 'Withdraw';
-    vault: string;
-    assets: string;
-    shares: string;
-  }
-  const eventsOf = (details: Record<string, unknown>) => (details.vault_events ?? []) as VaultEvent[];
-  const findEvent = (events: VaultEvent[], event: VaultEvent['event'], vault: string) => {
-    const e = events.find((x) => x.event === event && x.vault.toLowerCase() === vault.toLowerCase());
-    if (!e) throw new Error(`no ${event} event of vault ${vault} in the receipt`);
-    return { assets: BigInt(e.assets), shares: BigInt(e.shares) };
-  };
-  /**
-   * Adds (or removes) shares and principal on the wallet's position in `v`; principal leaves in proportion to the
-   * shares. Rewards accrue on the ledger as for any vault (per share, from the clock): the position's accrual is
-   * settled at the vault's accumulator before its shares change, and the vault row counts the shares the ledger
-   * booked (`vaultAssets`: the assets that entered (+) or left (-) the vault on chain).
-   */
-  async function shiftPosition(trx: Knex.Transaction, op: OperationRow, v: VaultRow, positionId: string, shares: bigint, assets: bigint, vaultAssets: bigint): Promise<void> {
+/** A vault's ERC-4626 event as the receipt reader records it (chain/evm/receipts.ts `vault_events`). */
+export interface VaultEvent {
+  event: 'Deposit' | 'Withdraw';
+  vault: string;
+  assets: string;
+  shares: string;
+}
+export const vaultEventsOf = (details: Record<string, unknown>) => (details.vault_events ?? []) as VaultEvent[];
+export function findVaultEvent(events: VaultEvent[], event: VaultEvent['event'], vault: string): { assets: bigint; shares: bigint } {
+  const e = events.find((x) => x.event === event && x.vault.toLowerCase() === vault.toLowerCase());
+  if (!e) throw new Error(`no ${event} event of vault ${vault} in the receipt`);
+  return { assets: BigInt(e.assets), shares: BigInt(e.shares) };
+}
+
+/**
+ * Adds (or removes) shares and principal on the wallet's position in `v`; principal leaves in proportion to the
+ * shares. Rewards accrue on the ledger as for any vault (per share, from the clock): the position's accrual is
+ * settled at the vault's accumulator before its shares change, and the vault row counts the shares the ledger
+ * booked (`vaultAssets`: the assets that entered (+) or left (-) the vault on chain).
+ */
+export function createPositionShift(core: EarnCore) {
+  const { clock, accruedVault, saveVault, settleRewards } = core;
+  return async function shiftPosition(trx: Knex.Transaction, op: OperationRow, v: VaultRow, positionId: string, shares: bigint, assets: bigint, vaultAssets: bigint): Promise<void> {
     const now = clock.now();
     const a = accruedVault((await repo.findVault(trx, v.id))!);
     const totalShares = a.state.totalShares + shares;
@@ -46,7 +47,15 @@ export function registerEarnSettlers(core: EarnCore): void {
       next = { shares: held > burned ? held - burned : 0n, principal: principal > principalOut ? principal - principalOut : 0n };
     }
     await repo.updatePosition(trx, p.id, { ...next, reward_checkpoint_ray: checkpoint, rewards_accrued: rewards, updated_at: now });
-  }
+  };
+}
+
+/** The ledger follows the vaults' own Deposit and Withdraw events (on-chain settlement of earn writes). */
+export function registerEarnSettlers(core: EarnCore): void {
+  const { ledger, operations, lockedVault, vaultAccount } = core;
+  const shiftPosition = createPositionShift(core);
+  const eventsOf = vaultEventsOf;
+  const findEvent = findVaultEvent;
 
   operations.registerChainSettler('earn.deposit', async (trx, op, tracked) => {
     const d = op.details as { vault_id: string; position_id: string };

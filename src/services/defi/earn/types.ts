@@ -6,6 +6,7 @@ import type { Refusal } from '../../../lib/refusal.js';
 import type { ListPage } from '../../cursor.js';
 import type { OwnerRef, WriteResponse } from '../../ledger/operations.js';
 import type { EarnDraw } from '../../ledger/payments.js';
+import type { ChainSettler } from '../../ledger/settling.js';
 import type { Schema } from '../../../lib/contract.js';
 
 export interface AddVaultInput {
@@ -43,6 +44,8 @@ export interface EarnService {
   depositFromWallet(trx: Knex.Transaction, who: OwnerRef, vaultId: string, assets: bigint, operationId: string | null): Promise<{ positionId: string; shares: bigint }>;
   /** Redeems `need.amount` of `need.asset` out of the wallet's positions into its available balance (a payment drawing on Earn); null when they fall short. */
   drawShortfall: EarnDraw;
+  /** Settles a payment that redeemed on-chain positions in its account call, from the receipt's vault events. */
+  settleOnchainDraw: ChainSettler;
   /** The vault's state accrued to now, without writing (for reads). */
   accruedVault(v: VaultRow): AccruedVault;
 }
