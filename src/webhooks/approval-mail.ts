@@ -4,7 +4,7 @@
 import type { Transporter } from 'nodemailer';
 import type { Knex } from 'knex';
 import { withTransaction } from '../db/knex.js';
-import { claimUnnotifiedApprovals, markNotified } from '../db/repositories/approval.repository.js';
+import { claimUnnotifiedApprovals, deferNotice, markNotified } from '../db/repositories/approval.repository.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { createPollingLoop, type WorkerLoop } from '../worker.js';
@@ -49,26 +49,41 @@ export function createApprovalMailer(deps: { smtpUrl: string | null; log: Logger
   };
 }
 
+/** The wait before the next try of a refused notice: 2 s doubling per attempt, at most an hour. */
+export const noticeBackoffMs = (attempts: number): number => Math.min(3_600_000, 2_000 * 2 ** Math.min(attempts - 1, 20));
+
 export function createApprovalNotices(deps: { db: Knex; clock: Clock; log: Logger; mailer: ApprovalMailer; baseUrl: string }): { loop(): WorkerLoop; sendDue(): Promise<number> } {
+  /** Notices sent in this pass. One the mail server refuses is deferred (noticeBackoffMs) and does not hold back the others. */
   async function sendDue(): Promise<number> {
     return withTransaction(deps.db, async (trx) => {
-      const due = await claimUnnotifiedApprovals(trx, 20);
+      const now = deps.clock.now();
+      const due = await claimUnnotifiedApprovals(trx, now, 20);
+      let sent = 0;
       for (const op of due) {
         const r = op.approval_reasons ?? {};
         const reasons = [r.threshold_usd ? `it is above your approval threshold of ${r.threshold_usd} USD` : null, r.new_payee ? 'it is the first payment to this payee' : null]
           .filter(Boolean)
           .join(' and ');
-        await deps.mailer.send({
-          to: op.owner_email,
-          agentName: op.agent_name,
-          what: op.human_message,
-          reasons: reasons || 'your policy asks for it',
-          expiresAt: op.approval_expires_at!,
-          consoleUrl: `${deps.baseUrl}/console/#/approvals/${op.id}`,
-        });
+        try {
+          await deps.mailer.send({
+            to: op.owner_email,
+            agentName: op.agent_name,
+            what: op.human_message,
+            reasons: reasons || 'your policy asks for it',
+            expiresAt: op.approval_expires_at!,
+            consoleUrl: `${deps.baseUrl}/console/#/approvals/${op.id}`,
+          });
+        } catch (err) {
+          const attempts = op.approval_notice_attempts + 1;
+          const after = new Date(now.getTime() + noticeBackoffMs(attempts));
+          deps.log.warn({ operation_id: op.id, attempts, retry_at: after.toISOString(), err: err instanceof Error ? err.message : String(err) }, 'approval mail refused; retried later');
+          await deferNotice(trx, op.id, attempts, after);
+          continue;
+        }
         await markNotified(trx, op.id, deps.clock.now());
+        sent++;
       }
-      return due.length;
+      return sent;
     });
   }
   return {

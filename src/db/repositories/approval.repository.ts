@@ -74,13 +74,14 @@ export async function claimExpiredApprovals(db: Db, now: Date, limit: number): P
   return db('operations').where({ approval_state: 'pending', status: 'accepted' }).where('approval_expires_at', '<=', now).orderBy('approval_expires_at').limit(limit).forUpdate().skipLocked();
 }
 
-/** Pending approvals whose owner was not told yet, locked for this transaction, with the owner's address. */
-export async function claimUnnotifiedApprovals(db: Db, limit: number): Promise<(OperationRow & { agent_name: string; owner_email: string })[]> {
+/** Pending approvals whose owner was not told yet and whose retry is due, locked for this transaction, with the owner's address. */
+export async function claimUnnotifiedApprovals(db: Db, now: Date, limit: number): Promise<(OperationRow & { agent_name: string; owner_email: string; approval_notice_attempts: number })[]> {
   return db('operations as o')
     .join('agents as a', 'a.id', 'o.agent_id')
     .join('owners as w', 'w.id', 'a.owner_id')
     .where('o.approval_state', 'pending')
     .whereNull('o.approval_notified_at')
+    .where((q) => q.whereNull('o.approval_notice_after').orWhere('o.approval_notice_after', '<=', now))
     .orderBy('o.approval_requested_at')
     .limit(limit)
     .forUpdate('o')
@@ -90,6 +91,11 @@ export async function claimUnnotifiedApprovals(db: Db, limit: number): Promise<(
 
 export async function markNotified(db: Db, id: string, at: Date): Promise<void> {
   await db('operations').where({ id }).update({ approval_notified_at: at });
+}
+
+/** A notice the mail server refused: counted, and not claimed again before `after`. */
+export async function deferNotice(db: Db, id: string, attempts: number, after: Date): Promise<void> {
+  await db('operations').where({ id }).update({ approval_notice_attempts: attempts, approval_notice_after: after });
 }
 
 /** The approval state of an operation (null when it needed none). */
