@@ -1813,6 +1813,8 @@ export interface paths {
          * Rotate the agent's API key
          * @description Issues a new API key (shown once); the old one stops working at once.
          *
+         *     A console session whose owner has a passkey sends a fresh assertion in `X-Passkey-Assertion` (428 `step_up_required` without one).
+         *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
         post: operations["ownerRotateAgentKey"];
@@ -1834,6 +1836,8 @@ export interface paths {
         /**
          * Rotate the agent's lane key (evm mode)
          * @description Replaces the lane key of the agent's AgentAccount (evm mode, issue 24) with a new key the server generates and seals: the owner signs `RotateLane(newLane)`, the account accepts only the new key from then on, and every call of the old key reverts. Other modes: `invalid_state_transition`.
+         *
+         *     A console session whose owner has a passkey sends a fresh assertion in `X-Passkey-Assertion` (428 `step_up_required` without one).
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          *
@@ -1907,6 +1911,8 @@ export interface paths {
         /**
          * Replace the agent's policy
          * @description Replaces the policy (contract §9 keys). `{"allow": "all"}` is the permissive development policy. Invalid keys are `validation_failed` with one entry per problem.
+         *
+         *     A console session whose owner has a passkey sends a fresh assertion in `X-Passkey-Assertion` (428 `step_up_required` without one).
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          *
@@ -2010,6 +2016,8 @@ export interface paths {
         /**
          * Make the shadow policy the live one
          * @description Replaces the live policy with the shadow policy and drops the shadow, in one transaction under the policy lock. In evm mode with agent accounts, `signature` is the owner's signature of the policy, relayed to the account as for a policy change. `not_found` when the agent has no shadow policy.
+         *
+         *     A console session whose owner has a passkey sends a fresh assertion in `X-Passkey-Assertion` (428 `step_up_required` without one).
          *
          *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
          */
@@ -3316,10 +3324,10 @@ export interface components {
             };
         };
         /**
-         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable; 428 owner_signature_required (evm mode: an owner change waits for the owner's EIP-712 signature, `details` holds the typed data). Hightop's further codes, with Hightop's statuses: 400 signature_expired, signature_invalid_s; 403 identity_gated_action, operation_feature_disabled, cooldown_active; 404 cheque_not_found; 409 operation_not_cancellable, operation_not_supported_for_wrapper_version, signature_invalid_nonce, cheque_replaced, loot_not_available, starter_agent_not_removable, owner_changed_pending_state, one_off_payment_already_paid, one_off_payment_not_active, one_off_payment_replaced, one_off_payment_stale, pending_one_off_payment_settings_exists, pending_one_off_payment_settings_missing, pending_time_lock_exists, migration_blocked_pending_one_off_payment_settings, migration_blocked_pending_time_lock, timelock_not_elapsed, rule_changed_during_execution; 422 invalid_pull_one_off_payment_flags; 502 execution_failed, execution_timeout, batch_step_failed; 503 agent_api_cutover_in_progress, agent_api_chain_unavailable. Of these cooldown_active, agent_api_chain_unavailable and pending_time_lock_exists (a trusted destination proposed while one for the same address is pending) are returned today; the others are reserved (`x-reserved-codes`): declared so that clients handle them, never sent yet. A one-off payment that is no longer pending answers invalid_state_transition as before, with `details.status`.
+         * @description Closed set of error codes (contract §2). HTTP status per code: 400 validation_failed; 401 authentication_failed, agent_disabled, agent_not_yet_active, agent_expired, invalid_token; 403 insufficient_scope, owner_only_action, permission_not_granted, asset_not_allowed, recipient_not_allowed, protocol_not_allowed, limit_exceeded, ltv_too_high; 404 not_found; 405 method_not_allowed; 409 idempotency_key_reuse_mismatch, idempotency_request_in_progress, quote_expired, quote_already_consumed, ltv_target_unreachable, time_delay_not_reached, invalid_state_transition; 413 payload_too_large; 422 insufficient_funds, slippage_exceeded, price_stale; 429 rate_limited; 500 internal_error; 501 not_implemented; 502 upstream_error; 503 service_unavailable; 428 owner_signature_required (evm mode: an owner change waits for the owner's EIP-712 signature, `details` holds the typed data), step_up_required (a console session's key rotation or policy change waits for a fresh passkey assertion). Hightop's further codes, with Hightop's statuses: 400 signature_expired, signature_invalid_s; 403 identity_gated_action, operation_feature_disabled, cooldown_active; 404 cheque_not_found; 409 operation_not_cancellable, operation_not_supported_for_wrapper_version, signature_invalid_nonce, cheque_replaced, loot_not_available, starter_agent_not_removable, owner_changed_pending_state, one_off_payment_already_paid, one_off_payment_not_active, one_off_payment_replaced, one_off_payment_stale, pending_one_off_payment_settings_exists, pending_one_off_payment_settings_missing, pending_time_lock_exists, migration_blocked_pending_one_off_payment_settings, migration_blocked_pending_time_lock, timelock_not_elapsed, rule_changed_during_execution; 422 invalid_pull_one_off_payment_flags; 502 execution_failed, execution_timeout, batch_step_failed; 503 agent_api_cutover_in_progress, agent_api_chain_unavailable. Of these cooldown_active, agent_api_chain_unavailable and pending_time_lock_exists (a trusted destination proposed while one for the same address is pending) are returned today; the others are reserved (`x-reserved-codes`): declared so that clients handle them, never sent yet. A one-off payment that is no longer pending answers invalid_state_transition as before, with `details.status`.
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable" | "owner_signature_required" | "signature_expired" | "signature_invalid_s" | "identity_gated_action" | "operation_feature_disabled" | "cooldown_active" | "cheque_not_found" | "operation_not_cancellable" | "operation_not_supported_for_wrapper_version" | "signature_invalid_nonce" | "cheque_replaced" | "loot_not_available" | "starter_agent_not_removable" | "owner_changed_pending_state" | "one_off_payment_already_paid" | "one_off_payment_not_active" | "one_off_payment_replaced" | "one_off_payment_stale" | "pending_one_off_payment_settings_exists" | "pending_one_off_payment_settings_missing" | "pending_time_lock_exists" | "migration_blocked_pending_one_off_payment_settings" | "migration_blocked_pending_time_lock" | "timelock_not_elapsed" | "rule_changed_during_execution" | "invalid_pull_one_off_payment_flags" | "execution_failed" | "execution_timeout" | "batch_step_failed" | "agent_api_cutover_in_progress" | "agent_api_chain_unavailable";
+        ErrorCode: "validation_failed" | "authentication_failed" | "agent_disabled" | "agent_not_yet_active" | "agent_expired" | "invalid_token" | "insufficient_scope" | "owner_only_action" | "permission_not_granted" | "asset_not_allowed" | "recipient_not_allowed" | "protocol_not_allowed" | "limit_exceeded" | "ltv_too_high" | "not_found" | "method_not_allowed" | "idempotency_key_reuse_mismatch" | "idempotency_request_in_progress" | "quote_expired" | "quote_already_consumed" | "ltv_target_unreachable" | "time_delay_not_reached" | "invalid_state_transition" | "payload_too_large" | "insufficient_funds" | "slippage_exceeded" | "price_stale" | "rate_limited" | "internal_error" | "not_implemented" | "upstream_error" | "service_unavailable" | "owner_signature_required" | "step_up_required" | "signature_expired" | "signature_invalid_s" | "identity_gated_action" | "operation_feature_disabled" | "cooldown_active" | "cheque_not_found" | "operation_not_cancellable" | "operation_not_supported_for_wrapper_version" | "signature_invalid_nonce" | "cheque_replaced" | "loot_not_available" | "starter_agent_not_removable" | "owner_changed_pending_state" | "one_off_payment_already_paid" | "one_off_payment_not_active" | "one_off_payment_replaced" | "one_off_payment_stale" | "pending_one_off_payment_settings_exists" | "pending_one_off_payment_settings_missing" | "pending_time_lock_exists" | "migration_blocked_pending_one_off_payment_settings" | "migration_blocked_pending_time_lock" | "timelock_not_elapsed" | "rule_changed_during_execution" | "invalid_pull_one_off_payment_flags" | "execution_failed" | "execution_timeout" | "batch_step_failed" | "agent_api_cutover_in_progress" | "agent_api_chain_unavailable";
         /** @description The one error envelope of every /v1/agent error response (spec part 7). */
         ErrorEnvelope: {
             /** @constant */
@@ -4877,6 +4885,18 @@ export interface components {
                 message: Record<string, never>;
             };
         };
+        /**
+         * @description An owner action a console session performs only after a fresh passkey assertion (issue 27).
+         * @enum {string}
+         */
+        StepUpAction: "rotate_agent_key" | "rotate_lane_key" | "replace_policy" | "promote_shadow_policy";
+        /** @description What a step-up's assertion options are asked for (the details of `step_up_required`). */
+        StepUpChallenge: {
+            /** @constant */
+            purpose: "step_up";
+            action: components["schemas"]["StepUpAction"];
+            agent_id: components["schemas"]["Uuid"];
+        };
         /** @description A policy in the policy file format (contract §9 keys; amounts as decimal strings), as `PUT …/policy` takes it. One-off payments (Hightop's instant threshold and review delay): `one_off_instant_threshold_usd` (decimal USD; a one-off payment worth less clears at once) and `one_off_review_delay_seconds` (0 to 2592000; any other one-off payment waits this long before it can be claimed, owner-cancellable meanwhile; absent or 0: none waits). */
         PolicyDocument: {
             [key: string]: unknown;
@@ -5101,10 +5121,13 @@ export interface components {
             };
             expires_at: components["schemas"]["Timestamp"];
         };
+        /** @description `purpose: approve` with the `operation_id` to approve, or `purpose: step_up` with the `action` and the `agent_id` it is for (the details of a 428 `step_up_required`). */
         AssertionOptionsRequest: {
             /** @enum {string} */
-            purpose: "approve";
-            operation_id: components["schemas"]["Uuid"];
+            purpose: "approve" | "step_up";
+            operation_id?: components["schemas"]["Uuid"];
+            action?: components["schemas"]["StepUpAction"];
+            agent_id?: components["schemas"]["Uuid"];
         };
         AuditEntry: {
             id: components["schemas"]["Uuid"];
@@ -5743,6 +5766,48 @@ export interface components {
                 };
             };
         };
+        /** @description `step_up_required` (issue 27): a console session whose owner has a passkey rotates a key or changes a policy only with a fresh assertion. `details` names what to ask options for (`purpose: step_up`, `action`, `agent_id`); send the same request again (a new Idempotency-Key) with the assertion in `X-Passkey-Assertion`. Nothing was changed. */
+        StepUpRequired: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorEnvelope"] & {
+                    error?: {
+                        /** @constant */
+                        code?: "step_up_required";
+                        details?: components["schemas"]["StepUpChallenge"];
+                    };
+                };
+            };
+        };
+        /** @description The owner's proof is missing (nothing was changed): in evm mode `owner_signature_required` (`details` is the EIP-712 proposal to sign, as for every owner change of an agent account), or, for a console session whose owner has a passkey, `step_up_required` (`details` names the step-up to ask options for; send the assertion in `X-Passkey-Assertion`). */
+        OwnerProofRequired: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorEnvelope"] & {
+                    error?: {
+                        /** @enum {unknown} */
+                        code?: "owner_signature_required" | "step_up_required";
+                        details?: components["schemas"]["OwnerChangeProposal"] | components["schemas"]["StepUpChallenge"];
+                    };
+                };
+            };
+        };
     };
     parameters: {
         /** @description Opaque cursor from `next_cursor` of the previous page. A malformed or foreign cursor is `validation_failed`. */
@@ -5777,6 +5842,8 @@ export interface components {
         DeliveryStatusFilter: components["schemas"]["DeliveryStatus"];
         /** @description Only deliveries of this event. */
         EventIdFilter: string;
+        /** @description The console's step-up (issue 27): a fresh assertion of one of the owner's passkeys, as the JSON `@simplewebauthn/browser` returns, base64url-encoded. Its challenge comes from `POST /v1/owner/passkeys/assertion-options` with `purpose: step_up`, this `action` and this `agent_id` (single use, 5 minutes). Required of a console session whose owner has a passkey, unless the request carries the owner's signature; owner tokens and the admin token are not asked. Without it: 428 `step_up_required`. */
+        PasskeyAssertion: string;
     };
     requestBodies: never;
     headers: {
@@ -8884,6 +8951,8 @@ export interface operations {
             header: {
                 /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+                /** @description The console's step-up (issue 27): a fresh assertion of one of the owner's passkeys, as the JSON `@simplewebauthn/browser` returns, base64url-encoded. Its challenge comes from `POST /v1/owner/passkeys/assertion-options` with `purpose: step_up`, this `action` and this `agent_id` (single use, 5 minutes). Required of a console session whose owner has a passkey, unless the request carries the owner's signature; owner tokens and the admin token are not asked. Without it: 428 `step_up_required`. */
+                "X-Passkey-Assertion"?: components["parameters"]["PasskeyAssertion"];
             };
             path: {
                 /** @description Agent UUID (one of the caller's agents). */
@@ -8914,6 +8983,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["StepUpRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -8925,6 +8995,8 @@ export interface operations {
             header: {
                 /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+                /** @description The console's step-up (issue 27): a fresh assertion of one of the owner's passkeys, as the JSON `@simplewebauthn/browser` returns, base64url-encoded. Its challenge comes from `POST /v1/owner/passkeys/assertion-options` with `purpose: step_up`, this `action` and this `agent_id` (single use, 5 minutes). Required of a console session whose owner has a passkey, unless the request carries the owner's signature; owner tokens and the admin token are not asked. Without it: 428 `step_up_required`. */
+                "X-Passkey-Assertion"?: components["parameters"]["PasskeyAssertion"];
             };
             path: {
                 /** @description Agent UUID (one of the caller's agents). */
@@ -8959,7 +9031,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
-            428: components["responses"]["OwnerSignatureRequired"];
+            428: components["responses"]["OwnerProofRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -9093,6 +9165,8 @@ export interface operations {
             header: {
                 /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+                /** @description The console's step-up (issue 27): a fresh assertion of one of the owner's passkeys, as the JSON `@simplewebauthn/browser` returns, base64url-encoded. Its challenge comes from `POST /v1/owner/passkeys/assertion-options` with `purpose: step_up`, this `action` and this `agent_id` (single use, 5 minutes). Required of a console session whose owner has a passkey, unless the request carries the owner's signature; owner tokens and the admin token are not asked. Without it: 428 `step_up_required`. */
+                "X-Passkey-Assertion"?: components["parameters"]["PasskeyAssertion"];
             };
             path: {
                 /** @description Agent UUID (one of the caller's agents). */
@@ -9129,7 +9203,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
-            428: components["responses"]["OwnerSignatureRequired"];
+            428: components["responses"]["OwnerProofRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -9345,6 +9419,8 @@ export interface operations {
             header: {
                 /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+                /** @description The console's step-up (issue 27): a fresh assertion of one of the owner's passkeys, as the JSON `@simplewebauthn/browser` returns, base64url-encoded. Its challenge comes from `POST /v1/owner/passkeys/assertion-options` with `purpose: step_up`, this `action` and this `agent_id` (single use, 5 minutes). Required of a console session whose owner has a passkey, unless the request carries the owner's signature; owner tokens and the admin token are not asked. Without it: 428 `step_up_required`. */
+                "X-Passkey-Assertion"?: components["parameters"]["PasskeyAssertion"];
             };
             path: {
                 /** @description Agent UUID (one of the caller's agents). */
@@ -9379,6 +9455,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["StepUpRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

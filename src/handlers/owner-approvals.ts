@@ -70,6 +70,16 @@ export const ownerRegisterPasskey: Handler<'ownerRegisterPasskey'> = async (req,
 
 export const ownerPasskeyAssertionOptions: Handler<'ownerPasskeyAssertionOptions'> = async (req, ctx) => {
   const ownerId = ownerOnly(ctx);
-  const pending = await ctx.services.ledger.approvals.find(ctx.db, ownerId, req.body.operation_id);
+  const b = req.body;
+  const missing = (path: string) => new ApiError('validation_failed', `purpose ${b.purpose} needs ${path}`, { errors: [{ location: 'body', path: `/${path}`, message: 'is required' }] });
+  if (b.purpose === 'step_up') {
+    // A step-up for one action on one of the owner's agents (the details of a 428 step_up_required).
+    if (!b.action) throw missing('action');
+    if (!b.agent_id) throw missing('agent_id');
+    const agent = await ctx.services.owner.requireAgent(ctx.db, actorOf(ctx), b.agent_id);
+    return ok(await ctx.services.passkeys.assertionOptions(ctx.db, { purpose: 'step_up', ownerId, action: b.action, agentId: agent.id }));
+  }
+  if (!b.operation_id) throw missing('operation_id');
+  const pending = await ctx.services.ledger.approvals.find(ctx.db, ownerId, b.operation_id);
   return ok(await ctx.services.passkeys.assertionOptions(ctx.db, { purpose: 'approve', ownerId, operationId: pending.id }));
 };

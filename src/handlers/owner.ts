@@ -9,7 +9,7 @@ import { OAuthInputError } from '../oauth/oauth.service.js';
 import { ownerSignatureOf } from '../services/custody/accounts.js';
 import { agentAccountView } from '../services/custody/account-view.js';
 import { answerDocument } from './document-answer.js';
-import { actorOf, created, ok, record } from './owner-common.js';
+import { actorOf, created, ok, record, stepUp } from './owner-common.js';
 
 const agentOf = (req: { params: { agent_id: string } }, ctx: RequestContext) => ctx.services.owner.requireAgent(ctx.db, actorOf(ctx), req.params.agent_id);
 const date = (v: string | null | undefined): Date | null => (typeof v === 'string' ? new Date(v) : null);
@@ -64,16 +64,19 @@ export const ownerSetAgentWindow: Handler<'ownerSetAgentWindow'> = async (req, c
 
 export const ownerRotateAgentKey: Handler<'ownerRotateAgentKey'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
+  const passkeyId = await stepUp(ctx, agent.owner_id, req.headers['x-passkey-assertion'], 'rotate_agent_key', agent.id);
   const rotated = await ctx.services.agents.rotateKey(ctx.db, agent.id);
-  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id });
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, passkeyId ? { passkey_id: passkeyId } : {});
   return ok({ ...rotated });
 };
 
 export const ownerRotateLaneKey: Handler<'ownerRotateLaneKey'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   if (!ctx.services.custody) throw new ApiError('invalid_state_transition', 'the agent has no lane key: agent accounts exist in evm mode only (CHAIN_RPC_URL)');
-  const rotated = await ctx.services.custody.rotateLane(ctx.db, agent.id, ownerSignatureOf(req.body));
-  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, rotated);
+  const signature = ownerSignatureOf(req.body);
+  const passkeyId = await stepUp(ctx, agent.owner_id, req.headers['x-passkey-assertion'], 'rotate_lane_key', agent.id, signature !== undefined);
+  const rotated = await ctx.services.custody.rotateLane(ctx.db, agent.id, signature);
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { ...rotated, ...(passkeyId ? { passkey_id: passkeyId } : {}) });
   return ok({ agent_id: agent.id, ...rotated });
 };
 
@@ -109,9 +112,10 @@ export const ownerReplacePolicy: Handler<'ownerReplacePolicy'> = async (req, ctx
   const agent = await agentOf(req, ctx);
   const { owner_signature: _signature, ...b } = req.body;
   const signature = ownerSignatureOf(req.body);
+  const passkeyId = await stepUp(ctx, agent.owner_id, req.headers['x-passkey-assertion'], 'replace_policy', agent.id, signature !== undefined);
   const policy = await ctx.services.ledger.policy.set(ctx.db, agent.id, isAllowAll(b) ? policyBody(b) : b, signature);
   const json = policyToJson(policy);
-  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { policy: json });
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { policy: json, ...(passkeyId ? { passkey_id: passkeyId } : {}) });
   return ok({ agent_id: agent.id, policy: json });
 };
 
@@ -158,8 +162,9 @@ export const ownerDeleteShadowPolicy: Handler<'ownerDeleteShadowPolicy'> = async
 
 export const ownerPromoteShadowPolicy: Handler<'ownerPromoteShadowPolicy'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
+  const passkeyId = await stepUp(ctx, agent.owner_id, req.headers['x-passkey-assertion'], 'promote_shadow_policy', agent.id, req.body?.signature !== undefined);
   const json = policyToJson(await ctx.services.ledger.policy.promoteShadow(ctx.db, agent.id, req.body?.signature));
-  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { policy: json, promoted: 'shadow_policy' });
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { policy: json, promoted: 'shadow_policy', ...(passkeyId ? { passkey_id: passkeyId } : {}) });
   return ok({ agent_id: agent.id, policy: json });
 };
 

@@ -37,6 +37,7 @@ export const ERROR_STATUS = {
   service_unavailable: 503,
   // Issue 24: an owner change in evm mode waits for the owner's EIP-712 signature (details: the typed data).
   owner_signature_required: 428,
+  step_up_required: 428,
   // Hightop's vocabulary (issue 26, item 11): cooldown_active and agent_api_chain_unavailable are returned, the
   // others are declared reserved in the document (x-reserved-codes) so that clients handle them.
   signature_expired: 400,

@@ -15,6 +15,7 @@ import {
   consumeChallenge,
   findOwnerEmail,
   findPasskey,
+  hasPasskey,
   insertChallenge,
   insertPasskey,
   listPasskeys,
@@ -41,14 +42,32 @@ export interface PasskeyService {
   registrationOptions(db: Db, ownerId: string): Promise<CeremonyOptions>;
   register(db: Db, ownerId: string, name: string, response: unknown): Promise<PasskeyView>;
   list(db: Db, ownerId: string): Promise<PasskeyView[]>;
-  /** Options for an assertion: `sign_in` (any owner's discoverable passkey) or `approve` (the owner's, for one operation). */
-  assertionOptions(db: Db, request: { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string }): Promise<CeremonyOptions>;
+  /**
+   * Options for an assertion: `sign_in` (any owner's discoverable passkey), `approve` (the owner's, for one
+   * operation) or `step_up` (the owner's, for one action on one agent: a key rotation or a policy change).
+   */
+  assertionOptions(db: Db, request: AssertionPurpose): Promise<CeremonyOptions>;
   /** Verifies an assertion for `expect`; the owner and passkey it proves. Throws authentication_failed otherwise. */
-  verifyAssertion(
-    db: Db,
-    response: unknown,
-    expect: { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string },
-  ): Promise<{ ownerId: string; passkeyId: string; credentialId: string }>;
+  verifyAssertion(db: Db, response: unknown, expect: AssertionPurpose): Promise<{ ownerId: string; passkeyId: string; credentialId: string }>;
+  /** Whether the owner has a passkey: then key rotations and policy changes in the console need a step-up. */
+  hasPasskey(db: Db, ownerId: string): Promise<boolean>;
+}
+
+/** The owner actions a console session performs only after a fresh assertion (issue 27). */
+export const STEP_UP_ACTIONS = ['rotate_agent_key', 'rotate_lane_key', 'replace_policy', 'promote_shadow_policy'] as const;
+export type StepUpAction = (typeof STEP_UP_ACTIONS)[number];
+
+/** What an assertion is for. */
+export type AssertionPurpose =
+  | { purpose: 'sign_in' }
+  | { purpose: 'approve'; ownerId: string; operationId: string }
+  | { purpose: 'step_up'; ownerId: string; action: StepUpAction; agentId: string };
+
+/** The owner an assertion must prove, and what the challenge is bound to (an operation, or an action on an agent). */
+function bindingOf(p: AssertionPurpose): { ownerId: string | null; operationId: string | null; scope: string | null } {
+  if (p.purpose === 'approve') return { ownerId: p.ownerId, operationId: p.operationId, scope: null };
+  if (p.purpose === 'step_up') return { ownerId: p.ownerId, operationId: null, scope: `${p.action}:${p.agentId}` };
+  return { ownerId: null, operationId: null, scope: null };
 }
 
 const denied = (why: string) => new ApiError('authentication_failed', `the passkey assertion was refused: ${why}`);
@@ -74,10 +93,10 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
   const origins = [...new Set([base.origin, `${base.protocol}//${rpId}${base.port ? `:${base.port}` : ''}`])];
   const rpName = deps.rpName ?? 'Agent API';
 
-  async function issue(db: Db, purpose: ChallengePurpose, challenge: string, ownerId: string | null, operationId: string | null) {
+  async function issue(db: Db, purpose: ChallengePurpose, challenge: string, binding: ReturnType<typeof bindingOf>) {
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + CHALLENGE_TTL_MS);
-    await insertChallenge(db, { id: newId(), owner_id: ownerId, purpose, challenge, operation_id: operationId, created_at: now, expires_at: expiresAt });
+    await insertChallenge(db, { id: newId(), owner_id: binding.ownerId, purpose, challenge, operation_id: binding.operationId, scope: binding.scope, created_at: now, expires_at: expiresAt });
     return expiresAt.toISOString();
   }
 
@@ -96,7 +115,7 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
         authenticatorSelection: { residentKey: 'required', userVerification: 'preferred' },
         timeout: CHALLENGE_TTL_MS,
       });
-      return { options: options as unknown as Record<string, unknown>, expires_at: await issue(db, 'register', options.challenge, ownerId, null) };
+      return { options: options as unknown as Record<string, unknown>, expires_at: await issue(db, 'register', options.challenge, { ownerId, operationId: null, scope: null }) };
     },
 
     async register(db, ownerId, name, response) {
@@ -140,8 +159,9 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
     list: async (db, ownerId) => (await listPasskeys(db, ownerId)).map(view),
 
     async assertionOptions(db, request) {
-      const mine = request.purpose === 'approve' ? await listPasskeys(db, request.ownerId) : [];
-      if (request.purpose === 'approve' && mine.length === 0) throw new ApiError('invalid_state_transition', 'register a passkey first: approvals need one');
+      const binding = bindingOf(request);
+      const mine = binding.ownerId ? await listPasskeys(db, binding.ownerId) : [];
+      if (binding.ownerId && mine.length === 0) throw new ApiError('invalid_state_transition', `register a passkey first: ${request.purpose === 'approve' ? 'approvals need' : 'a step-up needs'} one`);
       const options = await generateAuthenticationOptions({
         rpID: rpId,
         // Signing in: any discoverable passkey of this site; approving: the owner's own.
@@ -149,7 +169,7 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
         userVerification: 'preferred',
         timeout: CHALLENGE_TTL_MS,
       });
-      const expires = await issue(db, request.purpose, options.challenge, request.purpose === 'approve' ? request.ownerId : null, request.purpose === 'approve' ? request.operationId : null);
+      const expires = await issue(db, request.purpose, options.challenge, binding);
       return { options: options as unknown as Record<string, unknown>, expires_at: expires };
     },
 
@@ -159,11 +179,13 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       // Consumed first: a refused answer cannot be retried with the same challenge either.
       const row = await consumeChallenge(db, challenge, expect.purpose, clock.now());
       if (!row) throw denied('the challenge is unknown, used or expired (5 minutes): ask for new options');
-      if (expect.purpose === 'approve' && (row.owner_id !== expect.ownerId || row.operation_id !== expect.operationId)) throw denied('the challenge was issued for another approval');
+      const binding = bindingOf(expect);
+      if (binding.ownerId && (row.owner_id !== binding.ownerId || row.operation_id !== binding.operationId || row.scope !== binding.scope))
+        throw denied(`the challenge was issued for another ${expect.purpose === 'approve' ? 'approval' : 'action'}`);
       const id = (response as { id?: unknown }).id;
       const passkey = typeof id === 'string' ? await findPasskey(db, id) : undefined;
       if (!passkey) throw denied('unknown passkey');
-      if (expect.purpose === 'approve' && passkey.owner_id !== expect.ownerId) throw denied("the passkey is not the owner's");
+      if (binding.ownerId && passkey.owner_id !== binding.ownerId) throw denied("the passkey is not the owner's");
       let result;
       try {
         result = await verifyAuthenticationResponse({
@@ -181,5 +203,7 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       await recordPasskeyUse(db, passkey.id, result.authenticationInfo.newCounter, clock.now());
       return { ownerId: passkey.owner_id, passkeyId: passkey.id, credentialId: passkey.credential_id };
     },
+
+    hasPasskey: (db, ownerId) => hasPasskey(db, ownerId),
   };
 }

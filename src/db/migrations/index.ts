@@ -17,6 +17,7 @@ import * as policyReplay from './0016_policy_replay.js';
 import * as approvals from './0017_approvals.js';
 import * as chainReversals from './0018_chain_reversals.js';
 import * as approvalNoticeRetry from './0019_approval_notice_retry.js';
+import * as passkeyStepUp from './0021_passkey_step_up.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -41,6 +42,7 @@ const migrations: Record<string, Migration> = {
   '0017_approvals': approvals,
   '0018_chain_reversals': chainReversals,
   '0019_approval_notice_retry': approvalNoticeRetry,
+  '0021_passkey_step_up': passkeyStepUp,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

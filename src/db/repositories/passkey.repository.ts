@@ -13,7 +13,7 @@ export interface PasskeyRow {
   last_used_at: Date | null;
 }
 
-export type ChallengePurpose = 'register' | 'sign_in' | 'approve';
+export type ChallengePurpose = 'register' | 'sign_in' | 'approve' | 'step_up';
 
 export interface ChallengeRow {
   id: string;
@@ -21,6 +21,8 @@ export interface ChallengeRow {
   purpose: ChallengePurpose;
   challenge: string;
   operation_id: string | null;
+  /** A step-up's action and agent (`<action>:<agent id>`); null for the other purposes. */
+  scope: string | null;
   created_at: Date;
   expires_at: Date;
   used_at: Date | null;
@@ -35,6 +37,11 @@ export async function listPasskeys(db: Db, ownerId: string): Promise<PasskeyRow[
 }
 
 /** A passkey of a live owner by its credential id. */
+/** Whether the owner has registered a passkey (then the console asks it for a step-up before key rotations and policy changes). */
+export async function hasPasskey(db: Db, ownerId: string): Promise<boolean> {
+  return (await db('owner_passkeys').where({ owner_id: ownerId }).first('id')) !== undefined;
+}
+
 export async function findPasskey(db: Db, credentialId: string): Promise<PasskeyRow | undefined> {
   return db('owner_passkeys as p').join('owners as o', 'o.id', 'p.owner_id').where('p.credential_id', credentialId).whereNull('o.deleted_at').first('p.*');
 }
