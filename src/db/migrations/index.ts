@@ -16,6 +16,7 @@ import * as deliveryAttempts from './0015_delivery_attempts.js';
 import * as policyReplay from './0016_policy_replay.js';
 import * as approvals from './0017_approvals.js';
 import * as chainReversals from './0018_chain_reversals.js';
+import * as passkeySigner from './0019_passkey_signer.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -39,6 +40,7 @@ const migrations: Record<string, Migration> = {
   '0016_policy_replay': policyReplay,
   '0017_approvals': approvals,
   '0018_chain_reversals': chainReversals,
+  '0019_passkey_signer': passkeySigner,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
