@@ -120,6 +120,9 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
         userName: email,
         userID: Buffer.from(ownerId.replace(/-/g, ''), 'hex'),
         attestationType: 'none',
+        // ES256 first: a P-256 passkey can also own an agent account on chain (PasskeyOwner, issue 27); Ed25519 and
+        // RS256 keys still sign in and step up.
+        supportedAlgorithmIDs: [-7, -8, -257],
         excludeCredentials: existing.map((p) => ({ id: p.credential_id, transports: p.transports as never })),
         authenticatorSelection: { residentKey: 'required', userVerification: 'preferred' },
         timeout: CHALLENGE_TTL_MS,
