@@ -187,6 +187,9 @@ export async function policyDrift(
         onchain,
         message: "the database's policy is not the one the account holds: the account enforces its own",
       });
+    // The owner on chain against the mirror's signer (the owner's key, or the passkey signer it was handed to).
+    if (state.owner && acct.signer_address && acct.signer_address.toLowerCase() !== state.owner.toLowerCase())
+      rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'owner', database: acct.signer_address, onchain: state.owner });
     if (state.lane && acct.lane_address.toLowerCase() !== state.lane.toLowerCase())
       rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'lane', database: acct.lane_address, onchain: state.lane });
     if (policy && policy.allowed_recipients === undefined && state.deployed)
