@@ -5061,7 +5061,7 @@ export interface components {
             policy_version: string | null;
             limits: components["schemas"]["Limits"];
             usage: components["schemas"]["LimitsUsage"];
-            /** @description What a fully compromised server could still move (the account's remaining allowance, to approved payees); null in `database` custody. */
+            /** @description What a fully compromised server could still move (the account's remaining allowance, to approved payees); null in `database` custody, and in `account` custody when no USD cap bounds it (then everything the account holds is exposed). */
             exposure_usd: components["schemas"]["NullableUsdDecimal"];
             /** @description Per owner change, the agentctl command that signs it locally with the owner's key; empty in `database` custody and for a passkey-owned account. */
             commands: {

@@ -69,7 +69,7 @@ export function OnchainAccount({ view, error }: { view: AccountView | undefined;
         <dt>Policy version</dt>
         <dd>{view.policy_version ?? '—'}</dd>
         <dt>Exposure if this server were compromised</dt>
-        <dd>{usd(view.exposure_usd ?? '0')}</dd>
+        <dd>{view.exposure_usd === null ? 'unbounded: no USD cap limits the lane (everything the account holds)' : usd(view.exposure_usd)}</dd>
       </dl>
       <Table
         caption="Caps and usage held by the account"

@@ -75,7 +75,7 @@ export async function agentAccountView(db: Db, deps: { custody: CustodyService |
     policy_version: state.deployed ? state.policyVersion.toString() : null,
     limits,
     usage,
-    exposure_usd: exposure_usd ?? '0',
+    exposure_usd,
     commands: passkey ? [] : ownerCommands(agentId, keyFileOf(deps.dataDir, acct.owner_id)),
   };
 }

@@ -149,7 +149,8 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
       max_ltv_bps: l.maxLtvBps === 10_000 && mirror.limits.max_ltv_bps === null ? null : l.maxLtvBps,
     },
     usage: { period_start: new Date(Number(u.periodStart) * 1000).toISOString(), period_usd: usd(u.periodUsd), period_txs: u.periodTxs, lifetime_usd: usd(u.lifetimeUsd) },
-    exposure_usd: usd(state.allowance?.exposureUsd ?? 0n),
+    // No USD cap at all leaves the remaining allowance near 2^256: unbounded, shown as null (the whole account is exposed).
+    exposure_usd: (state.allowance?.exposureUsd ?? 0n) >= NO_USD_CAP / 2n ? null : usd(state.allowance?.exposureUsd ?? 0n),
     swaps: { max_swaps_per_period: l.maxSwapsPerPeriod === NO_TX_CAP ? null : l.maxSwapsPerPeriod, swaps_in_period: u.periodSwaps },
   };
 }
