@@ -2083,9 +2083,10 @@ export interface paths {
          * The agent's account on chain (evm mode), read-only
          * @description How the agent's limits are enforced. `custody` is `account` when the agent's wallet is an AgentAccount (evm
          *     mode, docs/CUSTODY.md): the account, the owner's signer, the lane key's address, whether it is deployed and
-         *     paused, the caps and usage read from the chain, the exposure if the server were compromised, and, per owner
-         *     change, the exact `agentctl` command that signs it with the owner's key (`--owner-key-file`), since the console
-         *     does not sign owner changes itself. `custody` is `database` otherwise (the simulated chain): the database enforces
+         *     paused, the caps and usage read from the chain, the exposure if the server were compromised, whether the owner's
+         *     signer is a key or one of the owner's passkeys (`owner_signer_kind`, `owner_passkey`), and, per owner change of
+         *     a key-owned account, the exact `agentctl` command that signs it with the owner's key (`--owner-key-file`). A
+         *     passkey-owned account (`POST …/account/owner`) has no command: the console signs its changes with the passkey. `custody` is `database` otherwise (the simulated chain): the database enforces
          *     the limits shown, and `commands` is empty.
          *
          *     Rate class `read`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key not used.
@@ -2093,6 +2094,35 @@ export interface paths {
         get: operations["ownerGetAgentAccount"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/owner/agents/{agent_id}/account/owner": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand the agent's account to a passkey (evm mode)
+         * @description Makes one of the owner's passkeys the owner of the agent's AgentAccount on chain (issue 27, docs/CUSTODY.md): the
+         *     passkey's ERC-1271 signer (`PasskeyOwner`, at a CREATE2 address of its P-256 key) becomes the account's owner
+         *     through `transferOwnership`, signed by the account's current owner. From then on every owner change of the agent
+         *     is signed by the passkey (a WebAuthn assertion whose challenge is the change's EIP-712 digest), so the console
+         *     signs them itself; the owner's key no longer can. Only ES256 (P-256) passkeys qualify. Other modes:
+         *     `invalid_state_transition`.
+         *
+         *     Rate class `write`; owner token, console session (writes: X-CSRF-Token) or admin token; Idempotency-Key required.
+         *
+         *     In evm mode (agent accounts) the change is the owner's EIP-712 message: without `owner_signature` the answer is 428 `owner_signature_required` with the typed data to sign (unless the development owner key signs it, chain 31337).
+         */
+        post: operations["ownerSetAccountOwner"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4858,6 +4888,7 @@ export interface components {
         };
         /** @description The owner's EIP-712 signature of a proposed change (evm mode, agent accounts; issue 24). Send back the `nonce` and `deadline` of the proposal (the `owner_signature_required` answer's `details`) with the signature of its `typed_data`; for a trusted destination also its `unlock_at`. The server checks that the signature is the owner's signer's over the same change, relays it to the account and mirrors the result. */
         OwnerSignature: {
+            /** @description A key's 65-byte ECDSA signature of the typed data; for a passkey-owned account, the ABI encoding of OpenZeppelin's `WebAuthn.WebAuthnAuth` (r, s with s at most n/2, challengeIndex, typeIndex, authenticatorData, clientDataJSON) of an assertion whose challenge is the EIP-712 digest of `typed_data` (the account checks it through ERC-1271). */
             signature: string;
             nonce: string;
             deadline: string;
@@ -5026,6 +5057,18 @@ export interface components {
             account: components["schemas"]["NullableEvmAddress"];
             /** @description The owner's signer the account accepts owner changes from; null when none is registered. */
             owner_signer: components["schemas"]["NullableEvmAddress"];
+            /**
+             * @description `key`: the owner's signer is an address whose key the owner keeps (agentctl `--owner-key-file`, a wallet); `passkey`: the account was handed to one of the owner's passkeys (`owner_passkey`), whose PasskeyOwner contract is `owner_signer`, and the console signs owner changes with it; null in `database` custody.
+             * @enum {string|null}
+             */
+            owner_signer_kind: "key" | "passkey" | null;
+            /** @description The passkey that owns the account when `owner_signer_kind` is `passkey`, else null. */
+            owner_passkey: null | {
+                id: components["schemas"]["Uuid"];
+                /** @description The WebAuthn credential id (base64url), as `allowCredentials` names it. */
+                credential_id: string;
+                name: string;
+            };
             /** @description The contract the agent's lane calls go through (Hightop's name; here the account itself). */
             agent_wrapper_address: components["schemas"]["NullableEvmAddress"];
             /** @description The lane key's address, the only key the server holds for this account. */
@@ -5038,14 +5081,31 @@ export interface components {
             policy_version: string | null;
             limits: components["schemas"]["Limits"];
             usage: components["schemas"]["LimitsUsage"];
-            /** @description What a fully compromised server could still move (the account's remaining allowance, to approved payees); null in `database` custody. */
+            /** @description What a fully compromised server could still move (the account's remaining allowance, to approved payees); null in `database` custody, and in `account` custody when no USD cap bounds it (then everything the account holds is exposed). */
             exposure_usd: components["schemas"]["NullableUsdDecimal"];
-            /** @description Per owner change, the agentctl command that signs it locally with the owner's key; empty in `database` custody. */
+            /** @description Per owner change, the agentctl command that signs it locally with the owner's key; empty in `database` custody and for a passkey-owned account. */
             commands: {
                 /** @enum {string} */
                 action: "set_policy" | "add_destination" | "add_recipient" | "cancel_one_off" | "pause" | "resume" | "rotate_lane_key";
                 command: string;
             }[];
+        };
+        /** @description The passkey to hand the agent's account to (one of the agent's owner's, ES256), and the current owner's signature of the `TransferOwnership` proposal once signed. */
+        AccountOwnerRequest: {
+            passkey_id: components["schemas"]["Uuid"];
+            owner_signature?: components["schemas"]["OwnerSignature"];
+        };
+        AccountOwnerResult: {
+            /** @enum {boolean} */
+            ok: true;
+            agent_id: components["schemas"]["Uuid"];
+            /** @description The passkey's PasskeyOwner contract, the account's owner from now on. */
+            owner_signer: components["schemas"]["EvmAddress"];
+            /** @enum {string} */
+            owner_signer_kind: "passkey";
+            owner_passkey_id: components["schemas"]["Uuid"];
+            /** @description The relayed transferOwnership. */
+            tx_hash: string;
         };
         /** @description One operation that needed the owner's approval. */
         ApprovalItem: {
@@ -9566,6 +9626,52 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ownerSetAccountOwner: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unique string per logical mutation (contract §5). Same key + same request within 24 h replays the stored response with `X-Idempotency-Replayed: true`; same key with another method, route, path parameters or body is 409 `idempotency_key_reuse_mismatch`; while the original is still running, 409 `idempotency_request_in_progress`. Missing: 400 `validation_failed`. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyRequired"];
+            };
+            path: {
+                /** @description Agent UUID (one of the caller's agents). */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AccountOwnerRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    "X-RateLimit-Window-Seconds": components["headers"]["XRateLimitWindowSeconds"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "X-Idempotency-Replayed": components["headers"]["XIdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountOwnerResult"];
+                };
+            };
+            400: components["responses"]["ValidationFailed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            428: components["responses"]["OwnerSignatureRequired"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -33,7 +33,8 @@ export type OwnerAction =
   | { kind: 'pause' }
   | { kind: 'resume' }
   | { kind: 'rotate_lane'; newLane: Address }
-  | { kind: 'approve_spend'; operationId: Hex; token: Address; to: Address; amount: bigint };
+  | { kind: 'approve_spend'; operationId: Hex; token: Address; to: Address; amount: bigint }
+  | { kind: 'transfer_ownership'; newOwner: Address };
 
 export interface OwnerAuth {
   nonce: bigint;
@@ -60,6 +61,8 @@ function named(change: OwnerAction): { action: ActionName; fields: OwnerActionFi
       return { action: 'RotateLane', fields: { newLane: change.newLane } };
     case 'approve_spend':
       return { action: 'ApproveSpend', fields: { operationId: change.operationId, token: change.token, to: change.to, amount: change.amount } };
+    case 'transfer_ownership':
+      return { action: 'TransferOwnership', fields: { newOwner: change.newOwner } };
   }
 }
 
@@ -93,15 +96,24 @@ export function signOwnerAction(signer: PrivateKeyAccount, data: OwnerTypedData)
   return signer.signTypedData(data as Parameters<PrivateKeyAccount['signTypedData']>[0]);
 }
 
-/** Whether `signature` is `owner`'s over `data` (an EOA signer; a contract signer is checked by the chain itself). */
-export async function verifyOwnerSignature(owner: Address, data: OwnerTypedData, signature: Hex): Promise<boolean> {
-  try {
-    return await viem().verifyTypedData({ ...(data as unknown as Omit<Parameters<ReturnType<typeof viem>['verifyTypedData']>[0], 'address' | 'signature'>), address: owner, signature } as Parameters<
-      ReturnType<typeof viem>['verifyTypedData']
-    >[0]);
-  } catch {
-    return false;
+/**
+ * Whether `signature` is `owner`'s over `data`: an EOA's ECDSA signature (recovered here), or a contract signer's
+ * ERC-1271 answer (a passkey's PasskeyOwner, a contract wallet), asked of the chain through viem's verifier. A node
+ * that does not answer throws (it is not a refusal).
+ */
+export async function verifyOwnerSignature(client: PublicClient, owner: Address, data: OwnerTypedData, signature: Hex): Promise<boolean> {
+  const v = viem();
+  const digest = v.hashTypedData(data as unknown as Parameters<typeof v.hashTypedData>[0]);
+  if (signature.length === 132) {
+    try {
+      if (v.isAddressEqual(await v.recoverAddress({ hash: digest, signature }), owner)) return true;
+    } catch {
+      /* not an ECDSA signature: the contract path below */
+    }
   }
+  const code = await client.getCode({ address: owner });
+  if (!code || code === '0x') return false;
+  return client.verifyHash({ address: owner, hash: digest, signature });
 }
 
 /** The account's call data of an owner change carrying the owner's authorization. */

@@ -18,7 +18,7 @@ import { setVaultAddress } from '../db/repositories/vault.repository.js';
 import { DEX_PROTOCOL, DEX_SETTING, deployDevDex, type DexContracts } from './dex.js';
 import { LENDING_SETTING, deployDevLending, type LendingContracts } from './lending.js';
 import { EARN_SETTING, accrueVault, deployDevRewards, deployDevVaults, type EarnContracts } from './vaults.js';
-import { CUSTODY_SETTING, deployDevCustody, type CustodyContracts } from './custody.js';
+import { CUSTODY_SETTING, deployDevCustody, deployPasskeyOwnerFactory, type CustodyContracts } from './custody.js';
 import { createEvmChain } from './evm/index.js';
 import type { Address, Chain, Hex } from './port.js';
 import { deployToken, mintToken, usdCoinAbi } from './token.js';
@@ -184,6 +184,11 @@ export async function bootstrapDevChain(deps: ConnectDeps & { client: PublicClie
       custody = await deployDevCustody(wallet, client);
       await upsertSetting(trx, chainId, CUSTODY_SETTING, JSON.stringify(custody), deps.clock.now());
       deps.log.info({ factory: custody.factory, feeds: custody.feeds }, 'development chain: agent account factory and price feeds deployed');
+    } else if (!custody.passkeyOwnerFactory || ((await client.getCode({ address: custody.passkeyOwnerFactory })) ?? '0x') === '0x') {
+      // Recorded before the passkey signers (issue 27): their factory only.
+      custody = { ...custody, passkeyOwnerFactory: await deployPasskeyOwnerFactory(wallet, client) };
+      await upsertSetting(trx, chainId, CUSTODY_SETTING, JSON.stringify(custody), deps.clock.now());
+      deps.log.info({ passkey_owner_factory: custody.passkeyOwnerFactory }, 'development chain: passkey signer factory deployed');
     }
     const target = viem().parseEther('100');
     const balance = await client.getBalance({ address: relayer.address });

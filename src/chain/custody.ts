@@ -7,12 +7,13 @@ import type { Account, Chain as ViemChain, PublicClient, Transport, WalletClient
 import { agentAccountAbi } from '../../contracts/artifacts/AgentAccount.js';
 import { agentAccountFactoryAbi, agentAccountFactoryBytecode } from '../../contracts/artifacts/AgentAccountFactory.js';
 import { devPriceFeedAbi, devPriceFeedBytecode } from '../../contracts/artifacts/DevPriceFeed.js';
+import { passkeyOwnerFactoryAbi, passkeyOwnerFactoryBytecode } from '../../contracts/artifacts/PasskeyOwnerFactory.js';
 import type { Db } from '../db/knex.js';
 import { findSetting } from '../db/repositories/chain.repository.js';
 import type { Address, Hex } from './hex.js';
 import { deployContract, waitMined } from './token.js';
 
-export { agentAccountAbi, agentAccountFactoryAbi, devPriceFeedAbi };
+export { agentAccountAbi, agentAccountFactoryAbi, devPriceFeedAbi, passkeyOwnerFactoryAbi };
 
 /** The chain_settings key holding the deployed custody contracts (JSON). */
 export const CUSTODY_SETTING = 'custody';
@@ -26,6 +27,11 @@ export interface CustodyContracts {
   feeds: Record<string, Address>;
   /** Who may update the development feeds: the faucet (never a key the server holds). */
   feedUpdater: Address;
+  /**
+   * contracts/PasskeyOwner.sol's factory (issue 27): each owner passkey's ERC-1271 signer at a CREATE2 address of its
+   * P-256 key. Absent on a chain recorded before it (the development bootstrap adds it).
+   */
+  passkeyOwnerFactory?: Address;
 }
 
 /** The development feeds' answers (USD, 8 decimals): the ledger's seeded prices and the dev pools' seed prices. */
@@ -46,7 +52,12 @@ export async function deployDevCustody(wallet: Wallet, client: PublicClient): Pr
   feeds.WETH = feeds.ETH!;
   const factory = await deployContract(wallet, client, { abi: agentAccountFactoryAbi, bytecode: agentAccountFactoryBytecode, ...opts });
   const implementation = await client.readContract({ address: factory, abi: agentAccountFactoryAbi, functionName: 'implementation' });
-  return { factory, implementation: viem().getAddress(implementation), feeds, feedUpdater: wallet.account.address };
+  return { factory, implementation: viem().getAddress(implementation), feeds, feedUpdater: wallet.account.address, passkeyOwnerFactory: await deployPasskeyOwnerFactory(wallet, client) };
+}
+
+/** The passkey signers' factory (contracts/PasskeyOwner.sol), deployed from `wallet`. */
+export function deployPasskeyOwnerFactory(wallet: Wallet, client: PublicClient): Promise<Address> {
+  return deployContract(wallet, client, { abi: passkeyOwnerFactoryAbi, bytecode: passkeyOwnerFactoryBytecode, account: wallet.account, chain: wallet.chain });
 }
 
 /** Development chain only: a new answer for a feed (the faucet signs). */

@@ -14,13 +14,15 @@ import { viem } from '../lib/viem.js';
 import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
 import { NATIVE_TOKEN, accountRevertOf, createAccountCallData, laneCall, readAccountState, readOwnerNonce, relayLaneCallData } from './accounts.js';
-import { CUSTODY_SETTING, agentAccountAbi, agentAccountFactoryAbi, type CustodyContracts } from './custody.js';
+import { CUSTODY_SETTING, agentAccountAbi, agentAccountFactoryAbi, passkeyOwnerFactoryAbi, type CustodyContracts } from './custody.js';
 import { ChainUnavailableError, type AccountWallet, type Address, type ChainAsset, type CustodyPort, type Hex } from './port.js';
 
 /** Gas limit of a relayed lane call (pay or cheque: about 90-130k with the feed read and the usage write). */
 export const LANE_GAS = 350_000n;
 /** Gas limit of an owner action (a policy with its lists: about 60k + 45k per listed entry). */
 export const OWNER_GAS = 2_000_000n;
+/** Gas limit of a passkey signer's clone (about 100k: 45 bytes of proxy and the 64-byte key). */
+export const PASSKEY_SIGNER_GAS = 400_000n;
 /** Gas limit of the factory's createAccount (the account's code: about 2.5M). */
 export const DEPLOY_GAS = 6_000_000n;
 
@@ -159,6 +161,17 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
       if (predicted.toLowerCase() !== a.address.toLowerCase()) throw new Error(`the factory predicts ${predicted} for this owner and lane, not the wallet's ${a.address}`);
       const sent = await sendAndWait(db, contracts.factory, createAccountCallData(a.owner, a.firstLane, a.salt), 'deploy', DEPLOY_GAS);
       if (!sent.success) throw new Error(`the account's deployment reverted (${sent.hash})`);
+    },
+
+    async passkeySigner(db, key, deploy) {
+      const factory = (await port.contracts(db))?.passkeyOwnerFactory;
+      if (!factory || !(await port.hasCode(factory))) throw new Error(`no PasskeyOwnerFactory on chain ${chainId} yet: run agentctl chain bootstrap`);
+      const signer = await node(() => client.readContract({ address: factory, abi: passkeyOwnerFactoryAbi, functionName: 'predict', args: [key.qx, key.qy] }));
+      if (!deploy || (await port.hasCode(signer))) return signer;
+      const data = viem().encodeFunctionData({ abi: passkeyOwnerFactoryAbi, functionName: 'create', args: [key.qx, key.qy] });
+      const sent = await sendAndWait(db, factory, data, 'deploy', PASSKEY_SIGNER_GAS);
+      if (!sent.success) throw new Error(`the passkey signer's deployment reverted (${sent.hash})`);
+      return signer;
     },
 
     async sendNow(db, to, data, kind, gas = OWNER_GAS) {

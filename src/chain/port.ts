@@ -129,6 +129,12 @@ export interface CustodyPort {
    * eth_call first (a refusal has txHash null, nothing was sent), then sent and waited for like `sendNow`.
    */
   sendLaneNow(db: Knex, wallet: AccountWallet, inner: Hex, gas?: bigint): Promise<{ ok: true; txHash: Hex } | { ok: false; code: string; message: string; txHash: Hex | null }>;
+  /**
+   * The ERC-1271 signer of the passkey whose P-256 key is (qx, qy) (contracts/PasskeyOwner.sol, issue 27): its
+   * CREATE2 address, deployed first through the factory when `deploy` (the relayer pays; idempotent). Throws when
+   * this chain has no passkey signer factory.
+   */
+  passkeySigner(db: Knex, key: { qx: Hex; qy: Hex }, deploy: boolean): Promise<Address>;
   /** The eth_call of a lane call signed by the wallet's lane key: null when it would pass, else the refusal. */
   checkLane(wallet: AccountWallet, inner: Hex): Promise<{ code: string; message: string } | null>;
 }

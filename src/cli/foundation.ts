@@ -168,6 +168,19 @@ export const foundationCommands: CliCommand[] = [
     http: (args) => ({ method: 'GET', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/account` }),
   },
   {
+    name: 'agent hand-to-passkey',
+    usage: "agent hand-to-passkey AGENT_ID --passkey PASSKEY_ID [--owner-key-file FILE] (evm mode: the owner's passkey becomes the account's owner; the owner's key signs the transfer here)",
+    run: async (ctx, args) => {
+      const agentId = requirePositional(args, 0, 'AGENT_ID');
+      const acct = await ctx.services.custody?.account(ctx.db, agentId);
+      if (!ctx.services.custody || !acct) throw new CliUsageError("the agent's wallet is not an agent account: a passkey can own one in evm mode only (CHAIN_RPC_URL)");
+      const passkey = await ctx.services.passkeys.signerKey(ctx.db, acct.owner_id, requireFlag(args, 'passkey'));
+      const handed = await ctx.services.custody.handToPasskey(ctx.db, agentId, passkey, ctx.ownerSignature);
+      return { agent_id: agentId, owner_signer: handed.owner_signer, owner_signer_kind: 'passkey', owner_passkey_id: passkey.id, tx_hash: handed.tx_hash };
+    },
+    http: (args) => ({ method: 'POST', path: `/v1/owner/agents/${seg(requirePositional(args, 0, 'AGENT_ID'))}/account/owner`, body: { passkey_id: requireFlag(args, 'passkey') } }),
+  },
+  {
     name: 'agent set-window',
     usage: 'agent set-window AGENT_ID --starts-at ISO --ends-at ISO',
     run: async (ctx, args) => {

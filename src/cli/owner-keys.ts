@@ -54,7 +54,7 @@ export function ownerKeyFromArgs(args: CliArgs): PrivateKeyAccount | null {
 export { createChainClient };
 
 /** The typed data of a proposal as viem signs it: integers back to bigint, field by field as its types say. */
-function typedDataOf(json: Record<string, unknown>): Parameters<PrivateKeyAccount['signTypedData']>[0] {
+export function typedDataOf(json: Record<string, unknown>): Parameters<PrivateKeyAccount['signTypedData']>[0] {
   const types = json.types as Record<string, { name: string; type: string }[]>;
   const convert = (type: string, value: unknown): unknown => {
     if (type.endsWith('[]')) return (value as unknown[]).map((v) => convert(type.slice(0, -2), v));

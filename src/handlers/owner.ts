@@ -187,6 +187,16 @@ export const ownerGetAgentAccount: Handler<'ownerGetAgentAccount'> = async (req,
   return ok(await agentAccountView(ctx.db, { custody: ctx.services.custody, policy: ctx.services.ledger.policy, dataDir: ctx.config.dataDir }, agent.id));
 };
 
+/** Issue 27: the account's owner on chain becomes one of the owner's passkeys (its PasskeyOwner), signed by the current owner. */
+export const ownerSetAccountOwner: Handler<'ownerSetAccountOwner'> = async (req, ctx) => {
+  const agent = await agentOf(req, ctx);
+  if (!ctx.services.custody) throw new ApiError('invalid_state_transition', 'a passkey can own an agent account in evm mode only (CHAIN_RPC_URL)');
+  const passkey = await ctx.services.passkeys.signerKey(ctx.db, agent.owner_id, req.body.passkey_id);
+  const handed = await ctx.services.custody.handToPasskey(ctx.db, agent.id, passkey, ownerSignatureOf(req.body));
+  await record(req, ctx, agent.owner_id, { type: 'agent', id: agent.id }, { passkey_id: passkey.id, ...handed });
+  return ok({ agent_id: agent.id, owner_signer: handed.owner_signer, owner_signer_kind: 'passkey' as const, owner_passkey_id: passkey.id, tx_hash: handed.tx_hash });
+};
+
 export const ownerFundWallet: Handler<'ownerFundWallet'> = async (req, ctx) => {
   const agent = await agentOf(req, ctx);
   const b = req.body;

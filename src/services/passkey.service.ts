@@ -10,10 +10,12 @@ import {
   type AuthenticationResponseJSON,
   type RegistrationResponseJSON,
 } from '@simplewebauthn/server';
+import { cose, decodeCredentialPublicKey } from '@simplewebauthn/server/helpers';
 import type { Db } from '../db/knex.js';
 import {
   consumeChallenge,
   findOwnerEmail,
+  findOwnerPasskey,
   findPasskey,
   hasPasskey,
   insertChallenge,
@@ -38,6 +40,15 @@ export interface CeremonyOptions {
   expires_at: string;
 }
 
+/** A passkey as an onchain signer (issue 27): its P-256 public key's coordinates, 32 bytes each. */
+export interface PasskeySignerKey {
+  id: string;
+  credentialId: string;
+  name: string;
+  qx: `0x${string}`;
+  qy: `0x${string}`;
+}
+
 export interface PasskeyService {
   registrationOptions(db: Db, ownerId: string): Promise<CeremonyOptions>;
   register(db: Db, ownerId: string, name: string, response: unknown): Promise<PasskeyView>;
@@ -47,6 +58,8 @@ export interface PasskeyService {
    * operation) or `step_up` (the owner's, for one action on one agent: a key rotation or a policy change).
    */
   assertionOptions(db: Db, request: AssertionPurpose): Promise<CeremonyOptions>;
+  /** The owner's passkey `passkeyId` with its P-256 key (the PasskeyOwner contract's); not_found, or validation_failed when the key is not ES256. */
+  signerKey(db: Db, ownerId: string, passkeyId: string): Promise<PasskeySignerKey>;
   /** Verifies an assertion for `expect`; the owner and passkey it proves. Throws authentication_failed otherwise. */
   verifyAssertion(db: Db, response: unknown, expect: AssertionPurpose): Promise<{ ownerId: string; passkeyId: string; credentialId: string }>;
   /** Whether the owner has a passkey: then key rotations and policy changes in the console need a step-up. */
@@ -84,6 +97,21 @@ function challengeOf(response: unknown): string | null {
   }
 }
 
+/** The (x, y) of a COSE EC2 P-256 key (ES256), or null for any other kind of key (RSA, Ed25519, another curve). */
+export function p256Coordinates(publicKey: Uint8Array): { qx: `0x${string}`; qy: `0x${string}` } | null {
+  let key: cose.COSEPublicKey;
+  try {
+    key = decodeCredentialPublicKey(publicKey as Parameters<typeof decodeCredentialPublicKey>[0]);
+  } catch {
+    return null;
+  }
+  if (!cose.isCOSEPublicKeyEC2(key) || key.get(cose.COSEKEYS.alg) !== cose.COSEALG.ES256 || key.get(cose.COSEKEYS.crv) !== cose.COSECRV.P256) return null;
+  const x = key.get(cose.COSEKEYS.x);
+  const y = key.get(cose.COSEKEYS.y);
+  if (!x || !y || x.length !== 32 || y.length !== 32) return null;
+  return { qx: `0x${Buffer.from(x).toString('hex')}`, qy: `0x${Buffer.from(y).toString('hex')}` };
+}
+
 const view = (p: PasskeyRow): PasskeyView => ({ id: p.id, name: p.name, created_at: p.created_at.toISOString(), last_used_at: p.last_used_at?.toISOString() ?? null });
 
 export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId: string; rpName?: string }): PasskeyService {
@@ -111,6 +139,9 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
         userName: email,
         userID: Buffer.from(ownerId.replace(/-/g, ''), 'hex'),
         attestationType: 'none',
+        // ES256 first: a P-256 passkey can also own an agent account on chain (PasskeyOwner, issue 27); Ed25519 and
+        // RS256 keys still sign in and step up.
+        supportedAlgorithmIDs: [-7, -8, -257],
         excludeCredentials: existing.map((p) => ({ id: p.credential_id, transports: p.transports as never })),
         authenticatorSelection: { residentKey: 'required', userVerification: 'preferred' },
         timeout: CHALLENGE_TTL_MS,
@@ -171,6 +202,17 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       });
       const expires = await issue(db, request.purpose, options.challenge, binding);
       return { options: options as unknown as Record<string, unknown>, expires_at: expires };
+    },
+
+    async signerKey(db, ownerId, passkeyId) {
+      const passkey = await findOwnerPasskey(db, ownerId, passkeyId);
+      if (!passkey) throw new ApiError('not_found', "no such passkey of the agent's owner", { field: 'passkey_id' });
+      const key = p256Coordinates(new Uint8Array(passkey.public_key));
+      if (!key)
+        throw new ApiError('validation_failed', 'this passkey is not a P-256 (ES256) key: only those can sign on chain', {
+          errors: [{ location: 'body', path: '/passkey_id', message: 'is not an ES256 passkey' }],
+        });
+      return { id: passkey.id, credentialId: passkey.credential_id, name: passkey.name, ...key };
     },
 
     async verifyAssertion(db, response, expect) {

@@ -119,6 +119,15 @@ describe('custody: the owner sees the account on chain read-only, with the agent
     expect(out).to.deep.equal(view);
   });
 
+  it('answers an account whose policy has no USD cap: exposure null (unbounded), not a 500', async () => {
+    const owner = await call('POST', '/v1/admin/owners', { email: `uncapped-${randomUUID()}@example.com` });
+    const uncapped = (await call('POST', '/v1/owner/agents', { owner_id: owner.owner_id, name: 'uncapped bot' })).agent_id;
+    await call('PUT', `/v1/owner/agents/${uncapped}/policy`, { operation_types: ['payment'], allowed_recipients: 'all' });
+    const view = await call('GET', `/v1/owner/agents/${uncapped}/account`);
+    expect(view).to.include({ custody: 'account', deployed: true, exposure_usd: null });
+    expect(view.limits).to.include({ per_tx_usd: null, per_period_usd: null, lifetime_usd: null });
+  });
+
   it("the console shows the account read-only, offers no control that needs the owner's signature, and passes axe", async () => {
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     await page.goto(`${s.baseUrl}/console/`);

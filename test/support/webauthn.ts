@@ -24,8 +24,23 @@ function cbor(v: Cbor): Buffer {
 const b64url = (b: Buffer) => b.toString('base64url');
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest();
 
+/** A WebAuthn assertion's raw parts: what an authenticator returns for `navigator.credentials.get`. */
+export interface RawAssertion {
+  authenticatorData: Buffer;
+  clientDataJSON: string;
+  /** The DER-encoded ECDSA P-256 signature over authenticatorData || sha256(clientDataJSON). */
+  signature: Buffer;
+}
+
 export interface SoftAuthenticator {
   credentialId: string;
+  /** The credential's P-256 public key coordinates (32 bytes each, 0x hex). */
+  publicKey: { qx: `0x${string}`; qy: `0x${string}` };
+  /**
+   * An assertion whose challenge is `challenge` (raw bytes, base64url in clientDataJSON as browsers put it): the
+   * shape a passkey signs an EIP-712 digest in (issue 27). `flags` defaults to UP|UV; `clientData` edits the JSON.
+   */
+  signChallenge(challenge: Uint8Array, opts?: { flags?: number; origin?: string }): RawAssertion;
   /** The answer to registration options (`ownerPasskeyRegistrationOptions`). */
   register(options: { challenge: string }): Record<string, unknown>;
   /** The answer to assertion options; `tamper` flips a signature byte. */
@@ -46,6 +61,13 @@ export function createSoftAuthenticator(rpId: string, origin: string): SoftAuthe
   const signWith = (key: KeyObject, data: Buffer) => sign('sha256', data, key);
   return {
     credentialId: b64url(credId),
+    publicKey: { qx: `0x${Buffer.from(jwk.x, 'base64url').toString('hex')}`, qy: `0x${Buffer.from(jwk.y, 'base64url').toString('hex')}` },
+    signChallenge(challenge, opts = {}) {
+      counter += 1;
+      const authenticatorData = Buffer.concat([sha256(rpId), Buffer.from([opts.flags ?? 0x05]), counterBytes()]);
+      const clientDataJSON = clientData('webauthn.get', b64url(Buffer.from(challenge)), opts.origin).toString('utf8');
+      return { authenticatorData, clientDataJSON, signature: signWith(privateKey, Buffer.concat([authenticatorData, sha256(clientDataJSON)])) };
+    },
     register(options) {
       const cose = cbor(
         new Map<Cbor, Cbor>([

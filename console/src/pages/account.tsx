@@ -1,7 +1,7 @@
 // How an agent's limits are enforced (issue 24). In evm mode with agent accounts the owner's limits live in the
-// agent's AgentAccount on chain and every change is the owner's signature: until the console can sign (passkeys as
-// the onchain signer), it shows the account's caps, usage and exposure read-only, with the agentctl command that signs
-// each change with the owner's key.
+// agent's AgentAccount on chain and every change is the owner's signature. An account owned by the owner's key is shown
+// read-only, with the agentctl command that signs each change with that key; an account handed to one of the owner's
+// passkeys (issue 27) is changed here, each change signed by the passkey (passkey-sign.ts).
 import { api, ok, type Schemas } from '../api.js';
 import { usd } from '../format.js';
 import { Status, Table, useLoad } from '../ui.js';
@@ -18,10 +18,14 @@ const ACTIONS: Record<AccountView['commands'][number]['action'], string> = {
   rotate_lane_key: 'Rotate the lane key',
 };
 
-/** The agent's account view; `onchain` is true when the account on chain, not the database, holds the limits. */
+/**
+ * The agent's account view; `onchain` is true when the account on chain, not the database, holds the limits, and
+ * `passkey` is the credential id of the owner's passkey that owns the account (the console signs with it), else null.
+ */
 export function useAccount(id: string, version = 0) {
   const view = useLoad(() => ok(api.GET('/v1/owner/agents/{agent_id}/account', { params: { path: { agent_id: id } } })), [id, version]);
-  return { ...view, onchain: view.data?.custody === 'account' };
+  const passkey = view.data?.owner_signer_kind === 'passkey' ? (view.data.owner_passkey?.credential_id ?? null) : null;
+  return { ...view, onchain: view.data?.custody === 'account', passkey };
 }
 
 const cap = (v: string | number | null | undefined, unit: 'usd' | 'count') => (v === null || v === undefined ? 'no cap' : unit === 'usd' ? usd(String(v)) : String(v));
@@ -31,13 +35,21 @@ export function OnchainAccount({ view, error }: { view: AccountView | undefined;
   if (!view || view.custody !== 'account') return null;
   const l = view.limits;
   const u = view.usage;
+  const passkey = view.owner_signer_kind === 'passkey' ? view.owner_passkey : null;
   return (
     <>
-      <h2>On-chain limits (read-only)</h2>
-      <p>
-        This agent's limits are enforced by its account contract on chain: not even this server can spend beyond them. Every change is signed by your key, so this console shows them read-only; run the
-        command under <em>Change them</em> on the machine that holds your key.
-      </p>
+      <h2>{passkey ? 'On-chain limits (signed with your passkey)' : 'On-chain limits (read-only)'}</h2>
+      {passkey ? (
+        <p>
+          This agent's limits are enforced by its account contract on chain: not even this server can spend beyond them. The account is owned by your passkey <strong>{passkey.name}</strong>: saving
+          the policy, pausing, proposing a destination and approving ask it to sign the exact change.
+        </p>
+      ) : (
+        <p>
+          This agent's limits are enforced by its account contract on chain: not even this server can spend beyond them. Every change is signed by your key, so this console shows them read-only; run
+          the command under <em>Change them</em> on the machine that holds your key.
+        </p>
+      )}
       <dl class="facts" aria-label="Account on chain">
         <dt>Account</dt>
         <dd>
@@ -46,6 +58,7 @@ export function OnchainAccount({ view, error }: { view: AccountView | undefined;
         <dt>Owner signer</dt>
         <dd>
           <code>{view.owner_signer ?? '—'}</code>
+          {passkey && ` (passkey ${passkey.name})`}
         </dd>
         <dt>Lane key (agent sender)</dt>
         <dd>
@@ -56,7 +69,7 @@ export function OnchainAccount({ view, error }: { view: AccountView | undefined;
         <dt>Policy version</dt>
         <dd>{view.policy_version ?? '—'}</dd>
         <dt>Exposure if this server were compromised</dt>
-        <dd>{usd(view.exposure_usd ?? '0')}</dd>
+        <dd>{view.exposure_usd === null ? 'unbounded: no USD cap limits the lane (everything the account holds)' : usd(view.exposure_usd)}</dd>
       </dl>
       <Table
         caption="Caps and usage held by the account"
@@ -68,8 +81,8 @@ export function OnchainAccount({ view, error }: { view: AccountView | undefined;
           ['Lifetime', cap(l.lifetime_usd, 'usd'), usd(u.lifetime_usd)],
         ]}
       />
-      <h3>Change them</h3>
-      <ul class="commands" aria-label="agentctl commands for owner changes">
+      {view.commands.length > 0 && <h3>Change them</h3>}
+      <ul class="commands" aria-label="agentctl commands for owner changes" hidden={view.commands.length === 0}>
         {view.commands.map((c) => (
           <li>
             {ACTIONS[c.action]}

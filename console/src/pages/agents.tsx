@@ -8,6 +8,7 @@ import { Overview, SpendingChart } from './overview.js';
 import { OnchainAccount, useAccount } from './account.js';
 import { Destinations } from './destinations.js';
 import { PolicyEditor } from './policy.js';
+import { withPasskeySignature } from '../passkey-sign.js';
 import { ShadowPolicy } from './replay.js';
 
 export function Agents() {
@@ -85,13 +86,23 @@ export function AgentPage({ id }: { id: string }) {
                 setKey(asView<{ api_key: string }>(await ok(api.POST('/v1/owner/agents/{agent_id}/rotate-key', { params: { path: { agent_id: id }, header: idempotency() } }))).api_key)
               }
             />
-            {!account.onchain && (
+            {(!account.onchain || account.passkey) && (
               <ActionForm
                 label={a.enabled ? 'Disable agent' : 'Enable agent'}
                 danger={a.enabled}
                 action={async () => {
-                  await ok(api.POST(a.enabled ? '/v1/owner/agents/{agent_id}/disable' : '/v1/owner/agents/{agent_id}/enable', { params: { path: { agent_id: id }, header: idempotency() } }));
+                  // A passkey-owned account: the pause (or resume) is signed by the passkey.
+                  await withPasskeySignature(account.passkey, a.enabled ? 'Pause' : 'Resume', (signature) =>
+                    ok(
+                      api.POST(a.enabled ? '/v1/owner/agents/{agent_id}/disable' : '/v1/owner/agents/{agent_id}/enable', {
+                        params: { path: { agent_id: id }, header: idempotency() },
+                        body: signature ? { owner_signature: signature } : {},
+                      }),
+                    ),
+                  );
                   agent.reload();
+                  setVersion((v) => v + 1);
+                  return a.enabled ? 'Agent disabled.' : 'Agent enabled.';
                 }}
               />
             )}
@@ -124,7 +135,7 @@ export function AgentPage({ id }: { id: string }) {
           <h2>Spending</h2>
           <SpendingChart id={id} version={version} />
           <OnchainAccount view={account.data} error={account.error} />
-          <PolicyEditor id={id} readOnly={account.onchain} onShadowChange={() => setShadowVersion((v) => v + 1)} />
+          <PolicyEditor id={id} readOnly={account.onchain && !account.passkey} signWith={account.passkey} onShadowChange={() => setShadowVersion((v) => v + 1)} />
           <ShadowPolicy id={id} readOnly={account.onchain} version={shadowVersion} onChange={() => setShadowVersion((v) => v + 1)} />
           <h2>Rate limits and live usage</h2>
           <Status text={limits.error} kind="error" />

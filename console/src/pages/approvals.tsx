@@ -1,8 +1,10 @@
 // The approval inbox across every agent (issue 27): what, to whom, how much, why it needs approval and how long until
-// it expires; approve with a passkey (a fresh assertion bound to this approval), or reject (no step-up).
+// it expires; approve with a passkey (a fresh assertion bound to this approval, or, for an agent account owned by the
+// passkey, its signature of the ApproveSpend the account requires), or reject (no step-up).
 import { startAuthentication, type PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/browser';
 import { useState } from 'preact/hooks';
-import { api, idempotency, ok, type Schemas } from '../api.js';
+import { api, ApiFailure, idempotency, ok, type Schemas } from '../api.js';
+import { signWithPasskey } from '../passkey-sign.js';
 import { amount, shortId, until, usd } from '../format.js';
 import { ActionForm, Status, Table, useLoad, useTitle, when } from '../ui.js';
 
@@ -10,8 +12,27 @@ type Item = Schemas['ApprovalItem'];
 
 const why = (a: Item['approval']) => a.reasons.map((r) => (r === 'above_threshold' ? `above ${usd(a.threshold_usd)}` : 'new payee')).join(', ');
 
-/** Approves with a passkey: the assertion options are issued for this operation alone and last 5 minutes. */
-export async function approveWithPasskey(operationId: string): Promise<void> {
+/**
+ * Approves with a passkey. Asked first without a proof: an agent account's transfer in evm mode answers 428 with the
+ * ApproveSpend to sign, which the passkey that owns the account signs (issue 27); otherwise the step-up: assertion
+ * options issued for this operation alone, lasting 5 minutes.
+ */
+export async function approveWithPasskey(operationId: string, agentId: string): Promise<void> {
+  const approve = (body: Schemas['ApproveRequest']) => ok(api.POST('/v1/owner/approvals/{operation_id}/approve', { params: { path: { operation_id: operationId }, header: idempotency() }, body }));
+  try {
+    await approve({});
+    return;
+  } catch (err) {
+    if (!(err instanceof ApiFailure)) throw err;
+    if (err.error.code === 'owner_signature_required' && err.error.details) {
+      const account = await ok(api.GET('/v1/owner/agents/{agent_id}/account', { params: { path: { agent_id: agentId } } }));
+      const credential = account.owner_signer_kind === 'passkey' ? account.owner_passkey?.credential_id : undefined;
+      if (!credential) throw err; // the owner's key signs it (agentctl approval approve … --owner-key-file)
+      await approve({ owner_signature: await signWithPasskey(credential, err.error.details as Record<string, unknown>, 'ApproveSpend') });
+      return;
+    }
+    if (err.error.code !== 'validation_failed') throw err;
+  }
   const { options } = await ok(api.POST('/v1/owner/passkeys/assertion-options', { params: { header: idempotency() }, body: { purpose: 'approve', operation_id: operationId } }));
   const assertion = await startAuthentication({ optionsJSON: options as unknown as PublicKeyCredentialRequestOptionsJSON });
   await ok(
@@ -61,7 +82,7 @@ export function Approvals() {
               label="Approve with passkey"
               name={`Approve ${label(i)}`}
               action={async () => {
-                await approveWithPasskey(i.operation_id);
+                await approveWithPasskey(i.operation_id, i.agent_id);
                 reload(`Approved: ${label(i)}.`);
               }}
             />

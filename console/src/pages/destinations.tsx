@@ -3,6 +3,7 @@ import { useId, useState } from 'preact/hooks';
 import { api, asView, idempotency, ok, type Schemas } from '../api.js';
 import { ActionForm, Field, Status, Table, useLoad, useTitle, when } from '../ui.js';
 import { useAccount } from './account.js';
+import { withPasskeySignature } from '../passkey-sign.js';
 
 /** An agent's trusted destinations; `agentName` keeps the table and form names unique when several agents' lists share a page. */
 export function Destinations({ agentId, agentName }: { agentId: string; agentName: string }) {
@@ -13,7 +14,8 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
       asView<Schemas['TrustedDestinationListPage']>(await ok(api.GET('/v1/owner/agents/{agent_id}/trusted-destinations', { params: { path: { agent_id: agentId }, query: { limit: 100 } } }))),
     [agentId],
   );
-  // evm mode with agent accounts: adding a destination is the owner's signature (agentctl destination add).
+  // evm mode with agent accounts: adding a destination is the owner's signature (agentctl destination add), or the
+  // passkey's when the account is owned by one (signed here).
   const account = useAccount(agentId);
   const [address, setAddress] = useState('');
   const [label, setLabel] = useState('');
@@ -48,7 +50,7 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
         ])}
         empty="No trusted destinations."
       />
-      {account.onchain ? (
+      {account.onchain && !account.passkey ? (
         <p class="status">
           Adding a destination to this agent's account is signed by your key: <code>{account.data?.commands.find((c) => c.action === 'add_destination')?.command}</code>
         </p>
@@ -57,11 +59,14 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
           label="Propose destination"
           name={`Propose a destination for ${agentName}`}
           action={async () => {
-            await ok(
-              api.POST('/v1/owner/agents/{agent_id}/trusted-destinations', {
-                params: { path: { agent_id: agentId }, header: idempotency() },
-                body: { kind: 'crypto', chain: 'base', address, label, timelock_seconds: 0 },
-              }),
+            const body = { kind: 'crypto' as const, chain: 'base', address, label, timelock_seconds: 0 };
+            await withPasskeySignature(account.passkey, 'AddTrustedDestination', (signature) =>
+              ok(
+                api.POST('/v1/owner/agents/{agent_id}/trusted-destinations', {
+                  params: { path: { agent_id: agentId }, header: idempotency() },
+                  body: signature ? { ...body, owner_signature: signature } : body,
+                }),
+              ),
             );
             setAddress('');
             setLabel('');

@@ -5,12 +5,16 @@ import { api, ApiFailure, asView, idempotency, ok, type paths } from '../api.js'
 import { ActionForm, useLoad } from '../ui.js';
 import { generalProblems, PolicyForm, type Policy } from './policy-form.js';
 import { replayPolicy, ReplayView, type ReplayResult } from './replay.js';
+import { withPasskeySignature } from '../passkey-sign.js';
 
 /** The body PUT …/policy and POST …/policy/validate take (the policy file format). */
 type PolicyBody = paths['/v1/owner/agents/{agent_id}/policy']['put']['requestBody']['content']['application/json'];
 
-/** `readOnly`: the agent's account on chain holds the policy (evm mode): it is changed by the owner's signature, not saved here. */
-export function PolicyEditor({ id, readOnly = false, onShadowChange }: { id: string; readOnly?: boolean; onShadowChange?: () => void }) {
+/**
+ * `readOnly`: the agent's account on chain holds the policy (evm mode) and the owner's key signs it, not this console;
+ * `signWith`: the credential id of the passkey that owns the account, which signs the saved policy (issue 27).
+ */
+export function PolicyEditor({ id, readOnly = false, signWith = null, onShadowChange }: { id: string; readOnly?: boolean; signWith?: string | null; onShadowChange?: () => void }) {
   const current = useLoad(async () => asView<{ policy: Policy | null }>(await ok(api.GET('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id } } }))), [id]);
   const [draft, setDraft] = useState<Policy | null>(null);
   const [text, setText] = useState<string | null>(null);
@@ -105,7 +109,12 @@ export function PolicyEditor({ id, readOnly = false, onShadowChange }: { id: str
             label="Save policy"
             action={async () => {
               try {
-                const res = asView<{ policy: Policy }>(await ok(api.PUT('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id }, header: idempotency() }, body: parse() })));
+                const body = parse();
+                const res = asView<{ policy: Policy }>(
+                  await withPasskeySignature(signWith, 'SetPolicy', (signature) =>
+                    ok(api.PUT('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id }, header: idempotency() }, body: signature ? { ...body, owner_signature: signature } : body })),
+                  ),
+                );
                 setProblems([]);
                 setDraft(res.policy);
                 setText(null);

@@ -16,7 +16,8 @@ import * as deliveryAttempts from './0015_delivery_attempts.js';
 import * as policyReplay from './0016_policy_replay.js';
 import * as approvals from './0017_approvals.js';
 import * as chainReversals from './0018_chain_reversals.js';
-import * as approvalNoticeRetry from './0019_approval_notice_retry.js';
+import * as passkeySigner from './0019_passkey_signer.js';
+import * as approvalNoticeRetry from './0020_approval_notice_retry.js';
 import * as passkeyStepUp from './0021_passkey_step_up.js';
 
 interface Migration {
@@ -41,7 +42,8 @@ const migrations: Record<string, Migration> = {
   '0016_policy_replay': policyReplay,
   '0017_approvals': approvals,
   '0018_chain_reversals': chainReversals,
-  '0019_approval_notice_retry': approvalNoticeRetry,
+  '0019_passkey_signer': passkeySigner,
+  '0020_approval_notice_retry': approvalNoticeRetry,
   '0021_passkey_step_up': passkeyStepUp,
 };
 

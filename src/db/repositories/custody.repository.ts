@@ -9,7 +9,10 @@ export interface AccountWalletRow {
   address: string;
   lane_address: string;
   sealed_private_key: string;
+  /** The account's owner on chain as mirrored: the wallet's own signer (a passkey's) or else the owner's. */
   signer_address: string | null;
+  /** The owner passkey whose PasskeyOwner owns the account (issue 27), or null (the owner's key). */
+  owner_passkey_id: string | null;
 }
 
 export async function setOwnerSigner(db: Db, ownerId: string, signer: string): Promise<number> {
@@ -19,6 +22,11 @@ export async function setOwnerSigner(db: Db, ownerId: string, signer: string): P
 /** Makes the wallet an AgentAccount at `address` whose lane key is `sealedLaneKey` (its address `laneAddress`). */
 export async function setWalletAccount(db: Db, walletId: string, address: string, laneAddress: string, sealedLaneKey: string): Promise<number> {
   return db('wallets').where({ id: walletId }).update({ address, lane_address: laneAddress, sealed_private_key: sealedLaneKey, custody: 'account' });
+}
+
+/** The account's owner on chain is now `signer`, the PasskeyOwner of the owner's passkey `passkeyId` (issue 27). */
+export async function setWalletSigner(db: Db, walletId: string, signer: string, passkeyId: string): Promise<number> {
+  return db('wallets').where({ id: walletId, custody: 'account' }).update({ owner_signer_address: signer, owner_passkey_id: passkeyId });
 }
 
 /** A new lane key after the owner rotated it on chain. */
@@ -31,7 +39,16 @@ export async function findAccountWallet(db: Db, agentId: string): Promise<Accoun
     .join('agents as a', 'a.id', 'w.agent_id')
     .join('owners as o', 'o.id', 'a.owner_id')
     .where({ 'w.agent_id': agentId, 'w.custody': 'account' })
-    .first('w.agent_id', 'a.owner_id', 'w.id as wallet_id', 'w.address', 'w.lane_address', 'w.sealed_private_key', 'o.signer_address');
+    .first(
+      'w.agent_id',
+      'a.owner_id',
+      'w.id as wallet_id',
+      'w.address',
+      'w.lane_address',
+      'w.sealed_private_key',
+      db.raw('coalesce(w.owner_signer_address, o.signer_address) as signer_address'),
+      'w.owner_passkey_id',
+    );
 }
 
 export async function listAccountWallets(db: Db, agentId?: string): Promise<AccountWalletRow[]> {
@@ -40,7 +57,16 @@ export async function listAccountWallets(db: Db, agentId?: string): Promise<Acco
     .join('owners as o', 'o.id', 'a.owner_id')
     .where({ 'w.custody': 'account' })
     .whereNull('a.deleted_at')
-    .select('w.agent_id', 'a.owner_id', 'w.id as wallet_id', 'w.address', 'w.lane_address', 'w.sealed_private_key', 'o.signer_address')
+    .select(
+      'w.agent_id',
+      'a.owner_id',
+      'w.id as wallet_id',
+      'w.address',
+      'w.lane_address',
+      'w.sealed_private_key',
+      db.raw('coalesce(w.owner_signer_address, o.signer_address) as signer_address'),
+      'w.owner_passkey_id',
+    )
     .orderBy('w.agent_id');
   return agentId ? q.andWhere('w.agent_id', agentId) : q;
 }

@@ -46,6 +46,11 @@ export async function findPasskey(db: Db, credentialId: string): Promise<Passkey
   return db('owner_passkeys as p').join('owners as o', 'o.id', 'p.owner_id').where('p.credential_id', credentialId).whereNull('o.deleted_at').first('p.*');
 }
 
+/** A passkey of `ownerId` by its own id (the API's `Passkey.id`). */
+export async function findOwnerPasskey(db: Db, ownerId: string, id: string): Promise<PasskeyRow | undefined> {
+  return db('owner_passkeys').where({ id, owner_id: ownerId }).first();
+}
+
 export async function recordPasskeyUse(db: Db, id: string, counter: number, at: Date): Promise<void> {
   await db('owner_passkeys')
     .where({ id })

@@ -1,9 +1,11 @@
 // The owner's read-only view of how an agent's limits are enforced (GET /v1/owner/agents/{agent_id}/account, issue 24).
 // In evm mode with agent accounts: the account, its signer and lane, and the caps, usage and exposure read from the
 // chain, with the agentctl command that signs each owner change locally (the console shows these instead of signing;
-// the passkey signer of issue 27 ends that). On the simulated chain the database enforces the limits shown.
+// an account handed to a passkey (issue 27) has none: the console signs with the passkey). On the simulated chain the
+// database enforces the limits shown.
 import { existsSync } from 'node:fs';
 import type { Db } from '../../db/knex.js';
+import { findOwnerPasskey } from '../../db/repositories/passkey.repository.js';
 import type { Schema } from '../../lib/contract.js';
 import { devOwnerKeyPath } from '../../lib/owner-keys.js';
 import type { PolicyService } from '../ledger/policy.js';
@@ -43,6 +45,8 @@ export async function agentAccountView(db: Db, deps: { custody: CustodyService |
       custody: 'database',
       account: null,
       owner_signer: null,
+      owner_signer_kind: null,
+      owner_passkey: null,
       agent_wrapper_address: null,
       agent_sender_address: null,
       deployed: null,
@@ -55,11 +59,15 @@ export async function agentAccountView(db: Db, deps: { custody: CustodyService |
     };
   }
   const state = await deps.custody.state(acct.address);
+  // Handed to a passkey (issue 27): the console signs with it, and no key file can.
+  const passkey = acct.owner_passkey_id ? await findOwnerPasskey(db, acct.owner_id, acct.owner_passkey_id) : undefined;
   return {
     agent_id: agentId,
     custody: 'account',
     account: acct.address,
     owner_signer: state.owner ?? acct.signer_address ?? null,
+    owner_signer_kind: passkey ? 'passkey' : (state.owner ?? acct.signer_address) ? 'key' : null,
+    owner_passkey: passkey ? { id: passkey.id, credential_id: passkey.credential_id, name: passkey.name } : null,
     agent_wrapper_address: acct.address,
     agent_sender_address: state.lane ?? acct.lane_address ?? null,
     deployed: state.deployed,
@@ -67,7 +75,7 @@ export async function agentAccountView(db: Db, deps: { custody: CustodyService |
     policy_version: state.deployed ? state.policyVersion.toString() : null,
     limits,
     usage,
-    exposure_usd: exposure_usd ?? '0',
-    commands: ownerCommands(agentId, keyFileOf(deps.dataDir, acct.owner_id)),
+    exposure_usd,
+    commands: passkey ? [] : ownerCommands(agentId, keyFileOf(deps.dataDir, acct.owner_id)),
   };
 }

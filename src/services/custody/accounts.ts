@@ -70,7 +70,13 @@ export interface CustodyService {
    * `owner_signature_required` (428) whose details are the proposal: the caller changed nothing yet, and the
    * owner's wallet signs `typed_data` and sends the same request again with the signature.
    */
-  apply(db: Knex, agentId: string, change: OwnerAction, signature?: OwnerSignature): Promise<{ tx_hash: Hex }>;
+  apply(db: Knex, agentId: string, change: OwnerAction, signature?: OwnerSignature, opts?: { beforeRelay?: () => Promise<void> }): Promise<{ tx_hash: Hex }>;
+  /**
+   * Hands the agent's account to the owner's passkey (issue 27): `transferOwnership` to the passkey's PasskeyOwner
+   * (contracts/PasskeyOwner.sol), signed by the account's current owner, with the passkey's signer deployed before it
+   * is relayed; the wallet then mirrors that signer. Without `signature`: 428 with the proposal (as `apply`).
+   */
+  handToPasskey(db: Knex, agentId: string, passkey: { id: string; qx: Hex; qy: Hex }, signature?: OwnerSignature): Promise<{ owner_signer: Address; tx_hash: Hex }>;
   /** Whether a change of this agent can be signed here without the owner's signature (the development owner key). */
   canSignLocally(db: Db, agentId: string): Promise<boolean>;
   /** The lane key a rotation would install: generated once and kept sealed until the rotation is applied. */
@@ -188,7 +194,7 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
       return key !== null && key.address.toLowerCase() === acct.signer_address.toLowerCase();
     },
 
-    async apply(db, agentId, change, given) {
+    async apply(db, agentId, change, given, opts) {
       const acct = await requireAccount(db, agentId);
       const account = viem().getAddress(acct.address);
       const signer = viem().getAddress(acct.signer_address);
@@ -211,13 +217,26 @@ export function createCustodyService(deps: { config: Readonly<Config>; chain: Ch
         auth = { signature: await signOwnerAction(key, data(nonce, deadline)), nonce, deadline };
       }
       // Checked here first (a friendly refusal); the account checks it again, and its nonce makes it single use.
-      if (!(await verifyOwnerSignature(signer, data(auth.nonce, auth.deadline), auth.signature)))
+      // A contract signer (a passkey's PasskeyOwner) answers ERC-1271 on chain.
+      if (!(await verifyOwnerSignature(client, signer, data(auth.nonce, auth.deadline), auth.signature)))
         throw new ApiError('validation_failed', `the signature is not ${signer}'s over this change (nonce ${auth.nonce}, deadline ${auth.deadline})`);
       // Deployed only for a signed change (an unsigned proposal costs the relayer nothing).
       await port.ensureDeployed(db, { address: account, owner: signer, firstLane: viem().getAddress(acct.lane_address), salt: accountSalt(agentId) });
+      await opts?.beforeRelay?.();
       const sent = await port.sendNow(db, account, ownerActionCallData(change, auth), 'owner');
       if (!sent.ok) throw new ApiError(apiCodeOf(sent.code), sent.message, { chain_code: sent.code, tx_hash: sent.txHash });
       return { tx_hash: sent.txHash };
+    },
+
+    async handToPasskey(db, agentId, passkey, signature) {
+      const acct = await requireAccount(db, agentId);
+      const key = { qx: passkey.qx, qy: passkey.qy };
+      const newOwner = viem().getAddress(await port.passkeySigner(db, key, false)) as Address;
+      if (viem().isAddressEqual(newOwner, viem().getAddress(acct.signer_address))) throw new ApiError('invalid_state_transition', `the account is already owned by this passkey's signer ${newOwner}`);
+      // The passkey's signer is deployed once the current owner's signature checked out, before the transfer.
+      const { tx_hash } = await service.apply(db, agentId, { kind: 'transfer_ownership', newOwner }, signature, { beforeRelay: async () => void (await port.passkeySigner(db, key, true)) });
+      await repo.setWalletSigner(db, acct.wallet_id, newOwner, passkey.id);
+      return { owner_signer: newOwner, tx_hash };
     },
 
     async pendingLane(db, agentId) {

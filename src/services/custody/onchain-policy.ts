@@ -149,7 +149,8 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
       max_ltv_bps: l.maxLtvBps === 10_000 && mirror.limits.max_ltv_bps === null ? null : l.maxLtvBps,
     },
     usage: { period_start: new Date(Number(u.periodStart) * 1000).toISOString(), period_usd: usd(u.periodUsd), period_txs: u.periodTxs, lifetime_usd: usd(u.lifetimeUsd) },
-    exposure_usd: usd(state.allowance?.exposureUsd ?? 0n),
+    // No USD cap at all leaves the remaining allowance near 2^256: unbounded, shown as null (the whole account is exposed).
+    exposure_usd: (state.allowance?.exposureUsd ?? 0n) >= NO_USD_CAP / 2n ? null : usd(state.allowance?.exposureUsd ?? 0n),
     swaps: { max_swaps_per_period: l.maxSwapsPerPeriod === NO_TX_CAP ? null : l.maxSwapsPerPeriod, swaps_in_period: u.periodSwaps },
   };
 }
@@ -187,6 +188,9 @@ export async function policyDrift(
         onchain,
         message: "the database's policy is not the one the account holds: the account enforces its own",
       });
+    // The owner on chain against the mirror's signer (the owner's key, or the passkey signer it was handed to).
+    if (state.owner && acct.signer_address && acct.signer_address.toLowerCase() !== state.owner.toLowerCase())
+      rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'owner', database: acct.signer_address, onchain: state.owner });
     if (state.lane && acct.lane_address.toLowerCase() !== state.lane.toLowerCase())
       rows.push({ agent_id: acct.agent_id, account: acct.address, kind: 'lane', database: acct.lane_address, onchain: state.lane });
     if (policy && policy.allowed_recipients === undefined && state.deployed)

@@ -27,7 +27,7 @@ export type PolicyLimits = Omit<Schema<'LimitsResponse'>, 'ok'>;
  * its remaining allowance, what a compromised server could still move (docs/CUSTODY.md); absent off chain.
  */
 export type CoreLimits = Pick<PolicyLimits, 'limits' | 'usage'> & {
-  exposure_usd?: string;
+  exposure_usd?: string | null;
   /** The account's swap cap and swaps this period (evm mode, issue 26): shown as swap_limits and current_usage. */
   swaps?: { max_swaps_per_period: number | null; swaps_in_period: number };
 };
