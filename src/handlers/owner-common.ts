@@ -48,7 +48,9 @@ export async function stepUp(ctx: RequestContext, ownerId: string, header: strin
   try {
     assertion = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'));
   } catch {
-    throw new ApiError('validation_failed', 'X-Passkey-Assertion must be the assertion JSON, base64url-encoded', { errors: [{ location: 'header', path: 'x-passkey-assertion', message: 'is not base64url JSON' }] });
+    throw new ApiError('validation_failed', 'X-Passkey-Assertion must be the assertion JSON, base64url-encoded', {
+      errors: [{ location: 'header', path: 'x-passkey-assertion', message: 'is not base64url JSON' }],
+    });
   }
   return (await ctx.services.passkeys.verifyAssertion(ctx.db, assertion, { purpose: 'step_up', ownerId, action, agentId })).passkeyId;
 }

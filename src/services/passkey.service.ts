@@ -71,10 +71,7 @@ export const STEP_UP_ACTIONS = ['rotate_agent_key', 'rotate_lane_key', 'replace_
 export type StepUpAction = (typeof STEP_UP_ACTIONS)[number];
 
 /** What an assertion is for. */
-export type AssertionPurpose =
-  | { purpose: 'sign_in' }
-  | { purpose: 'approve'; ownerId: string; operationId: string }
-  | { purpose: 'step_up'; ownerId: string; action: StepUpAction; agentId: string };
+export type AssertionPurpose = { purpose: 'sign_in' } | { purpose: 'approve'; ownerId: string; operationId: string } | { purpose: 'step_up'; ownerId: string; action: StepUpAction; agentId: string };
 
 /** The owner an assertion must prove, and what the challenge is bound to (an operation, or an action on an agent). */
 function bindingOf(p: AssertionPurpose): { ownerId: string | null; operationId: string | null; scope: string | null } {

@@ -8,6 +8,7 @@ import { Overview, SpendingChart } from './overview.js';
 import { OnchainAccount, useAccount } from './account.js';
 import { Destinations } from './destinations.js';
 import { PolicyEditor } from './policy.js';
+import { withStepUp } from '../step-up.js';
 import { withPasskeySignature } from '../passkey-sign.js';
 import { ShadowPolicy } from './replay.js';
 
@@ -83,7 +84,11 @@ export function AgentPage({ id }: { id: string }) {
             <ActionForm
               label="Rotate key"
               action={async () =>
-                setKey(asView<{ api_key: string }>(await ok(api.POST('/v1/owner/agents/{agent_id}/rotate-key', { params: { path: { agent_id: id }, header: idempotency() } }))).api_key)
+                setKey(
+                  asView<{ api_key: string }>(
+                    await withStepUp((stepUp) => ok(api.POST('/v1/owner/agents/{agent_id}/rotate-key', { params: { path: { agent_id: id }, header: { ...idempotency(), ...stepUp } } }))),
+                  ).api_key,
+                )
               }
             />
             {(!account.onchain || account.passkey) && (

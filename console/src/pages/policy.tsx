@@ -5,6 +5,7 @@ import { api, ApiFailure, asView, idempotency, ok, type paths } from '../api.js'
 import { ActionForm, useLoad } from '../ui.js';
 import { generalProblems, PolicyForm, type Policy } from './policy-form.js';
 import { replayPolicy, ReplayView, type ReplayResult } from './replay.js';
+import { withStepUp } from '../step-up.js';
 import { withPasskeySignature } from '../passkey-sign.js';
 
 /** The body PUT …/policy and POST …/policy/validate take (the policy file format). */
@@ -112,7 +113,14 @@ export function PolicyEditor({ id, readOnly = false, signWith = null, onShadowCh
                 const body = parse();
                 const res = asView<{ policy: Policy }>(
                   await withPasskeySignature(signWith, 'SetPolicy', (signature) =>
-                    ok(api.PUT('/v1/owner/agents/{agent_id}/policy', { params: { path: { agent_id: id }, header: idempotency() }, body: signature ? { ...body, owner_signature: signature } : body })),
+                    withStepUp((stepUp) =>
+                      ok(
+                        api.PUT('/v1/owner/agents/{agent_id}/policy', {
+                          params: { path: { agent_id: id }, header: { ...idempotency(), ...stepUp } },
+                          body: signature ? { ...body, owner_signature: signature } : body,
+                        }),
+                      ),
+                    ),
                   ),
                 );
                 setProblems([]);

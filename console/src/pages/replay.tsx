@@ -6,6 +6,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { api, idempotency, ok, type Schemas } from '../api.js';
 import { ActionForm, Status, Table, useLoad, when } from '../ui.js';
+import { withStepUp } from '../step-up.js';
 
 export type ReplayResult = Schemas['PolicyReplayResult'];
 type Policy = Schemas['PolicyDocument'];
@@ -105,7 +106,9 @@ export function ShadowPolicy({ id, readOnly = false, version, onChange }: { id: 
               <ActionForm
                 label="Promote to live policy"
                 action={async () => {
-                  await ok(api.POST('/v1/owner/agents/{agent_id}/shadow-policy/promote', { params: { path: { agent_id: id }, header: idempotency() }, body: {} }));
+                  await withStepUp((stepUp) =>
+                    ok(api.POST('/v1/owner/agents/{agent_id}/shadow-policy/promote', { params: { path: { agent_id: id }, header: { ...idempotency(), ...stepUp } }, body: {} })),
+                  );
                   onChange();
                   return 'The shadow policy is now the live policy.';
                 }}
