@@ -9,13 +9,13 @@ import type { EarnService } from './types.js';
 import type { EarnCore } from './vaults.js';
 
 export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall'> {
-  const { ledger, onchain, accruedVault, assetOf, burnFrom, vaultAccount, withdrawalOf } = core;
+  const { ledger, onchain, accruedVault, assetOf, burnFrom, vaultAccount, withdrawalOf, lockBalances } = core;
 
   return {
     /**
      * Null when the positions together are worth less than the shortfall (nothing is written). Locks: the caller holds
      * the agent's policy row (every earn write takes it first), so two payments of one agent never race for a
-     * position; vaults are then locked in id order (repo.lockVaults, as every earn write) and positions in id order.
+     * position; the wallet's balance row of the asset, then vaults in id order (repo.lockVaults, as every earn write) and positions in id order.
      * Each position pays out exact assets for shares rounded up (ERC-4626 `withdraw`), never more than it holds: the
      * wallet receives the shortfall to the unit. Ledger vaults only: an on-chain vault's redemption settles through
      * the worker, not in this transaction. "Best first" is the order of `use_best_available` (highest APY, then id).
@@ -25,6 +25,8 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
       const candidates = [];
       for (const r of held) if (!(await onchain(trx, r.vault))) candidates.push(r);
       if (candidates.length === 0) return null;
+      // The balance row the draw credits, then the vault rows (vault.repository's lock order).
+      await lockBalances(trx, who.walletId, [need.asset]);
       const vaults = await repo.lockVaults(
         trx,
         candidates.map((r) => r.vault.id),
