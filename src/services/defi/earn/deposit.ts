@@ -28,10 +28,14 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
         // it last, for its mint alone (below).
         const v = candidate;
         const isOnchain = await onchain(trx, v);
-        // A ledger deposit takes its balance row first (vault.repository's lock order): from here until COMMIT no
-        // settlement can create or change the wallet's position in this vault (each takes this row first, or the agent's).
-        if (!isOnchain) await lockBalances(trx, who.walletId, [asset.symbol]);
-        const existing = await repo.findPositionByVault(trx, who.walletId, v.id);
+        // The wallet's position in the vault names the operation's resource. A position is never deleted nor renamed, so
+        // an existing one needs no lock; a first deposit locks its balance row first (vault.repository's lock order), so
+        // that no settlement (a conversion into this vault takes that row first) creates the row before its mint.
+        let existing = await repo.findPositionByVault(trx, who.walletId, v.id);
+        if (!existing && !isOnchain) {
+          await lockBalances(trx, who.walletId, [asset.symbol]);
+          existing = await repo.findPositionByVault(trx, who.walletId, v.id);
+        }
         const positionId = existing?.id ?? newId();
         const deposit = {
           principal: who,
@@ -61,7 +65,7 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
         }
         // A ledger vault (issue 30): every depositor shares its row, so it is locked last and held for one statement
         // and the COMMIT. The policy decides and the operation is recorded first (its public shape and events carry no
-        // shares), then the wallet pays (its balance row, locked above), then the vault row is locked and the shares
+        // shares), then the wallet pays (its balance row), then the vault row is locked and the shares
         // it prices go into the vault, the position and the operation's details in one statement (repo.mintShares).
         return recordWrite(
           operations,
@@ -83,7 +87,7 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
             });
             const locked = await lockedVault(trx, v.id);
             const { position } = await mintInto(trx, who, locked, accruedVault(locked), amount, positionId, operation.id);
-            // The wallet's one row in the vault, read above under its balance row's lock: another id would be a bug.
+            // The wallet's one row in the vault, read above: another id would be a bug.
             if (position.id !== positionId) throw new Error(`the deposit's position ${positionId} is ${position.id} in vault ${v.id}`);
           },
         );
