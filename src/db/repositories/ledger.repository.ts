@@ -171,6 +171,21 @@ export async function applyBalanceDelta(db: Db, walletId: string, asset: string,
   );
 }
 
+/**
+ * Locks the wallet's balance rows of `assets` (created at zero when missing) in asset order, the order ledger postings
+ * take them in: an earn write takes them before any vault row (vault.repository's lock order).
+ */
+export async function lockBalanceRows(db: Db, walletId: string, assets: string[], at: Date): Promise<void> {
+  const sorted = [...new Set(assets)].sort();
+  if (sorted.length === 0) return;
+  await db.raw(
+    `INSERT INTO balances (wallet_id, asset_symbol, available, held, updated_at)
+     SELECT ?, a.symbol, 0, 0, ? FROM jsonb_array_elements_text(?::jsonb) WITH ORDINALITY AS a(symbol, n) ORDER BY a.n
+     ON CONFLICT (wallet_id, asset_symbol) DO UPDATE SET updated_at = balances.updated_at`,
+    [walletId, at, JSON.stringify(sorted)],
+  );
+}
+
 /** Applies deltas where at least one is negative, only if neither column goes below zero; false when refused. */
 export async function applyGuardedDelta(db: Db, walletId: string, asset: string, available: bigint, held: bigint, at: Date): Promise<boolean> {
   const updated = await rows(

@@ -1,4 +1,9 @@
 // Earn vaults and positions: rows with NUMERIC money as strings; locks for read-modify-write.
+//
+// Lock order of every earn write (issue 30): the agent's policy row, then the wallet's balance rows ((wallet, asset)
+// order, as every ledger posting), then vault rows (id order), then position rows. Balances come before vaults
+// because a settlement batch holds balance rows while it waits for others (settlement-batch.ts): a transaction
+// holding a vault row must never wait for one, or every other depositor into that vault waits behind the batch.
 import type { Db } from '../knex.js';
 import type { PriceRow } from './ledger.repository.js';
 
@@ -65,7 +70,7 @@ export async function findVaultByAddress(db: Db, address: string): Promise<Vault
   return db('earn_vaults').whereRaw('lower(address) = lower(?)', [address]).first();
 }
 
-/** Locks the vaults (in id order, so two movers never deadlock) for the rest of the transaction. */
+/** Locks the vaults (in id order, so two movers never deadlock) for the rest of the transaction; take the balance rows first. */
 export async function lockVaults(db: Db, ids: string[]): Promise<VaultRow[]> {
   const sorted = [...new Set(ids)].sort();
   const rows: VaultRow[] = [];
@@ -83,6 +88,67 @@ export async function updateVaultState(db: Db, id: string, s: { total_assets: bi
     acc_reward_per_share_ray: s.acc_reward_per_share_ray.toString(),
     last_accrued_at: s.last_accrued_at,
   });
+}
+
+/** What one mint writes (vaults.ts mintInto computed it from the locked vault row). */
+export interface Mint {
+  vault: { id: string; total_assets: bigint; total_shares: bigint; acc_reward_per_share_ray: bigint; last_accrued_at: Date };
+  /** The shares and principal added to the wallet's position in the vault, settling its rewards at the vault's accumulator. */
+  position: { id: string; agent_id: string; wallet_id: string; shares: bigint; principal: bigint; at: Date };
+  /** The operation that minted, when its details learn the shares in the same statement (an earn deposit). */
+  operation?: { id: string; details: Record<string, unknown> };
+}
+
+const RAY_TEXT = (10n ** 27n).toString();
+
+/**
+ * A mint in ONE statement, the vault row already locked by the caller: the vault's new state, the position created or
+ * grown, and (for a deposit) its operation's details. The position's rewards settle in SQL against
+ * the row as it is when the upsert locks it (vaults.ts settleRewards: rewards += shares · (acc − checkpoint) / RAY,
+ * rounded down; checkpoint = acc), so no earlier read of it is trusted. The vault row is the one every depositor
+ * shares: holding it costs this statement and the COMMIT, no more (issue 30).
+ */
+export async function mintShares(db: Db, m: Mint): Promise<PositionRow> {
+  const v = m.vault;
+  const p = m.position;
+  const result = await db.raw(
+    `WITH vault AS (
+       UPDATE earn_vaults SET total_assets = ?, total_shares = ?, acc_reward_per_share_ray = ?, last_accrued_at = ? WHERE id = ? RETURNING id
+     ), op AS (
+       UPDATE operations SET details = details || ?::jsonb WHERE id = ? RETURNING id
+     ), pos AS (
+       INSERT INTO earn_positions AS p (id, agent_id, wallet_id, vault_id, shares, principal, reward_checkpoint_ray, rewards_accrued, created_at, updated_at)
+       SELECT ?, ?, ?, vault.id, ?, ?, ?, 0, ?, ? FROM vault
+       ON CONFLICT (wallet_id, vault_id) DO UPDATE SET
+         rewards_accrued = p.rewards_accrued + GREATEST(0, div(p.shares * (EXCLUDED.reward_checkpoint_ray - p.reward_checkpoint_ray), ${RAY_TEXT})),
+         shares = p.shares + EXCLUDED.shares,
+         principal = p.principal + EXCLUDED.principal,
+         reward_checkpoint_ray = EXCLUDED.reward_checkpoint_ray,
+         updated_at = EXCLUDED.updated_at
+       RETURNING p.*
+     )
+     SELECT pos.* FROM pos`,
+    [
+      v.total_assets.toString(),
+      v.total_shares.toString(),
+      v.acc_reward_per_share_ray.toString(),
+      v.last_accrued_at,
+      v.id,
+      JSON.stringify(m.operation?.details ?? {}),
+      m.operation?.id ?? null,
+      p.id,
+      p.agent_id,
+      p.wallet_id,
+      p.shares.toString(),
+      p.principal.toString(),
+      v.acc_reward_per_share_ray.toString(),
+      p.at,
+      p.at,
+    ],
+  );
+  const position = (result.rows as PositionRow[])[0];
+  if (!position) throw new Error(`vault ${v.id} is gone`);
+  return position;
 }
 
 export async function listPositions(db: Db, walletId: string, page: { before?: { createdAt: Date; id: string }; limit: number }): Promise<PositionRow[]> {

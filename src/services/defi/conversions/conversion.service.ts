@@ -5,7 +5,7 @@ import { type Db, type Knex, withTransaction } from '../../../db/knex.js';
 import { type AssetRow, findHeldByOperation, findProtocol } from '../../../db/repositories/ledger.repository.js';
 import type { OperationRow } from '../../../db/repositories/operation.repository.js';
 import * as repo from '../../../db/repositories/quote.repository.js';
-import { findVault, lockVaults } from '../../../db/repositories/vault.repository.js';
+import { findVault } from '../../../db/repositories/vault.repository.js';
 import type { QuoteRow } from '../../../db/repositories/quote.repository.js';
 import { type Dex, DEX_PROTOCOL, UNISWAP_V2_FEE_BPS } from '../../../chain/dex.js';
 import type { OnchainSwapDetails, OnchainWrapDetails } from '../../../chain/evm/index.js';
@@ -198,7 +198,7 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
         if (!quote) throw new ApiError('not_found', 'quote not found', { quote_id: body.quote_id });
         if (clock.now().getTime() >= quote.expires_at.getTime())
           throw new ApiError('quote_expired', 'the quote has expired; request a new one', { quote_id: quote.id, expired_at: quote.expires_at.toISOString() });
-        // Agent-wide lock order (policy row, then vaults, then balances) shared by every DeFi write.
+        // Agent-wide lock order (policy row, then balances, then vaults: vault.repository.ts) shared by every DeFi write.
         await policy.lock(trx, who.agentId);
         const operationId = newId();
         // The primary key on the consumption decides a race: the losers wait for the winner's commit, then conflict.
@@ -282,9 +282,8 @@ export function createConversionService(deps: { clock: Clock; ledger: LedgerServ
     get: (db, who, id, include) => operations.get(db, who.agentId, id, { types: ['conversion'], include }),
 
     async settle(trx, op) {
-      const vaultId = (op.details as { to_vault_id?: string | null }).to_vault_id;
-      // Vault before balances: the lock order of every earn write (no deadlock with a concurrent deposit).
-      if (vaultId) await lockVaults(trx, [vaultId]);
+      // Balances before the vault (vault.repository's lock order): the holds and postings below take the wallet's rows,
+      // and depositFromWallet locks the vault row last.
       if (op.to_address && (await ledger.isFailingAddress(trx, op.to_address))) {
         return { ok: false, code: 'settlement_failed', message: 'the swap reverted on chain' };
       }

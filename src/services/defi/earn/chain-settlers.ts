@@ -56,27 +56,36 @@ export function registerEarnSettlers(core: EarnCore): void {
   const shiftPosition = createPositionShift(core);
   const eventsOf = vaultEventsOf;
   const findEvent = findVaultEvent;
+  const vaultOf = async (trx: Knex.Transaction, id: string): Promise<VaultRow> => {
+    const v = await repo.findVault(trx, id);
+    if (!v) throw new Error(`vault ${id} is gone`);
+    return v;
+  };
 
   operations.registerChainSettler('earn.deposit', async (trx, op, tracked) => {
     const d = op.details as { vault_id: string; position_id: string };
+    // The wallet's balance rows (the holds' capture) before the vault row (vault.repository's lock order).
+    const found = await vaultOf(trx, d.vault_id);
+    const minted = findEvent(eventsOf(tracked), 'Deposit', found.address);
+    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, vaultAccount(found), 'earn.deposit');
     const v = await lockedVault(trx, d.vault_id);
-    const minted = findEvent(eventsOf(tracked), 'Deposit', v.address);
-    for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, vaultAccount(v), 'earn.deposit');
     await shiftPosition(trx, op, v, d.position_id, minted.shares, minted.assets, minted.assets);
     return { ok: true, details: { ...tracked, shares: minted.shares.toString() } };
   });
   operations.registerChainSettler('earn.withdraw', async (trx, op, tracked) => {
     const d = op.details as { vault_id: string; position_id: string };
-    const v = await lockedVault(trx, d.vault_id);
-    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', v.address);
+    // The wallet's balance row (the payout) before the vault row (vault.repository's lock order).
+    const found = await vaultOf(trx, d.vault_id);
+    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', found.address);
     await ledger.post(trx, {
       operationId: op.id,
       entryType: 'earn.withdraw',
       postings: [
-        { account: vaultAccount(v), asset: v.asset_symbol, amount: -redeemed.assets },
-        { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: redeemed.assets },
+        { account: vaultAccount(found), asset: found.asset_symbol, amount: -redeemed.assets },
+        { account: { kind: 'available', walletId: op.wallet_id }, asset: found.asset_symbol, amount: redeemed.assets },
       ],
     });
+    const v = await lockedVault(trx, d.vault_id);
     await shiftPosition(trx, op, v, d.position_id, -redeemed.shares, 0n, -redeemed.assets);
     return { ok: true, details: { ...tracked, amount_out: redeemed.assets.toString(), shares: redeemed.shares.toString() } };
   });

@@ -2,7 +2,6 @@
 import type { Address } from '../../../chain/port.js';
 import { withTransaction } from '../../../db/knex.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
-import * as erc from '../../../lib/defi/erc4626.js';
 import { ApiError } from '../../../lib/errors.js';
 import { newId } from '../../../lib/ids.js';
 import { formatAmount } from '../../../lib/money.js';
@@ -11,7 +10,7 @@ import type { EarnCore } from './vaults.js';
 import { recordWrite } from '../record.js';
 
 export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' | 'depositFromWallet'> {
-  const { ledger, operations, policy, venue, onchain, onchainDetails, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, vaultAccount } = core;
+  const { ledger, operations, policy, venue, onchain, onchainDetails, accruedVault, lockedVault, assetOf, resolveAmount, bestVault, mintInto, lockBalances, vaultAccount } = core;
 
   return {
     async deposit(db, who, body, idempotencyKey) {
@@ -25,9 +24,18 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
         const candidate = hasVault ? await repo.findVault(trx, body.vault_id!) : await bestVault(trx, who.agentId, asset.symbol, amount);
         if (!candidate || !candidate.active) throw new ApiError('not_found', 'vault not found', { vault_id: body.vault_id });
         if (candidate.asset_symbol !== asset.symbol) throw new ApiError('validation_failed', `vault ${candidate.id} holds ${candidate.asset_symbol}, not ${asset.symbol}`, { field: 'asset' });
-        const v = await lockedVault(trx, candidate.id);
-        const a = accruedVault(v);
-        const existing = await repo.findPositionByVault(trx, who.walletId, v.id);
+        // The vault row is read, not locked: an on-chain deposit only holds the amount here, and a ledger deposit locks
+        // it last, for its mint alone (below).
+        const v = candidate;
+        const isOnchain = await onchain(trx, v);
+        // The wallet's position in the vault names the operation's resource. A position is never deleted nor renamed, so
+        // an existing one needs no lock; a first deposit locks its balance row first (vault.repository's lock order), so
+        // that no settlement (a conversion into this vault takes that row first) creates the row before its mint.
+        let existing = await repo.findPositionByVault(trx, who.walletId, v.id);
+        if (!existing && !isOnchain) {
+          await lockBalances(trx, who.walletId, [asset.symbol]);
+          existing = await repo.findPositionByVault(trx, who.walletId, v.id);
+        }
         const positionId = existing?.id ?? newId();
         const deposit = {
           principal: who,
@@ -41,7 +49,7 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
           humanMessage: `Depositing ${formatAmount(amount, asset.decimals)} ${asset.symbol} into ${v.name}`,
           idempotencyKey,
         };
-        if (await onchain(trx, v)) {
+        if (isOnchain) {
           // Settled by the worker on chain: the amount is held now, the shares are what the vault's Deposit event says.
           const estimate = await venue!.previewDeposit(v.address as Address, amount);
           if (estimate <= 0n) throw new ApiError('validation_failed', 'the amount is too small to mint a vault share', { field: 'amount' });
@@ -55,14 +63,17 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
             },
           });
         }
-        const shares = erc.previewDeposit(a.state, amount);
+        // A ledger vault (issue 30): every depositor shares its row, so it is locked last and held for one statement
+        // and the COMMIT. The policy decides and the operation is recorded first (its public shape and events carry no
+        // shares), then the wallet pays (its balance row), then the vault row is locked and the shares
+        // it prices go into the vault, the position and the operation's details in one statement (repo.mintShares).
         return recordWrite(
           operations,
           trx,
           {
             ...deposit,
             settlement: 'immediate',
-            details: { vault_id: v.id, position_id: positionId, shares: shares.toString() },
+            details: { vault_id: v.id, position_id: positionId },
           },
           async (operation) => {
             if (operation.status === 'execution_failed') return;
@@ -74,14 +85,19 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
                 { account: vaultAccount(v), asset: asset.symbol, amount },
               ],
             });
-            await mintInto(trx, who, v, a, amount, positionId);
+            const locked = await lockedVault(trx, v.id);
+            const { position } = await mintInto(trx, who, locked, accruedVault(locked), amount, positionId, operation.id);
+            // The wallet's one row in the vault, read above: another id would be a bug.
+            if (position.id !== positionId) throw new Error(`the deposit's position ${positionId} is ${position.id} in vault ${v.id}`);
           },
         );
       });
     },
 
     async depositFromWallet(trx, who, vaultId, assets, operationId) {
-      const v = await lockedVault(trx, vaultId);
+      // The wallet's balance row before the vault row (vault.repository's lock order).
+      const v = await repo.findVault(trx, vaultId);
+      if (!v) throw new ApiError('not_found', 'vault not found', { vault_id: vaultId });
       await ledger.post(trx, {
         operationId,
         entryType: 'earn.deposit',
@@ -90,7 +106,8 @@ export function createEarnDeposits(core: EarnCore): Pick<EarnService, 'deposit' 
           { account: vaultAccount(v), asset: v.asset_symbol, amount: assets },
         ],
       });
-      const { position, shares } = await mintInto(trx, who, v, accruedVault(v), assets);
+      const locked = await lockedVault(trx, vaultId);
+      const { position, shares } = await mintInto(trx, who, locked, accruedVault(locked), assets);
       return { positionId: position.id, shares };
     },
   };

@@ -20,7 +20,7 @@ import type { EarnCore } from './vaults.js';
 type Candidate = { v: VaultRow; p: PositionRow; worth: bigint } & ({ kind: 'ledger'; a: AccruedVault } | { kind: 'onchain'; account: Address; shares: bigint });
 
 export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall' | 'settleOnchainDraw'> {
-  const { ledger, onchain, venue, accruedVault, assetOf, burnFrom, vaultAccount, withdrawalOf, lockedVault } = core;
+  const { ledger, onchain, venue, accruedVault, assetOf, burnFrom, vaultAccount, withdrawalOf, lockedVault, lockBalances } = core;
   const shiftPosition = createPositionShift(core);
 
   /**
@@ -58,8 +58,8 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
     /**
      * Null when the positions together are worth less than the shortfall (nothing is written). Locks: the caller holds
      * the agent's policy row (every earn write takes it first), so two payments of one agent never race for a
-     * position; ledger vaults are then locked in id order (repo.lockVaults, as every earn write) and positions in id
-     * order. A ledger position pays out exact assets for shares rounded up (ERC-4626 `withdraw`), never more than it
+     * position; for ledger vaults the wallet's balance row of the asset, then the vaults in id order (repo.lockVaults,
+     * as every earn write) and positions in id order. A ledger position pays out exact assets for shares rounded up (ERC-4626 `withdraw`), never more than it
      * holds: the wallet receives the shortfall to the unit. An on-chain position is planned, not redeemed: its shares
      * (the vault's own previewWithdraw) are redeemed at settlement with the amount as the least they must return, so
      * the transfer after it never lacks a unit; `onchain` of the result is what the wallet does not hold yet. "Best
@@ -76,6 +76,8 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
         held.filter((_, i) => kinds[i]),
       );
       if (ledgerRows.length > 0) {
+        // The balance row the draw credits, then the vault rows (vault.repository's lock order).
+        await lockBalances(trx, who.walletId, [need.asset]);
         const vaults = await repo.lockVaults(
           trx,
           ledgerRows.map((r) => r.vault.id),
@@ -143,18 +145,20 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
    */
   async function settleDraw(trx: Knex.Transaction, op: OperationRow, tracked: Record<string, unknown>) {
     const events = vaultEventsOf(tracked);
+    // The wallet's balance rows first (the redemptions in, the payment out), the vault rows last (vault.repository's lock order).
+    const redeemed = [];
     for (const d of onchainDraws(op)) {
-      const v = await lockedVault(trx, d.vault_id);
-      const redeemed = findVaultEvent(events, 'Withdraw', v.address);
+      const v = (await repo.findVault(trx, d.vault_id))!;
+      const r = findVaultEvent(events, 'Withdraw', v.address);
+      redeemed.push({ d, r });
       await ledger.post(trx, {
         operationId: op.id,
         entryType: 'earn.withdraw',
         postings: [
-          { account: vaultAccount(v), asset: v.asset_symbol, amount: -redeemed.assets },
-          { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: redeemed.assets },
+          { account: vaultAccount(v), asset: v.asset_symbol, amount: -r.assets },
+          { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: r.assets },
         ],
       });
-      await shiftPosition(trx, op, v, d.position_id, -redeemed.shares, 0n, -redeemed.assets);
     }
     const chainAccount = { kind: 'external' as const, name: 'onchain' };
     let fromHold = 0n;
@@ -175,6 +179,8 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
         ],
       });
     }
+    redeemed.sort((x, y) => (x.d.vault_id < y.d.vault_id ? -1 : x.d.vault_id > y.d.vault_id ? 1 : 0)); // vaults in id order
+    for (const { d, r } of redeemed) await shiftPosition(trx, op, await lockedVault(trx, d.vault_id), d.position_id, -r.shares, 0n, -r.assets);
     return { ok: true as const, details: tracked };
   }
 }

@@ -10,7 +10,7 @@ import type { EarnCore } from './vaults.js';
 import { recordWrite } from '../record.js';
 
 export function createEarnRewards(core: EarnCore): Pick<EarnService, 'claimRewards'> {
-  const { clock, ledger, operations, policy, venue, onchain, accruedVault, saveVault, settleRewards, assetOf, allowedProtocols } = core;
+  const { clock, ledger, operations, policy, venue, onchain, accruedVault, saveVault, settleRewards, assetOf, allowedProtocols, lockBalances } = core;
 
   return {
     async claimRewards(db, who, body, idempotencyKey) {
@@ -18,6 +18,9 @@ export function createEarnRewards(core: EarnCore): Pick<EarnService, 'claimRewar
         await policy.lock(trx, who.agentId);
         const wanted = body.protocols && body.protocols.length > 0 ? body.protocols : null;
         const positions = await repo.listAllPositions(trx, who.walletId);
+        // The balance rows a claim credits (the vaults' reward assets), then the vault rows (vault.repository's lock order).
+        const rewardAssets = (await repo.listVaults(trx)).filter((v) => v.reward_asset_symbol && positions.some((p) => p.vault_id === v.id)).map((v) => v.reward_asset_symbol!);
+        await lockBalances(trx, who.walletId, rewardAssets);
         const vaults = await repo.lockVaults(
           trx,
           positions.map((p) => p.vault_id),

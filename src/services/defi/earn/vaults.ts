@@ -7,7 +7,7 @@ import { findWalletByAgent } from '../../../db/repositories/agent.repository.js'
 import type { Db } from '../../../db/knex.js';
 import * as repo from '../../../db/repositories/vault.repository.js';
 import type { PositionRow, VaultRow } from '../../../db/repositories/vault.repository.js';
-import type { AssetRow } from '../../../db/repositories/ledger.repository.js';
+import { lockBalanceRows, type AssetRow } from '../../../db/repositories/ledger.repository.js';
 import * as erc from '../../../lib/defi/erc4626.js';
 import type { Clock } from '../../../lib/clock.js';
 import { ApiError } from '../../../lib/errors.js';
@@ -190,8 +190,20 @@ export function createEarnCore(deps: EarnDeps) {
     };
   }
 
-  /** Mints shares for `assets` into the wallet's position; the caller moved the money and holds the vault lock. */
-  async function mintInto(trx: Db, who: OwnerRef, v: VaultRow, a: AccruedVault, assets: bigint, positionId?: string): Promise<{ position: PositionRow; shares: bigint; accrued: AccruedVault }> {
+  /**
+   * Mints shares for `assets` into the wallet's position; the caller moved the money and holds the vault lock. One
+   * statement (repo.mintShares) writes the vault, the position and, given `operationId`, the shares into that
+   * operation's details: the vault row is held for it and the COMMIT.
+   */
+  async function mintInto(
+    trx: Db,
+    who: OwnerRef,
+    v: VaultRow,
+    a: AccruedVault,
+    assets: bigint,
+    positionId?: string,
+    operationId?: string,
+  ): Promise<{ position: PositionRow; shares: bigint; accrued: AccruedVault }> {
     const room = erc.maxDeposit(a.state, v.capacity === null ? null : BigInt(v.capacity));
     if (room !== null && room < assets) {
       throw new ApiError('limit_exceeded', `the vault has room for ${formatAmount(room, (await assetOf(trx, v.asset_symbol)).decimals)} ${v.asset_symbol} only`, {
@@ -201,19 +213,19 @@ export function createEarnCore(deps: EarnDeps) {
     }
     const shares = erc.previewDeposit(a.state, assets);
     if (shares <= 0n) throw new ApiError('validation_failed', 'the amount is too small to mint a vault share', { field: 'amount' });
-    const now = clock.now();
-    const position = await repo.ensurePosition(trx, { id: positionId ?? newId(), agent_id: who.agentId, wallet_id: who.walletId, vault_id: v.id, reward_checkpoint_ray: a.accRewardRay, at: now });
-    const { rewards, checkpoint } = settleRewards(position, a.accRewardRay);
-    await repo.updatePosition(trx, position.id, {
-      shares: BigInt(position.shares) + shares,
-      principal: BigInt(position.principal) + assets,
-      reward_checkpoint_ray: checkpoint,
-      rewards_accrued: rewards,
-      updated_at: now,
-    });
     const accrued: AccruedVault = { ...a, state: erc.afterDeposit(a.state, assets, shares) };
-    await saveVault(trx, v, accrued);
+    const s = accrued.state;
+    const position = await repo.mintShares(trx, {
+      vault: { id: v.id, total_assets: s.totalAssets, total_shares: s.totalShares, acc_reward_per_share_ray: accrued.accRewardRay, last_accrued_at: accrued.at },
+      position: { id: positionId ?? newId(), agent_id: who.agentId, wallet_id: who.walletId, shares, principal: assets, at: clock.now() },
+      operation: operationId ? { id: operationId, details: { shares: shares.toString() } } : undefined,
+    });
     return { position, shares, accrued };
+  }
+
+  /** Locks the wallet's balance rows of `assets` before any vault row (vault.repository's lock order). */
+  async function lockBalances(trx: Db, walletId: string, assets: string[]): Promise<void> {
+    await lockBalanceRows(trx, walletId, assets, clock.now());
   }
 
   /** Burns shares of a position for `assets` (both already computed); the caller moves the money. */
@@ -275,6 +287,7 @@ export function createEarnCore(deps: EarnDeps) {
     publicPosition,
     publicOpportunity,
     mintInto,
+    lockBalances,
     burnFrom,
     vaultAccount,
     withdrawalOf,

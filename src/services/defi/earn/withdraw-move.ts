@@ -28,6 +28,7 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
     vaultAccount,
     withdrawalOf,
     lockOwnPosition,
+    lockBalances,
   } = core;
 
   return {
@@ -35,13 +36,19 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
       return withTransaction(db, async (trx) => {
         await policy.lock(trx, who.agentId);
         const found = await lockOwnPosition(trx, who, body.position_id);
-        const v = await lockedVault(trx, found.vault_id);
-        const p = (await repo.lockPosition(trx, who.walletId, found.id))!;
-        const asset = await assetOf(trx, v.asset_symbol);
+        const source = (await repo.findVault(trx, found.vault_id))!;
+        const asset = await assetOf(trx, source.asset_symbol);
         const destination = body.destination_asset ? await ledger.requireAsset(trx, body.destination_asset, 'destination_asset') : asset;
         if (destination.symbol !== asset.symbol && body.allow_conversion !== true) {
           throw new ApiError('validation_failed', `the position holds ${asset.symbol}; paying out ${destination.symbol} needs allow_conversion: true`, { field: 'allow_conversion' });
         }
+        // On chain the vault's own contract prices the redemption (the worker settles it): the ledger's vault row is
+        // not locked, least of all across the node's calls. A ledger vault: the balance rows the payout credits, then
+        // the vault row (vault.repository's lock order), then the position.
+        const isOnchain = await onchain(trx, source);
+        if (!isOnchain) await lockBalances(trx, who.walletId, [asset.symbol, destination.symbol]);
+        const v = isOnchain ? source : await lockedVault(trx, found.vault_id);
+        const p = (await repo.lockPosition(trx, who.walletId, found.id))!;
         const amount = await resolveAmount(trx, asset, body, { name: 'withdraw_all', value: body.withdraw_all });
         const withdrawal = {
           principal: who,
@@ -53,7 +60,7 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
           eventData: { vault_id: v.id, position_id: p.id },
           idempotencyKey,
         };
-        if (await onchain(trx, v)) {
+        if (isOnchain) {
           if (destination.symbol !== asset.symbol) throw new ApiError('validation_failed', `an on-chain vault pays out ${asset.symbol} only; convert afterwards`, { field: 'destination_asset' });
           const w = await onchainWithdrawal(trx, who, v, p, amount, 'withdraw');
           return recordWrite(operations, trx, {
@@ -129,12 +136,14 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
         if (target.id === source.id) throw new ApiError('validation_failed', 'the position is already in that vault', { field: 'to_vault_id' });
         if (target.asset_symbol !== source.asset_symbol)
           throw new ApiError('validation_failed', `vault ${target.id} holds ${target.asset_symbol}, not ${source.asset_symbol}`, { field: 'to_vault_id' });
-        const locked = await repo.lockVaults(trx, [source.id, target.id]);
+        const [fromOnchain, toOnchain] = [await onchain(trx, source), await onchain(trx, target)];
+        if (fromOnchain !== toOnchain) throw new ApiError('validation_failed', 'a position moves between two on-chain vaults or two ledger vaults only', { field: 'to_vault_id' });
+        // A move posts to the two vault accounts only (no balance row); the vault rows are locked for ledger vaults only
+        // (on chain the worker settles what the vaults report, and the node is called below).
+        const locked = fromOnchain ? [source, target] : await repo.lockVaults(trx, [source.id, target.id]);
         const from = locked.find((x) => x.id === source.id)!;
         const to = locked.find((x) => x.id === target.id)!;
         const p = (await repo.lockPosition(trx, who.walletId, found.id))!;
-        const [fromOnchain, toOnchain] = [await onchain(trx, from), await onchain(trx, to)];
-        if (fromOnchain !== toOnchain) throw new ApiError('validation_failed', 'a position moves between two on-chain vaults or two ledger vaults only', { field: 'to_vault_id' });
         const existing = await repo.findPositionByVault(trx, who.walletId, to.id);
         const positionId = existing?.id ?? newId();
         const moving = {
@@ -196,6 +205,10 @@ export function createEarnWithdrawals(core: EarnCore): Pick<EarnService, 'withdr
     },
 
     async redeemAssetsToWallet(trx, who, vaultId, assets, operationId) {
+      const source = await repo.findVault(trx, vaultId);
+      if (!source) throw new ApiError('not_found', 'vault not found', { vault_id: vaultId });
+      // The balance row the redemption credits, then the vault row (vault.repository's lock order).
+      await lockBalances(trx, who.walletId, [source.asset_symbol]);
       const v = await lockedVault(trx, vaultId);
       const found = await repo.findPositionByVault(trx, who.walletId, v.id);
       if (!found) throw new ApiError('insufficient_funds', `the wallet has no position in vault ${v.address}`, { vault_address: v.address });
