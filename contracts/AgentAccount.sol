@@ -4,7 +4,7 @@
 // every lane call is checked here against the owner's policy: allowed assets priced by a USD feed, per-transaction,
 // per-period and lifetime USD caps, transactions per period, a cooldown in blocks, allowed protocol contracts and
 // Morpho markets, payees and time-locked trusted destinations, one-off cheques the owner may cancel until they
-// unlock, and a pause only the owner lifts. The lane functions build their own calls, so swap output, vault shares
+// unlock, the owner's approval of a transfer above a threshold or to a new payee, and a pause only the owner lifts. The lane functions build their own calls, so swap output, vault shares
 // and withdrawals and borrowed funds land in this account. Only the owner (calling, or by an EIP-712 message it
 // signed, relayed by anyone) changes the policy, the lane key or the owner. Each account is an ERC-1167 clone of one
 // implementation (AgentAccountFactory): the clone's code names that implementation for good, and neither has an
