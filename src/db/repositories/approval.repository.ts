@@ -6,9 +6,7 @@ import type { ApprovalState, OperationRow } from './operation.repository.js';
 
 /** Whether the agent has paid `address` before (a payment or one-off payment that was not refused or cancelled). */
 export async function hasPaidBefore(db: Db, agentId: string, address: string): Promise<boolean> {
-  const row = await paidOperations(db, agentId)
-    .whereRaw('lower(to_address) = lower(?)', [address])
-    .first('id');
+  const row = await paidOperations(db, agentId).whereRaw('lower(to_address) = lower(?)', [address]).first('id');
   return row !== undefined;
 }
 
