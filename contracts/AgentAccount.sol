@@ -4,7 +4,7 @@
 // every lane call is checked here against the owner's policy: allowed assets priced by a USD feed, per-transaction,
 // per-period and lifetime USD caps, transactions per period, a cooldown in blocks, allowed protocol contracts and
 // Morpho markets, payees and time-locked trusted destinations, one-off cheques the owner may cancel until they
-// unlock, and a pause only the owner lifts. The lane functions build their own calls, so swap output, vault shares
+// unlock, the owner's approval of a transfer above a threshold or to a new payee, and a pause only the owner lifts. The lane functions build their own calls, so swap output, vault shares
 // and withdrawals and borrowed funds land in this account. Only the owner (calling, or by an EIP-712 message it
 // signed, relayed by anyone) changes the policy, the lane key or the owner. Each account is an ERC-1167 clone of one
 // implementation (AgentAccountFactory): the clone's code names that implementation for good, and neither has an
@@ -89,6 +89,10 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         uint256 approvalThresholdUsd;
         /// Swaps per period (issue 26; `type(uint32).max`: no cap).
         uint32 maxSwapsPerPeriod;
+        /// The first payment, cheque or x402 authorization to an address the account never paid (`paidBefore`) needs
+        /// the owner's `approveSpend` of that exact transfer, as above the threshold (issue 27's approve_new_payees);
+        /// trusted destinations whose time lock passed are the owner's already.
+        bool approveNewPayees;
     }
 
     /// An allowed asset (address(0) = the native coin) and its USD feed; `maxPriceAge` seconds (0: not checked).
@@ -145,13 +149,13 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
 
     bytes32 private constant LANE_CALL_TYPEHASH = keccak256("LaneCall(bytes data,bytes32 nonce,uint256 deadline)");
     bytes32 private constant LIMITS_TYPEHASH =
-        keccak256("Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay,uint256 approvalThresholdUsd,uint32 maxSwapsPerPeriod)");
+        keccak256("Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay,uint256 approvalThresholdUsd,uint32 maxSwapsPerPeriod,bool approveNewPayees)");
     bytes32 private constant ASSET_RULE_TYPEHASH = keccak256("AssetRule(address token,address feed,uint32 maxPriceAge)");
     bytes32 private constant SET_POLICY_TYPEHASH =
         keccak256(
-            "SetPolicy(Limits limits,AssetRule[] assets,address[] protocols,bytes32[] markets,address[] payees,uint256 nonce,uint256 deadline)"
+            "SetPolicy(Limits limits,AssetRule[] assets,address[] protocols,bytes32[] markets,address[] payees,address[] paidBefore,uint256 nonce,uint256 deadline)"
             "AssetRule(address token,address feed,uint32 maxPriceAge)"
-            "Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay,uint256 approvalThresholdUsd,uint32 maxSwapsPerPeriod)"
+            "Limits(uint256 perTxUsd,uint256 perPeriodUsd,uint256 lifetimeUsd,uint32 maxTxsPerPeriod,uint32 cooldownBlocks,uint8 period,uint16 maxSlippageBps,uint16 maxLtvBps,bool failOnZeroPrice,bool anyRecipient,uint32 minChequeDelay,uint256 approvalThresholdUsd,uint32 maxSwapsPerPeriod,bool approveNewPayees)"
         );
     bytes32 private constant ADD_TRUSTED_DESTINATION_TYPEHASH = keccak256("AddTrustedDestination(address destination,uint64 unlockAt,uint256 nonce,uint256 deadline)");
     bytes32 private constant REMOVE_TRUSTED_DESTINATION_TYPEHASH = keccak256("RemoveTrustedDestination(address destination,uint256 nonce,uint256 deadline)");
@@ -186,6 +190,9 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     mapping(bytes32 nonce => bool) public laneNonceUsed;
     /// keccak256(abi.encode(token, to, amount)) => transfers of exactly that the owner approved and the lane has not made yet.
     mapping(bytes32 transfer => uint256 count) public spendApprovals;
+    /// Addresses a lane transfer (pay, cheque, x402) went to, or the owner's setPolicy listed as paid before: no longer
+    /// new payees for `approveNewPayees`. Kept across policies (it is history), never cleared.
+    mapping(address payee => bool) public paidBefore;
     /// Set for the duration of a relayed lane call (`relayLane`), whose self-call then acts as the lane.
     bool private transient _laneRelayed;
     /// What the last swap of this transaction delivered: `wrapEth(weth, 0, true)` unwraps exactly that (issue 30).
@@ -272,9 +279,19 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
 
     // ------------------------------------------------------------------ owner actions
 
-    function setPolicy(Limits calldata newLimits, AssetRule[] calldata assets, address[] calldata protocols, bytes32[] calldata markets, address[] calldata payees, OwnerAuth calldata auth) external {
+    /// `paid`: addresses to count as paid before (the owner's word for payments the account did not make); signed, but
+    /// not part of `policyHash`, since it only adds to history.
+    function setPolicy(
+        Limits calldata newLimits,
+        AssetRule[] calldata assets,
+        address[] calldata protocols,
+        bytes32[] calldata markets,
+        address[] calldata payees,
+        address[] calldata paid,
+        OwnerAuth calldata auth
+    ) external {
         bytes memory members = _policyMembers(newLimits, assets, protocols, markets, payees);
-        _authorizeOwner(keccak256(abi.encodePacked(SET_POLICY_TYPEHASH, members, auth.nonce, auth.deadline)), auth);
+        _authorizeOwner(keccak256(abi.encodePacked(SET_POLICY_TYPEHASH, members, keccak256(abi.encodePacked(paid)), auth.nonce, auth.deadline)), auth);
         bytes32 hash = keccak256(members);
         if (newLimits.period == 0 || newLimits.period > 3 || newLimits.maxSlippageBps > 10_000) revert InvalidLimits();
         uint64 version = ++policyVersion;
@@ -289,6 +306,7 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         for (uint256 i = 0; i < protocols.length; i++) _protocols[protocols[i]] = version;
         for (uint256 i = 0; i < markets.length; i++) _markets[markets[i]] = version;
         for (uint256 i = 0; i < payees.length; i++) _payees[payees[i]] = version;
+        for (uint256 i = 0; i < paid.length; i++) paidBefore[paid[i]] = true;
         emit PolicySet(version, hash);
     }
 
@@ -335,8 +353,9 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
     }
 
     /**
-     * The owner's approval of one transfer above the approval threshold (issue 27): the next `pay`, `issueCheque` or
-     * `authorizeX402` of exactly `amount` of `token` to `to` consumes it. `operationId` names the API operation.
+     * The owner's approval of one transfer above the approval threshold, or to a new payee (issue 27): the next `pay`,
+     * `issueCheque` or `authorizeX402` of exactly `amount` of `token` to `to` that needs one consumes it. `operationId`
+     * names the API operation.
      */
     function approveSpend(bytes32 operationId, address token, address to, uint256 amount, OwnerAuth calldata auth) external {
         _authorizeOwner(keccak256(abi.encode(APPROVE_SPEND_TYPEHASH, operationId, token, to, amount, auth.nonce, auth.deadline)), auth);
@@ -691,10 +710,16 @@ contract AgentAccount is EIP712, NoncesKeyed, Pausable, ReentrancyGuardTransient
         emit Spent(action, token, counterparty, amount, usd);
     }
 
-    /// `_count` of a transfer to `to`; above the approval threshold it consumes one owner approval of exactly it.
+    /**
+     * `_count` of a transfer to `to`, which is paid before from then on. Above the approval threshold, or to a new payee
+     * under `approveNewPayees` (not a matured trusted destination), it consumes one owner approval of exactly it.
+     */
     function _countTransfer(bytes4 action, address token, address to, uint256 amount) private {
         uint256 usd = _count(action, token, to, amount);
-        if (usd <= _limits.approvalThresholdUsd) return;
+        uint64 unlockAt = trustedUnlockAt[to];
+        bool newPayee = _limits.approveNewPayees && !paidBefore[to] && (unlockAt == 0 || block.timestamp < unlockAt);
+        paidBefore[to] = true;
+        if (usd <= _limits.approvalThresholdUsd && !newPayee) return;
         bytes32 key = keccak256(abi.encode(token, to, amount));
         if (spendApprovals[key] == 0) revert ApprovalRequired(usd, _limits.approvalThresholdUsd);
         spendApprovals[key] -= 1;

@@ -171,11 +171,15 @@ async function main(): Promise<number> {
     const paused = await createAgent(w, { fundUsdc: USDC(50) });
     // Issues 27 and 26: an agent whose owner requires its approval above 20 USD and allows one swap a day.
     const gated = await createAgent(w, { fundUsdc: USDC(200), limits: { perTxUsd: USD(100), perPeriodUsd: USD(500), approvalThresholdUsd: USD(20), maxSwapsPerPeriod: 1 } });
+    // Issue 27's approve_new_payees: any recipient within the caps (the owner's choice), but a first transfer to an
+    // address the account never paid only with the owner's ApproveSpend.
+    const newPayees = await createAgent(w, { fundUsdc: USDC(100), limits: { perTxUsd: USD(50), perPeriodUsd: USD(100), anyRecipient: true, approveNewPayees: true } });
     const agents = [svc, drained, target, paused];
     // The lane keys as the server holds them: from the dump for the service's account wallets; the drill's own
     // agents were set up beside the service (factory + owner signatures), their lane keys handed to the attacker.
     const loot: Loot = { relayer: w.relayer, lanes: new Map([...agents.map((a) => [a.account, a.lane] as const), ...laneKeys.map((l) => [l.account, l.key] as const)]) };
     loot.lanes.set(gated.account, gated.lane);
+    loot.lanes.set(newPayees.account, newPayees.lane);
     process.stdout.write(`stolen: ${summary}, ${loot.lanes.size} lane keys (${laneKeys.length} from the dump)\n`);
     const market = devMarket(w);
     // The target agent has a vault position and a Morpho position (made through its lane, within its caps).
@@ -203,6 +207,13 @@ async function main(): Promise<number> {
     await mined(w, laneCall(w, gated, 'pay', [w.usdc, gated.payee, USDC(30)]));
     const gatedSwap = () => laneCall(w, gated, 'swap', [w.dex.router, [w.dex.pairs['USDC/WETH']!], [w.usdc, w.dex.tokens.WETH!], USDC(5), 0n], loot.lanes.get(gated.account));
     await mined(w, gatedSwap());
+    // The new-payee agent's owner approved its first 5 USD payment to its payee (made by the lane), and approved a
+    // first 5 USD payment to a supplier the lane has not made yet.
+    const newPayeeApproval = await ownerCall(w, newPayees, 'ApproveSpend', { operationId: randomNonce(), token: w.usdc, to: newPayees.payee, amount: USDC(5) });
+    await mined(w, newPayeeApproval);
+    await mined(w, laneCall(w, newPayees, 'pay', [w.usdc, newPayees.payee, USDC(5)]));
+    const supplier = privateKeyToAccount(generatePrivateKey()).address;
+    await mined(w, ownerCall(w, newPayees, 'ApproveSpend', { operationId: randomNonce(), token: w.usdc, to: supplier, amount: USDC(5) }));
     // The owner of the third agent noticed the breach and paused it.
     await mined(w, ownerCall(w, paused, 'Pause', {}));
 
@@ -356,6 +367,23 @@ async function main(): Promise<number> {
     // Issue 26: the account counts swaps per period.
     await attempt('swaps past max_swaps_per_period (a second swap in the period, cap 1)', gated, gatedSwap);
 
+    // Issue 27: approve_new_payees on chain. The database says nothing here: the attacker holds it.
+    await attempt("pay a new payee without the owner's approval (any recipient allowed, 1 USD, no threshold)", newPayees, () => asLane(newPayees, 'pay', [w.usdc, attacker.address, USDC(1)]));
+    await attempt("a one-off payment to a new payee without the owner's approval (cheque of 1 USD)", newPayees, () =>
+      asLane(newPayees, 'issueCheque', [randomNonce(), w.usdc, attacker.address, USDC(1), now + 7200n, now + 86_400n]),
+    );
+    await attempt("an x402 authorization to a new payee without the owner's approval", newPayees, () =>
+      asLane(newPayees, 'authorizeX402', [w.usdc, attacker.address, USDC(1), 0n, now + 3600n, randomNonce()]),
+    );
+    await attempt("use another payee's new-payee approval (the supplier's 5 USD, paid to the attacker)", newPayees, () => asLane(newPayees, 'pay', [w.usdc, attacker.address, USDC(5)]));
+    await attempt("replay the owner's signed new-payee ApproveSpend", newPayees, () => newPayeeApproval);
+    await attempt('mark the attacker as paid before (SetPolicy with paidBefore, signed by the lane key)', newPayees, () =>
+      ownerCall(w, newPayees, 'SetPolicy', { ...testPolicy(w, [newPayees.payee], { anyRecipient: true, approveNewPayees: true }), paidBefore: [attacker.address] }, { signer: lane(newPayees) }),
+    );
+    await attempt('turn approve_new_payees off (SetPolicy signed by the lane key)', newPayees, () =>
+      ownerCall(w, newPayees, 'SetPolicy', testPolicy(w, [newPayees.payee], { anyRecipient: true }), { signer: lane(newPayees) }),
+    );
+
     // The agent the service made: its lane key came out of the dump.
     await attempt('service agent: over the per-transaction cap with the lane key from the dump', svc, () => asLane(svc, 'pay', [w.usdc, svc.payee, USDC(10) + 1n]));
     await attempt('service agent: pay an unapproved payee', svc, () => asLane(svc, 'pay', [w.usdc, attacker.address, USDC(1)]));
@@ -375,6 +403,10 @@ async function main(): Promise<number> {
       const al = await allowanceOf(w, gated);
       process.stdout.write(
         `approval-gated agent ${gated.account}  exposure ${usd(al.exposureUsd)} (period remaining ${usd(al.periodRemainingUsd)}), each transfer above 20 USD only with the owner's ApproveSpend, 1 swap a day\n`,
+      );
+      const np = await allowanceOf(w, newPayees);
+      process.stdout.write(
+        `new-payee-gated agent ${newPayees.account}  exposure ${usd(np.exposureUsd)} (period remaining ${usd(np.periodRemainingUsd)}), to addresses it paid before or with the owner's ApproveSpend of the first transfer\n`,
       );
     }
     const stopped = outcomes.filter((o) => !o.refused).length;

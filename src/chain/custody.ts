@@ -96,6 +96,8 @@ export interface OnchainLimits {
   approvalThresholdUsd: bigint;
   /** Swaps per period (NO_TX_CAP: no cap). */
   maxSwapsPerPeriod: number;
+  /** The first transfer to an address the account never paid (`paidBefore`) needs the owner's ApproveSpend (approve_new_payees). */
+  approveNewPayees: boolean;
 }
 
 /** AgentAccount.AssetRule: `token` address(0) is the native coin. */
@@ -114,6 +116,11 @@ export interface OnchainPolicy {
   markets: Hex[];
   /** Recurring recipients the lane may pay any time. */
   payees: Address[];
+  /**
+   * Addresses the account counts as paid before from now on (its `paidBefore`): the database's earlier payees, signed
+   * by the owner with the policy but not part of `policyHash` (it only adds to the account's history).
+   */
+  paidBefore: Address[];
 }
 
 /** The EIP-712 domain of an agent account. */
@@ -133,6 +140,7 @@ const LIMITS_TYPE = [
   { name: 'minChequeDelay', type: 'uint32' },
   { name: 'approvalThresholdUsd', type: 'uint256' },
   { name: 'maxSwapsPerPeriod', type: 'uint32' },
+  { name: 'approveNewPayees', type: 'bool' },
 ] as const;
 const AUTH = [
   { name: 'nonce', type: 'uint256' },
@@ -148,6 +156,7 @@ export const OWNER_ACTION_TYPES = {
       { name: 'protocols', type: 'address[]' },
       { name: 'markets', type: 'bytes32[]' },
       { name: 'payees', type: 'address[]' },
+      { name: 'paidBefore', type: 'address[]' },
       ...AUTH,
     ],
     Limits: LIMITS_TYPE,
@@ -204,7 +213,7 @@ export function ownerCallArgs<A extends OwnerAction>(action: A, fields: OwnerAct
   switch (action) {
     case 'SetPolicy': {
       const p = fields as OnchainPolicy;
-      return { functionName: 'setPolicy', args: [p.limits, p.assets, p.protocols, p.markets, p.payees, ownerAuth] } as const;
+      return { functionName: 'setPolicy', args: [p.limits, p.assets, p.protocols, p.markets, p.payees, p.paidBefore, ownerAuth] } as const;
     }
     case 'AddTrustedDestination':
       return { functionName: 'addTrustedDestination', args: [f.destination, f.unlockAt, ownerAuth] } as const;

@@ -152,6 +152,8 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
 
     readPayee: (account, address) => node(() => client.readContract({ address: account, abi: agentAccountAbi, functionName: 'isPayee', args: [address] })),
 
+    readPaidBefore: (account, address) => node(() => client.readContract({ address: account, abi: agentAccountAbi, functionName: 'paidBefore', args: [address] })),
+
     async ensureDeployed(db, a) {
       const code = await node(() => client.getCode({ address: a.address }));
       if (code && code !== '0x') return;

@@ -120,6 +120,8 @@ export interface CustodyPort {
   readTrusted(account: Address, destination: Address): Promise<bigint>;
   /** The account's isPayee(address): whether its current policy lists `address` as a payee. */
   readPayee(account: Address, address: Address): Promise<boolean>;
+  /** The account's paidBefore(address): whether a lane transfer went there (or the owner listed it), so it is no new payee. */
+  readPaidBefore(account: Address, address: Address): Promise<boolean>;
   /** Deploys the account through the factory (the relayer pays) unless it has code; waits for the receipt. */
   ensureDeployed(db: Knex, account: { address: Address; owner: Address; firstLane: Address; salt: Hex }): Promise<void>;
   /** eth_call, then the relayer sends `data` to `to` and waits for the receipt: an owner's signed action, a cheque claim. */

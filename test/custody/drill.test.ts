@@ -57,6 +57,13 @@ describe('npm run drill (compromised server against the chain)', function () {
       "replay the owner's signed ApproveSpend",
       'swaps past max_swaps_per_period',
       "unwrap a swap's output through an allowed protocol that is not WETH",
+      "pay a new payee without the owner's approval",
+      "a one-off payment to a new payee without the owner's approval",
+      "an x402 authorization to a new payee without the owner's approval",
+      "use another payee's new-payee approval",
+      "replay the owner's signed new-payee ApproveSpend",
+      'mark the attacker as paid before',
+      'turn approve_new_payees off',
     ])
       expect(
         attacks.some((l) => l.includes(named)),

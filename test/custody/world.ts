@@ -105,6 +105,7 @@ export function testPolicy(w: World, payees: Address[], limits: Partial<OnchainL
       minChequeDelay: 3600,
       approvalThresholdUsd: NO_USD_CAP,
       maxSwapsPerPeriod: NO_TX_CAP,
+      approveNewPayees: false,
       ...limits,
     },
     assets: [
@@ -116,6 +117,7 @@ export function testPolicy(w: World, payees: Address[], limits: Partial<OnchainL
     protocols: [w.dex.router, w.vault, w.lending.morpho],
     markets: [w.lending.market.id],
     payees,
+    paidBefore: [],
   };
 }
 

@@ -6,15 +6,22 @@ import type { ApprovalState, OperationRow } from './operation.repository.js';
 
 /** Whether the agent has paid `address` before (a payment or one-off payment that was not refused or cancelled). */
 export async function hasPaidBefore(db: Db, agentId: string, address: string): Promise<boolean> {
-  const row = await db('operations')
+  const row = await paidOperations(db, agentId).whereRaw('lower(to_address) = lower(?)', [address]).first('id');
+  return row !== undefined;
+}
+
+/** Every address the agent has paid before, in the sense of `hasPaidBefore`, lower-case and sorted (an agent account's `paidBefore`). */
+export async function listPaidAddresses(db: Db, agentId: string): Promise<string[]> {
+  const rows: { address: string }[] = await paidOperations(db, agentId).whereNotNull('to_address').distinct(db.raw('lower(to_address) as address')).orderBy('address');
+  return rows.map((r) => r.address);
+}
+
+const paidOperations = (db: Db, agentId: string) =>
+  db('operations')
     .where({ agent_id: agentId })
     .whereIn('type', ['payment', 'one_off_payment.create'])
     .whereIn('status', ['accepted', 'submitted', 'executed'])
-    .whereRaw('lower(to_address) = lower(?)', [address])
-    .whereRaw(`approval_state IS DISTINCT FROM 'pending'`)
-    .first('id');
-  return row !== undefined;
-}
+    .whereRaw(`approval_state IS DISTINCT FROM 'pending'`);
 
 /** The operation `id` of an agent of `ownerId` (any owner when null) that needed approval, with its agent's name. */
 export async function findApproval(db: Db, ownerId: string | null, id: string): Promise<(OperationRow & { agent_name: string; owner_id: string }) | undefined> {

@@ -10,6 +10,7 @@ import type { Address, Hex } from '../../chain/hex.js';
 import type { Db } from '../../db/knex.js';
 import { findSetting } from '../../db/repositories/chain.repository.js';
 import { findRecipient, listRecipientAddresses } from '../../db/repositories/recipient.repository.js';
+import { listPaidAddresses } from '../../db/repositories/approval.repository.js';
 import { listAssets } from '../../db/repositories/ledger.repository.js';
 import { formatAmount } from '../../lib/money.js';
 import { viem } from '../../lib/viem.js';
@@ -47,6 +48,9 @@ const listed = (list: string[] | 'all' | undefined, value: string) => list === u
  * without `allowed_recipients` the addresses of the agent's owner-added recipients (issue 26's approved payees; the
  * confirmed trusted destinations are the account's own time-locked set). Only `allowed_recipients: all` is
  * `anyRecipient`. `extraPayee`: a recipient about to be added (its row is written once the account holds it).
+ * `approve_new_payees` is `approveNewPayees`, and then `paidBefore` lists the addresses the database counts as paid
+ * before (hasPaidBefore), so that payees paid before the flag (or before the account) are not new on chain either;
+ * the owner signs that list with the policy (docs/CUSTODY.md).
  */
 export async function toOnchainPolicy(
   db: Db,
@@ -108,11 +112,13 @@ export async function toOnchainPolicy(
       minChequeDelay: 0,
       approvalThresholdUsd: p.approval_threshold_usd ?? NO_USD_CAP,
       maxSwapsPerPeriod: p.max_swaps_per_period ?? NO_TX_CAP,
+      approveNewPayees: p.approve_new_payees === true,
     },
     assets,
     protocols: [...new Set(protocols.map((x) => viem().getAddress(x)))],
     markets,
     payees: [...new Set(payees)],
+    paidBefore: p.approve_new_payees === true ? (await listPaidAddresses(db, agentId)).filter(isEvmAddress).map((a) => viem().getAddress(a) as Address) : [],
   };
 }
 
@@ -147,6 +153,8 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
       period: PERIODS[l.period] ?? mirror.limits.period,
       max_slippage_bps: l.maxSlippageBps === 10_000 && mirror.limits.max_slippage_bps === null ? null : l.maxSlippageBps,
       max_ltv_bps: l.maxLtvBps === 10_000 && mirror.limits.max_ltv_bps === null ? null : l.maxLtvBps,
+      approval_threshold_usd: capOf(l.approvalThresholdUsd),
+      approve_new_payees: l.approveNewPayees,
     },
     usage: { period_start: new Date(Number(u.periodStart) * 1000).toISOString(), period_usd: usd(u.periodUsd), period_txs: u.periodTxs, lifetime_usd: usd(u.lifetimeUsd) },
     // No USD cap at all leaves the remaining allowance near 2^256: unbounded, shown as null (the whole account is exposed).
@@ -156,8 +164,9 @@ export function limitsFromChain(state: AccountState, mirror: CoreLimits, now: Da
 }
 
 /**
- * Policy drift (agentctl chain reconcile): per account, the database's policy against the account's policy hash,
- * the trusted destinations the database shows confirmed that the account would not pay (not added on chain, or
+ * Policy drift (agentctl chain reconcile): per account, the database's policy against the account's policy hash (which
+ * covers every limit, approveNewPayees too), the addresses the database counts as paid before that the account does
+ * not under approve_new_payees, the trusted destinations the database shows confirmed that the account would not pay (not added on chain, or
  * still time-locked), and, for a policy without allowed_recipients, the recipients the account does not list as
  * payees. Each row names the agent, what differs, and both sides.
  */
@@ -204,6 +213,21 @@ export async function policyDrift(
           database: 'recipient',
           onchain: 'not_payee',
           message: 'a recipient in the database that the account does not list as payee: the account refuses to pay it',
+        });
+      }
+    // approve_new_payees: an address the database counts as paid before but the account does not is a new payee on
+    // chain, so its next transfer needs the owner's ApproveSpend (the database would not ask for one).
+    if (policy?.approve_new_payees && state.deployed)
+      for (const address of await listPaidAddresses(db, acct.agent_id)) {
+        if (!isEvmAddress(address) || (await deps.chain.custody!.readPaidBefore(acct.address as Address, viem().getAddress(address) as Address))) continue;
+        rows.push({
+          agent_id: acct.agent_id,
+          account: acct.address,
+          kind: 'paid_before',
+          address: viem().getAddress(address),
+          database: 'paid_before',
+          onchain: 'new_payee',
+          message: "an address the database counts as paid before that the account does not: the account refuses its next transfer without the owner's approval",
         });
       }
     for (const d of await listDestinationStates(db, acct.agent_id)) {
