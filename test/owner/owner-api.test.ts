@@ -181,6 +181,7 @@ describe('owner API', function () {
         ownerApproveOperation: { assertion: { id: 'x', rawId: 'x', type: 'public-key', response: {} } },
         ownerReplayPolicy: { policy: { operation_types: 'all' }, since: new Date(Date.now() - 86_400_000).toISOString() },
         ownerSetShadowPolicy: { operation_types: 'all' },
+        ownerSetAccountOwner: { passkey_id: randomUUID() },
       };
       const routes = srv.built.router.ops.filter((op) => op.path.startsWith('/v1/owner/') && op.path.includes('{'));
       expect(routes.length).to.be.greaterThan(20);
