@@ -167,7 +167,16 @@ export async function mined(w: World, call: Call | Promise<Call> | Promise<Hex>,
   const c = await call;
   const hash = typeof c === 'string' ? c : await from.writeContract({ ...c, chain: foundry, account: from.account } as never);
   const receipt = await w.client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
-  if (receipt.status !== 'success') throw new Error(`transaction ${hash} reverted`);
+  if (receipt.status !== 'success') {
+    // The reason, from the same call replayed on the state it ran on (the block before its own).
+    const tx = await w.client.getTransaction({ hash });
+    const call = typeof c === 'string' ? null : c.functionName;
+    const reason = await w.client.call({ account: tx.from, to: tx.to!, data: tx.input, value: tx.value, blockNumber: receipt.blockNumber - 1n }).then(
+      () => 'no revert on replay',
+      (err: unknown) => revertName(err),
+    );
+    throw new Error(`transaction ${hash}${call ? ` (${call})` : ''} reverted: ${reason}`);
+  }
   return receipt;
 }
 
