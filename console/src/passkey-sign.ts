@@ -5,7 +5,8 @@
 // flag), encodes the assertion as OpenZeppelin's WebAuthn.WebAuthnAuth (s in the lower half, as its P256 requires),
 // and sends the same request again with `owner_signature`. The account verifies it on chain through ERC-1271.
 import { startAuthentication } from '@simplewebauthn/browser';
-import { bytesToHex, encodeAbiParameters, hashTypedData, hexToBytes, type Hex, type TypedDataDefinition } from 'viem';
+import { bytesToHex, encodeAbiParameters, hashTypedData, hexToBytes, type Hex } from 'viem';
+import { typedDataOf } from '../../src/lib/typed-data-json.js';
 import { ApiFailure, type Schemas } from './api.js';
 
 export type OwnerSignature = Schemas['OwnerSignature'];
@@ -28,28 +29,6 @@ const toB64url = (b: Uint8Array): string =>
     .replace(/\+/g, '-')
     .replace(/\//g, '_')
     .replace(/=+$/, '');
-
-/** The proposal's typed data (integers as decimal strings) with its integers back to bigint, as viem hashes it. */
-function typedDataOf(json: Record<string, unknown>): TypedDataDefinition {
-  const types = json.types as Record<string, { name: string; type: string }[]>;
-  const convert = (type: string, value: unknown): unknown => {
-    if (type.endsWith('[]')) return (value as unknown[]).map((v) => convert(type.slice(0, -2), v));
-    if (/^u?int\d*$/.test(type)) return BigInt(value as string);
-    const fields = types[type];
-    if (!fields) return value;
-    const obj = value as Record<string, unknown>;
-    return Object.fromEntries(fields.map((f) => [f.name, convert(f.type, obj[f.name])]));
-  };
-  const { EIP712Domain: _domain, ...messageTypes } = types;
-  const domain = json.domain as Record<string, unknown>;
-  const primaryType = String(json.primaryType);
-  return {
-    domain: { ...domain, chainId: Number(domain.chainId) },
-    types: messageTypes,
-    primaryType,
-    message: convert(primaryType, json.message) as Record<string, unknown>,
-  } as unknown as TypedDataDefinition;
-}
 
 /** (r, s) of a DER ECDSA signature: SEQUENCE { INTEGER r, INTEGER s }. */
 function derToRs(der: Uint8Array): { r: bigint; s: bigint } {

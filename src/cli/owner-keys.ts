@@ -11,6 +11,7 @@ import { isApiError } from '../lib/errors.js';
 import type { OwnerSignature } from '../services/custody/accounts.js';
 import { ApiCallError } from './client.js';
 import { CliUsageError, optionalFlag, type CliArgs } from './types.js';
+import { typedDataOf } from '../lib/typed-data-json.js';
 
 export interface OwnerSignerPlan {
   /** The signer to register, or null (simulated chain: owners need none). */
@@ -52,25 +53,6 @@ export function ownerKeyFromArgs(args: CliArgs): PrivateKeyAccount | null {
 }
 
 export { createChainClient };
-
-/** The typed data of a proposal as viem signs it: integers back to bigint, field by field as its types say. */
-export function typedDataOf(json: Record<string, unknown>): Parameters<PrivateKeyAccount['signTypedData']>[0] {
-  const types = json.types as Record<string, { name: string; type: string }[]>;
-  const convert = (type: string, value: unknown): unknown => {
-    if (type.endsWith('[]')) return (value as unknown[]).map((v) => convert(type.slice(0, -2), v));
-    if (/^u?int\d*$/.test(type)) return BigInt(value as string);
-    const fields = types[type];
-    if (!fields) return value;
-    const obj = value as Record<string, unknown>;
-    return Object.fromEntries(fields.map((f) => [f.name, convert(f.type, obj[f.name])]));
-  };
-  const primaryType = String(json.primaryType);
-  const { EIP712Domain: _domain, ...messageTypes } = types;
-  const domain = json.domain as Record<string, unknown>;
-  return { domain: { ...domain, chainId: Number(domain.chainId) }, types: messageTypes, primaryType, message: convert(primaryType, json.message) as Record<string, unknown> } as Parameters<
-    PrivateKeyAccount['signTypedData']
-  >[0];
-}
 
 /**
  * Signs an `owner_signature_required` proposal with the owner's key here (the key never leaves this machine).

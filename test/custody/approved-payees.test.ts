@@ -8,14 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseUnits } from 'viem';
 import { laneCall } from '../../src/chain/accounts.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import type { Address, Hex } from '../../src/chain/port.js';
-import { mintToken } from '../../src/chain/token.js';
 import { devOwnerKeyPath } from '../../src/lib/owner-keys.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
-import { randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { randomAddress, startChainServer, type ChainServer, mintAndCredit } from '../helpers/chain.js';
 import { laneRevert as laneRevertWith, serverLaneKey } from '../helpers/lane.js';
 import type { TestAgent } from '../helpers/server.js';
 
@@ -52,11 +50,7 @@ describe('custody: a policy without allowed_recipients pays the recipients only,
     account = wallet.address as Address;
     // No allowed_recipients: the approved payees only (signed with the development owner key, relayed).
     await s.services.ledger.policy.set(s.db, agent.agentId, { operation_types: 'all', allowed_assets: ['USDC'], per_tx_usd: '100', per_period_usd: '1000' });
-    await mintToken(node.devWallet(0), node.client, s.token, account, parseUnits('1000', 6));
-    for (let i = 0; i < 200; i++) {
-      if ((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available === parseUnits('1000', 6)) break;
-      if ((await s.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    await mintAndCredit(s, agent.walletId, account, '1000');
   });
   after(async () => {
     await s?.close();

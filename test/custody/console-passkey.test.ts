@@ -9,15 +9,14 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { getAddress, parseUnits } from 'viem';
+import { getAddress } from 'viem';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { readAccountState } from '../../src/chain/accounts.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import type { Address } from '../../src/chain/port.js';
-import { mintToken } from '../../src/chain/token.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { agentctlWith } from '../helpers/agentctl.js';
-import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { chainEnv, randomAddress, startChainServer, type ChainServer, mintAndCredit } from '../helpers/chain.js';
 import { repoRoot } from '../helpers/process.js';
 import { testConfigEnv, type TestAgent } from '../helpers/server.js';
 import { expectAccessible } from '../console/helpers.js';
@@ -50,11 +49,7 @@ describe('the console signs owner changes with the passkey that owns the account
     agent = await s.createAgent({ ownerId, name: 'chain bot' });
     await s.services.ledger.policy.set(s.db, agent.agentId, POLICY);
     account = getAddress((await s.db('wallets').where({ id: agent.walletId }).first()).address) as Address;
-    await mintToken(node.devWallet(0), node.client, s.token, account, parseUnits('1000', 6));
-    for (let i = 0; i < 200; i++) {
-      if ((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available === parseUnits('1000', 6)) break;
-      if ((await s.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    await mintAndCredit(s, agent.walletId, account, '1000');
   });
   after(async () => {
     await browser?.close();

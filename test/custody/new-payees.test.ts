@@ -16,11 +16,10 @@ import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 
 import { laneCall as laneCallData, operationIdBytes32 } from '../../src/chain/accounts.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import type { Address, Hex } from '../../src/chain/port.js';
-import { mintToken } from '../../src/chain/token.js';
 import { signProposal, withOwnerSignature } from '../../src/cli/owner-keys.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { agentctlWith } from '../helpers/agentctl.js';
-import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { chainEnv, randomAddress, startChainServer, type ChainServer, mintAndCredit } from '../helpers/chain.js';
 import { laneRevert as laneRevertWith, serverLaneKey } from '../helpers/lane.js';
 import { testConfigEnv, type TestAgent } from '../helpers/server.js';
 import { buildWorld, chainNow, createAgent, erc20BalanceOf, laneCall, mined, ownerCall, randomNonce, reverted, testPolicy, USD, USDC, type Agent, type World } from './world.js';
@@ -121,11 +120,7 @@ describe('custody: approve_new_payees on chain (issue 27)', function () {
       account = getAddress((await s.db('wallets').where({ id: agent.walletId }).first()).address) as Address;
       await withOwnerSignature(owner, (sig) => s.services.ledger.policy.set(s.db, agent.agentId, POLICY, sig));
       auth = { authorization: `Bearer ${(await s.services.owner.createToken(s.db, owner_id)).token}` };
-      await mintToken(node.devWallet(0), node.client, s.token, account, parseUnits('1000', 6));
-      for (let i = 0; i < 200; i++) {
-        if ((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available === parseUnits('1000', 6)) break;
-        if ((await s.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 50));
-      }
+      await mintAndCredit(s, agent.walletId, account, '1000');
     });
     after(async () => {
       await s?.close();

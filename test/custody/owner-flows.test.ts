@@ -15,9 +15,8 @@ import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 
 import { laneCall, readAccountState } from '../../src/chain/accounts.js';
 import { agentAccountAbi } from '../../src/chain/custody.js';
 import type { Address, Hex } from '../../src/chain/port.js';
-import { mintToken } from '../../src/chain/token.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
-import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { chainEnv, randomAddress, startChainServer, type ChainServer, mintAndCredit } from '../helpers/chain.js';
 import { agentctlWith } from '../helpers/agentctl.js';
 import { laneRevert as laneRevertWith, serverLaneKey } from '../helpers/lane.js';
 import { testConfigEnv, type TestAgent } from '../helpers/server.js';
@@ -110,11 +109,7 @@ describe('custody: owner flows with agentctl --owner-key-file (issue 24, accepta
     expect(onchain.limits).to.include({ perTxUsd: 1_000_000_000n, perPeriodUsd: 3_000_000_000n, anyRecipient: true });
 
     // Funds for the flows below, credited by the deposit watcher.
-    await mintToken(node.devWallet(0), node.client, s.token, account, parseUnits('100', 6));
-    for (let i = 0; i < 400; i++) {
-      if ((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available === parseUnits('100', 6)) break;
-      if ((await s.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    await mintAndCredit(s, agent.walletId, account, '100');
     expect((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available).to.equal(parseUnits('100', 6));
   });
 

@@ -9,17 +9,16 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { getAddress, parseUnits } from 'viem';
+import { getAddress } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { passkeyOwnerFactoryAbi } from '../../contracts/artifacts/PasskeyOwnerFactory.js';
 import { accountRevertOf, ownerActionCallData, readAccountState } from '../../src/chain/accounts.js';
 import { agentAccountAbi, findCustodyContracts } from '../../src/chain/custody.js';
 import type { Address } from '../../src/chain/port.js';
-import { mintToken } from '../../src/chain/token.js';
 import { signProposal, withOwnerSignature } from '../../src/cli/owner-keys.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
 import { agentctlWith } from '../helpers/agentctl.js';
-import { chainEnv, randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { chainEnv, randomAddress, startChainServer, type ChainServer, mintAndCredit } from '../helpers/chain.js';
 import { testConfigEnv, type TestAgent } from '../helpers/server.js';
 import { signProposalWithPasskey } from '../support/passkey-signer.js';
 import { createSoftAuthenticator, type SoftAuthenticator } from '../support/webauthn.js';
@@ -73,11 +72,7 @@ describe('ownerSetAccountOwner: an agent account owned by a passkey (issue 27)',
     agent = await s.createAgent({ ownerId });
     account = getAddress((await s.db('wallets').where({ id: agent.walletId }).first()).address) as Address;
     await withOwnerSignature(owner, (sig) => s.services.ledger.policy.set(s.db, agent.agentId, POLICY, sig));
-    await mintToken(node.devWallet(0), node.client, s.token, account, parseUnits('1000', 6));
-    for (let i = 0; i < 200; i++) {
-      if ((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available === parseUnits('1000', 6)) break;
-      if ((await s.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    await mintAndCredit(s, agent.walletId, account, '1000');
     [passkey, passkeyId] = await register('laptop');
     [other, otherId] = await register('phone');
   });

@@ -9,11 +9,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { parseUnits } from 'viem';
-import { mintToken } from '../../src/chain/token.js';
 import type { Address } from '../../src/chain/port.js';
 import { startAnvil, type AnvilNode } from '../helpers/anvil.js';
-import { randomAddress, startChainServer, type ChainServer } from '../helpers/chain.js';
+import { randomAddress, startChainServer, type ChainServer, mintAndCredit } from '../helpers/chain.js';
 import type { TestAgent } from '../helpers/server.js';
 
 describe("custody: the account enforces the owner's limits, not the database", function () {
@@ -36,11 +34,7 @@ describe("custody: the account enforces the owner's limits, not the database", f
     account = wallet.address as Address;
     // The owner's policy, relayed to the account as the owner's signed SetPolicy (the development owner key).
     await s.services.ledger.policy.set(s.db, agent.agentId, { operation_types: 'all', allowed_assets: ['USDC'], per_tx_usd: '10', per_period_usd: '30', allowed_recipients: [payee] });
-    await mintToken(node.devWallet(0), node.client, s.token, account, parseUnits('1000', 6));
-    for (let i = 0; i < 200; i++) {
-      if ((await s.services.ledger.ledger.balance(s.db, agent.walletId, 'USDC')).available === parseUnits('1000', 6)) break;
-      if ((await s.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    await mintAndCredit(s, agent.walletId, account, '1000');
   });
   after(async () => {
     await s?.close();

@@ -106,6 +106,16 @@ export async function startChainServer(
   });
 }
 
+/** Mints `usdc` USDC to `address` on chain and waits until the deposit watcher has credited the wallet with it (ticked here). */
+export async function mintAndCredit(s: Pick<ChainServer, 'db' | 'services' | 'node' | 'token'>, walletId: string, address: Address, usdc: string): Promise<void> {
+  const units = parseUnits(usdc, 6);
+  await mintToken(s.node.devWallet(0), s.node.client, s.token, address, units);
+  for (const deadline = Date.now() + 20_000; (await s.services.ledger.ledger.balance(s.db, walletId, 'USDC')).available !== units;) {
+    if (Date.now() > deadline) throw new Error(`the deposit of ${usdc} USDC to ${address} was not credited within 20 s`);
+    if ((await s.services.inbound!.deposits.tick()) === 0) await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export const randomAddress = (): Address => getAddress(`0x${randomBytes(20).toString('hex')}`) as Address;
 export type { Hex };
 

@@ -1,7 +1,7 @@
 // A passkey signing an owner change's proposal (issue 27) as the console does: the EIP-712 digest of the 428
 // answer's typed data is the WebAuthn challenge, and the assertion, ABI-encoded, is `owner_signature.signature`.
 import { hashTypedData, hexToBytes } from 'viem';
-import { typedDataOf } from '../../src/cli/owner-keys.js';
+import { typedDataOf } from '../../src/lib/typed-data-json.js';
 import type { OwnerSignature } from '../../src/services/custody/accounts.js';
 import type { SoftAuthenticator } from './webauthn.js';
 import { encodeWebAuthnSignature } from './webauthn-signature.js';

@@ -34,39 +34,29 @@ export async function setWalletLane(db: Db, walletId: string, laneAddress: strin
   return db('wallets').where({ id: walletId, custody: 'account' }).update({ lane_address: laneAddress, sealed_private_key: sealedLaneKey });
 }
 
+/** Account wallets with their agent and owner (the signer is the wallet's own, else the owner's). */
+const accountWallets = (db: Db) => db('wallets as w').join('agents as a', 'a.id', 'w.agent_id').join('owners as o', 'o.id', 'a.owner_id').where({ 'w.custody': 'account' });
+const accountWalletColumns = (db: Db) => [
+  'w.agent_id',
+  'a.owner_id',
+  'w.id as wallet_id',
+  'w.address',
+  'w.lane_address',
+  'w.sealed_private_key',
+  db.raw('coalesce(w.owner_signer_address, o.signer_address) as signer_address'),
+  'w.owner_passkey_id',
+];
+
 export async function findAccountWallet(db: Db, agentId: string): Promise<AccountWalletRow | undefined> {
-  return db('wallets as w')
-    .join('agents as a', 'a.id', 'w.agent_id')
-    .join('owners as o', 'o.id', 'a.owner_id')
-    .where({ 'w.agent_id': agentId, 'w.custody': 'account' })
-    .first(
-      'w.agent_id',
-      'a.owner_id',
-      'w.id as wallet_id',
-      'w.address',
-      'w.lane_address',
-      'w.sealed_private_key',
-      db.raw('coalesce(w.owner_signer_address, o.signer_address) as signer_address'),
-      'w.owner_passkey_id',
-    );
+  return accountWallets(db)
+    .where({ 'w.agent_id': agentId })
+    .first(...accountWalletColumns(db));
 }
 
 export async function listAccountWallets(db: Db, agentId?: string): Promise<AccountWalletRow[]> {
-  const q = db('wallets as w')
-    .join('agents as a', 'a.id', 'w.agent_id')
-    .join('owners as o', 'o.id', 'a.owner_id')
-    .where({ 'w.custody': 'account' })
+  const q = accountWallets(db)
     .whereNull('a.deleted_at')
-    .select(
-      'w.agent_id',
-      'a.owner_id',
-      'w.id as wallet_id',
-      'w.address',
-      'w.lane_address',
-      'w.sealed_private_key',
-      db.raw('coalesce(w.owner_signer_address, o.signer_address) as signer_address'),
-      'w.owner_passkey_id',
-    )
+    .select(...accountWalletColumns(db))
     .orderBy('w.agent_id');
   return agentId ? q.andWhere('w.agent_id', agentId) : q;
 }

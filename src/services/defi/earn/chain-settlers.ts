@@ -50,12 +50,39 @@ export function createPositionShift(core: EarnCore) {
   };
 }
 
+/**
+ * An on-chain redemption as the ledger books it, in vault.repository's lock order: `credit` (balance rows) moves what
+ * the vault's Withdraw event paid out from the vault's account into the wallet; `burn` (the vault row, last) takes
+ * the shares the event burned off the position. An earn withdrawal and a payment drawing on Earn both book it so.
+ */
+export function createRedemptionBooking(core: EarnCore) {
+  const { ledger, lockedVault, vaultAccount } = core;
+  const shiftPosition = createPositionShift(core);
+  return {
+    async credit(trx: Knex.Transaction, op: OperationRow, vaultId: string, tracked: Record<string, unknown>): Promise<{ assets: bigint; shares: bigint }> {
+      const v = await repo.findVault(trx, vaultId);
+      if (!v) throw new Error(`vault ${vaultId} is gone`);
+      const redeemed = findVaultEvent(vaultEventsOf(tracked), 'Withdraw', v.address);
+      await ledger.post(trx, {
+        operationId: op.id,
+        entryType: 'earn.withdraw',
+        postings: [
+          { account: vaultAccount(v), asset: v.asset_symbol, amount: -redeemed.assets },
+          { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: redeemed.assets },
+        ],
+      });
+      return redeemed;
+    },
+    async burn(trx: Knex.Transaction, op: OperationRow, vaultId: string, positionId: string, redeemed: { assets: bigint; shares: bigint }): Promise<void> {
+      await shiftPosition(trx, op, await lockedVault(trx, vaultId), positionId, -redeemed.shares, 0n, -redeemed.assets);
+    },
+  };
+}
+
 /** The ledger follows the vaults' own Deposit and Withdraw events (on-chain settlement of earn writes). */
 export function registerEarnSettlers(core: EarnCore): void {
   const { ledger, operations, lockedVault, vaultAccount } = core;
   const shiftPosition = createPositionShift(core);
-  const eventsOf = vaultEventsOf;
-  const findEvent = findVaultEvent;
   const vaultOf = async (trx: Knex.Transaction, id: string): Promise<VaultRow> => {
     const v = await repo.findVault(trx, id);
     if (!v) throw new Error(`vault ${id} is gone`);
@@ -66,35 +93,25 @@ export function registerEarnSettlers(core: EarnCore): void {
     const d = op.details as { vault_id: string; position_id: string };
     // The wallet's balance rows (the holds' capture) before the vault row (vault.repository's lock order).
     const found = await vaultOf(trx, d.vault_id);
-    const minted = findEvent(eventsOf(tracked), 'Deposit', found.address);
+    const minted = findVaultEvent(vaultEventsOf(tracked), 'Deposit', found.address);
     for (const hold of await findHeldByOperation(trx, op.id)) await ledger.capture(trx, hold.id, vaultAccount(found), 'earn.deposit');
     const v = await lockedVault(trx, d.vault_id);
     await shiftPosition(trx, op, v, d.position_id, minted.shares, minted.assets, minted.assets);
     return { ok: true, details: { ...tracked, shares: minted.shares.toString() } };
   });
+  const redemption = createRedemptionBooking(core);
   operations.registerChainSettler('earn.withdraw', async (trx, op, tracked) => {
     const d = op.details as { vault_id: string; position_id: string };
-    // The wallet's balance row (the payout) before the vault row (vault.repository's lock order).
-    const found = await vaultOf(trx, d.vault_id);
-    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', found.address);
-    await ledger.post(trx, {
-      operationId: op.id,
-      entryType: 'earn.withdraw',
-      postings: [
-        { account: vaultAccount(found), asset: found.asset_symbol, amount: -redeemed.assets },
-        { account: { kind: 'available', walletId: op.wallet_id }, asset: found.asset_symbol, amount: redeemed.assets },
-      ],
-    });
-    const v = await lockedVault(trx, d.vault_id);
-    await shiftPosition(trx, op, v, d.position_id, -redeemed.shares, 0n, -redeemed.assets);
+    const redeemed = await redemption.credit(trx, op, d.vault_id, tracked);
+    await redemption.burn(trx, op, d.vault_id, d.position_id, redeemed);
     return { ok: true, details: { ...tracked, amount_out: redeemed.assets.toString(), shares: redeemed.shares.toString() } };
   });
   operations.registerChainSettler('earn.move', async (trx, op, tracked) => {
     const d = op.details as { from_vault_id: string; to_vault_id: string; from_position_id: string; position_id: string };
     const [from, to] = await Promise.all([repo.findVault(trx, d.from_vault_id), repo.findVault(trx, d.to_vault_id)]);
     await repo.lockVaults(trx, [d.from_vault_id, d.to_vault_id]);
-    const redeemed = findEvent(eventsOf(tracked), 'Withdraw', from!.address);
-    const minted = findEvent(eventsOf(tracked), 'Deposit', to!.address);
+    const redeemed = findVaultEvent(vaultEventsOf(tracked), 'Withdraw', from!.address);
+    const minted = findVaultEvent(vaultEventsOf(tracked), 'Deposit', to!.address);
     await ledger.post(trx, {
       operationId: op.id,
       entryType: 'earn.move',

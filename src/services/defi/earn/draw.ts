@@ -12,7 +12,7 @@ import * as erc from '../../../lib/defi/erc4626.js';
 import { ApiError } from '../../../lib/errors.js';
 import { formatAmount, mulDiv } from '../../../lib/money.js';
 import { onchainDraws, type DrawnFromEarn } from '../../ledger/payments.js';
-import { createPositionShift, findVaultEvent, vaultEventsOf } from './chain-settlers.js';
+import { createRedemptionBooking } from './chain-settlers.js';
 import type { AccruedVault, EarnService } from './types.js';
 import type { EarnCore } from './vaults.js';
 
@@ -20,8 +20,8 @@ import type { EarnCore } from './vaults.js';
 type Candidate = { v: VaultRow; p: PositionRow; worth: bigint } & ({ kind: 'ledger'; a: AccruedVault } | { kind: 'onchain'; account: Address; shares: bigint });
 
 export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall' | 'settleOnchainDraw'> {
-  const { ledger, onchain, venue, accruedVault, assetOf, burnFrom, vaultAccount, withdrawalOf, lockedVault, lockBalances } = core;
-  const shiftPosition = createPositionShift(core);
+  const { ledger, onchain, venue, accruedVault, assetOf, burnFrom, vaultAccount, withdrawalOf, lockBalances } = core;
+  const redemption = createRedemptionBooking(core);
 
   /**
    * Shares of each on-chain vault (by lower-case address) that the wallet's open operations will redeem: payments
@@ -144,22 +144,9 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
    * wallet held at acceptance) and the redeemed part, both to the chain. Other holds (none for a token) are released.
    */
   async function settleDraw(trx: Knex.Transaction, op: OperationRow, tracked: Record<string, unknown>) {
-    const events = vaultEventsOf(tracked);
-    // The wallet's balance rows first (the redemptions in, the payment out), the vault rows last (vault.repository's lock order).
+    // The wallet's balance rows first (the redemptions in, the payment out), the vault rows last, in id order.
     const redeemed = [];
-    for (const d of onchainDraws(op)) {
-      const v = (await repo.findVault(trx, d.vault_id))!;
-      const r = findVaultEvent(events, 'Withdraw', v.address);
-      redeemed.push({ d, r });
-      await ledger.post(trx, {
-        operationId: op.id,
-        entryType: 'earn.withdraw',
-        postings: [
-          { account: vaultAccount(v), asset: v.asset_symbol, amount: -r.assets },
-          { account: { kind: 'available', walletId: op.wallet_id }, asset: v.asset_symbol, amount: r.assets },
-        ],
-      });
-    }
+    for (const d of onchainDraws(op)) redeemed.push({ d, r: await redemption.credit(trx, op, d.vault_id, tracked) });
     const chainAccount = { kind: 'external' as const, name: 'onchain' };
     let fromHold = 0n;
     for (const hold of await findHeldByOperation(trx, op.id)) {
@@ -179,8 +166,8 @@ export function createEarnDraw(core: EarnCore): Pick<EarnService, 'drawShortfall
         ],
       });
     }
-    redeemed.sort((x, y) => (x.d.vault_id < y.d.vault_id ? -1 : x.d.vault_id > y.d.vault_id ? 1 : 0)); // vaults in id order
-    for (const { d, r } of redeemed) await shiftPosition(trx, op, await lockedVault(trx, d.vault_id), d.position_id, -r.shares, 0n, -r.assets);
+    redeemed.sort((x, y) => (x.d.vault_id < y.d.vault_id ? -1 : x.d.vault_id > y.d.vault_id ? 1 : 0));
+    for (const { d, r } of redeemed) await redemption.burn(trx, op, d.vault_id, d.position_id, r);
     return { ok: true as const, details: tracked };
   }
 }
