@@ -165,7 +165,9 @@ export async function ownerCall<A extends OwnerAction>(w: World, agent: Agent, a
 /** Submits `call` from `from` (the relayer by default), waits for it to succeed and returns its receipt. */
 export async function mined(w: World, call: Call | Promise<Call> | Promise<Hex>, from: Wallet = w.relayer) {
   const c = await call;
-  const hash = typeof c === 'string' ? c : await from.writeContract({ ...c, chain: foundry, account: from.account } as never);
+  // A fixed gas limit, as reverted() sends: an estimate made on one state and spent on the next (another process's
+  // transaction mined in between, as under a loaded suite) can fall short and revert out of gas.
+  const hash = typeof c === 'string' ? c : await from.writeContract({ ...c, gas: 5_000_000n, chain: foundry, account: from.account } as never);
   const receipt = await w.client.waitForTransactionReceipt({ hash, pollingInterval: 20 });
   if (receipt.status !== 'success') {
     // The reason, from the same call replayed on the state it ran on (the block before its own).
@@ -175,7 +177,7 @@ export async function mined(w: World, call: Call | Promise<Call> | Promise<Hex>,
       () => 'no revert on replay',
       (err: unknown) => revertName(err),
     );
-    throw new Error(`transaction ${hash}${call ? ` (${call})` : ''} reverted: ${reason}`);
+    throw new Error(`transaction ${hash}${call ? ` (${call})` : ''} reverted (gas used ${receipt.gasUsed} of ${tx.gas}): ${reason}`);
   }
   return receipt;
 }
