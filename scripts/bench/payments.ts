@@ -25,7 +25,7 @@ import type { BuiltApp, createApp as CreateApp } from '../../src/app.js';
 import type { loadConfig as LoadConfig } from '../../src/config.js';
 import { createSameWorkPaymentServer } from './same-work-payments.js';
 import { SETTLED_TYPES, settlementRows, type SettledType } from './settlement.js';
-import { close, listen, report, row, scratchDatabase, type BenchRow } from './support.js';
+import { close, fromTree, listen, listenerOf, report, row, scratchDatabase, treeOf, type BenchRow } from './support.js';
 
 const { values } = parseArgs({
   options: {
@@ -39,7 +39,7 @@ const { values } = parseArgs({
     'settlement-types': { type: 'string', default: SETTLED_TYPES.join(',') },
   },
 });
-const TREE = values.tree ? new URL(`file://${values.tree.replace(/\/$/, '')}/`) : new URL('../../', import.meta.url);
+const TREE = treeOf(values.tree);
 const SECONDS = Number(values.seconds);
 const CONCURRENCY = Number(values.concurrency);
 const SEED_OPERATIONS = Number(values.seed);
@@ -210,8 +210,8 @@ async function main() {
 }
 
 async function acceptanceSection() {
-  const { createApp } = (await import(new URL('src/app.js', TREE).href)) as { createApp: typeof CreateApp };
-  const { loadConfig } = (await import(new URL('src/config.js', TREE).href)) as { loadConfig: typeof LoadConfig };
+  const { createApp } = await fromTree<{ createApp: typeof CreateApp }>(TREE, 'src/app.js');
+  const { loadConfig } = await fromTree<{ loadConfig: typeof LoadConfig }>(TREE, 'src/config.js');
   const scratch = await scratchDatabase();
   const rows: BenchRow[] = [];
   const masterKey = randomBytes(32).toString('hex');
@@ -229,7 +229,7 @@ async function acceptanceSection() {
   });
   const built = await createApp(config);
   const pool = new pg.Pool({ connectionString: scratch.url, max: config.databasePoolMax });
-  const server = createServer(built.listener);
+  const server = createServer(listenerOf(built));
   server.keepAliveTimeout = 5_000;
   try {
     const base = await listen(server);

@@ -5,6 +5,11 @@
 // table and /balances is measured again against its own figure from before.
 //
 // Usage: npm run --silent bench:read   (make bench-read)  [--seconds 3] [--rounds 2] [--connections 50] [--agents 100000]
+//   [--only balances,self]: measure only the paths containing one of these words (profiling one route).
+//   [--tree DIR]: the app of another checkout (its src/app.ts and src/config.ts) with that checkout's same-work server
+//   (which answers what that tree's app answers: the answers grew since, e.g. /self's limits and permissions), under
+//   this harness's load. Before measuring, each path's answer from the app and from the same-work server is compared
+//   by its keys; a difference is printed (the ratio then compares unequal work).
 // Uses DATABASE_URL when set, else a scratch database (dropped at the end); REDIS_URL or the local Redis.
 // autocannon runs in a worker thread (`workers: 1`) so it does not share the event loop with the servers. The app
 // runs with NODE_ENV=production (no response validation) and LOG_LEVEL=warn. Figures are noisy on a shared machine:
@@ -13,14 +18,22 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { createApp, type BuiltApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createSameWorkServer } from './same-work.js';
-import { autocannon, close, listen, report, row, scratchDatabase, type BenchRow } from './support.js';
+import type { BuiltApp, createApp as CreateApp } from '../../src/app.js';
+import type { loadConfig as LoadConfig } from '../../src/config.js';
+import type * as SameWork from './same-work.js';
+import { autocannon, close, fromTree, listen, listenerOf, report, row, scratchDatabase, treeOf, type BenchRow } from './support.js';
 
 const { values } = parseArgs({
-  options: { seconds: { type: 'string', default: '3' }, connections: { type: 'string', default: '50' }, agents: { type: 'string', default: '100000' }, rounds: { type: 'string', default: '2' } },
+  options: {
+    seconds: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '50' },
+    agents: { type: 'string', default: '100000' },
+    rounds: { type: 'string', default: '2' },
+    tree: { type: 'string' },
+    only: { type: 'string' },
+  },
 });
+const TREE = treeOf(values.tree);
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
 const AGENTS = Number(values.agents);
@@ -109,6 +122,9 @@ async function seedAgents(databaseUrl: string, n: number): Promise<void> {
 }
 
 async function main() {
+  const { createApp } = await fromTree<{ createApp: typeof CreateApp }>(TREE, 'src/app.js');
+  const { loadConfig } = await fromTree<{ loadConfig: typeof LoadConfig }>(TREE, 'src/config.js');
+  const { createSameWorkServer } = await fromTree<typeof SameWork>(TREE, 'scripts/bench/same-work.js');
   const scratch = await scratchDatabase();
   const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
   const prefix = `agentapi-bench:${randomBytes(4).toString('hex')}:`;
@@ -131,20 +147,28 @@ async function main() {
     const built = await createApp(config);
     const sameWork = await createSameWorkServer({ databaseUrl: scratch.url, redisUrl, prefix: `${prefix}same:`, poolMax: POOL_MAX });
     try {
-      const appServer = createServer(built.listener);
+      const appServer = createServer(listenerOf(built));
       appServer.keepAliveTimeout = 5_000;
       const appUrl = await listen(appServer);
       const sameUrl = await listen(sameWork.server);
       const { headers, webhookId } = await seed(built, appUrl);
+      const label = (path: string) => `GET ${path.replace(webhookId, '{id}')}`;
       const paths = ['/v1/agent/balances', '/v1/agent/self', '/v1/agent/operations', '/v1/agent/activity', `/v1/agent/webhooks/${webhookId}/deliveries`];
       for (const path of paths) {
+        const answers = [];
         for (const url of [appUrl, sameUrl]) {
           const check = await fetch(`${url}${path}`, { headers });
           if (check.status !== 200) throw new Error(`GET ${url}${path} answered ${check.status}: ${await check.text()}`);
+          answers.push(keysOf(await check.json()));
         }
+        const [app, same] = answers as [Set<string>, Set<string>];
+        const differ = [...[...app].filter((k) => !same.has(k)).map((k) => `app only: ${k}`), ...[...same].filter((k) => !app.has(k)).map((k) => `same-work only: ${k}`)];
+        // The list routes' same-work answers are the rows as stored (SELECT *): more keys than the app's, on purpose.
+        if (differ.length)
+          process.stderr.write(`${label(path)}: the same-work answer differs from the app's in ${differ.length} keys (${differ.slice(0, 3).join(', ')}${differ.length > 3 ? ', …' : ''})\n`);
       }
-      const label = (path: string) => `GET ${path.replace(webhookId, '{id}')}`;
-      for (const path of paths) {
+      const measured = values.only ? paths.filter((p) => values.only!.split(',').some((w) => p.includes(w))) : paths;
+      for (const path of measured) {
         const [app, same] = (await measure([`${appUrl}${path}`, `${sameUrl}${path}`], headers)) as [Figures, Figures];
         if (app.failed || same.failed) problems.push(`${path}: ${app.failed} failed through the app, ${same.failed} on the same-work server`);
         rows.push(
@@ -193,12 +217,24 @@ async function main() {
   } finally {
     await scratch.drop();
   }
-  process.stdout.write(`read benchmark: ${SECONDS} s each, ${CONNECTIONS} connections, Node ${process.version}\n\n`);
+  process.stdout.write(`read benchmark: ${SECONDS} s each, ${CONNECTIONS} connections, Node ${process.version}; app of ${TREE.pathname}\n\n`);
   report(rows);
   if (problems.length) {
     process.stderr.write(`some requests failed, the figures are not comparable:\n${problems.join('\n')}\n`);
     process.exitCode = 1;
   }
+}
+
+/** Every key path of a JSON answer (`items[].asset_symbol`), to check that the same-work server answers the same shape. */
+function keysOf(value: unknown, at = '', into = new Set<string>()): Set<string> {
+  if (Array.isArray(value)) value.forEach((v) => keysOf(v, `${at}[]`, into));
+  else if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      into.add(`${at}${at ? '.' : ''}${k}`);
+      keysOf(v, `${at}${at ? '.' : ''}${k}`, into);
+    }
+  }
+  return into;
 }
 
 /**

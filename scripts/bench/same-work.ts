@@ -5,8 +5,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import pg from 'pg';
 import { createClient } from 'redis';
+import { EVENT_TYPES, OPERATION_TYPES, SCOPES } from '../../generated/vocabulary.js';
 import { constantTimeEqual, sha256Hex } from '../../src/lib/crypto.js';
 import { formatAmount, mulDiv } from '../../src/lib/money.js';
+import { DEFAULT_RULES, RATE_CLASSES, type RateClass } from '../../src/ratelimit/classes.js';
 
 /** Generic cell rate: one key per agent holding the theoretical arrival time (ms). */
 const GCRA = `
@@ -21,7 +23,8 @@ redis.call('SET', KEYS[1], tat + interval, 'PX', tat + interval - now + 1)
 return {1, 0}
 `;
 
-const KEY_CHECK = `SELECT a.id, a.name, a.owner_id, a.enabled, a.starts_at, a.ends_at, a.api_key_hash, a.created_at, w.id AS wallet_id, w.address, o.deleted_at AS owner_deleted_at
+const KEY_CHECK = `SELECT a.id, a.name, a.owner_id, a.enabled, a.starts_at, a.ends_at, a.api_key_hash, a.created_at, w.id AS wallet_id, w.address, o.deleted_at AS owner_deleted_at,
+    (SELECT coalesce(json_agg(r), '[]'::json) FROM rate_limit_overrides r WHERE r.agent_id = a.id) AS rate_overrides
   FROM agents a JOIN wallets w ON w.agent_id = a.id JOIN owners o ON o.id = a.owner_id WHERE a.id = $1`;
 
 interface Agent {
@@ -34,6 +37,7 @@ interface Agent {
   created_at: Date;
   wallet_id: string;
   address: string | null;
+  rate_overrides: { class: string; limit: number; burst: number; window_seconds: number }[];
 }
 
 /** Queries go as named (prepared) statements, as the service's hot reads do (src/db/knex.ts `prepared`). */
@@ -50,30 +54,58 @@ const page = (items: unknown[]) => ({ ok: true, items, has_more: false, next_cur
 const ROUTES: [RegExp, Route][] = [
   [
     /^\/v1\/agent\/self$/,
-    async (_pool, a) => ({
-      ok: true,
-      agent: { id: a.id, name: a.name, enabled: a.enabled, starts_at: iso(a.starts_at), ends_at: iso(a.ends_at), created_at: iso(a.created_at) },
-      wallet: { id: a.wallet_id, address: a.address, chain: 'base' },
-    }),
+    async (_pool, a) => {
+      const window = { starts_at: iso(a.starts_at), expires_at: iso(a.ends_at) };
+      const rule = (cls: RateClass) => {
+        const o = a.rate_overrides.find((r) => r.class === cls);
+        return o ? { limit: o.limit, burst: o.burst, windowSeconds: o.window_seconds } : DEFAULT_RULES[cls];
+      };
+      return {
+        ok: true,
+        agent: {
+          id: a.id,
+          name: a.name,
+          owner_id: a.owner_id,
+          enabled: a.enabled,
+          starts_at: window.starts_at,
+          ends_at: window.expires_at,
+          created_at: iso(a.created_at),
+          wallet_address: a.address,
+          active_window: window,
+        },
+        wallet: { id: a.wallet_id, address: a.address },
+        auth: { method: 'api_key', scopes: SCOPES, client_id: null },
+        permissions: { operation_types: OPERATION_TYPES, webhook_event_types: EVENT_TYPES },
+        limits: Object.fromEntries(RATE_CLASSES.map((cls) => [cls, rule(cls)])),
+        cannot: [],
+        current_usage: {},
+      };
+    },
   ],
   [
     /^\/v1\/agent\/balances$/,
     async (pool, a) => {
       const { rows } = await pool.query(
-        `SELECT s.symbol, s.category, s.decimals, b.available, b.held, p.usd_e8 FROM assets s
-           LEFT JOIN balances b ON b.wallet_id = $1 AND b.asset_symbol = s.symbol LEFT JOIN prices p ON p.asset_symbol = s.symbol ORDER BY s.symbol LIMIT 51`,
+        `SELECT s.symbol, s.name, s.category, s.decimals, b.available, b.held, p.usd_e8, d.amount AS deficit FROM assets s
+           LEFT JOIN balances b ON b.wallet_id = $1 AND b.asset_symbol = s.symbol LEFT JOIN prices p ON p.asset_symbol = s.symbol
+           LEFT JOIN wallet_deficits d ON d.wallet_id = $1 AND d.asset_symbol = s.symbol ORDER BY s.symbol LIMIT 51`,
         [a.wallet_id],
       );
       return page(
         rows.map((r) => {
-          const total = BigInt(r.available ?? 0) + BigInt(r.held ?? 0);
+          const total = formatAmount(BigInt(r.available ?? 0) + BigInt(r.held ?? 0), r.decimals);
+          const usd = r.usd_e8 === null ? null : formatAmount(mulDiv(BigInt(r.available ?? 0) + BigInt(r.held ?? 0), BigInt(r.usd_e8), 10n ** BigInt(r.decimals)), 8);
           return {
             asset_symbol: r.symbol,
+            asset_display_name: r.name,
             category: r.category,
+            amount: total,
+            amount_usd: usd,
             available: formatAmount(BigInt(r.available ?? 0), r.decimals),
             held: formatAmount(BigInt(r.held ?? 0), r.decimals),
-            total: formatAmount(total, r.decimals),
-            value_usd: r.usd_e8 === null ? null : formatAmount(mulDiv(total, BigInt(r.usd_e8), 10n ** BigInt(r.decimals)), 8),
+            total,
+            value_usd: usd,
+            ...(r.deficit === null ? {} : { deficit: formatAmount(BigInt(r.deficit), r.decimals) }),
           };
         }),
       );

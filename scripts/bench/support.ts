@@ -7,7 +7,7 @@
 // about time: `met` is printed, never turned into an exit code.
 import { randomBytes } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
-import type { Server } from 'node:http';
+import type { RequestListener, Server } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
@@ -72,6 +72,34 @@ export function formatTable(rows: BenchRow[]): string {
     r.target,
     r.met ? 'yes' : 'NO',
   ]);
+  return table(header, cells);
+}
+
+/**
+ * The rows two trees reported for the same figure, side by side (`make bench`, issue 25 item 8): each tree's ratio
+ * (or figure, for absolute targets). A read rate is held at or above the baseline tree's ratio to the same-work
+ * server; every other figure keeps its own target.
+ */
+export function formatComparison(baselineRows: BenchRow[], rows: BenchRow[], baselineName: string): string {
+  // The baseline's name tells apart two rows of one figure (payments against the raw loop and the same-work server); its numbers vary by run.
+  const key = (r: BenchRow) => `${r.bench}\u0000${r.what}\u0000${(r.baselineName ?? '').replace(/\d+/g, '#')}`;
+  const before = new Map(baselineRows.map((r) => [key(r), r]));
+  const figure = (r: BenchRow | undefined) => (r === undefined ? 'not measured' : r.ratio !== undefined ? fmt(r.ratio, 2) : `${fmt(r.today, r.today < 10 ? 2 : 0)} ${r.unit}`);
+  const compared = rows.flatMap((r) => {
+    const old = before.get(key(r));
+    if (!old) return [];
+    const heldToBaseline = r.bench === 'read' && r.unit === 'req/s' && r.baselineName === 'same-work' && old.ratio !== undefined;
+    const target = heldToBaseline ? `≥ ${baselineName}'s ratio` : r.target;
+    const met = heldToBaseline ? (r.ratio ?? 0) >= old.ratio! : r.met;
+    return [{ cells: [r.bench, r.what, figure(old), figure(r), target, met ? 'yes' : 'NO'] }];
+  });
+  return table(
+    ['bench', 'what', baselineName, 'this tree', 'target', 'met'],
+    compared.map((c) => c.cells),
+  );
+}
+
+function table(header: string[], cells: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) =>
     c
@@ -119,4 +147,22 @@ export async function scratchDatabase(prefix = 'agent_api_bench'): Promise<Scrat
   };
   await admin(`CREATE DATABASE ${name}`);
   return { url: adminUrl.replace(/\/[^/]*$/, `/${name}`), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
+/**
+ * The checkout a benchmark loads the service from: `--tree DIR` (`make bench` passes the tree issue 25 was measured
+ * against, scripts/bench/all.ts), else this one. The harness, its baseline servers and its load stay this tree's.
+ */
+export function treeOf(dir: string | undefined): URL {
+  return dir ? new URL(`file://${dir.replace(/\/$/, '')}/`) : new URL('../../', import.meta.url);
+}
+
+/** A module of that checkout (`src/app.js`), typed as this tree's module of the same path. */
+export async function fromTree<T>(tree: URL, path: string): Promise<T> {
+  return (await import(new URL(path, tree).href)) as T;
+}
+
+/** The request listener of a built app: `listener` on this tree, the Express app itself on trees before issue 25. */
+export function listenerOf(built: { listener?: RequestListener; app?: unknown }): RequestListener {
+  return built.listener ?? (built.app as RequestListener);
 }

@@ -7,28 +7,33 @@
 // The worker runs with its production defaults, LISTEN/NOTIFY on, in this process (as does the receiver).
 //
 // Usage: npm run --silent bench:webhooks  (or: npx tsx scripts/bench/webhooks.ts [--n 2000] [--events-per-agent 30] [--latency-seconds 3])
+//   [--tree DIR]: the worker, outbox and services of another checkout against this harness, receiver and raw loop.
 // Uses scratch databases on TEST_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { createKnex, migrateLatest, withTransaction, type Knex } from '../../src/db/knex.js';
-import { appendEvent } from '../../src/db/repositories/event.repository.js';
-import { systemClock } from '../../src/lib/clock.js';
-import { createSealer } from '../../src/lib/crypto.js';
-import { createLogger } from '../../src/lib/logger.js';
-import { createAgentService } from '../../src/services/agent.service.js';
-import { createWebhookService, type WebhookCaller } from '../../src/services/webhook.service.js';
-import { createDeliveryWorker, DEFAULT_PER_ENDPOINT_IN_FLIGHT } from '../../src/webhooks/delivery-worker.js';
+import type * as KnexModule from '../../src/db/knex.js';
+import type { Knex } from '../../src/db/knex.js';
+import type * as EventRepository from '../../src/db/repositories/event.repository.js';
+import type * as ClockModule from '../../src/lib/clock.js';
+import type * as CryptoModule from '../../src/lib/crypto.js';
+import type * as LoggerModule from '../../src/lib/logger.js';
+import type * as AgentService from '../../src/services/agent.service.js';
+import type * as WebhookService from '../../src/services/webhook.service.js';
+import type { WebhookCaller } from '../../src/services/webhook.service.js';
+import type * as DeliveryWorker from '../../src/webhooks/delivery-worker.js';
 import { createTestPki, startReceiver, type Receiver } from '../../test/webhooks/helpers/receiver.js';
-import { report, row, scratchDatabase, type BenchRow } from './support.js';
+import { fromTree, report, row, scratchDatabase, treeOf, type BenchRow } from './support.js';
 
 const { values } = parseArgs({
   options: {
     n: { type: 'string', default: '2000' },
     'latency-seconds': { type: 'string', default: '3' },
     'events-per-agent': { type: 'string', default: '30' },
+    tree: { type: 'string' },
   },
 });
+const TREE = treeOf(values.tree);
 const N = Number(values.n);
 const LATENCY_RATE = 100; // events per second while measuring latency
 const LATENCY_EVENTS = Number(values['latency-seconds']) * LATENCY_RATE;
@@ -37,8 +42,21 @@ const SLOW_MS = 5000;
 const AGENTS = 5; // 10 endpoints per agent at most: 5 agents x (9 fast + 1 slow) = 50 endpoints
 const FAST_PER_AGENT = 9;
 
-const clock = systemClock;
-const sealer = createSealer('bench-master-key-0123456789abcdef012345');
+/** The service's modules the benchmark drives, from TREE (this checkout, or `--tree DIR`). */
+async function loadService() {
+  const [knex, events, clocks, crypto, logger, agents, webhooks, worker] = await Promise.all([
+    fromTree<typeof KnexModule>(TREE, 'src/db/knex.js'),
+    fromTree<typeof EventRepository>(TREE, 'src/db/repositories/event.repository.js'),
+    fromTree<typeof ClockModule>(TREE, 'src/lib/clock.js'),
+    fromTree<typeof CryptoModule>(TREE, 'src/lib/crypto.js'),
+    fromTree<typeof LoggerModule>(TREE, 'src/lib/logger.js'),
+    fromTree<typeof AgentService>(TREE, 'src/services/agent.service.js'),
+    fromTree<typeof WebhookService>(TREE, 'src/services/webhook.service.js'),
+    fromTree<typeof DeliveryWorker>(TREE, 'src/webhooks/delivery-worker.js'),
+  ]);
+  return { ...knex, ...events, ...logger, ...agents, ...webhooks, ...worker, clock: clocks.systemClock, sealer: crypto.createSealer('bench-master-key-0123456789abcdef012345') };
+}
+type Service = Awaited<ReturnType<typeof loadService>>;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
@@ -97,7 +115,8 @@ interface Scene {
   startWorker(): { stop(): Promise<void> };
 }
 
-async function createScene(receiver: Receiver): Promise<Scene> {
+async function createScene(svc: Service, receiver: Receiver): Promise<Scene> {
+  const { createKnex, migrateLatest, withTransaction, appendEvent, createAgentService, createDeliveryWorker, createLogger, clock, sealer } = svc;
   const scratch = await scratchDatabase('agent_api_bench_webhooks');
   const db = await createKnex({ databaseUrl: scratch.url, dataDir: '', poolMax: 10 });
   await migrateLatest(db);
@@ -199,6 +218,8 @@ async function rawPostLoop(receiver: Receiver, concurrency: number, n: number): 
 }
 
 async function main() {
+  const svc = await loadService();
+  const { createWebhookService, DEFAULT_PER_ENDPOINT_IN_FLIGHT, clock, sealer } = svc;
   const pki = await createTestPki();
   const receiver = await startReceiver(pki);
   const tally = createTally(receiver);
@@ -209,7 +230,7 @@ async function main() {
     // their mean: the machine is shared, and a load change between one baseline and the worker's run
     // moved the ratio by a factor of 2-3 (each figure is printed).
     const rawBefore = await rawPostLoop(receiver, DEFAULT_PER_ENDPOINT_IN_FLIGHT, N);
-    const one = await createScene(receiver);
+    const one = await createScene(svc, receiver);
     scenes.push(one);
     const caller = await one.newAgent('one');
     const service = createWebhookService({ clock, sealer, allowLoopback: true });
@@ -262,7 +283,7 @@ async function main() {
 
     // (c) 45 fast endpoints alone, then the same 45 beside 5 that answer after 5 s (a fresh database each).
     const fastRate = async (withSlow: boolean): Promise<number> => {
-      const scene = await createScene(receiver);
+      const scene = await createScene(svc, receiver);
       scenes.push(scene);
       const prefix = withSlow ? 'mixed' : 'alone';
       const callers: WebhookCaller[] = [];
