@@ -15,6 +15,7 @@
 // runs with NODE_ENV=production (no response validation) and LOG_LEVEL=warn. Figures are noisy on a shared machine:
 // compare the ratios of one run. Not part of CI; asserts nothing about time (`met` is printed, never an exit code).
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -45,16 +46,32 @@ interface Figures {
   rps: number;
   p99: number;
   failed: number;
+  /** CPU time of this process's main thread (the servers; the load runs in a worker thread) per request, µs. */
+  cpuUs: number;
 }
+
+/** The main thread's CPU time in µs (/proc: user + system ticks of the thread whose id is the pid). */
+function mainThreadCpuUs(): number {
+  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / TICKS_PER_SECOND;
+}
+const TICKS_PER_SECOND = 100;
 
 async function measureOnce(url: string, headers: Record<string, string>): Promise<Figures> {
   const run = (duration: number) => autocannon({ url, headers, connections: CONNECTIONS, duration, workers: 1 });
   await run(WARMUP_SECONDS);
+  const cpuBefore = mainThreadCpuUs();
   const r = await run(SECONDS);
-  return { rps: r.requests.average, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts };
+  const cpuUs = (mainThreadCpuUs() - cpuBefore) / Math.max(1, r.requests.total);
+  return { rps: r.requests.average, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts, cpuUs };
 }
 
-const best = (runs: Figures[]): Figures => ({ rps: Math.max(...runs.map((r) => r.rps)), p99: Math.min(...runs.map((r) => r.p99)), failed: runs.reduce((n, r) => n + r.failed, 0) });
+const best = (runs: Figures[]): Figures => ({
+  rps: Math.max(...runs.map((r) => r.rps)),
+  p99: Math.min(...runs.map((r) => r.p99)),
+  failed: runs.reduce((n, r) => n + r.failed, 0),
+  cpuUs: Math.min(...runs.map((r) => r.cpuUs)),
+});
 
 /**
  * The targets measured in turn, ROUNDS times, each keeping its best round: the machine is shared, and a burst of
@@ -181,6 +198,19 @@ async function main() {
             baselineName: 'same-work',
             target: '≥ 0.60 of same-work',
             met: app.rps >= 0.6 * same.rps,
+          }),
+        );
+        // CPU per request holds still when other work shares the machine (throughput does not): printed beside the rates.
+        rows.push(
+          row({
+            bench: 'read',
+            what: `${label(path)} main-thread CPU per request`,
+            today: app.cpuUs,
+            unit: 'µs',
+            baseline: same.cpuUs,
+            baselineName: 'same-work',
+            target: 'printed',
+            met: true,
           }),
         );
         rows.push(

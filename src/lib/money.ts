@@ -20,6 +20,7 @@ export function pow10(decimals: number): bigint {
 }
 
 export function formatAmount(units: bigint, decimals: number): string {
+  if (units === 0n) return '0'; // most of a balance list: every asset appears, held or not
   const negative = units < 0n;
   const abs = negative ? -units : units;
   const scale = pow10(decimals);

@@ -166,7 +166,8 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
         const heldUnits = BigInt(b?.held ?? 0);
         const priceRow = prices.get(a.symbol);
         const price = priceRow === undefined ? null : BigInt(priceRow);
-        const total = formatAmount(available + heldUnits, a.decimals);
+        const availableText = formatAmount(available, a.decimals);
+        const total = heldUnits === 0n ? availableText : formatAmount(available + heldUnits, a.decimals);
         const valueUsd = price === null ? null : usd(mulDiv(available + heldUnits, price, pow10(a.decimals)));
         items.push({
           asset_symbol: a.symbol,
@@ -175,7 +176,7 @@ export function createAccountService(deps: { clock: Clock; ledger: LedgerService
           category: a.category,
           amount: total,
           amount_usd: valueUsd,
-          available: formatAmount(available, a.decimals),
+          available: availableText,
           held: formatAmount(heldUnits, a.decimals),
           total,
           value_usd: valueUsd,
