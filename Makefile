@@ -88,6 +88,8 @@ bench-footprint:
 bench-metrics:
 	npm run --silent bench:metrics
 
-# read, payments, webhooks, footprint and metrics in turn, then one table of every figure beside its target (not chain: bench-chain).
+# read, payments, webhooks, footprint and metrics in turn, then one table of every figure beside its target (not chain: bench-chain);
+# read, payments and webhooks also measure the tree issue 25 was filed against (950cddc) right before this one, and a last
+# table sets the two trees side by side (npm run bench -- --baseline REV | none).
 bench:
 	npm run --silent bench
