@@ -1,7 +1,7 @@
 // Start-up footprint (issue 12 P4): the compiled server's start-up module graph leaves out the packages that load on
 // first use (viem, the MCP SDK, oidc-provider, nodemailer, the OpenTelemetry SDK, prom-client, jose,
-// @simplewebauthn/server with @peculiar/* and asn1js, got), and code that needs viem, @simplewebauthn/server or got
-// works when it is the first to load it. Runs dist/ (built by `pretest:file`) in a child process that
+// @simplewebauthn/server with @peculiar/* and asn1js, got, Node's bundled undici), and code that needs viem,
+// @simplewebauthn/server or got works when it is the first to load it. Runs dist/ (built by `pretest:file`) in a child process that
 // records every module loaded, through `import` or `require`.
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
@@ -9,14 +9,17 @@ import { repoRoot } from '../helpers/process.js';
 
 const LAZY = /\/node_modules\/(viem|ox|@scure|@noble|@modelcontextprotocol|oidc-provider|nodemailer|prom-client|jose|@simplewebauthn|@peculiar|asn1js|got|@opentelemetry\/(?!api\/))\//;
 
-/** Imports what dist/src/server.js imports (without starting it), lists the packages loaded, then runs `after`. */
+/**
+ * Imports what dist/src/server.js imports (without starting it), lists the packages loaded (and Node's bundled undici,
+ * which an ESM import of node:http loads through its lazy WebSocket export), then runs `after`.
+ */
 function inChild(after: string): { loaded: string[]; result: unknown } {
   const script = `
     import { registerHooks } from 'node:module';
     const loaded = [];
     registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
     for (const m of ['app', 'chain/connect', 'config', 'demo', 'http/http-server', 'lib/logger', 'observability/metrics', 'worker']) await import('./dist/src/' + m + '.js');
-    const atStart = loaded.filter((u) => ${LAZY}.test(u));
+    const atStart = [...loaded.filter((u) => ${LAZY}.test(u)), ...process.moduleLoadList.filter((m) => /undici/.test(m))];
     const result = await (async () => { ${after} })();
     process.stdout.write(JSON.stringify({ loaded: atStart, result }));
   `;
