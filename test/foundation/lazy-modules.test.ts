@@ -1,13 +1,14 @@
 // Start-up footprint (issue 12 P4): the compiled server's start-up module graph leaves out the packages that load on
 // first use (viem, the MCP SDK, oidc-provider, nodemailer, the OpenTelemetry SDK, prom-client, jose,
-// @simplewebauthn/server with @peculiar/* and asn1js, got, Node's bundled undici), and code that needs viem,
-// @simplewebauthn/server or got works when it is the first to load it. Runs dist/ (built by `pretest:file`) in a child process that
-// records every module loaded, through `import` or `require`.
+// @simplewebauthn/server with @peculiar/* and asn1js, got, Node's bundled undici; never: the `redis` package's module
+// commands), and code that needs viem, @simplewebauthn/server or got works when it is the first to load it. Runs dist/
+// (built by `pretest:file`) in a child process that records every module loaded, through `import` or `require`.
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import { repoRoot } from '../helpers/process.js';
 
-const LAZY = /\/node_modules\/(viem|ox|@scure|@noble|@modelcontextprotocol|oidc-provider|nodemailer|prom-client|jose|@simplewebauthn|@peculiar|asn1js|got|@opentelemetry\/(?!api\/))\//;
+const LAZY =
+  /\/node_modules\/(viem|ox|@scure|@noble|@modelcontextprotocol|oidc-provider|nodemailer|prom-client|jose|@simplewebauthn|@peculiar|asn1js|got|@redis\/(?!client\/)[^/]+|@opentelemetry\/(?!api\/)[^/]+)\//;
 
 /**
  * Imports what dist/src/server.js imports (without starting it), lists the packages loaded (and Node's bundled undici,
