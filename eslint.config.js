@@ -48,9 +48,9 @@ export default tseslint.config(
     plugins: { state: { rules: { 'no-module-state': noModuleState } } },
     rules: { 'state/no-module-state': 'error' },
   },
-  layer(['src/handlers/**'], ['knex', 'redis', 'pg', '**/db/repositories/*', '**/db/knex.js'], 'Handlers translate; they reach data through services (STYLE.md habit 2).'),
-  layer(['src/services/**'], ['express', 'redis', 'openapi-backend', '**/http/pipeline.js'], 'Services decide; they know nothing of HTTP (STYLE.md habit 2).'),
-  layer(['src/lib/**'], ['knex', 'redis', 'pg', 'express'], 'lib/ is pure helpers without I/O.'),
+  layer(['src/handlers/**'], ['knex', 'redis', '@redis/*', 'pg', '**/db/repositories/*', '**/db/knex.js'], 'Handlers translate; they reach data through services (STYLE.md habit 2).'),
+  layer(['src/services/**'], ['express', 'redis', '@redis/*', 'openapi-backend', '**/http/pipeline.js'], 'Services decide; they know nothing of HTTP (STYLE.md habit 2).'),
+  layer(['src/lib/**'], ['knex', 'redis', '@redis/*', 'pg', 'express'], 'lib/ is pure helpers without I/O.'),
   // The dependency-cruiser config (.dependency-cruiser.cjs) is CommonJS.
   { files: ['**/*.cjs'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } } },
   {

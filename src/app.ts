@@ -1,7 +1,9 @@
 // Composition root: builds pools, clients, services, the router and the Express app; knows how to close them.
 import express, { type Express } from 'express';
 import type { Knex } from 'knex';
-import { createClient } from 'redis';
+// @redis/client, not the `redis` package: that one is this client plus the module commands (RedisJSON, search,
+// time series, bloom; ~1.2 MB of heap at start) that nothing here sends.
+import { createClient } from '@redis/client';
 import type { Config } from './config.js';
 import { createKnex, migrateLatest } from './db/knex.js';
 import { handlers } from './handlers/index.js';
@@ -37,7 +39,7 @@ import { createOAuthService } from './oauth/oauth.service.js';
 import { mountOAuth } from './oauth/provider.js';
 import { mountMcp } from './mcp/mcp.js';
 import { mountConsole } from './console/console.js';
-import { mountAgentSkill, mountDocs } from './docs/docs.js';
+import { createSkill, mountAgentSkill, mountDocs } from './docs/docs.js';
 import { createDefiArea } from './services/defi/area.js';
 import { createLedgerArea } from './services/ledger/area.js';
 import { createCustodyService } from './services/custody/accounts.js';
@@ -316,7 +318,8 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   app.use(edge);
   // app.use, not a `*splat` route: Express would decode the splat and throw on malformed escapes. Mounted first:
   // no other route shares these prefixes, and the API's requests then skip the other routes' matching.
-  mountAgentSkill(app, { document: core.document });
+  const skill = createSkill(core.document);
+  mountAgentSkill(app, { skill });
   app.use('/v1/agent', pipeline.agentApi);
   app.use(['/v1/owner', '/v1/admin'], pipeline.ownerApi);
   const health = createHealthHandlers({ checks: readinessChecks(core), chainHealth: core.chain ? () => core.chain!.health() : null });
@@ -325,7 +328,7 @@ export async function createApp(config: Readonly<Config>, overrides: AppOverride
   mountOAuth(app, { config, db, clock, log, services, sealer: core.sealer });
   const mcp = mountMcp(app, httpDeps);
   mountConsole(app, { config, db, services, log });
-  mountDocs(app, { document: core.document });
+  mountDocs(app, { document: core.document, skill });
   app.use((_req, res) => {
     res.status(404).json(errorBody('not_found', 'No route matches this request.'));
   });

@@ -1,5 +1,5 @@
-// Documents for people and agents, rendered from the OpenAPI document once at start-up: /docs (Redoc, its standalone
-// bundle served from node_modules, no CDN), /skill.md and /llms.txt. Public, outside the API envelope.
+// Documents for people and agents, rendered from the OpenAPI document: /docs (Redoc, its standalone bundle served from
+// node_modules, no CDN) and /llms.txt at start-up, /skill.md on its first request. Public, outside the API envelope.
 import type { Express, Response } from 'express';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -43,17 +43,25 @@ function docsPage(document: OpenApiDocument): string {
 `;
 }
 
+/**
+ * The briefing of /skill.md and /v1/agent/skill.md, one per app: rendered on the first request for it and kept, not at
+ * start-up. Rendering builds every MCP tool definition from the document to list the tools (~0.2-0.35 s of CPU and
+ * ~10 MB of transient heap, which start-up paid twice, once per mount, and the process kept as committed heap).
+ */
+export function createSkill(document: OpenApiDocument): () => string {
+  let skill: string | undefined;
+  return () => (skill ??= renderSkill(document));
+}
+
 /** GET /v1/agent/skill.md: the same briefing, public, ahead of the /v1/agent pipeline (which would ask for credentials). */
-export function mountAgentSkill(app: Express, deps: { document: OpenApiDocument }): void {
-  const skill = renderSkill(deps.document);
+export function mountAgentSkill(app: Express, deps: { skill: () => string }): void {
   app.get('/v1/agent/skill.md', (_req, res) => {
-    res.status(200).type('text/markdown; charset=utf-8').setHeader('Cache-Control', 'public, max-age=300').setHeader('X-Content-Type-Options', 'nosniff').send(skill);
+    res.status(200).type('text/markdown; charset=utf-8').setHeader('Cache-Control', 'public, max-age=300').setHeader('X-Content-Type-Options', 'nosniff').send(deps.skill());
   });
 }
 
-export function mountDocs(app: Express, deps: { document: OpenApiDocument }): void {
+export function mountDocs(app: Express, deps: { document: OpenApiDocument; skill: () => string }): void {
   const page = docsPage(deps.document);
-  const skill = renderSkill(deps.document);
   const llms = renderLlmsTxt(deps.document);
   let served: { body: Buffer; etag: string } | undefined;
   const send = (res: Response, type: string, body: string) => res.status(200).type(type).setHeader('Cache-Control', 'public, max-age=300').setHeader('X-Content-Type-Options', 'nosniff').send(body);
@@ -78,7 +86,7 @@ export function mountDocs(app: Express, deps: { document: OpenApiDocument }): vo
       res.status(304).end();
     else res.status(200).type('text/javascript; charset=utf-8').send(body);
   });
-  app.get('/skill.md', (_req, res) => send(res, 'text/markdown; charset=utf-8', skill));
+  app.get('/skill.md', (_req, res) => send(res, 'text/markdown; charset=utf-8', deps.skill()));
   // Also where Hightop serves it (issue 26, item 12); mounted by mountAgentSkill ahead of the /v1/agent pipeline.
   app.get('/llms.txt', (_req, res) => send(res, 'text/plain; charset=utf-8', llms));
 }

@@ -1,6 +1,7 @@
-// GET /skill.md: a Markdown briefing for AI agents, rendered from the OpenAPI document at start-up. The prose comes from
-// the document's own sections (info.description), the tables from its structure: security schemes, x-idempotency,
-// x-rate-limit-class, OperationStatus's x-terminal, ErrorCode's x-agent-actions, and the MCP tools of /v1/agent.
+// GET /skill.md: a Markdown briefing for AI agents, rendered from the OpenAPI document on its first request
+// (src/docs/docs.ts). The prose comes from the document's own sections (info.description), the tables from its
+// structure: security schemes, x-idempotency, x-rate-limit-class, OperationStatus's x-terminal, ErrorCode's
+// x-agent-actions, and the MCP tools of /v1/agent.
 import { readOperations } from '../http/operations.js';
 import { toolCatalog } from '../mcp/catalog.js';
 import type { OpenApiDocument, OperationMeta } from '../lib/contract.js';

@@ -7,10 +7,17 @@
 // the envelope and, once the caller is authenticated, the rate-limit headers (src/http/limits.ts).
 // Only a head over MAX_HEAD_BYTES is answered here, enveloped, with a fresh X-Request-Id.
 import { randomUUID } from 'node:crypto';
-import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { errorBody } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+
+/**
+ * node:http through `process.getBuiltinModule`, not an ESM `import` (the start-up footprint, issue 12 P4): the ESM
+ * facade of a built-in reads every export, and node:http's lazy WebSocket, CloseEvent and MessageEvent load Node's
+ * bundled undici (~1.7 MB of heap) that nothing of the server uses. src/observability/metrics.ts does the same.
+ */
+const { createServer, STATUS_CODES } = process.getBuiltinModule('node:http');
 
 /** Node's parser limit for a request head (request line + headers). */
 export const MAX_HEAD_BYTES = 64 * 1024;

@@ -1,5 +1,5 @@
 // Prometheus metrics (prom-client) on their own registry per process; a no-op object when METRICS_PORT is unset.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { Knex } from 'knex';
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
@@ -198,7 +198,8 @@ export async function readAggregates(db: Knex, now: Date): Promise<Aggregates> {
 
 /** Serves `GET /metrics` from `registry` on its own port (never the API port, so it need not be exposed publicly). */
 export async function startMetricsServer(registry: Registry, port: number, host: string): Promise<Server> {
-  const server = createServer((req, res) => {
+  // Not an ESM import of node:http, which would load Node's bundled undici at start (src/http/http-server.ts).
+  const server = process.getBuiltinModule('node:http').createServer((req, res) => {
     if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
       return;

@@ -2,15 +2,10 @@
 // assertion is verified against a challenge this service issued, single use, at most CHALLENGE_TTL_MS old and bound
 // to its purpose: signing in, or approving one operation (the step-up that approve requires, so "fresh" means
 // verified within the challenge's 5 minutes and for that approval alone).
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type RegistrationResponseJSON,
-} from '@simplewebauthn/server';
-import { cose, decodeCredentialPublicKey } from '@simplewebauthn/server/helpers';
+import { createRequire } from 'node:module';
+import type * as SimpleWebAuthn from '@simplewebauthn/server';
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
+import type * as SimpleWebAuthnHelpers from '@simplewebauthn/server/helpers';
 import type { Db } from '../db/knex.js';
 import {
   consumeChallenge,
@@ -80,6 +75,14 @@ function bindingOf(p: AssertionPurpose): { ownerId: string | null; operationId: 
   return { ownerId: null, operationId: null, scope: null };
 }
 
+/**
+ * @simplewebauthn/server (with @peculiar/asn1-*, asn1js and tsyringe, ~3.5 MB of heap) loads at the first passkey ceremony,
+ * not at start (the start-up footprint, issue 12 P4); Node's require cache keeps the one copy (no state of ours).
+ */
+const load = createRequire(import.meta.url);
+const webauthn = () => load('@simplewebauthn/server') as typeof SimpleWebAuthn;
+const webauthnHelpers = () => load('@simplewebauthn/server/helpers') as typeof SimpleWebAuthnHelpers;
+
 const denied = (why: string) => new ApiError('authentication_failed', `the passkey assertion was refused: ${why}`);
 
 /** The challenge a WebAuthn answer signed (clientDataJSON.challenge), or null when unreadable. */
@@ -96,7 +99,8 @@ function challengeOf(response: unknown): string | null {
 
 /** The (x, y) of a COSE EC2 P-256 key (ES256), or null for any other kind of key (RSA, Ed25519, another curve). */
 export function p256Coordinates(publicKey: Uint8Array): { qx: `0x${string}`; qy: `0x${string}` } | null {
-  let key: cose.COSEPublicKey;
+  const { cose, decodeCredentialPublicKey } = webauthnHelpers();
+  let key: SimpleWebAuthnHelpers.cose.COSEPublicKey;
   try {
     key = decodeCredentialPublicKey(publicKey as Parameters<typeof decodeCredentialPublicKey>[0]);
   } catch {
@@ -130,7 +134,7 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       const email = await findOwnerEmail(db, ownerId);
       if (!email) throw new ApiError('not_found', 'owner not found');
       const existing = await listPasskeys(db, ownerId);
-      const options = await generateRegistrationOptions({
+      const options = await webauthn().generateRegistrationOptions({
         rpName,
         rpID: rpId,
         userName: email,
@@ -150,6 +154,8 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       const challenge = challengeOf(response);
       const row = challenge ? await consumeChallenge(db, challenge, 'register', clock.now()) : undefined;
       if (!row || row.owner_id !== ownerId) throw new ApiError('validation_failed', 'the registration answers no live challenge of this owner: ask for new options', { field: 'response' });
+      // Loaded before the try: a missing package is a failure of the server, not a refused registration.
+      const { verifyRegistrationResponse } = webauthn();
       let verified;
       try {
         verified = await verifyRegistrationResponse({
@@ -190,7 +196,7 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       const binding = bindingOf(request);
       const mine = binding.ownerId ? await listPasskeys(db, binding.ownerId) : [];
       if (binding.ownerId && mine.length === 0) throw new ApiError('invalid_state_transition', `register a passkey first: ${request.purpose === 'approve' ? 'approvals need' : 'a step-up needs'} one`);
-      const options = await generateAuthenticationOptions({
+      const options = await webauthn().generateAuthenticationOptions({
         rpID: rpId,
         // Signing in: any discoverable passkey of this site; approving: the owner's own.
         allowCredentials: mine.map((p) => ({ id: p.credential_id, transports: p.transports as never })),
@@ -225,6 +231,7 @@ export function createPasskeyService(deps: { clock: Clock; baseUrl: string; rpId
       const passkey = typeof id === 'string' ? await findPasskey(db, id) : undefined;
       if (!passkey) throw denied('unknown passkey');
       if (binding.ownerId && passkey.owner_id !== binding.ownerId) throw denied("the passkey is not the owner's");
+      const { verifyAuthenticationResponse } = webauthn();
       let result;
       try {
         result = await verifyAuthenticationResponse({
