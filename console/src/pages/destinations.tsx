@@ -50,7 +50,8 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
         ])}
         empty="No trusted destinations."
       />
-      {account.onchain && !account.passkey ? (
+      {/* Nothing to offer until the account view has answered: the form would show for an account the owner's key must sign. */}
+      {account.data === undefined && !account.error ? null : account.onchain && !account.passkey ? (
         <p class="status">
           Adding a destination to this agent's account is signed by your key: <code>{account.data?.commands.find((c) => c.action === 'add_destination')?.command}</code>
         </p>
