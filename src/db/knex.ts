@@ -230,25 +230,18 @@ export function isEmbedded(db: Db): boolean {
 type RowsOf<S> = S extends Sql<infer R> ? R[] : never;
 
 /**
- * The statement as a knex raw query. On Postgres the text goes to pg as written, `$n` and all, with its values and name
- * in the raw query's options (knex hands them to pg's query config as they are: `.options()`, its documented way to pass
- * driver options): knex rewrites nothing per call but a literal `?`, escaped here so it stays one. The embedded client
- * takes knex's `?` bindings, so there `$n` become `?` and the values knex's bindings.
+ * The statement as a knex raw query: `$n` parameters become knex's `?` bindings (a literal `?` of the text is escaped),
+ * and a named statement gets the name pg prepares it under on each connection (knex hands its options to pg's query).
  */
 function rawOf(db: Db, statement: Sql<unknown>, generation: number): Knex.Raw {
-  const escaped = statement.text.includes('?') ? statement.text.replace(/\?/g, '\\?') : statement.text;
-  if (stateOf(db).embedded) {
-    const bindings: Knex.RawBinding[] = [];
-    const text = escaped.replace(/\$(\d+)/g, (_, n: string) => {
-      bindings.push(statement.values[Number(n) - 1] as Knex.RawBinding);
-      return '?';
-    });
-    return db.raw(text, bindings);
-  }
-  // What knex's bindings refuse, refused here too: pg would send an undefined value as NULL.
-  if (statement.values.includes(undefined)) throw new Error(`Undefined binding(s) detected in: ${statement.text}`);
-  const name = statement.name ? { name: generation === 0 ? statement.name : `${statement.name}_${generation}` } : {};
-  return db.raw(escaped).options({ values: statement.values, ...name });
+  const bindings: Knex.RawBinding[] = [];
+  const text = statement.text.replace(/\?/g, '\\?').replace(/\$(\d+)/g, (_, n: string) => {
+    bindings.push(statement.values[Number(n) - 1] as Knex.RawBinding);
+    return '?';
+  });
+  const raw = db.raw(text, bindings);
+  if (!statement.name || stateOf(db).embedded) return raw;
+  return raw.options({ name: generation === 0 ? statement.name : `${statement.name}_${generation}` });
 }
 
 /**
