@@ -2,7 +2,6 @@
 // With a server answering at AGENT_API_BASE_URL every command goes through the owner and admin APIs
 // (admin token); only when none answers does it open the database itself.
 import { parseArgs } from 'node:util';
-import { buildCore } from '../src/app.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { ApiCallError, connectToServer } from '../src/cli/client.js';
 import { conflictErrorOf } from '../src/db/unique-violation.js';
@@ -55,6 +54,8 @@ async function main(): Promise<number> {
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   }
+  // On the database: the whole core, loaded only now (a command sent to a server never needs it).
+  const { buildCore } = await import('../src/app.js');
   const core = await buildCore(config);
   try {
     const result = await withOwnerSignature(ownerKey, (signature) => command.run({ db: core.db, services: core.services, config, clock: core.clock, ownerSignature: signature }, args));

@@ -3,10 +3,8 @@
 // here, checked and relayed to the account (whose lane call above the approval threshold consumes it), and the
 // operation approved. Always in-process and always signed by the owner's key: agentctl holds no passkey, and the
 // development owner key never approves on the owner's behalf here. Other approvals stay the console's (passkey).
-import { findApproval } from '../db/repositories/approval.repository.js';
 import { ApiError } from '../lib/errors.js';
-import { spendApprovalOf } from '../services/custody/spend-approval.js';
-import { CliUsageError, requirePositional, type CliCommand } from './types.js';
+import { CliUsageError, onDatabase, requirePositional, type CliCommand } from './types.js';
 
 export const approvalCommands: CliCommand[] = [
   {
@@ -14,6 +12,7 @@ export const approvalCommands: CliCommand[] = [
     usage: "approval approve OPERATION_ID --owner-key-file FILE (evm mode, an agent account's transfer: the owner's key signs ApproveSpend here)",
     run: async (ctx, args) => {
       const id = requirePositional(args, 0, 'OPERATION_ID');
+      const { findApproval, spendApprovalOf } = await onDatabase();
       const op = await findApproval(ctx.db, null, id);
       if (!op) throw new ApiError('not_found', 'approval not found');
       const custody = ctx.services.custody ?? undefined;

@@ -1,13 +1,11 @@
 // agentctl for the ledger area: funding, policy, recipients, recurring payments, trusted destinations,
 // withdrawal methods, one-off payments (recipient claim, owner cancel) and the simulated chain and price feed.
 import { readFile } from 'node:fs/promises';
-import { findAgent } from '../db/repositories/agent.repository.js';
-import { policyToJson } from '../services/ledger/policy.js';
 import type { DestinationAction } from '../services/ledger/destinations.js';
-import { CliUsageError, optionalFlag, parseDateFlag, parseIntFlag, requireFlag, requirePositional, seg, type CliArgs, type CliCommand, type CliContext } from './types.js';
+import { CliUsageError, onDatabase, optionalFlag, parseDateFlag, parseIntFlag, requireFlag, requirePositional, seg, type CliArgs, type CliCommand, type CliContext } from './types.js';
 
 export async function requireAgent(ctx: CliContext, agentId: string) {
-  const agent = /^[0-9a-f-]{36}$/i.test(agentId) ? await findAgent(ctx.db, agentId) : undefined;
+  const agent = /^[0-9a-f-]{36}$/i.test(agentId) ? await (await onDatabase()).findAgent(ctx.db, agentId) : undefined;
   if (!agent) throw new CliUsageError(`agent ${agentId} not found`);
   return agent;
 }
@@ -74,7 +72,7 @@ export const ledgerCommands: CliCommand[] = [
       const agentId = requirePositional(args, 0, 'AGENT_ID');
       await requireAgent(ctx, agentId);
       const policy = await ctx.services.ledger.policy.set(ctx.db, agentId, await readPolicyFile(args), ctx.ownerSignature);
-      return { agent_id: agentId, policy: policyToJson(policy) };
+      return { agent_id: agentId, policy: (await onDatabase()).policyToJson(policy) };
     },
     http: async (args) => ({ method: 'PUT', path: agentPath(args, '/policy'), body: await readPolicyFile(args) }),
   },
@@ -86,7 +84,7 @@ export const ledgerCommands: CliCommand[] = [
       if (args.flags.all !== true) throw new CliUsageError('agent allow needs --all (a permissive development policy)');
       await requireAgent(ctx, agentId);
       const policy = await ctx.services.ledger.policy.allowAll(ctx.db, agentId);
-      return { agent_id: agentId, policy: policyToJson(policy) };
+      return { agent_id: agentId, policy: (await onDatabase()).policyToJson(policy) };
     },
     http: (args) => {
       if (args.flags.all !== true) throw new CliUsageError('agent allow needs --all (a permissive development policy)');

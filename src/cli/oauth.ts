@@ -1,6 +1,5 @@
 // agentctl: out-of-band OAuth clients, signing-key rotation, and the owner's connected apps (grants).
-import { OAuthInputError } from '../oauth/oauth.service.js';
-import { CliUsageError, requireFlag, requirePositional, seg, type CliArgs, type CliCommand } from './types.js';
+import { CliUsageError, onDatabase, requireFlag, requirePositional, seg, type CliArgs, type CliCommand } from './types.js';
 
 const redirectUris = (args: CliArgs) =>
   requireFlag(args, 'redirect-uri')
@@ -12,7 +11,7 @@ const usageErrors = async <T>(fn: () => Promise<T>): Promise<T> => {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof OAuthInputError) throw new CliUsageError(err.message);
+    if (err instanceof (await onDatabase()).OAuthInputError) throw new CliUsageError(err.message);
     throw err;
   }
 };

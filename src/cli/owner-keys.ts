@@ -2,15 +2,13 @@
 // with (--owner-key-file). On the development chain without --signer, agentctl generates the key and writes it to
 // DATA_DIR/owner-keys/<owner_id>.key (mode 0600): a development convenience, refused in production.
 import type { PrivateKeyAccount } from 'viem/accounts';
-import { createChainClient, resolveChainId } from '../chain/connect.js';
 import { DEV_CHAIN_ID } from '../chain/dev-accounts.js';
 import type { Config } from '../config.js';
-import { createLogger } from '../lib/logger.js';
 import { devOwnerKeyPath, generateOwnerKey, readOwnerKeyFile, writeOwnerKeyFile } from '../lib/owner-keys.js';
 import { isApiError } from '../lib/errors.js';
 import type { OwnerSignature } from '../services/custody/accounts.js';
 import { ApiCallError } from './client.js';
-import { CliUsageError, optionalFlag, type CliArgs } from './types.js';
+import { CliUsageError, onDatabase, optionalFlag, type CliArgs } from './types.js';
 import { typedDataOf } from '../lib/typed-data-json.js';
 
 export interface OwnerSignerPlan {
@@ -27,6 +25,7 @@ export async function ownerSignerPlan(config: Readonly<Config>, args: CliArgs): 
     return { signer: given, finish: (created) => ({ ...created, signer_address: given }) };
   }
   if (!config.chain.rpcUrl) return { signer: null, finish: (created) => created };
+  const { createLogger, resolveChainId } = await onDatabase();
   const chainId = await resolveChainId(config, createLogger('silent'));
   if (chainId !== DEV_CHAIN_ID)
     throw new CliUsageError(`--signer is required on chain ${chainId}: the owner keeps the key of that address (a key is generated on the development chain ${DEV_CHAIN_ID} only)`);
@@ -51,8 +50,6 @@ export function ownerKeyFromArgs(args: CliArgs): PrivateKeyAccount | null {
     throw new CliUsageError(`--owner-key-file: ${err instanceof Error ? err.message : String(err)}`);
   }
 }
-
-export { createChainClient };
 
 /**
  * Signs an `owner_signature_required` proposal with the owner's key here (the key never leaves this machine).

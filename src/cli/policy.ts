@@ -1,8 +1,8 @@
 // agentctl for policy replay and shadow policies (issue 28): replay a candidate over the agent's history, set, drop
 // and promote a shadow policy, list its differing decisions.
-import { policyToJson } from '../services/ledger/policy.js';
+import type { policyToJson } from '../services/ledger/policy.js';
 import { agentPath, readPolicyFile, requireAgent } from './ledger.js';
-import { CliUsageError, optionalFlag, parseIntFlag, requireFlag, requirePositional, type CliArgs, type CliCommand } from './types.js';
+import { CliUsageError, onDatabase, optionalFlag, parseIntFlag, requireFlag, requirePositional, type CliArgs, type CliCommand } from './types.js';
 
 /** `--since`: `30d`, `12h` (back from `now`) or an ISO 8601 timestamp. */
 export function parseSince(raw: string, now: Date): Date {
@@ -14,7 +14,7 @@ export function parseSince(raw: string, now: Date): Date {
 }
 
 const agentOf = (args: CliArgs) => requirePositional(args, 0, 'AGENT_ID');
-const shadowOut = (agentId: string, p: Parameters<typeof policyToJson>[0] | null) => ({ agent_id: agentId, shadow_policy: p ? policyToJson(p) : null });
+const shadowOut = async (agentId: string, p: Parameters<typeof policyToJson>[0] | null) => ({ agent_id: agentId, shadow_policy: p ? (await onDatabase()).policyToJson(p) : null });
 
 export const policyCommands: CliCommand[] = [
   {
@@ -59,7 +59,7 @@ export const policyCommands: CliCommand[] = [
     run: async (ctx, args) => {
       const agentId = agentOf(args);
       await requireAgent(ctx, agentId);
-      return { agent_id: agentId, policy: policyToJson(await ctx.services.ledger.policy.promoteShadow(ctx.db, agentId)) };
+      return { agent_id: agentId, policy: (await onDatabase()).policyToJson(await ctx.services.ledger.policy.promoteShadow(ctx.db, agentId)) };
     },
     http: (args) => ({ method: 'POST', path: agentPath(args, '/shadow-policy/promote'), body: {} }),
   },

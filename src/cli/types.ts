@@ -38,6 +38,9 @@ export const seg = (value: string): string => encodeURIComponent(value);
 
 export class CliUsageError extends Error {}
 
+/** The modules a command needs on the database (src/cli/local.ts), loaded on first use. */
+export const onDatabase = () => import('./local.js');
+
 export function requireFlag(args: CliArgs, name: string): string {
   const value = args.flags[name];
   if (typeof value !== 'string' || value === '') throw new CliUsageError(`--${name} is required`);

@@ -4,7 +4,7 @@
 // commands), and code that needs viem, @simplewebauthn/server or got works when it is the first to load it. Runs dist/
 // (built by `pretest:file`) in a child process that records every module loaded, through `import` or `require`.
 import { expect } from 'chai';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { repoRoot } from '../helpers/process.js';
 
 const LAZY =
@@ -65,5 +65,29 @@ describe('start-up module graph (dist)', function () {
       // got connected (and was refused): the request went out through it, not through a missing module's error.
       refused: { code: 'upstream_error', details: { reason: 'network_error' } },
     });
+  });
+});
+
+describe('agentctl start-up (dist)', function () {
+  this.timeout(60_000);
+
+  it('parses a command and reaches the server without loading the app, knex, pg, Express or viem (they load only for a command run on the database)', () => {
+    // `agentctl --help` imports everything a command sent to a server needs (the command table, the client, the
+    // config, the owner-key helpers) and exits; every module it loaded is listed as it exits.
+    const script = `
+      import { registerHooks } from 'node:module';
+      import { writeSync } from 'node:fs';
+      const loaded = [];
+      registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+      process.on('exit', () => writeSync(2, JSON.stringify(loaded)));
+      process.argv = [process.argv[0], 'agentctl', '--help'];
+      await import('./dist/scripts/agentctl.js');
+    `;
+    const out = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: repoRoot, encoding: 'utf8' });
+    expect(out.stdout).to.match(/^usage: agentctl/);
+    const loaded = JSON.parse(out.stderr) as string[];
+    expect(loaded.some((u) => u.endsWith('/dist/src/cli/index.js'))).to.equal(true);
+    const heavy = loaded.filter((u) => /\/node_modules\/(knex|pg|express|viem|ox|@noble)\/|\/dist\/src\/(app|db\/knex|chain\/connect)\.js$/.test(u));
+    expect(heavy).to.deep.equal([]);
   });
 });
