@@ -135,7 +135,20 @@ describe('custody: the owner sees the account on chain read-only, with the agent
     await page.getByRole('button', { name: 'Send me a code' }).click();
     await page.getByLabel('One-time code').fill(await mail.nextCode(email));
     await page.getByRole('button', { name: 'Sign in' }).click();
+    // While the account view has not answered, no control that signs (or not) by it is offered: an owner who clicked
+    // one then would send an unsigned change (a loaded suite run once caught 'Disable agent' offered in that window).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route('**/v1/owner/agents/*/account', async (route) => {
+      await held;
+      await route.continue();
+    });
     await page.getByRole('link', { name: 'chain bot' }).click();
+    await page.getByRole('button', { name: 'Rotate key' }).waitFor();
+    await page.getByRole('heading', { name: 'Trusted destinations' }).waitFor();
+    for (const name of ['Save policy', 'Disable agent', 'Propose destination']) expect(await page.getByRole('button', { name }).count(), `${name} before the account view`).to.equal(0);
+    release();
+    await page.unroute('**/v1/owner/agents/*/account');
     await page.getByRole('heading', { name: 'On-chain limits (read-only)' }).waitFor();
     const facts = page.getByLabel('Account on chain');
     expect(await facts.textContent()).to.contain(account);

@@ -21,11 +21,13 @@ const ACTIONS: Record<AccountView['commands'][number]['action'], string> = {
 /**
  * The agent's account view; `onchain` is true when the account on chain, not the database, holds the limits, and
  * `passkey` is the credential id of the owner's passkey that owns the account (the console signs with it), else null.
+ * `known` is false until the view has answered (or failed): a form that signs, or not, by `passkey` waits for it, or
+ * it would send an unsigned change that the account's owner must sign.
  */
 export function useAccount(id: string, version = 0) {
   const view = useLoad(() => ok(api.GET('/v1/owner/agents/{agent_id}/account', { params: { path: { agent_id: id } } })), [id, version]);
   const passkey = view.data?.owner_signer_kind === 'passkey' ? (view.data.owner_passkey?.credential_id ?? null) : null;
-  return { ...view, onchain: view.data?.custody === 'account', passkey };
+  return { ...view, known: view.data !== undefined || view.error !== null, onchain: view.data?.custody === 'account', passkey };
 }
 
 const cap = (v: string | number | null | undefined, unit: 'usd' | 'count') => (v === null || v === undefined ? 'no cap' : unit === 'usd' ? usd(String(v)) : String(v));

@@ -91,7 +91,7 @@ export function AgentPage({ id }: { id: string }) {
                 )
               }
             />
-            {(!account.onchain || account.passkey) && (
+            {account.known && (!account.onchain || account.passkey) && (
               <ActionForm
                 label={a.enabled ? 'Disable agent' : 'Enable agent'}
                 danger={a.enabled}
@@ -140,8 +140,12 @@ export function AgentPage({ id }: { id: string }) {
           <h2>Spending</h2>
           <SpendingChart id={id} version={version} />
           <OnchainAccount view={account.data} error={account.error} />
-          <PolicyEditor id={id} readOnly={account.onchain && !account.passkey} signWith={account.passkey} onShadowChange={() => setShadowVersion((v) => v + 1)} />
-          <ShadowPolicy id={id} readOnly={account.onchain} version={shadowVersion} onChange={() => setShadowVersion((v) => v + 1)} />
+          {account.known && (
+            <>
+              <PolicyEditor id={id} readOnly={account.onchain && !account.passkey} signWith={account.passkey} onShadowChange={() => setShadowVersion((v) => v + 1)} />
+              <ShadowPolicy id={id} readOnly={account.onchain} version={shadowVersion} onChange={() => setShadowVersion((v) => v + 1)} />
+            </>
+          )}
           <h2>Rate limits and live usage</h2>
           <Status text={limits.error} kind="error" />
           <Table

@@ -51,7 +51,7 @@ export function Destinations({ agentId, agentName }: { agentId: string; agentNam
         empty="No trusted destinations."
       />
       {/* Nothing to offer until the account view has answered: the form would show for an account the owner's key must sign. */}
-      {account.data === undefined && !account.error ? null : account.onchain && !account.passkey ? (
+      {!account.known ? null : account.onchain && !account.passkey ? (
         <p class="status">
           Adding a destination to this agent's account is signed by your key: <code>{account.data?.commands.find((c) => c.action === 'add_destination')?.command}</code>
         </p>
