@@ -15,6 +15,7 @@ import { openWalletAccount } from '../lib/wallet-keys.js';
 import { randomNonce } from '../x402/signing.js';
 import { NATIVE_TOKEN, accountRevertOf, createAccountCallData, laneCall, readAccountState, readOwnerNonce, relayLaneCallData } from './accounts.js';
 import { CUSTODY_SETTING, agentAccountAbi, agentAccountFactoryAbi, passkeyOwnerFactoryAbi, type CustodyContracts } from './custody.js';
+import { isAlreadySent } from './evm/transactions.js';
 import { ChainUnavailableError, type AccountWallet, type Address, type ChainAsset, type CustodyPort, type Hex } from './port.js';
 
 /** Gas limit of a relayed lane call (pay or cheque: about 90-130k with the feed read and the usage write). */
@@ -108,7 +109,11 @@ export function createEvmCustody(deps: EvmCustodyDeps): EvmCustody {
       );
     });
     const row = (await repo.findChainTxByHash(db, hash))!;
-    await node(() => client.sendRawTransaction({ serializedTransaction: row.raw_tx as Hex }));
+    // The row is recorded, so the broadcaster (a worker's pump) may send it first: the node then refuses ours as
+    // already imported, and the transaction is on its way all the same.
+    await node(() => client.sendRawTransaction({ serializedTransaction: row.raw_tx as Hex })).catch((err: unknown) => {
+      if (!isAlreadySent(err)) throw err;
+    });
     await repo.markChainTxBroadcast(db, row.id, clock.now());
     const receipt = await node(() => client.waitForTransactionReceipt({ hash, pollingInterval: Math.min(config.pollMs, 250), timeout: 60_000 }));
     await repo.markChainTxMined(

@@ -77,6 +77,9 @@ const eip5267Abi = [
 
 /** Node errors meaning "this transaction (or one at its nonce) is already in the pool or mined": safe to treat as sent. */
 const ALREADY_SENT = /already known|known transaction|nonce too low|already imported|replacement transaction underpriced|transaction already exists/i;
+
+/** Whether a broadcast was refused because the node already has the transaction (or one at its nonce): it was sent. */
+export const isAlreadySent = (err: unknown): boolean => ALREADY_SENT.test(String((err as Error)?.message));
 /** Errors of the transport (node down, refused, timed out) rather than of the request. */
 function isUnreachable(err: unknown): boolean {
   const text = `${(err as { name?: string })?.name ?? ''} ${(err as Error)?.message ?? ''} ${String((err as { cause?: unknown })?.cause ?? '')}`;
@@ -247,7 +250,7 @@ export function createTransactions(deps: EvmChainDeps) {
         await node(() => client.sendRawTransaction({ serializedTransaction: row.raw_tx as Hex }));
       } catch (err) {
         if (err instanceof ChainUnavailableError) throw err;
-        if (!ALREADY_SENT.test(String((err as Error).message))) {
+        if (!isAlreadySent(err)) {
           await repo.markChainTxError(db, row.id, String((err as Error).message).split('\n')[0]!, clock.now());
           log.warn({ tx_hash: row.tx_hash, operation_id: row.operation_id, err: String((err as Error).message).split('\n')[0] }, 'broadcast refused; retried on a later pass');
           continue;
