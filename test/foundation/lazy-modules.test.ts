@@ -3,6 +3,8 @@
 // @simplewebauthn/server with @peculiar/* and asn1js, got, Node's bundled undici; never: the `redis` package's module
 // commands), and code that needs viem, @simplewebauthn/server or got works when it is the first to load it. Runs dist/
 // (built by `pretest:file`) in a child process that records every module loaded, through `import` or `require`.
+// agentctl's start-up too (issue 25 item 6): a command sent to a server loads neither the app nor knex, pg, Express or
+// viem (src/cli/local.ts holds what a command run on the database needs).
 import { expect } from 'chai';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { repoRoot } from '../helpers/process.js';

@@ -80,6 +80,7 @@ const ALREADY_SENT = /already known|known transaction|nonce too low|already impo
 
 /** Whether a broadcast was refused because the node already has the transaction (or one at its nonce): it was sent. */
 export const isAlreadySent = (err: unknown): boolean => ALREADY_SENT.test(String((err as Error)?.message));
+
 /** Errors of the transport (node down, refused, timed out) rather than of the request. */
 function isUnreachable(err: unknown): boolean {
   const text = `${(err as { name?: string })?.name ?? ''} ${(err as Error)?.message ?? ''} ${String((err as { cause?: unknown })?.cause ?? '')}`;
